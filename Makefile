@@ -1,0 +1,45 @@
+# The targets people expect. Every target installs what it needs into .venv first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint format gen check-generate bench install clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## run: the embedded stack (PostgreSQL, NATS JetStream, job_service, one worker)
+run: $(STAMP)
+	$(PY) -m shared.devstack
+
+## test: the whole suite against real PostgreSQL and NATS started by the tests
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: $(STAMP)
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+## gen: regenerate shared/pb from proto/ (pinned grpcio-tools)
+gen: $(STAMP)
+	$(PY) scripts/generate_protos.py
+
+check-generate: $(STAMP)
+	$(PY) scripts/generate_protos.py --check
+
+## bench: end-to-end throughput and latency through the embedded stack
+bench: $(STAMP)
+	$(PY) -m bench.e2e
+
+clean:
+	rm -rf $(VENV) .pytest_cache

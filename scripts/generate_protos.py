@@ -1,0 +1,78 @@
+"""Generate the Python code for proto/jobs/v1 into shared/pb, or check that it is current.
+
+protoc names modules after their proto paths (``jobs.v1.job_pb2``); our generated package
+lives at ``shared.pb.jobs.v1``, so the absolute imports between generated modules are
+rewritten. ``--check`` regenerates into a temporary folder and fails when anything differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROTO_ROOT = ROOT / "proto"
+OUTPUT = ROOT / "shared" / "pb"
+PACKAGE_PREFIX = "shared.pb."
+_IMPORT = re.compile(r"^from jobs\.v1 import ", re.MULTILINE)
+
+
+def rewrite_imports(source: str) -> str:
+    """Point protoc's `from jobs.v1 import x` at our package."""
+    return _IMPORT.sub(f"from {PACKAGE_PREFIX}jobs.v1 import ", source)
+
+
+def generate(out: Path) -> None:
+    from grpc_tools import protoc  # dev dependency: only this script needs it
+
+    protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
+    out.mkdir(parents=True, exist_ok=True)
+    args = [
+        "protoc",
+        f"-I{PROTO_ROOT}",
+        f"-I{Path(protoc.__file__).parent / '_proto'}",
+        f"--python_out={out}",
+        f"--pyi_out={out}",
+        f"--grpc_python_out={out}",
+        *protos,
+    ]
+    if protoc.main(args) != 0:
+        raise SystemExit("protoc failed")
+    for path in out.rglob("*.py*"):
+        path.write_text(rewrite_imports(path.read_text()))
+    for folder in [out, *(p for p in out.rglob("*") if p.is_dir())]:
+        (folder / "__init__.py").touch()
+
+
+def differences(left: Path, right: Path) -> list[str]:
+    cmp = filecmp.dircmp(left, right, ignore=["__pycache__"])
+    found = [*cmp.left_only, *cmp.right_only, *cmp.diff_files]
+    found += [f for name in cmp.common_dirs for f in differences(left / name, right / name)]
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--check", action="store_true", help="fail if shared/pb is stale")
+    check = parser.parse_args().check
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp) / "pb"
+        generate(fresh)
+        if check:
+            stale = differences(fresh, OUTPUT) if OUTPUT.exists() else ["shared/pb missing"]
+            if stale:
+                print("generated code is stale; run `make gen`:", ", ".join(stale))
+                return 1
+            return 0
+        shutil.rmtree(OUTPUT, ignore_errors=True)
+        shutil.copytree(fresh, OUTPUT)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

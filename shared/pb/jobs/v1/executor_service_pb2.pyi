@@ -1,0 +1,120 @@
+import datetime
+
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from shared.pb.jobs.v1 import job_pb2 as _job_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class LockOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LOCK_OUTCOME_UNSPECIFIED: _ClassVar[LockOutcome]
+    LOCK_OUTCOME_LOCKED: _ClassVar[LockOutcome]
+    LOCK_OUTCOME_NOT_DUE: _ClassVar[LockOutcome]
+    LOCK_OUTCOME_UNAVAILABLE: _ClassVar[LockOutcome]
+LOCK_OUTCOME_UNSPECIFIED: LockOutcome
+LOCK_OUTCOME_LOCKED: LockOutcome
+LOCK_OUTCOME_NOT_DUE: LockOutcome
+LOCK_OUTCOME_UNAVAILABLE: LockOutcome
+
+class LockJobRequest(_message.Message):
+    __slots__ = ("job_id", "worker_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    worker_id: str
+    def __init__(self, job_id: _Optional[str] = ..., worker_id: _Optional[str] = ...) -> None: ...
+
+class LockJobResponse(_message.Message):
+    __slots__ = ("outcome", "job", "retry_after")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    outcome: LockOutcome
+    job: LockedJob
+    retry_after: _timestamp_pb2.Timestamp
+    def __init__(self, outcome: _Optional[_Union[LockOutcome, str]] = ..., job: _Optional[_Union[LockedJob, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class LockedJob(_message.Message):
+    __slots__ = ("job_id", "job_type", "lease_token", "attempt", "input", "lease_expires_at", "lease_ttl_ms", "heartbeat_interval_ms")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    job_type: str
+    lease_token: str
+    attempt: int
+    input: _struct_pb2.Struct
+    lease_expires_at: _timestamp_pb2.Timestamp
+    lease_ttl_ms: int
+    heartbeat_interval_ms: int
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lease_token: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token", "progress")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    progress: float
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., progress: _Optional[float] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("lease_expires_at", "cancel_requested")
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    lease_expires_at: _timestamp_pb2.Timestamp
+    cancel_requested: bool
+    def __init__(self, lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+
+class SubmitResultRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token", "output", "output_hash", "artifacts")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_HASH_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    output: _struct_pb2.Struct
+    output_hash: str
+    artifacts: _containers.RepeatedCompositeFieldContainer[_job_pb2.Artifact]
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., artifacts: _Optional[_Iterable[_Union[_job_pb2.Artifact, _Mapping]]] = ...) -> None: ...
+
+class SubmitResultResponse(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: _job_pb2.JobStatus
+    def __init__(self, status: _Optional[_Union[_job_pb2.JobStatus, str]] = ...) -> None: ...
+
+class SubmitFailureRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token", "error_code", "error_message")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    error_code: str
+    error_message: str
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class SubmitFailureResponse(_message.Message):
+    __slots__ = ("status", "next_run_at")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_RUN_AT_FIELD_NUMBER: _ClassVar[int]
+    status: _job_pb2.JobStatus
+    next_run_at: _timestamp_pb2.Timestamp
+    def __init__(self, status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

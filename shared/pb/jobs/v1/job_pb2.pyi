@@ -1,0 +1,105 @@
+import datetime
+
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class JobStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_STATUS_UNSPECIFIED: _ClassVar[JobStatus]
+    JOB_STATUS_CREATED: _ClassVar[JobStatus]
+    JOB_STATUS_QUEUED: _ClassVar[JobStatus]
+    JOB_STATUS_RUNNING: _ClassVar[JobStatus]
+    JOB_STATUS_RETRYING: _ClassVar[JobStatus]
+    JOB_STATUS_CANCEL_REQUESTED: _ClassVar[JobStatus]
+    JOB_STATUS_SUCCEEDED: _ClassVar[JobStatus]
+    JOB_STATUS_FAILED: _ClassVar[JobStatus]
+    JOB_STATUS_CANCELLED: _ClassVar[JobStatus]
+JOB_STATUS_UNSPECIFIED: JobStatus
+JOB_STATUS_CREATED: JobStatus
+JOB_STATUS_QUEUED: JobStatus
+JOB_STATUS_RUNNING: JobStatus
+JOB_STATUS_RETRYING: JobStatus
+JOB_STATUS_CANCEL_REQUESTED: JobStatus
+JOB_STATUS_SUCCEEDED: JobStatus
+JOB_STATUS_FAILED: JobStatus
+JOB_STATUS_CANCELLED: JobStatus
+
+class Job(_message.Message):
+    __slots__ = ("id", "user_id", "job_type", "status", "queue", "priority", "attempt_count", "max_attempts", "idempotency_key", "progress", "output", "output_hash", "error_code", "error_message", "created_at", "updated_at", "started_at", "finished_at", "next_run_at", "artifacts", "events")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_HASH_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_RUN_AT_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    user_id: str
+    job_type: str
+    status: JobStatus
+    queue: str
+    priority: int
+    attempt_count: int
+    max_attempts: int
+    idempotency_key: str
+    progress: float
+    output: _struct_pb2.Struct
+    output_hash: str
+    error_code: str
+    error_message: str
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    started_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    next_run_at: _timestamp_pb2.Timestamp
+    artifacts: _containers.RepeatedCompositeFieldContainer[Artifact]
+    events: _containers.RepeatedCompositeFieldContainer[JobEvent]
+    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., queue: _Optional[str] = ..., priority: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., progress: _Optional[float] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ...) -> None: ...
+
+class Artifact(_message.Message):
+    __slots__ = ("artifact_type", "artifact_id", "ordinal", "payload")
+    ARTIFACT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACT_ID_FIELD_NUMBER: _ClassVar[int]
+    ORDINAL_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    artifact_type: str
+    artifact_id: str
+    ordinal: int
+    payload: _struct_pb2.Struct
+    def __init__(self, artifact_type: _Optional[str] = ..., artifact_id: _Optional[str] = ..., ordinal: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class JobEvent(_message.Message):
+    __slots__ = ("from_status", "to_status", "attempt", "reason", "at")
+    FROM_STATUS_FIELD_NUMBER: _ClassVar[int]
+    TO_STATUS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    from_status: JobStatus
+    to_status: JobStatus
+    attempt: int
+    reason: str
+    at: _timestamp_pb2.Timestamp
+    def __init__(self, from_status: _Optional[_Union[JobStatus, str]] = ..., to_status: _Optional[_Union[JobStatus, str]] = ..., attempt: _Optional[int] = ..., reason: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
