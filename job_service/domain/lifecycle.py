@@ -1,0 +1,76 @@
+"""The job lifecycle: its states and the only transitions allowed between them.
+
+Pure: no I/O. The repository mirrors each transition as a compare-and-set
+``UPDATE … WHERE id = :id AND status = ANY(:from)``, taking its ``from`` sets from here.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobStatus(StrEnum):
+    CREATED = "created"  # reserved for scheduled jobs
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    CANCEL_REQUESTED = "cancel_requested"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+
+class Step(StrEnum):
+    """Why a job moves."""
+
+    LOCK = "lock"  # a worker took the lease
+    CANCEL = "cancel"  # CancelJob
+    SUCCEED = "succeed"  # SubmitResult with the current lease
+    RETRY = "retry"  # a retryable failure or an expired lease, attempts left
+    FAIL = "fail"  # a final failure
+    CONFIRM_CANCEL = "confirm_cancel"  # the worker stopped, or its lease ran out
+
+
+_S = JobStatus
+TRANSITIONS: dict[tuple[JobStatus, Step], JobStatus] = {
+    (_S.QUEUED, Step.LOCK): _S.RUNNING,
+    (_S.RETRYING, Step.LOCK): _S.RUNNING,
+    (_S.QUEUED, Step.CANCEL): _S.CANCELLED,
+    (_S.RETRYING, Step.CANCEL): _S.CANCELLED,
+    (_S.RUNNING, Step.SUCCEED): _S.SUCCEEDED,
+    (_S.RUNNING, Step.RETRY): _S.RETRYING,
+    (_S.RUNNING, Step.FAIL): _S.FAILED,
+    (_S.RUNNING, Step.CANCEL): _S.CANCEL_REQUESTED,
+    (_S.CANCEL_REQUESTED, Step.CONFIRM_CANCEL): _S.CANCELLED,
+}
+
+
+class IllegalTransition(Exception):
+    def __init__(self, status: JobStatus, step: Step) -> None:
+        super().__init__(f"cannot {step} a job that is {status}")
+        self.status = status
+        self.step = step
+
+
+def transition(status: JobStatus, step: Step) -> JobStatus:
+    """The status after ``step``, or IllegalTransition."""
+    try:
+        return TRANSITIONS[(status, step)]
+    except KeyError:
+        raise IllegalTransition(status, step) from None
+
+
+def sources(step: Step) -> frozenset[JobStatus]:
+    """The statuses ``step`` may start from: the ``status = ANY(:from)`` of its SQL."""
+    return frozenset(status for status, s in TRANSITIONS if s is step)
+
+
+def target(step: Step, source: JobStatus) -> JobStatus:
+    return transition(source, step)

@@ -1,0 +1,37 @@
+"""job_service configuration, from JOBS_* environment variables, validated at start-up."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class JobServiceSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
+
+    # libpq-style URL: postgresql://user:pass@host:port/db (or ?host=/socket/dir).
+    database_url: str
+    nats_url: str = "nats://127.0.0.1:4222"
+    grpc_host: str = "127.0.0.1"
+    grpc_port: int = Field(default=50051, ge=0, le=65535)
+    # Identifies this replica in outbox claims and logs.
+    instance_id: str = ""
+    db_pool_size: int = Field(default=8, ge=1, le=200)
+
+    # Leases: a dead worker's job is running again within lease_ttl + reaper_interval
+    # + the first retry backoff (well under 10 s with these defaults).
+    lease_ttl_s: float = Field(default=5.0, gt=0)
+    heartbeat_interval_s: float = Field(default=1.0, gt=0)
+    reaper_interval_s: float = Field(default=1.0, gt=0)
+
+    # Outbox dispatcher.
+    outbox_batch_size: int = Field(default=256, ge=1, le=10_000)
+    # Fallback poll; new rows written by this replica wake the dispatcher at once.
+    outbox_poll_interval_s: float = Field(default=0.5, gt=0)
+    # A claim older than this (its dispatcher crashed) is taken over.
+    outbox_claim_ttl_s: float = Field(default=30.0, gt=0)
+    # Publish failures before a row is dead-lettered.
+    outbox_max_attempts: int = Field(default=10, ge=1)
+
+    # Seconds to let in-flight RPCs finish on SIGTERM.
+    shutdown_grace_s: float = Field(default=10.0, ge=0)

@@ -1,0 +1,36 @@
+"""Every NATS subject, stream and consumer name, and the queue names, in one place."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Queue(StrEnum):
+    INTERACTIVE = "ai-interactive"
+    BACKGROUND = "ai-background"
+
+
+# Work-queue stream: a dispatch message is "job X may be worked on", removed once acked.
+DISPATCH_STREAM = "JOBS_DISPATCH"
+DISPATCH_SUBJECT_PREFIX = "jobs.dispatch"
+# Domain events for other services: jobs.events.<job_type>.<status>.
+EVENTS_STREAM = "JOBS_EVENTS"
+EVENTS_SUBJECT_PREFIX = "jobs.events"
+# Core NATS (not persisted): "stop job X now". Heartbeats are the durable backstop.
+CANCEL_SUBJECT = "jobs.control.cancel"
+
+# The JetStream header that makes a publish idempotent within the stream's window.
+MSG_ID_HEADER = "Nats-Msg-Id"
+
+
+def dispatch_subject(queue: str) -> str:
+    return f"{DISPATCH_SUBJECT_PREFIX}.{queue}"
+
+
+def dispatch_consumer(queue: str) -> str:
+    """The durable pull consumer every worker of a queue shares."""
+    return f"workers-{queue}"
+
+
+def event_subject(job_type: str, status: str) -> str:
+    return f"{EVENTS_SUBJECT_PREFIX}.{job_type}.{status}"

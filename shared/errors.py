@@ -1,0 +1,171 @@
+"""The one error tree of the product, and the codes it speaks.
+
+Two vocabularies live here, because both services must agree on them:
+
+* ``Reason`` — why an API call was refused. Each travels to the caller as the reason of a
+  ``google.rpc.ErrorInfo`` next to a gRPC status code (see ``shared.rpc_errors``).
+* ``ExecutionError`` codes — why an *attempt* failed (``job.error_code``). The prefix is the
+  error class, and the class decides retries (``classify``; the policy itself lives in
+  ``job_service.domain.retry``).
+
+Exceptions::
+
+    JobsError                      (reason, public message, optional field violations)
+    ├── InvalidInput               INVALID_ARGUMENT   INVALID_INPUT / UNKNOWN_JOB_TYPE
+    ├── JobNotFound                NOT_FOUND          JOB_NOT_FOUND
+    ├── JobNotCancellable          FAILED_PRECONDITION JOB_NOT_CANCELLABLE
+    ├── JobAlreadyCancelled        FAILED_PRECONDITION JOB_ALREADY_CANCELLED
+    ├── IdempotencyKeyReused       FAILED_PRECONDITION IDEMPOTENCY_KEY_REUSED
+    ├── LeaseLost                  ABORTED            LEASE_LOST
+    └── PlatformUnavailable        UNAVAILABLE        PLATFORM_UNAVAILABLE
+    ExecutionError                 raised inside a worker; its code becomes job.error_code
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    """Machine-readable reasons carried in ``google.rpc.ErrorInfo``."""
+
+    INVALID_INPUT = "INVALID_INPUT"
+    UNKNOWN_JOB_TYPE = "UNKNOWN_JOB_TYPE"
+    JOB_NOT_FOUND = "JOB_NOT_FOUND"
+    JOB_NOT_CANCELLABLE = "JOB_NOT_CANCELLABLE"
+    JOB_ALREADY_CANCELLED = "JOB_ALREADY_CANCELLED"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    LEASE_LOST = "LEASE_LOST"
+    PLATFORM_UNAVAILABLE = "PLATFORM_UNAVAILABLE"
+    INTERNAL = "INTERNAL"
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    field: str
+    description: str
+
+
+class JobsError(Exception):
+    """Root of every error the API reports on purpose."""
+
+    reason: Reason = Reason.INTERNAL
+
+    def __init__(self, message: str, violations: list[FieldViolation] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.violations = violations or []
+
+
+class InvalidInput(JobsError):
+    reason = Reason.INVALID_INPUT
+
+
+class UnknownJobType(InvalidInput):
+    reason = Reason.UNKNOWN_JOB_TYPE
+
+
+class JobNotFound(JobsError):
+    reason = Reason.JOB_NOT_FOUND
+
+
+class JobNotCancellable(JobsError):
+    reason = Reason.JOB_NOT_CANCELLABLE
+
+
+class JobAlreadyCancelled(JobsError):
+    reason = Reason.JOB_ALREADY_CANCELLED
+
+
+class IdempotencyKeyReused(JobsError):
+    reason = Reason.IDEMPOTENCY_KEY_REUSED
+
+
+class LeaseLost(JobsError):
+    reason = Reason.LEASE_LOST
+
+
+class PlatformUnavailable(JobsError):
+    reason = Reason.PLATFORM_UNAVAILABLE
+
+
+class InternalError(JobsError):
+    reason = Reason.INTERNAL
+
+
+# --- why an attempt failed -------------------------------------------------------------
+
+
+class ErrorClass(StrEnum):
+    """The family of an attempt's error code; the retry policy keys on it."""
+
+    PROVIDER = "PROVIDER"  # timeout, 5xx, rate limit: retry with backoff
+    VALIDATION = "VALIDATION"  # output failed its schema: retry
+    CONTENT_SAFETY = "CONTENT_SAFETY"  # never retried
+    TIMEOUT = "TIMEOUT"  # the definition's abort strategy decides
+    CREDENTIAL = "CREDENTIAL"  # never retried
+    CANCELLED = "CANCELLED"  # the job ends cancelled
+    INTERNAL = "INTERNAL"  # retried once
+    JOB = "JOB"  # the job's own code declared the input unworkable: never retried
+    LEASE = "LEASE"  # the worker vanished; its lease expired: retry
+    WORKER_SHUTDOWN = "WORKER_SHUTDOWN"  # handed back by a draining worker: run again now
+
+
+class ErrorCode(StrEnum):
+    """The attempt error codes the engine itself produces. Job types may add their own
+    codes as long as the prefix names an ``ErrorClass``."""
+
+    PROVIDER_TIMEOUT = "PROVIDER_TIMEOUT"
+    PROVIDER_UNAVAILABLE = "PROVIDER_UNAVAILABLE"
+    PROVIDER_RATE_LIMITED = "PROVIDER_RATE_LIMITED"
+    VALIDATION_OUTPUT_SCHEMA = "VALIDATION_OUTPUT_SCHEMA"
+    CONTENT_SAFETY_BLOCKED = "CONTENT_SAFETY_BLOCKED"
+    TIMEOUT = "TIMEOUT"
+    CREDENTIAL_INVALID = "CREDENTIAL_INVALID"
+    CANCELLED = "CANCELLED"
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+    JOB_REJECTED = "JOB_REJECTED"
+    LEASE_EXPIRED = "LEASE_EXPIRED"
+    WORKER_SHUTDOWN = "WORKER_SHUTDOWN"
+
+
+def classify(code: str) -> ErrorClass:
+    """The class of an attempt error code; unknown codes count as internal errors."""
+    for cls in sorted(ErrorClass, key=lambda c: -len(c.value)):
+        if code == cls.value or code.startswith(cls.value + "_"):
+            return cls
+    return ErrorClass.INTERNAL
+
+
+# What the job's owner is told; never the internal detail.
+PUBLIC_MESSAGES: dict[ErrorClass, str] = {
+    ErrorClass.PROVIDER: "The model provider did not answer successfully.",
+    ErrorClass.VALIDATION: "The model's answer did not have the expected shape.",
+    ErrorClass.CONTENT_SAFETY: "The content was blocked by a safety check.",
+    ErrorClass.TIMEOUT: "The job ran longer than its time limit.",
+    ErrorClass.CREDENTIAL: "The credential for the model provider was rejected.",
+    ErrorClass.CANCELLED: "The job was cancelled.",
+    ErrorClass.INTERNAL: "The job failed because of an internal error.",
+    ErrorClass.JOB: "The job could not be completed with the given input.",
+    ErrorClass.LEASE: "The worker running the job stopped responding.",
+    ErrorClass.WORKER_SHUTDOWN: "The worker running the job shut down.",
+}
+
+
+def public_message(code: str) -> str:
+    return PUBLIC_MESSAGES[classify(code)]
+
+
+@dataclass
+class ExecutionError(Exception):
+    """Raised by job code inside a worker to fail the attempt with a chosen code.
+
+    ``detail`` is internal: it reaches operators, never the job's owner."""
+
+    code: str
+    detail: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}" if self.detail else self.code

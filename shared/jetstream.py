@@ -1,0 +1,81 @@
+"""JetStream topology, created idempotently by whichever process starts first.
+
+Both streams are declared here so that the job service (which publishes) and the workers
+(which consume) agree on them; re-running against an existing stream updates it in place.
+"""
+
+from __future__ import annotations
+
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import BadRequestError, NotFoundError
+
+from shared.constants import (
+    DISPATCH_STREAM,
+    DISPATCH_SUBJECT_PREFIX,
+    EVENTS_STREAM,
+    EVENTS_SUBJECT_PREFIX,
+    dispatch_consumer,
+    dispatch_subject,
+)
+
+# Publishes with the same Nats-Msg-Id inside this window are stored once.
+DUPLICATE_WINDOW_S = 120.0
+EVENTS_MAX_AGE_S = 7 * 24 * 3600.0
+# A delivered dispatch message is acked as soon as LockJob answers; this only bounds how
+# long a worker that died between fetch and LockJob holds the message.
+DISPATCH_ACK_WAIT_S = 30.0
+
+STREAMS = (
+    StreamConfig(
+        name=DISPATCH_STREAM,
+        subjects=[f"{DISPATCH_SUBJECT_PREFIX}.>"],
+        retention=RetentionPolicy.WORK_QUEUE,
+        storage=StorageType.FILE,
+        duplicate_window=DUPLICATE_WINDOW_S,
+    ),
+    StreamConfig(
+        name=EVENTS_STREAM,
+        subjects=[f"{EVENTS_SUBJECT_PREFIX}.>"],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        duplicate_window=DUPLICATE_WINDOW_S,
+        max_age=EVENTS_MAX_AGE_S,
+    ),
+)
+
+
+async def ensure_streams(js: JetStreamContext) -> None:
+    for config in STREAMS:
+        try:
+            await js.stream_info(config.name)  # type: ignore[arg-type]
+        except NotFoundError:
+            try:
+                await js.add_stream(config)
+                continue
+            except BadRequestError:
+                pass  # another process created it meanwhile
+        await js.update_stream(config)
+
+
+def dispatch_consumer_config(queue: str) -> ConsumerConfig:
+    return ConsumerConfig(
+        durable_name=dispatch_consumer(queue),
+        filter_subject=dispatch_subject(queue),
+        ack_policy=AckPolicy.EXPLICIT,
+        deliver_policy=DeliverPolicy.ALL,
+        ack_wait=DISPATCH_ACK_WAIT_S,
+        max_ack_pending=20_000,
+        max_waiting=512,
+    )
+
+
+async def ensure_dispatch_consumer(js: JetStreamContext, queue: str) -> None:
+    await js.add_consumer(DISPATCH_STREAM, dispatch_consumer_config(queue))

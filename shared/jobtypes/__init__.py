@@ -1,0 +1,1 @@
+"""The job types shipped with the product, one module each."""

@@ -1,0 +1,107 @@
+"""The one translation point between ``JobsError`` and gRPC status, both ways.
+
+Server side: ``status_for`` turns an error into a ``google.rpc.Status`` with exactly one
+``ErrorInfo`` (and ``BadRequest`` field violations for bad input); the job service's
+interceptor aborts the call with it. Client side: ``error_from_rpc`` turns a failed call
+back into the matching ``JobsError`` subclass.
+"""
+
+from __future__ import annotations
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from shared import errors
+from shared.errors import FieldViolation, JobsError, Reason
+
+DOMAIN = "jobs.v1"
+
+_CODES: dict[Reason, grpc.StatusCode] = {
+    Reason.INVALID_INPUT: grpc.StatusCode.INVALID_ARGUMENT,
+    Reason.UNKNOWN_JOB_TYPE: grpc.StatusCode.INVALID_ARGUMENT,
+    Reason.JOB_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Reason.JOB_NOT_CANCELLABLE: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.JOB_ALREADY_CANCELLED: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.IDEMPOTENCY_KEY_REUSED: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.LEASE_LOST: grpc.StatusCode.ABORTED,
+    Reason.PLATFORM_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    Reason.INTERNAL: grpc.StatusCode.INTERNAL,
+}
+
+_CLASSES: dict[Reason, type[JobsError]] = {
+    cls.reason: cls
+    for cls in (
+        errors.InvalidInput,
+        errors.UnknownJobType,
+        errors.JobNotFound,
+        errors.JobNotCancellable,
+        errors.JobAlreadyCancelled,
+        errors.IdempotencyKeyReused,
+        errors.LeaseLost,
+        errors.PlatformUnavailable,
+        errors.InternalError,
+    )
+}
+
+
+def grpc_code(reason: Reason) -> grpc.StatusCode:
+    return _CODES[reason]
+
+
+def _pack(message: object) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)  # type: ignore[arg-type]
+    return packed
+
+
+def status_for(error: JobsError, metadata: dict[str, str] | None = None) -> grpc.Status:
+    code = _CODES[error.reason]
+    details = [
+        _pack(
+            error_details_pb2.ErrorInfo(
+                reason=error.reason.value, domain=DOMAIN, metadata=metadata or {}
+            )
+        )
+    ]
+    if error.violations:
+        details.append(
+            _pack(
+                error_details_pb2.BadRequest(
+                    field_violations=[
+                        error_details_pb2.BadRequest.FieldViolation(
+                            field=v.field, description=v.description
+                        )
+                        for v in error.violations
+                    ]
+                )
+            )
+        )
+    status = status_pb2.Status(
+        code=getattr(code_pb2, code.name), message=error.message, details=details
+    )
+    return rpc_status.to_status(status)
+
+
+def error_from_rpc(exc: grpc.aio.AioRpcError | grpc.RpcError) -> JobsError | None:
+    """The JobsError a failed call carries, or None when it carries no ErrorInfo
+    (transport failures such as UNAVAILABLE from a connection refused)."""
+    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    if status is None:
+        return None
+    reason: Reason | None = None
+    violations: list[FieldViolation] = []
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        bad = error_details_pb2.BadRequest()
+        if detail.Is(info.DESCRIPTOR) and detail.Unpack(info):
+            try:
+                reason = Reason(info.reason)
+            except ValueError:
+                reason = Reason.INTERNAL
+        elif detail.Is(bad.DESCRIPTOR) and detail.Unpack(bad):
+            violations = [FieldViolation(v.field, v.description) for v in bad.field_violations]
+    if reason is None:
+        return None
+    return _CLASSES[reason](status.message, violations)
