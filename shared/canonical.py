@@ -1,4 +1,8 @@
-"""Canonical JSON: one byte form per value, so equal content hashes equally."""
+"""Canonical JSON: one byte form per value, so equal content hashes equally.
+
+Numbers are normalised first: a whole float is written as an int. JSON (and protobuf's
+Struct, whose numbers are all doubles) cannot tell 2 from 2.0, so neither may the hash.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,20 @@ import json
 from typing import Any
 
 
+def _normalise(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _normalise(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_normalise(v) for v in value]
+    return value
+
+
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(
+        _normalise(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
 
 
 def content_hash(value: Any) -> str:

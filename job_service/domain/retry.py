@@ -11,10 +11,9 @@ import random
 from dataclasses import dataclass
 from enum import StrEnum
 
+from job_service.domain.lifecycle import JobStatus
 from shared.errors import ErrorClass, classify
 from shared.registry import AbortStrategy, JobDefinition
-
-from job_service.domain.lifecycle import JobStatus
 
 
 class Outcome(StrEnum):
@@ -46,7 +45,7 @@ class RetryPolicy:
     base_s: float
     max_s: float
     retry_on_timeout: bool
-    # Each delay is drawn from [1 - jitter, 1] × the exponential step.
+    # Each delay is drawn from [1 - jitter, 1] times the exponential step.
     jitter: float = 0.25
 
     @classmethod

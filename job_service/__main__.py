@@ -1,0 +1,49 @@
+"""`python -m job_service [serve|migrate]`: parse configuration and run."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+import uvloop
+from pydantic import ValidationError
+
+from job_service.settings import JobServiceSettings
+
+
+async def serve(settings: JobServiceSettings) -> None:
+    from job_service.app import JobServiceApp
+
+    async with JobServiceApp(settings) as app:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(app.stop()))
+        await app.wait()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m job_service")
+    parser.add_argument("command", nargs="?", default="serve", choices=["serve", "migrate"])
+    command = parser.parse_args().command
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        settings = JobServiceSettings()  # type: ignore[call-arg]
+    except ValidationError as error:
+        print(f"job_service: invalid configuration:\n{error}", file=sys.stderr)
+        return 2
+    if command == "migrate":
+        from job_service.adapters.migrations import upgrade
+
+        upgrade(settings.database_url)
+        return 0
+    uvloop.run(serve(settings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Domain values to protobuf messages."""
+
+from __future__ import annotations
+
+from job_service.domain.lifecycle import JobStatus
+from job_service.domain.models import Job
+from shared.pb.jobs.v1 import job_pb2
+from shared.pbconv import struct_from_dict, timestamp
+
+STATUS_TO_PB: dict[JobStatus, int] = {
+    status: job_pb2.JobStatus.Value(f"JOB_STATUS_{status.name}") for status in JobStatus
+}
+
+
+def job_to_pb(job: Job) -> job_pb2.Job:
+    message = job_pb2.Job(
+        id=job.id,
+        user_id=job.user_id,
+        job_type=job.job_type,
+        status=STATUS_TO_PB[job.status],  # type: ignore[arg-type]
+        queue=job.queue,
+        priority=job.priority,
+        attempt_count=job.attempt_count,
+        max_attempts=job.max_attempts,
+        idempotency_key=job.idempotency_key or "",
+        progress=job.progress,
+        output_hash=job.output_hash or "",
+        error_code=job.error_code or "",
+        error_message=job.public_error_message or "",
+        created_at=timestamp(job.created_at),
+        updated_at=timestamp(job.updated_at),
+        started_at=timestamp(job.started_at),
+        finished_at=timestamp(job.finished_at),
+        next_run_at=timestamp(job.next_run_at),
+        artifacts=[
+            job_pb2.Artifact(
+                artifact_type=a.artifact_type,
+                artifact_id=a.artifact_id,
+                ordinal=a.ordinal,
+                payload=struct_from_dict(a.payload),
+            )
+            for a in job.artifacts
+        ],
+        events=[
+            job_pb2.JobEvent(
+                from_status=STATUS_TO_PB[e.from_status] if e.from_status else 0,  # type: ignore[arg-type]
+                to_status=STATUS_TO_PB[e.to_status],  # type: ignore[arg-type]
+                attempt=e.attempt,
+                reason=e.reason or "",
+                at=timestamp(e.at),
+            )
+            for e in job.events
+        ],
+    )
+    if job.validated_output is not None:
+        message.output.update(job.validated_output)
+    return message

@@ -1,0 +1,69 @@
+"""The server interceptor that is the single translation point from exceptions to gRPC
+status: a ``JobsError`` becomes its status code with one ``ErrorInfo`` (see
+``shared.rpc_errors``); anything unexpected becomes INTERNAL with a generic message and a
+request id, its details logged here and nowhere else."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+import grpc
+
+from shared.errors import InternalError, JobsError, PlatformUnavailable
+from shared.rpc_errors import status_for
+
+log = logging.getLogger(__name__)
+
+_ABORTED = grpc.aio.AbortError
+
+# Failures that mean the database is unreachable or restarting, not a bug.
+_UNAVAILABLE = (
+    OSError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.TooManyConnectionsError,
+)
+
+
+def _translate(error: Exception, method: str) -> JobsError:
+    if isinstance(error, JobsError):
+        return error
+    request_id = uuid.uuid4().hex
+    if isinstance(error, _UNAVAILABLE):
+        log.warning("%s: platform unavailable (request %s): %r", method, request_id, error)
+        return PlatformUnavailable(f"the job platform is unavailable; request id {request_id}")
+    log.exception("%s failed (request %s)", method, request_id)
+    return InternalError(f"internal error; request id {request_id}")
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        behavior = handler.unary_unary
+        method = handler_call_details.method
+
+        async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                return await behavior(request, context)
+            except _ABORTED:
+                raise  # a handler outside this product (health) already set the status
+            except Exception as error:  # this is the translation point
+                await context.abort_with_status(status_for(_translate(error, method)))
+
+        return grpc.unary_unary_rpc_method_handler(
+            guarded,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )

@@ -1,0 +1,41 @@
+"""JobService: what product services call. Errors are raised, never aborted here: the
+ErrorInterceptor translates them."""
+
+from __future__ import annotations
+
+import grpc
+
+from job_service.adapters.convert import job_to_pb
+from job_service.engine import JobEngine
+from shared.pb.jobs.v1 import job_service_pb2 as pb
+from shared.pb.jobs.v1 import job_service_pb2_grpc
+from shared.pbconv import dict_from_struct
+
+
+class JobServicer(job_service_pb2_grpc.JobServiceServicer):
+    def __init__(self, engine: JobEngine) -> None:
+        self._engine = engine
+
+    async def CreateJob(
+        self, request: pb.CreateJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateJobResponse:
+        job, created = await self._engine.create_job(
+            user_id=request.user_id,
+            job_type=request.job_type,
+            raw_input=dict_from_struct(request.input),
+            idempotency_key=request.idempotency_key,
+            priority=request.priority if request.HasField("priority") else None,
+        )
+        return pb.CreateJobResponse(job=job_to_pb(job), created=created)
+
+    async def GetJob(
+        self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetJobResponse:
+        job = await self._engine.get_job(request.job_id, request.user_id)
+        return pb.GetJobResponse(job=job_to_pb(job))
+
+    async def CancelJob(
+        self, request: pb.CancelJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CancelJobResponse:
+        job = await self._engine.cancel_job(request.job_id, request.user_id)
+        return pb.CancelJobResponse(job=job_to_pb(job))

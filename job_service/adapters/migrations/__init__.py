@@ -1,0 +1,35 @@
+"""Alembic migrations, run programmatically: ``python -m job_service migrate``.
+
+Migrations are expand-only: add tables, columns and indexes; never drop or rename in the
+same release that stops using them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+
+HERE = Path(__file__).resolve().parent
+
+
+def sqlalchemy_url(database_url: str) -> str:
+    """The asyncpg-driver form of a libpq-style URL."""
+    scheme, sep, rest = database_url.partition("://")
+    if not sep or scheme not in {"postgresql", "postgres", "postgresql+asyncpg"}:
+        raise ValueError("the database URL must start with postgresql://")
+    return f"postgresql+asyncpg://{rest}"
+
+
+def alembic_config(database_url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(HERE))
+    # '%' would be read as interpolation by configparser
+    config.set_main_option("sqlalchemy.url", sqlalchemy_url(database_url).replace("%", "%%"))
+    return config
+
+
+def upgrade(database_url: str, revision: str = "head") -> None:
+    """Bring the database to ``revision`` (synchronous; it runs its own event loop)."""
+    command.upgrade(alembic_config(database_url), revision)

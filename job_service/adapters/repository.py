@@ -1,0 +1,500 @@
+"""The job store on PostgreSQL: the only writer of a job's status.
+
+Every status write is a compare-and-set whose ``WHERE status = ANY(...)`` comes from the
+lifecycle table (``lifecycle.sources``); an update that matches no row lost a race and
+changes nothing. The hot path (create, lock, heartbeat, submit result) is one statement
+each: data-modifying CTEs write the job, its timeline event, snapshot, artifacts and outbox
+row atomically in a single round trip. Queries run on the asyncpg driver directly (the
+ORM runs this path at a fifth of the speed); the schema itself is ``tables.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from job_service.domain.lifecycle import JobStatus, Step, sources, target
+from job_service.domain.models import (
+    Artifact,
+    AttemptFacts,
+    FailureOutcome,
+    HeartbeatAck,
+    Job,
+    JobEvent,
+    LockGrant,
+    LockRefusal,
+    NewJob,
+)
+from job_service.domain.retry import Outcome, RetryDecision
+from shared.constants import DISPATCH_SUBJECT_PREFIX, EVENTS_SUBJECT_PREFIX
+from shared.errors import ErrorCode, LeaseLost, public_message
+from shared.registry import ArtifactDraft
+
+Decide = Callable[[AttemptFacts, str], RetryDecision]
+
+
+def _statuses(step: Step) -> list[str]:
+    return sorted(s.value for s in sources(step))
+
+
+LOCKABLE = _statuses(Step.LOCK)  # queued, retrying
+LEASED = [JobStatus.RUNNING.value, JobStatus.CANCEL_REQUESTED.value]
+
+JOB_COLUMNS = """
+    j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
+    j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
+    j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
+    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at
+"""
+
+# Inserts the dispatch outbox row for a job in `src` (a CTE with id, queue), available at
+# `available_at`, deduplicated by `dedupe`. Shared by create and retry.
+_DISPATCH_ROW = f"""
+    INSERT INTO outbox_events
+        (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at)
+    SELECT 'job.dispatch', 'job', src.id::text, {{dedupe}},
+           '{DISPATCH_SUBJECT_PREFIX}.' || src.queue,
+           jsonb_build_object('job_id', src.id::text, 'attempt', {{attempt}}),
+           {{available_at}}
+    FROM {{src}} src
+"""
+
+# The domain event of a terminal status, for other services (jobs.events.<type>.<status>).
+_DOMAIN_EVENT_ROW = f"""
+    INSERT INTO outbox_events
+        (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload)
+    SELECT 'job.' || src.status, 'job', src.id::text, 'job.' || src.status || ':' || src.id,
+           '{EVENTS_SUBJECT_PREFIX}.' || src.job_type || '.' || src.status,
+           jsonb_build_object('job_id', src.id::text, 'job_type', src.job_type,
+                              'status', src.status)
+    FROM {{src}} src
+"""
+
+CREATE_JOB = f"""
+WITH inserted AS (
+    INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash,
+                      status, max_attempts, timeout_ms, input_schema_version,
+                      output_schema_version, definition_version, queued_at)
+    VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11, now())
+    ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
+        DO NOTHING
+    RETURNING {JOB_COLUMNS}
+), snapshot AS (
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version)
+    SELECT id::uuid, $12, $13, $9 FROM inserted
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt)
+    SELECT id::uuid, NULL, 'queued', 0 FROM inserted
+), dispatch AS (
+    {_DISPATCH_ROW.format(src="inserted", dedupe="'job.dispatch:' || src.id || ':create'",
+                          attempt="1", available_at="now()")}
+)
+SELECT * FROM inserted
+"""
+
+FIND_BY_IDEMPOTENCY_KEY = f"""
+SELECT {JOB_COLUMNS} FROM jobs j
+WHERE j.user_id = $1 AND j.job_type = $2 AND j.idempotency_key = $3
+"""
+
+GET_JOB = f"""
+SELECT {JOB_COLUMNS},
+    (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'artifact_type', a.artifact_type, 'artifact_id', a.artifact_id,
+                'ordinal', a.ordinal, 'payload', a.payload) ORDER BY a.ordinal, a.id), '[]')
+     FROM job_artifacts a WHERE a.job_id = j.id) AS artifacts,
+    (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'from', e.from_status, 'to', e.to_status, 'attempt', e.attempt,
+                'reason', e.reason, 'at', e.created_at) ORDER BY e.id), '[]')
+     FROM job_events e WHERE e.job_id = j.id) AS events
+FROM jobs j WHERE j.id = $1 AND j.user_id = $2
+"""
+
+LOCK_JOB = """
+WITH prior AS (
+    SELECT id, status FROM jobs
+    WHERE id = $1 AND status = ANY($4::text[])
+      AND (status = 'queued' OR next_run_at <= now())
+    FOR UPDATE
+), locked AS (
+    UPDATE jobs j SET status = 'running', locked_by = $2, locked_at = now(),
+        lock_until = now() + $3 * interval '1 millisecond', lease_token = gen_random_uuid(),
+        attempt_count = j.attempt_count + 1, started_at = coalesce(j.started_at, now()),
+        next_run_at = NULL, progress = 0, updated_at = now()
+    FROM prior WHERE j.id = prior.id
+    RETURNING j.id, j.job_type, j.lease_token::text AS lease_token, j.attempt_count,
+              j.lock_until, prior.status AS from_status
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
+    SELECT id, from_status, 'running', attempt_count, $2 FROM locked
+)
+SELECT l.id::text AS id, l.job_type, l.lease_token, l.attempt_count, l.lock_until, s.payload
+FROM locked l JOIN job_snapshots s ON s.job_id = l.id
+"""
+
+LOCK_STATE = "SELECT status, next_run_at, now() AS now FROM jobs WHERE id = $1"
+
+HEARTBEAT = """
+UPDATE jobs SET lock_until = now() + $3 * interval '1 millisecond',
+    progress = CASE WHEN $4::float8 >= 0 THEN least($4::float8, 1) ELSE progress END
+WHERE id = $1 AND lease_token = $2 AND status = ANY($5::text[])
+RETURNING lock_until, status
+"""
+
+SUBMIT_RESULT = f"""
+WITH done AS (
+    UPDATE jobs SET status = 'succeeded', validated_output = $3, output_hash = $4,
+        progress = 1, finished_at = now(), updated_at = now(), lock_until = NULL,
+        error_code = NULL, public_error_message = NULL
+    WHERE id = $1 AND lease_token = $2 AND status = 'running'
+    RETURNING id, job_type, status, attempt_count, locked_by
+), artifacts AS (
+    INSERT INTO job_artifacts (job_id, artifact_type, artifact_id, ordinal, payload)
+    SELECT done.id, a.artifact_type, a.artifact_id, a.ordinal, a.payload
+    FROM done, jsonb_to_recordset($5::jsonb)
+        AS a(artifact_type text, artifact_id text, ordinal int, payload jsonb)
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
+    SELECT id, 'running', 'succeeded', attempt_count, locked_by FROM done
+), domain_event AS (
+    {_DOMAIN_EVENT_ROW.format(src="done")}
+)
+SELECT id FROM done
+"""
+
+SUBMIT_STATE = """
+SELECT status, lease_token::text AS lease_token, output_hash FROM jobs WHERE id = $1
+"""
+
+ATTEMPT_FOR_UPDATE = """
+SELECT id::text AS id, job_type, status, attempt_count, lease_token::text AS lease_token,
+       locked_by
+FROM jobs WHERE id = $1 AND lease_token = $2 AND status = ANY($3::text[])
+FOR UPDATE
+"""
+
+EXPIRED_LEASES = """
+SELECT id::text AS id, job_type, status, attempt_count, lease_token::text AS lease_token,
+       locked_by
+FROM jobs WHERE status = ANY($1::text[]) AND lock_until < now()
+ORDER BY lock_until LIMIT $2
+FOR UPDATE SKIP LOCKED
+"""
+
+# Ends an attempt that did not succeed; $4 is the new status. Retries get a new dispatch
+# row available at next_run_at; terminal statuses get their domain event.
+END_ATTEMPT = f"""
+WITH ended AS (
+    UPDATE jobs SET status = $4, error_code = $5, public_error_message = $6,
+        internal_error_message = $7, lock_until = NULL, updated_at = now(),
+        attempt_count = attempt_count - $8,
+        next_run_at = CASE WHEN $4 = 'retrying'
+                           THEN now() + $9 * interval '1 second' END,
+        finished_at = CASE WHEN $4 = ANY($10::text[]) THEN now() END,
+        cancel_requested_at = CASE WHEN $4 = 'cancelled'
+                                   THEN coalesce(cancel_requested_at, now())
+                                   ELSE cancel_requested_at END
+    WHERE id = $1 AND lease_token = $2 AND status = $3
+    RETURNING id, job_type, queue, status, attempt_count, next_run_at, locked_by
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason, worker_id)
+    SELECT id, $3, status, attempt_count + $8, $5, locked_by FROM ended
+), dispatch AS (
+    {_DISPATCH_ROW.format(src="(SELECT * FROM ended WHERE status = 'retrying')",
+                          dedupe="'job.dispatch:' || src.id || ':retry:' || $2",
+                          attempt="src.attempt_count + 1", available_at="src.next_run_at")}
+), domain_event AS (
+    {_DOMAIN_EVENT_ROW.format(src="(SELECT * FROM ended WHERE status <> 'retrying')")}
+)
+SELECT status, next_run_at FROM ended
+"""
+
+CANCEL_STATE = """
+SELECT status, lease_token::text AS lease_token, attempt_count FROM jobs
+WHERE id = $1 AND user_id = $2 FOR UPDATE
+"""
+
+# queued/retrying -> cancelled at once, or running -> cancel_requested.
+CANCEL = f"""
+WITH changed AS (
+    UPDATE jobs SET status = $3, cancel_requested_at = now(), updated_at = now(),
+        finished_at = CASE WHEN $3 = 'cancelled' THEN now() END,
+        next_run_at = NULL,
+        error_code = CASE WHEN $3 = 'cancelled' THEN $4 END,
+        public_error_message = CASE WHEN $3 = 'cancelled' THEN $5 END
+    WHERE id = $1 AND status = $2
+    RETURNING id, job_type, status, attempt_count
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id, $2, status, attempt_count, 'cancel' FROM changed
+), domain_event AS (
+    {_DOMAIN_EVENT_ROW.format(src="(SELECT * FROM changed WHERE status = 'cancelled')")}
+)
+SELECT status FROM changed
+"""
+
+TERMINAL = sorted(s.value for s in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED))
+
+
+class JobRepository:
+    """Jobs, their snapshots, artifacts, timeline and outbox rows, on one asyncpg pool."""
+
+    def __init__(self, pool: asyncpg.Pool, *, lease_ttl_s: float) -> None:
+        self._pool = pool
+        self._lease_ttl_ms = lease_ttl_s * 1000
+
+    # --- clients -----------------------------------------------------------------------
+
+    async def create(self, new: NewJob) -> tuple[Job, bool]:
+        """Stores the job, its snapshot, its first timeline event and its dispatch row.
+        Returns the existing job instead when the idempotency key was used before."""
+        async with self._pool.acquire() as conn:
+            row = await conn.fetchrow(
+                CREATE_JOB,
+                new.user_id,
+                new.job_type,
+                new.queue,
+                new.priority,
+                new.idempotency_key,
+                new.request_hash,
+                new.max_attempts,
+                new.timeout_ms,
+                new.input_schema_version,
+                new.output_schema_version,
+                new.definition_version,
+                new.snapshot,
+                new.snapshot_hash,
+            )
+            if row is not None:
+                return _job(row), True
+            # The key exists: ON CONFLICT waited for its writer to commit, so it is visible.
+            row = await conn.fetchrow(
+                FIND_BY_IDEMPOTENCY_KEY, new.user_id, new.job_type, new.idempotency_key
+            )
+        assert row is not None, "conflict on the idempotency index without a row"
+        return _job(row), False
+
+    async def get(self, job_id: str, user_id: str) -> Job | None:
+        row = await self._pool.fetchrow(GET_JOB, job_id, user_id)
+        if row is None:
+            return None
+        return _job(
+            row,
+            artifacts=[Artifact(**a) for a in row["artifacts"]],
+            events=[_event(e) for e in row["events"]],
+        )
+
+    async def cancel(
+        self, job_id: str, user_id: str
+    ) -> tuple[JobStatus, JobStatus] | None:
+        """Applies CancelJob; returns (status before, status after), or None when the user
+        has no such job. The caller judges statuses that cannot be cancelled."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(CANCEL_STATE, job_id, user_id)
+            if row is None:
+                return None
+            before = JobStatus(row["status"])
+            if before not in sources(Step.CANCEL):
+                return before, before
+            after = target(Step.CANCEL, before)
+            changed = await conn.fetchval(
+                CANCEL,
+                job_id,
+                before.value,
+                after.value,
+                ErrorCode.CANCELLED.value,
+                public_message(ErrorCode.CANCELLED),
+            )
+            assert changed == after.value, "cancel raced although the row was locked"
+            return before, after
+
+    # --- workers -----------------------------------------------------------------------
+
+    async def lock(self, job_id: str, worker_id: str) -> LockGrant | LockRefusal:
+        async with self._pool.acquire() as conn:
+            row = await conn.fetchrow(LOCK_JOB, job_id, worker_id, self._lease_ttl_ms, LOCKABLE)
+            if row is not None:
+                return LockGrant(
+                    job_id=row["id"],
+                    job_type=row["job_type"],
+                    lease_token=row["lease_token"],
+                    attempt=row["attempt_count"],
+                    lease_expires_at=row["lock_until"],
+                    input=row["payload"],
+                )
+            state = await conn.fetchrow(LOCK_STATE, job_id)
+        if (
+            state is not None
+            and state["status"] == JobStatus.RETRYING
+            and state["next_run_at"] is not None
+            and state["next_run_at"] > state["now"]
+        ):
+            return LockRefusal(retry_after=state["next_run_at"])
+        return LockRefusal()
+
+    async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
+        row = await self._pool.fetchrow(
+            HEARTBEAT, job_id, lease_token, self._lease_ttl_ms, progress, LEASED
+        )
+        if row is None:
+            raise LeaseLost("the lease on this job is no longer held")
+        return HeartbeatAck(
+            lease_expires_at=row["lock_until"],
+            cancel_requested=row["status"] == JobStatus.CANCEL_REQUESTED,
+        )
+
+    async def submit_result(
+        self,
+        job_id: str,
+        lease_token: str,
+        output: dict[str, Any],
+        output_hash: str,
+        artifacts: Sequence[ArtifactDraft],
+    ) -> JobStatus:
+        """Commits the attempt's result with the current lease, exactly once. A repeat of
+        the same submit is answered SUCCEEDED again; a cancel that won the race ends the job
+        CANCELLED and drops the result; anything else is LeaseLost."""
+        payload = [
+            {
+                "artifact_type": a.artifact_type,
+                "artifact_id": a.artifact_id,
+                "ordinal": a.ordinal,
+                "payload": a.payload,
+            }
+            for a in artifacts
+        ]
+        async with self._pool.acquire() as conn:
+            done = await conn.fetchval(
+                SUBMIT_RESULT, job_id, lease_token, output, output_hash, payload
+            )
+            if done is not None:
+                return JobStatus.SUCCEEDED
+            state = await conn.fetchrow(SUBMIT_STATE, job_id)
+        if state is None or state["lease_token"] != lease_token:
+            raise LeaseLost("the lease on this job is no longer held")
+        status = JobStatus(state["status"])
+        if status is JobStatus.SUCCEEDED and state["output_hash"] == output_hash:
+            return status
+        if status is JobStatus.CANCEL_REQUESTED:
+            outcome = await self.end_attempt(
+                job_id, lease_token, ErrorCode.CANCELLED, "", lambda facts, code: _CANCEL
+            )
+            return outcome.status
+        raise LeaseLost("the lease on this job is no longer held")
+
+    async def end_attempt(
+        self, job_id: str, lease_token: str, code: str, message: str, decide: Decide
+    ) -> FailureOutcome:
+        """Ends a failed attempt as ``decide`` says (a cancel pending wins). A repeat of
+        the same report is answered with the status it led to; otherwise LeaseLost."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(ATTEMPT_FOR_UPDATE, job_id, lease_token, LEASED)
+            if row is not None:
+                return await _end(conn, row, code, message, decide)
+            state = await conn.fetchrow(SUBMIT_STATE, job_id)
+        if state is not None and state["lease_token"] == lease_token:
+            status = JobStatus(state["status"])
+            if status is not JobStatus.SUCCEEDED and status not in set(LEASED):
+                return FailureOutcome(status)
+        raise LeaseLost("the lease on this job is no longer held")
+
+    async def reap_expired_leases(self, limit: int, decide: Decide) -> list[FailureOutcome]:
+        """Ends attempts whose lease ran out (the database clock decides), as ``decide``
+        says for LEASE_EXPIRED; a pending cancel ends cancelled. Safe across replicas."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(EXPIRED_LEASES, LEASED, limit)
+            return [
+                await _end(conn, row, ErrorCode.LEASE_EXPIRED, "lease expired", decide)
+                for row in rows
+            ]
+
+
+_CANCEL = RetryDecision(Outcome.CANCEL)
+
+
+async def _end(
+    conn: asyncpg.Connection, row: asyncpg.Record, code: str, message: str, decide: Decide
+) -> FailureOutcome:
+    status = JobStatus(row["status"])
+    facts = AttemptFacts(row["id"], row["job_type"], status, row["attempt_count"])
+    if status is JobStatus.CANCEL_REQUESTED:
+        decision, code = _CANCEL, ErrorCode.CANCELLED
+    else:
+        decision = decide(facts, code)
+    step = {Outcome.RETRY: Step.RETRY, Outcome.FAIL: Step.FAIL, Outcome.CANCEL: Step.CONFIRM_CANCEL}
+    new_status = target(step[decision.outcome], status)
+    ended = await conn.fetchrow(
+        END_ATTEMPT,
+        row["id"],
+        row["lease_token"],
+        status.value,
+        new_status.value,
+        code,
+        public_message(code),
+        message,
+        1 if decision.refund_attempt else 0,
+        decision.delay_s,
+        TERMINAL,
+    )
+    assert ended is not None, "attempt changed although its row was locked"
+    return FailureOutcome(JobStatus(ended["status"]), ended["next_run_at"])
+
+
+def _job(
+    row: asyncpg.Record,
+    artifacts: list[Artifact] | None = None,
+    events: list[JobEvent] | None = None,
+) -> Job:
+    return Job(
+        id=row["id"],
+        user_id=row["user_id"],
+        job_type=row["job_type"],
+        status=JobStatus(row["status"]),
+        queue=row["queue"],
+        priority=row["priority"],
+        attempt_count=row["attempt_count"],
+        max_attempts=row["max_attempts"],
+        idempotency_key=row["idempotency_key"],
+        request_hash=row["request_hash"],
+        progress=row["progress"],
+        validated_output=row["validated_output"],
+        output_hash=row["output_hash"],
+        error_code=row["error_code"],
+        public_error_message=row["public_error_message"],
+        internal_error_message=row["internal_error_message"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        next_run_at=row["next_run_at"],
+        artifacts=artifacts or [],
+        events=events or [],
+    )
+
+
+def _event(raw: dict[str, Any]) -> JobEvent:
+    return JobEvent(
+        from_status=JobStatus(raw["from"]) if raw["from"] else None,
+        to_status=JobStatus(raw["to"]),
+        attempt=raw["attempt"],
+        reason=raw["reason"],
+        at=datetime.fromisoformat(raw["at"]),
+    )
+
+
+async def init_connection(conn: asyncpg.Connection) -> None:
+    """jsonb in and out as Python values."""
+    await conn.set_type_codec(
+        "jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
+    )
+
+
+async def create_pool(database_url: str, size: int) -> asyncpg.Pool:
+    return await asyncpg.create_pool(
+        database_url, min_size=min(2, size), max_size=size, init=init_connection
+    )
+

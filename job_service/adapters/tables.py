@@ -1,0 +1,170 @@
+"""The schema, as SQLAlchemy Core tables: the single description Alembic migrations are
+checked against (tests/integration/test_migrations.py). Queries live in the repository."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+
+from job_service.domain.lifecycle import JobStatus
+
+metadata = MetaData()
+
+_STATUSES = ", ".join(f"'{s.value}'" for s in JobStatus)
+OUTBOX_STATUSES = ("pending", "processing", "published", "dead")
+
+
+def _now() -> object:
+    return func.now()
+
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", UUID(as_uuid=False), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("user_id", String(255), nullable=False),
+    # identity and routing
+    Column("job_type", String(64), nullable=False),
+    Column("trigger_type", String(32), nullable=False, server_default="api"),
+    Column("queue", String(64), nullable=False),
+    Column("priority", SmallInteger, nullable=False, server_default="0"),
+    Column("idempotency_key", String(255)),
+    # sha256 of the canonical create request: a reused key must carry the same request
+    Column("request_hash", String(64), nullable=False),
+    Column("parent_job_id", UUID(as_uuid=False), ForeignKey("jobs.id", ondelete="SET NULL")),
+    Column("retried_from_job_id", UUID(as_uuid=False)),
+    # lifecycle and lease
+    Column("status", String(32), nullable=False),
+    Column("progress", Float, nullable=False, server_default="0"),
+    Column("attempt_count", Integer, nullable=False, server_default="0"),
+    Column("max_attempts", Integer, nullable=False),
+    Column("timeout_ms", Integer, nullable=False),
+    Column("locked_by", String(255)),
+    Column("locked_at", DateTime(timezone=True)),
+    Column("lock_until", DateTime(timezone=True)),
+    # the fencing token of the current (or last) attempt
+    Column("lease_token", UUID(as_uuid=False)),
+    Column("next_run_at", DateTime(timezone=True)),
+    Column("cancel_requested_at", DateTime(timezone=True)),
+    Column("queued_at", DateTime(timezone=True)),
+    Column("started_at", DateTime(timezone=True)),
+    Column("finished_at", DateTime(timezone=True)),
+    # inputs and schema versions
+    Column("input_schema_version", String(100), nullable=False),
+    Column("output_schema_version", String(100), nullable=False),
+    Column("definition_version", String(100), nullable=False),
+    # errors and output
+    Column("error_code", String(100)),
+    Column("public_error_message", String(500)),
+    Column("internal_error_message", Text),
+    Column("output_hash", String(64)),
+    Column("validated_output", JSONB),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=_now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=_now()),
+    CheckConstraint(f"status IN ({_STATUSES})", name="jobs_status_known"),
+    CheckConstraint("attempt_count >= 0", name="jobs_attempt_count_non_negative"),
+    Index(
+        "jobs_idempotency_unique",
+        "user_id",
+        "job_type",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("idempotency_key IS NOT NULL"),
+    ),
+    Index("jobs_user_type_created", "user_id", "job_type", "created_at"),
+    Index("jobs_status_created", "status", "created_at"),
+    Index("jobs_queue_status_created", "queue", "status", "created_at"),
+    Index("jobs_parent", "parent_job_id"),
+    # the reaper's scan: only leased jobs, by expiry
+    Index(
+        "jobs_lease_expiry",
+        "lock_until",
+        postgresql_where=text("status IN ('running', 'cancel_requested')"),
+    ),
+)
+
+job_snapshots = Table(
+    "job_snapshots",
+    metadata,
+    Column("job_id", UUID(as_uuid=False), ForeignKey("jobs.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("payload", JSONB, nullable=False),
+    Column("content_hash", String(64), nullable=False),
+    Column("schema_version", String(100), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=_now()),
+    Column("expires_at", DateTime(timezone=True)),
+)
+
+job_artifacts = Table(
+    "job_artifacts",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("job_id", UUID(as_uuid=False), ForeignKey("jobs.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("artifact_type", String(64), nullable=False),
+    Column("artifact_id", String(255), nullable=False),
+    Column("ordinal", Integer, nullable=False, server_default="0"),
+    Column("payload", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=_now()),
+    UniqueConstraint("job_id", "artifact_type", "artifact_id", name="job_artifacts_unique"),
+)
+
+job_events = Table(
+    "job_events",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("job_id", UUID(as_uuid=False), ForeignKey("jobs.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("from_status", String(32)),
+    Column("to_status", String(32), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("reason", String(100)),
+    Column("worker_id", String(255)),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=_now()),
+    Index("job_events_job", "job_id", "id"),
+)
+
+outbox_events = Table(
+    "outbox_events",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("event_type", String(64), nullable=False),
+    Column("aggregate_type", String(64), nullable=False),
+    Column("aggregate_id", String(255), nullable=False),
+    # unique: the same logical event is stored once, and published with it as Nats-Msg-Id
+    Column("dedupe_key", String(255), nullable=False, unique=True),
+    Column("subject", String(255), nullable=False),
+    # ids only: never user data or credentials
+    Column("payload", JSONB, nullable=False),
+    Column("status", String(16), nullable=False, server_default="pending"),
+    Column("attempt_count", Integer, nullable=False, server_default="0"),
+    Column("available_at", DateTime(timezone=True), nullable=False, server_default=_now()),
+    Column("locked_by", String(255)),
+    Column("locked_at", DateTime(timezone=True)),
+    Column("published_at", DateTime(timezone=True)),
+    Column("last_error", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=_now()),
+    CheckConstraint(
+        "status IN ({})".format(", ".join(f"'{s}'" for s in OUTBOX_STATUSES)),
+        name="outbox_status_known",
+    ),
+    Index("outbox_pending", "available_at", "id", postgresql_where=text("status = 'pending'")),
+    Index("outbox_processing", "locked_at", postgresql_where=text("status = 'processing'")),
+)

@@ -1,0 +1,163 @@
+"""The composition root of job_service: wires the store, NATS, the engine, the background
+loops and the gRPC server, and runs them under one supervisor."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from types import TracebackType
+
+import asyncpg
+import grpc
+import nats
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from job_service.adapters.executor_api import ExecutorServicer
+from job_service.adapters.grpc_errors import ErrorInterceptor
+from job_service.adapters.job_api import JobServicer
+from job_service.adapters.nats_publisher import NatsPublisher
+from job_service.adapters.outbox_store import OutboxStore
+from job_service.adapters.repository import JobRepository, create_pool
+from job_service.engine import JobEngine
+from job_service.leases import LeaseReaper
+from job_service.outbox import OutboxDispatcher
+from job_service.settings import JobServiceSettings
+from shared.jetstream import ensure_streams
+from shared.pb.jobs.v1 import (
+    executor_service_pb2,
+    executor_service_pb2_grpc,
+    job_service_pb2,
+    job_service_pb2_grpc,
+)
+from shared.registry import Registry, default_registry
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = (
+    job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
+    executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name,
+)
+
+
+class JobServiceApp:
+    """job_service as one object: ``async with JobServiceApp(settings) as app: await
+    app.wait()``. ``port`` is the bound gRPC port (useful with port 0)."""
+
+    def __init__(self, settings: JobServiceSettings, registry: Registry | None = None) -> None:
+        self.settings = settings
+        self.registry = registry or default_registry()
+        self.instance_id = settings.instance_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.port = 0
+        self._pool: asyncpg.Pool | None = None
+        self._nc: nats.NATS | None = None
+        self._server: grpc.aio.Server | None = None
+        self._health = health.aio.HealthServicer()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+        self._dispatcher: OutboxDispatcher | None = None
+        self._reaper: LeaseReaper | None = None
+
+    async def start(self) -> None:
+        s = self.settings
+        self._pool = await create_pool(s.database_url, s.db_pool_size)
+        self._nc = await nats.connect(s.nats_url, name=f"job_service {self.instance_id}")
+        await ensure_streams(self._nc.jetstream())
+        publisher = NatsPublisher(self._nc)
+        self._dispatcher = OutboxDispatcher(
+            OutboxStore(self._pool),
+            publisher,
+            owner=self.instance_id,
+            batch_size=s.outbox_batch_size,
+            poll_interval_s=s.outbox_poll_interval_s,
+            claim_ttl_s=s.outbox_claim_ttl_s,
+            max_attempts=s.outbox_max_attempts,
+        )
+        engine = JobEngine(
+            self.registry,
+            JobRepository(self._pool, lease_ttl_s=s.lease_ttl_s),
+            publisher,
+            self._dispatcher,
+        )
+        self._reaper = LeaseReaper(engine.reap_expired_leases, interval_s=s.reaper_interval_s)
+        self._server = self._build_server(engine)
+        self.port = self._server.add_insecure_port(f"{s.grpc_host}:{s.grpc_port}")
+        await self._server.start()
+        for name, loop in (("outbox", self._dispatcher.run), ("reaper", self._reaper.run)):
+            task = asyncio.create_task(loop(), name=f"job_service.{name}")
+            task.add_done_callback(self._on_loop_exit)
+            self._tasks.append(task)
+        for service in ("", *SERVICE_NAMES):
+            await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        log.info("job_service %s serving gRPC on %s:%d", self.instance_id, s.grpc_host, self.port)
+
+    def _build_server(self, engine: JobEngine) -> grpc.aio.Server:
+        server = grpc.aio.server(interceptors=[ErrorInterceptor()])
+        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(engine), server)
+        executor_service_pb2_grpc.add_ExecutorServiceServicer_to_server(
+            ExecutorServicer(
+                engine,
+                lease_ttl_s=self.settings.lease_ttl_s,
+                heartbeat_interval_s=self.settings.heartbeat_interval_s,
+            ),
+            server,
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable_server_reflection(
+            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        return server
+
+    def _on_loop_exit(self, task: asyncio.Task[None]) -> None:
+        """A background loop must never end on its own: if one does, stop the whole."""
+        if not task.cancelled() and not self._stopped.is_set():
+            log.error("background loop %s ended: %r; stopping", task.get_name(), task.exception())
+            self._stopped.set()
+
+    async def wait(self) -> None:
+        await self._stopped.wait()
+
+    async def stop(self) -> None:
+        """Not serving → refuse new RPCs, let in-flight ones finish (grace) → stop loops
+        → close NATS and the pool. Idempotent."""
+        self._stopped.set()
+        if self._server is not None:
+            await self._health.enter_graceful_shutdown()
+            await self._server.stop(self.settings.shutdown_grace_s)
+            self._server = None
+        for component in (self._dispatcher, self._reaper):
+            if component is not None:
+                component.stop()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=self.settings.shutdown_grace_s)
+            for task in self._tasks:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+            self._tasks.clear()
+        if self._nc is not None:
+            with contextlib.suppress(Exception):
+                await self._nc.drain()
+            self._nc = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    async def __aenter__(self) -> JobServiceApp:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()

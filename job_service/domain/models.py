@@ -1,0 +1,124 @@
+"""Plain values the use cases and the store exchange. No I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from job_service.domain.lifecycle import JobStatus
+from shared.registry import ArtifactDraft
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A validated CreateJob, ready to be stored with its snapshot and dispatch row."""
+
+    user_id: str
+    job_type: str
+    queue: str
+    priority: int
+    idempotency_key: str | None
+    request_hash: str
+    max_attempts: int
+    timeout_ms: int
+    input_schema_version: str
+    output_schema_version: str
+    definition_version: str
+    snapshot: dict[str, Any]
+    snapshot_hash: str
+
+
+@dataclass(frozen=True)
+class Artifact:
+    artifact_type: str
+    artifact_id: str
+    ordinal: int
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    from_status: JobStatus | None
+    to_status: JobStatus
+    attempt: int
+    reason: str | None
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job record as stored (with its artifacts and timeline when read whole)."""
+
+    id: str
+    user_id: str
+    job_type: str
+    status: JobStatus
+    queue: str
+    priority: int
+    attempt_count: int
+    max_attempts: int
+    idempotency_key: str | None
+    request_hash: str
+    progress: float
+    validated_output: dict[str, Any] | None
+    output_hash: str | None
+    error_code: str | None
+    public_error_message: str | None
+    internal_error_message: str | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    next_run_at: datetime | None
+    artifacts: list[Artifact] = field(default_factory=list)
+    events: list[JobEvent] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LockGrant:
+    """A lease on one attempt of a job."""
+
+    job_id: str
+    job_type: str
+    lease_token: str
+    attempt: int
+    lease_expires_at: datetime
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LockRefusal:
+    """LockJob found nothing to lock; ``retry_after`` is set when the job is simply not
+    due yet."""
+
+    retry_after: datetime | None = None
+
+
+@dataclass(frozen=True)
+class HeartbeatAck:
+    lease_expires_at: datetime
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class AttemptFacts:
+    """What a retry decision needs to know about the failed attempt."""
+
+    job_id: str
+    job_type: str
+    status: JobStatus
+    attempt: int
+
+
+@dataclass(frozen=True)
+class FailureOutcome:
+    status: JobStatus
+    next_run_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    output: dict[str, Any]
+    output_hash: str
+    artifacts: list[ArtifactDraft]

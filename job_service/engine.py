@@ -1,0 +1,257 @@
+"""The use cases of the job service, written against the ports.
+
+Servicers translate protobuf to these calls and back; everything a request must satisfy
+is checked here, before anything is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from job_service.domain.lifecycle import JobStatus
+from job_service.domain.models import (
+    AttemptFacts,
+    FailureOutcome,
+    HeartbeatAck,
+    Job,
+    LockGrant,
+    LockRefusal,
+    NewJob,
+)
+from job_service.domain.retry import RetryDecision, RetryPolicy
+from job_service.ports import CancelNotifier, JobStore, Waker
+from shared.canonical import canonical_json, content_hash
+from shared.errors import (
+    ErrorClass,
+    ErrorCode,
+    FieldViolation,
+    IdempotencyKeyReused,
+    InvalidInput,
+    JobAlreadyCancelled,
+    JobNotCancellable,
+    JobNotFound,
+    classify,
+)
+from shared.registry import ArtifactDraft, Registry
+
+log = logging.getLogger(__name__)
+
+MAX_ID_CHARS = 255
+# The canonical JSON of a job's input may not exceed this (documented in the README).
+MAX_INPUT_BYTES = 256 * 1024
+MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
+MAX_ERROR_MESSAGE_CHARS = 4000
+REAP_BATCH = 100
+# Wake the dispatcher just after a retry becomes due, not just before.
+WAKE_MARGIN_S = 0.01
+
+
+class JobEngine:
+    def __init__(
+        self,
+        registry: Registry,
+        store: JobStore,
+        notifier: CancelNotifier,
+        outbox: Waker,
+    ) -> None:
+        self._registry = registry
+        self._store = store
+        self._notifier = notifier
+        self._outbox = outbox
+        self._policies = {d.job_type: RetryPolicy.of(d) for d in registry}
+
+    # --- JobService --------------------------------------------------------------------
+
+    async def create_job(
+        self,
+        user_id: str,
+        job_type: str,
+        raw_input: dict[str, Any],
+        idempotency_key: str,
+        priority: int | None,
+    ) -> tuple[Job, bool]:
+        _require_name("user_id", user_id)
+        if len(idempotency_key) > MAX_ID_CHARS:
+            raise InvalidInput(
+                "idempotency_key is too long",
+                [FieldViolation("idempotency_key", f"at most {MAX_ID_CHARS} characters")],
+            )
+        definition = self._registry.get(job_type)
+        if priority is not None and not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+            raise InvalidInput(
+                "priority is out of range",
+                [FieldViolation("priority", f"must be within {MIN_PRIORITY}..{MAX_PRIORITY}")],
+            )
+        if len(canonical_json(raw_input).encode()) > MAX_INPUT_BYTES:
+            raise InvalidInput(
+                "input is too large",
+                [FieldViolation("input", f"at most {MAX_INPUT_BYTES} bytes of JSON")],
+            )
+        validated = definition.validate_input(raw_input)
+        snapshot = definition.snapshot(validated)
+        effective_priority = definition.default_priority if priority is None else priority
+        request = {
+            "job_type": job_type,
+            "input": validated.model_dump(mode="json"),
+            "priority": effective_priority,
+        }
+        job, created = await self._store.create(
+            NewJob(
+                user_id=user_id,
+                job_type=job_type,
+                queue=definition.queue,
+                priority=effective_priority,
+                idempotency_key=idempotency_key or None,
+                request_hash=content_hash(request),
+                max_attempts=definition.max_attempts,
+                timeout_ms=int(definition.timeout_s * 1000),
+                input_schema_version=definition.input_schema_version,
+                output_schema_version=definition.output_schema_version,
+                definition_version=definition.version,
+                snapshot=snapshot,
+                snapshot_hash=content_hash(snapshot),
+            )
+        )
+        if created:
+            self._outbox.wake()
+        elif job.request_hash != content_hash(request):
+            raise IdempotencyKeyReused(
+                "this idempotency key was used for a different request",
+                [FieldViolation("idempotency_key", "already used with other parameters")],
+            )
+        return job, created
+
+    async def get_job(self, job_id: str, user_id: str) -> Job:
+        _require_uuid("job_id", job_id)
+        _require_name("user_id", user_id)
+        job = await self._store.get(job_id, user_id)
+        if job is None:
+            raise JobNotFound("no such job")
+        return job
+
+    async def cancel_job(self, job_id: str, user_id: str) -> Job:
+        _require_uuid("job_id", job_id)
+        _require_name("user_id", user_id)
+        job = await self._store.get(job_id, user_id)
+        if job is None:
+            raise JobNotFound("no such job")
+        if job.status is JobStatus.CANCELLED:
+            raise JobAlreadyCancelled("the job is already cancelled")
+        if job.status.terminal or not self._registry.get(job.job_type).cancellable:
+            raise JobNotCancellable(f"a {job.status} job cannot be cancelled")
+        changed = await self._store.cancel(job_id, user_id)
+        assert changed is not None, "a job vanished between read and cancel"
+        before, after = changed
+        if after is JobStatus.CANCEL_REQUESTED and before is JobStatus.RUNNING:
+            try:
+                await self._notifier.notify_cancel(job_id)
+            except Exception:  # the worker's next heartbeat carries the cancel too
+                log.warning("cancel notice for job %s not sent", job_id, exc_info=True)
+        elif after is before and before.terminal:
+            # finished between our read and the locked re-read
+            if before is JobStatus.CANCELLED:
+                raise JobAlreadyCancelled("the job is already cancelled")
+            raise JobNotCancellable(f"a {before} job cannot be cancelled")
+        if after is JobStatus.CANCELLED:
+            self._outbox.wake()
+        return await self.get_job(job_id, user_id)
+
+    # --- ExecutorService ---------------------------------------------------------------
+
+    async def lock_job(self, job_id: str, worker_id: str) -> LockGrant | LockRefusal:
+        _require_name("worker_id", worker_id)
+        if not _is_uuid(job_id):
+            return LockRefusal()
+        return await self._store.lock(job_id, worker_id)
+
+    async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
+        _require_uuid("job_id", job_id)
+        _require_uuid("lease_token", lease_token)
+        return await self._store.heartbeat(job_id, lease_token, progress)
+
+    async def submit_result(
+        self,
+        job_id: str,
+        lease_token: str,
+        output: dict[str, Any],
+        output_hash: str,
+        artifacts: Sequence[ArtifactDraft],
+    ) -> JobStatus:
+        _require_uuid("job_id", job_id)
+        _require_uuid("lease_token", lease_token)
+        if content_hash(output) != output_hash:
+            raise InvalidInput(
+                "output_hash does not match the output",
+                [FieldViolation("output_hash", "must be the sha256 of the canonical output")],
+            )
+        keys = [(a.artifact_type, a.artifact_id) for a in artifacts]
+        if len(set(keys)) != len(keys):
+            raise InvalidInput(
+                "artifacts repeat an (artifact_type, artifact_id)",
+                [FieldViolation("artifacts", "each (artifact_type, artifact_id) once")],
+            )
+        status = await self._store.submit_result(
+            job_id, lease_token, output, output_hash, artifacts
+        )
+        self._outbox.wake()
+        return status
+
+    async def submit_failure(
+        self, job_id: str, lease_token: str, error_code: str, error_message: str
+    ) -> FailureOutcome:
+        _require_uuid("job_id", job_id)
+        _require_uuid("lease_token", lease_token)
+        _require_name("error_code", error_code)
+        outcome = await self._store.end_attempt(
+            job_id, lease_token, error_code, error_message[:MAX_ERROR_MESSAGE_CHARS], self.decide
+        )
+        self._wake_for(outcome)
+        return outcome
+
+    async def reap_expired_leases(self) -> int:
+        outcomes = await self._store.reap_expired_leases(REAP_BATCH, self.decide)
+        for outcome in outcomes:
+            self._wake_for(outcome)
+        return len(outcomes)
+
+    def decide(self, facts: AttemptFacts, code: str) -> RetryDecision:
+        """The retry decision for a failed attempt of a RUNNING job. A worker that
+        reports CANCELLED although no cancel was asked for is treated as an internal
+        error: only CancelJob ends a job cancelled."""
+        if classify(code) is ErrorClass.CANCELLED:
+            code = ErrorCode.INTERNAL_ERROR
+        return self._policies[facts.job_type].decide(facts.attempt, code)
+
+    def _wake_for(self, outcome: FailureOutcome) -> None:
+        """A retry's dispatch row is due at next_run_at; a terminal status wrote a domain
+        event that is due now. (Only a hint: the database clock decides what is due.)"""
+        if outcome.next_run_at is not None:
+            delay = (outcome.next_run_at - datetime.now(UTC)).total_seconds()
+            self._outbox.wake(after_s=max(0.0, delay) + WAKE_MARGIN_S)
+        else:
+            self._outbox.wake()
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _require_uuid(name: str, value: str) -> None:
+    if not _is_uuid(value):
+        raise InvalidInput(f"{name} is not a valid id", [FieldViolation(name, "must be a UUID")])
+
+
+def _require_name(name: str, value: str) -> None:
+    if not value or len(value) > MAX_ID_CHARS or not value.isprintable():
+        raise InvalidInput(
+            f"{name} is missing or malformed",
+            [FieldViolation(name, f"1..{MAX_ID_CHARS} printable characters")],
+        )

@@ -1,0 +1,106 @@
+"""The outbox dispatcher: moves committed outbox rows to NATS JetStream.
+
+One loop per replica: claim a batch (``SKIP LOCKED``), publish it pipelined with the
+dedupe key as ``Nats-Msg-Id``, mark what was acked published and the rest for a later
+try (dead after ``max_attempts``). It wakes at once when this replica writes a row, at a
+retry's due time, and otherwise polls, which also picks up rows written by other replicas
+and claims left stale by a crashed one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from job_service.adapters.outbox_store import OutboxMessage
+
+log = logging.getLogger(__name__)
+
+ERROR_BACKOFF_S = 1.0
+
+
+class OutboxClaims(Protocol):
+    async def claim(self, owner: str, limit: int, claim_ttl_s: float) -> list[OutboxMessage]: ...
+
+    async def mark_published(self, owner: str, ids: Sequence[int]) -> None: ...
+
+    async def mark_failed(
+        self, owner: str, failures: Sequence[tuple[int, str]], max_attempts: int
+    ) -> None: ...
+
+
+class BatchPublisher(Protocol):
+    async def publish_batch(self, messages: Sequence[OutboxMessage]) -> list[str | None]: ...
+
+
+class OutboxDispatcher:
+    def __init__(
+        self,
+        store: OutboxClaims,
+        publisher: BatchPublisher,
+        *,
+        owner: str,
+        batch_size: int,
+        poll_interval_s: float,
+        claim_ttl_s: float,
+        max_attempts: int,
+    ) -> None:
+        self._store = store
+        self._publisher = publisher
+        self._owner = owner
+        self._batch_size = batch_size
+        self._poll_interval_s = poll_interval_s
+        self._claim_ttl_s = claim_ttl_s
+        self._max_attempts = max_attempts
+        self._wakeup = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._timers: set[asyncio.TimerHandle] = set()
+
+    def wake(self, after_s: float = 0.0) -> None:
+        if after_s <= 0:
+            self._wakeup.set()
+            return
+        loop = asyncio.get_running_loop()
+        self._timers = {t for t in self._timers if t.when() > loop.time()}
+        self._timers.add(loop.call_later(after_s, self._wakeup.set))
+
+    async def run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                handled = await self.dispatch_once()
+            except Exception:
+                log.exception("outbox dispatch failed; retrying")
+                handled = 0
+                await self._wait(ERROR_BACKOFF_S)
+                continue
+            if handled < self._batch_size:  # drained: sleep until woken or the next poll
+                await self._wait(self._poll_interval_s)
+
+    async def dispatch_once(self) -> int:
+        """Claims, publishes and settles one batch; returns how many rows it handled."""
+        self._wakeup.clear()
+        batch = await self._store.claim(self._owner, self._batch_size, self._claim_ttl_s)
+        if not batch:
+            return 0
+        errors = await self._publisher.publish_batch(batch)
+        published = [m.id for m, error in zip(batch, errors, strict=True) if error is None]
+        failed = [(m.id, e) for m, e in zip(batch, errors, strict=True) if e is not None]
+        await self._store.mark_published(self._owner, published)
+        if failed:
+            log.warning("outbox: %d of %d publishes failed", len(failed), len(batch))
+            await self._store.mark_failed(self._owner, failed, self._max_attempts)
+        return len(batch)
+
+    async def _wait(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), seconds)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wakeup.set()
+        for handle in self._timers:
+            handle.cancel()
+        self._timers.clear()

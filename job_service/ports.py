@@ -1,0 +1,60 @@
+"""The ports the use cases are written against; adapters implement them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from job_service.domain.lifecycle import JobStatus
+from job_service.domain.models import (
+    AttemptFacts,
+    FailureOutcome,
+    HeartbeatAck,
+    Job,
+    LockGrant,
+    LockRefusal,
+    NewJob,
+)
+from job_service.domain.retry import RetryDecision
+from shared.registry import ArtifactDraft
+
+
+class Decide(Protocol):
+    def __call__(self, facts: AttemptFacts, code: str) -> RetryDecision: ...
+
+
+class JobStore(Protocol):
+    async def create(self, new: NewJob) -> tuple[Job, bool]: ...
+
+    async def get(self, job_id: str, user_id: str) -> Job | None: ...
+
+    async def cancel(self, job_id: str, user_id: str) -> tuple[JobStatus, JobStatus] | None: ...
+
+    async def lock(self, job_id: str, worker_id: str) -> LockGrant | LockRefusal: ...
+
+    async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck: ...
+
+    async def submit_result(
+        self,
+        job_id: str,
+        lease_token: str,
+        output: dict[str, Any],
+        output_hash: str,
+        artifacts: Sequence[ArtifactDraft],
+    ) -> JobStatus: ...
+
+    async def end_attempt(
+        self, job_id: str, lease_token: str, code: str, message: str, decide: Decide
+    ) -> FailureOutcome: ...
+
+    async def reap_expired_leases(self, limit: int, decide: Decide) -> list[FailureOutcome]: ...
+
+
+class CancelNotifier(Protocol):
+    async def notify_cancel(self, job_id: str) -> None: ...
+
+
+class Waker(Protocol):
+    """Tells the outbox dispatcher that rows are (or will be, after ``after_s``) due."""
+
+    def wake(self, after_s: float = 0.0) -> None: ...
