@@ -18,9 +18,10 @@ from pydantic import BaseModel, ValidationError
 from shared.constants import Queue
 from shared.errors import FieldViolation, InvalidInput, UnknownJobType
 
-JOB_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
+JOB_TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_]{1,63}")
 MIN_TIMEOUT_S = 1.0
 MAX_TIMEOUT_S = 600.0
+MAX_ATTEMPTS = 100
 
 
 class AbortStrategy(StrEnum):
@@ -152,14 +153,14 @@ class Registry:
 
 def _problems(d: JobDefinition) -> list[str]:
     problems = []
-    if not JOB_TYPE_PATTERN.match(d.job_type):
+    if not JOB_TYPE_PATTERN.fullmatch(d.job_type):
         problems.append(f"job type {d.job_type!r} must match {JOB_TYPE_PATTERN.pattern}")
     if d.queue not in set(Queue):
         problems.append(f"unknown queue {d.queue!r}")
     if not MIN_TIMEOUT_S <= d.timeout_s <= MAX_TIMEOUT_S:
         problems.append(f"timeout {d.timeout_s}s is outside {MIN_TIMEOUT_S}-{MAX_TIMEOUT_S}s")
-    if d.max_attempts < 1:
-        problems.append("max_attempts must be at least 1")
+    if not 1 <= d.max_attempts <= MAX_ATTEMPTS:
+        problems.append(f"max_attempts must be within 1..{MAX_ATTEMPTS}")
     if d.concurrency < 1:
         problems.append("concurrency must be at least 1")
     if d.backoff_base_s <= 0 or d.backoff_max_s < d.backoff_base_s:

@@ -189,13 +189,13 @@ FOR UPDATE SKIP LOCKED
 # row available at next_run_at; terminal statuses get their domain event.
 END_ATTEMPT = f"""
 WITH ended AS (
-    UPDATE jobs SET status = $4, error_code = $5, public_error_message = $6,
+    UPDATE jobs SET status = $4::text, error_code = $5, public_error_message = $6,
         internal_error_message = $7, lock_until = NULL, updated_at = now(),
         attempt_count = attempt_count - $8,
-        next_run_at = CASE WHEN $4 = 'retrying'
+        next_run_at = CASE WHEN $4::text = 'retrying'
                            THEN now() + $9 * interval '1 second' END,
-        finished_at = CASE WHEN $4 = ANY($10::text[]) THEN now() END,
-        cancel_requested_at = CASE WHEN $4 = 'cancelled'
+        finished_at = CASE WHEN $4::text = ANY($10::text[]) THEN now() END,
+        cancel_requested_at = CASE WHEN $4::text = 'cancelled'
                                    THEN coalesce(cancel_requested_at, now())
                                    ELSE cancel_requested_at END
     WHERE id = $1 AND lease_token = $2 AND status = $3
@@ -221,11 +221,11 @@ WHERE id = $1 AND user_id = $2 FOR UPDATE
 # queued/retrying -> cancelled at once, or running -> cancel_requested.
 CANCEL = f"""
 WITH changed AS (
-    UPDATE jobs SET status = $3, cancel_requested_at = now(), updated_at = now(),
-        finished_at = CASE WHEN $3 = 'cancelled' THEN now() END,
+    UPDATE jobs SET status = $3::text, cancel_requested_at = now(), updated_at = now(),
+        finished_at = CASE WHEN $3::text = 'cancelled' THEN now() END,
         next_run_at = NULL,
-        error_code = CASE WHEN $3 = 'cancelled' THEN $4 END,
-        public_error_message = CASE WHEN $3 = 'cancelled' THEN $5 END
+        error_code = CASE WHEN $3::text = 'cancelled' THEN $4 END,
+        public_error_message = CASE WHEN $3::text = 'cancelled' THEN $5 END
     WHERE id = $1 AND status = $2
     RETURNING id, job_type, status, attempt_count
 ), event AS (

@@ -71,7 +71,8 @@ class RetryPolicy:
         return RetryDecision(Outcome.RETRY, delay_s=self.backoff(attempt, rng))
 
     def backoff(self, attempt: int, rng: random.Random | None = None) -> float:
-        step = min(self.max_s, self.base_s * 2 ** (attempt - 1))
+        # the exponent is clamped: past 2**32 the cap has long been reached anyway
+        step = min(self.max_s, self.base_s * 2.0 ** min(attempt - 1, 32))
         return step * (1 - self.jitter * (rng or random).random())
 
     def _retryable(self, error_class: ErrorClass, attempt: int) -> bool:

@@ -6,6 +6,7 @@ same release that stops using them.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from alembic import command
@@ -31,5 +32,7 @@ def alembic_config(database_url: str) -> Config:
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:
-    """Bring the database to ``revision`` (synchronous; it runs its own event loop)."""
-    command.upgrade(alembic_config(database_url), revision)
+    """Bring the database to ``revision``. Synchronous: the migration runs its own event
+    loop in a thread of its own, so this may be called from inside a running loop too."""
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        executor.submit(command.upgrade, alembic_config(database_url), revision).result()

@@ -1,0 +1,321 @@
+"""Error classes (DESIGN §7) and the gRPC status translation (DESIGN §8), both ways."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import grpc
+import pytest
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared import errors
+from shared.errors import (
+    PUBLIC_MESSAGES,
+    ErrorClass,
+    ErrorCode,
+    ExecutionError,
+    FieldViolation,
+    JobsError,
+    Reason,
+    classify,
+    public_message,
+)
+from shared.rpc_errors import DOMAIN, error_from_rpc, grpc_code, status_for
+
+DETAILS_KEY = "grpc-status-details-bin"
+
+# --- classify --------------------------------------------------------------------------
+
+# Written out independently: every code the engine produces, and its class.
+ENGINE_CODES = {
+    "PROVIDER_TIMEOUT": ErrorClass.PROVIDER,
+    "PROVIDER_UNAVAILABLE": ErrorClass.PROVIDER,
+    "PROVIDER_RATE_LIMITED": ErrorClass.PROVIDER,
+    "VALIDATION_OUTPUT_SCHEMA": ErrorClass.VALIDATION,
+    "CONTENT_SAFETY_BLOCKED": ErrorClass.CONTENT_SAFETY,
+    "TIMEOUT": ErrorClass.TIMEOUT,
+    "CREDENTIAL_INVALID": ErrorClass.CREDENTIAL,
+    "CANCELLED": ErrorClass.CANCELLED,
+    "INTERNAL_ERROR": ErrorClass.INTERNAL,
+    "JOB_REJECTED": ErrorClass.JOB,
+    "LEASE_EXPIRED": ErrorClass.LEASE,
+    "WORKER_SHUTDOWN": ErrorClass.WORKER_SHUTDOWN,
+}
+
+
+def test_every_engine_code_is_listed() -> None:
+    assert {c.value for c in ErrorCode} == set(ENGINE_CODES)
+
+
+@pytest.mark.parametrize(("code", "error_class"), sorted(ENGINE_CODES.items()))
+def test_engine_codes_classify(code: str, error_class: ErrorClass) -> None:
+    assert classify(code) is error_class
+    assert classify(ErrorCode(code)) is error_class
+
+
+@pytest.mark.parametrize(
+    ("code", "error_class"),
+    [
+        # A job type's own codes: the prefix names the class.
+        ("PROVIDER_HTTP_502", ErrorClass.PROVIDER),
+        ("VALIDATION_CARD_COUNT", ErrorClass.VALIDATION),
+        ("CONTENT_SAFETY_PII", ErrorClass.CONTENT_SAFETY),
+        ("TIMEOUT_HARD", ErrorClass.TIMEOUT),
+        ("CREDENTIAL_MISSING", ErrorClass.CREDENTIAL),
+        ("CANCELLED_BY_PARENT", ErrorClass.CANCELLED),
+        ("INTERNAL_BUG", ErrorClass.INTERNAL),
+        ("JOB_INPUT_TOO_SHORT", ErrorClass.JOB),
+        ("LEASE_LOST", ErrorClass.LEASE),
+        # A class name inside another code does not count; only the leading prefix does.
+        ("PROVIDER_CONTENT_SAFETY", ErrorClass.PROVIDER),
+        ("JOB_TIMEOUT", ErrorClass.JOB),
+    ],
+)
+def test_prefixes_classify(code: str, error_class: ErrorClass) -> None:
+    assert classify(code) is error_class
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "",
+        "UNKNOWN",
+        "provider_timeout",  # case matters
+        "PROVIDERX",  # a prefix counts only with its "_"
+        "TIMEOUTS",
+        "JOBS_FAILED",
+        "WORKER",
+        "CONTENT_SAFE",
+        "_PROVIDER_TIMEOUT",
+        " PROVIDER_TIMEOUT",
+    ],
+)
+def test_unknown_codes_count_as_internal(code: str) -> None:
+    assert classify(code) is ErrorClass.INTERNAL
+
+
+@settings(database=None, max_examples=300)
+@given(code=st.text())
+def test_classify_is_total_and_prefix_driven(code: str) -> None:
+    found = classify(code)
+    matching = [c for c in ErrorClass if code == c.value or code.startswith(c.value + "_")]
+    if matching:
+        assert found in matching
+    else:
+        assert found is ErrorClass.INTERNAL
+
+
+# --- public messages -------------------------------------------------------------------
+
+
+def test_every_class_has_a_public_message() -> None:
+    assert set(PUBLIC_MESSAGES) == set(ErrorClass)
+    assert all(message.strip() for message in PUBLIC_MESSAGES.values())
+    assert len(set(PUBLIC_MESSAGES.values())) == len(ErrorClass)
+
+
+@pytest.mark.parametrize("code", sorted(ENGINE_CODES))
+def test_public_message_is_the_message_of_the_class(code: str) -> None:
+    assert public_message(code) == PUBLIC_MESSAGES[ENGINE_CODES[code]]
+
+
+def test_public_message_never_echoes_the_internal_detail() -> None:
+    failure = ExecutionError(
+        "PROVIDER_HTTP_500",
+        "POST https://api.example/v1 key=sk-live-abc123 body={'answer': 'my secret essay'}",
+        extra={"status": "500"},
+    )
+    shown = public_message(failure.code)
+    assert "sk-live-abc123" not in shown
+    assert "secret essay" not in shown
+    assert "api.example" not in shown
+    assert "HTTP_500" not in shown
+    assert shown == PUBLIC_MESSAGES[ErrorClass.PROVIDER]
+    # The detail is for operators: it is in str(error), the public message is not.
+    assert "sk-live-abc123" in str(failure)
+
+
+@settings(database=None, max_examples=300)
+@given(code=st.text(), detail=st.text(min_size=8))
+def test_public_message_is_always_one_of_the_fixed_texts(code: str, detail: str) -> None:
+    shown = public_message(code)
+    assert shown in PUBLIC_MESSAGES.values()
+    failure = ExecutionError(code, detail)
+    assert public_message(failure.code) == shown
+    if detail not in "".join(PUBLIC_MESSAGES.values()):
+        assert detail not in shown
+
+
+def test_execution_error_str() -> None:
+    assert str(ExecutionError("TIMEOUT")) == "TIMEOUT"
+    assert str(ExecutionError("JOB_REJECTED", "too short")) == "JOB_REJECTED: too short"
+
+
+# --- status_for ------------------------------------------------------------------------
+
+EXPECTED_CODES = {
+    errors.InvalidInput: (Reason.INVALID_INPUT, grpc.StatusCode.INVALID_ARGUMENT),
+    errors.UnknownJobType: (Reason.UNKNOWN_JOB_TYPE, grpc.StatusCode.INVALID_ARGUMENT),
+    errors.JobNotFound: (Reason.JOB_NOT_FOUND, grpc.StatusCode.NOT_FOUND),
+    errors.JobNotCancellable: (Reason.JOB_NOT_CANCELLABLE, grpc.StatusCode.FAILED_PRECONDITION),
+    errors.JobAlreadyCancelled: (
+        Reason.JOB_ALREADY_CANCELLED,
+        grpc.StatusCode.FAILED_PRECONDITION,
+    ),
+    errors.IdempotencyKeyReused: (
+        Reason.IDEMPOTENCY_KEY_REUSED,
+        grpc.StatusCode.FAILED_PRECONDITION,
+    ),
+    errors.LeaseLost: (Reason.LEASE_LOST, grpc.StatusCode.ABORTED),
+    errors.PlatformUnavailable: (Reason.PLATFORM_UNAVAILABLE, grpc.StatusCode.UNAVAILABLE),
+    errors.InternalError: (Reason.INTERNAL, grpc.StatusCode.INTERNAL),
+}
+ERROR_CLASSES = list(EXPECTED_CODES)
+VIOLATIONS = [
+    FieldViolation("input.sleep_ms", "Input should be greater than or equal to 0"),
+    FieldViolation("input.fail", "Input should be 'none', 'retryable', 'fatal' or 'hang'"),
+]
+
+
+def test_every_reason_has_an_error_class() -> None:
+    assert {reason for reason, _ in EXPECTED_CODES.values()} == set(Reason)
+
+
+def _rich(status: grpc.Status) -> status_pb2.Status:
+    [(key, value)] = status.trailing_metadata
+    assert key == DETAILS_KEY
+    return status_pb2.Status.FromString(value)
+
+
+def _details(rich: status_pb2.Status) -> tuple[list[error_details_pb2.ErrorInfo], list[object]]:
+    infos, bad_requests = [], []
+    for detail in rich.details:
+        info, bad = error_details_pb2.ErrorInfo(), error_details_pb2.BadRequest()
+        if detail.Is(info.DESCRIPTOR):
+            detail.Unpack(info)
+            infos.append(info)
+        elif detail.Is(bad.DESCRIPTOR):
+            detail.Unpack(bad)
+            bad_requests.append(bad)
+        else:
+            raise AssertionError(f"unexpected detail {detail.type_url}")
+    return infos, bad_requests
+
+
+@pytest.mark.parametrize("cls", ERROR_CLASSES, ids=lambda c: c.__name__)
+def test_status_for_carries_exactly_one_error_info(cls: type[JobsError]) -> None:
+    reason, code = EXPECTED_CODES[cls]
+    status = status_for(cls("the job is gone"))
+    assert status.code is code
+    assert grpc_code(reason) is code
+    assert status.details == "the job is gone"
+    rich = _rich(status)
+    assert rich.code == code.value[0] == getattr(code_pb2, code.name)
+    assert rich.message == "the job is gone"
+    infos, bad_requests = _details(rich)
+    assert len(infos) == 1
+    assert infos[0].reason == reason.value
+    assert infos[0].domain == DOMAIN == "jobs.v1"
+    assert dict(infos[0].metadata) == {}
+    assert bad_requests == []
+
+
+def test_status_for_adds_field_violations_as_bad_request() -> None:
+    status = status_for(errors.InvalidInput("input does not match", VIOLATIONS))
+    assert status.code is grpc.StatusCode.INVALID_ARGUMENT
+    infos, bad_requests = _details(_rich(status))
+    assert [i.reason for i in infos] == ["INVALID_INPUT"]
+    [bad] = bad_requests
+    assert [(v.field, v.description) for v in bad.field_violations] == [
+        (v.field, v.description) for v in VIOLATIONS
+    ]
+
+
+def test_status_for_passes_error_info_metadata() -> None:
+    status = status_for(errors.LeaseLost("lease lost"), {"job_id": "j1"})
+    [info], _ = _details(_rich(status))
+    assert dict(info.metadata) == {"job_id": "j1"}
+
+
+# --- error_from_rpc --------------------------------------------------------------------
+
+
+class FakeRpcError(grpc.RpcError):
+    """What a failed call looks like to grpc_status.rpc_status.from_call."""
+
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        details: str,
+        trailing_metadata: Sequence[tuple[str, bytes]] | None,
+    ) -> None:
+        super().__init__()
+        self._code = code
+        self._details = details
+        self._trailing = trailing_metadata
+
+    @classmethod
+    def of(cls, status: grpc.Status) -> FakeRpcError:
+        return cls(status.code, status.details, status.trailing_metadata)
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def trailing_metadata(self) -> Sequence[tuple[str, bytes]] | None:
+        return self._trailing
+
+
+@pytest.mark.parametrize("cls", ERROR_CLASSES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("violations", [[], VIOLATIONS], ids=["plain", "violations"])
+def test_error_from_rpc_round_trips_status_for(
+    cls: type[JobsError], violations: list[FieldViolation]
+) -> None:
+    original = cls("something went wrong: ünïcode", violations)
+    back = error_from_rpc(FakeRpcError.of(status_for(original)))
+    assert back is not None
+    assert type(back) is cls
+    assert back.reason is original.reason
+    assert back.message == original.message
+    assert back.violations == violations
+
+
+def test_error_from_rpc_keeps_the_subclass_for_unknown_job_type() -> None:
+    original = errors.UnknownJobType(
+        "unknown job type 'x'", [FieldViolation("job_type", "is not a registered job type")]
+    )
+    back = error_from_rpc(FakeRpcError.of(status_for(original)))
+    assert type(back) is errors.UnknownJobType
+    assert back.violations == original.violations
+
+
+def test_error_from_rpc_without_trailing_metadata_is_none() -> None:
+    assert error_from_rpc(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "refused", None)) is None
+    assert error_from_rpc(FakeRpcError(grpc.StatusCode.UNAVAILABLE, "refused", ())) is None
+    unrelated = (("x-other", b"1"),)
+    assert error_from_rpc(FakeRpcError(grpc.StatusCode.INTERNAL, "boom", unrelated)) is None
+
+
+def _raw_status(code: grpc.StatusCode, message: str, *details: object) -> FakeRpcError:
+    rich = status_pb2.Status(code=code.value[0], message=message)
+    for detail in details:
+        rich.details.add().Pack(detail)
+    return FakeRpcError(code, message, ((DETAILS_KEY, rich.SerializeToString()),))
+
+
+def test_error_from_rpc_without_error_info_is_none() -> None:
+    bad = error_details_pb2.BadRequest(
+        field_violations=[error_details_pb2.BadRequest.FieldViolation(field="x")]
+    )
+    assert error_from_rpc(_raw_status(grpc.StatusCode.INVALID_ARGUMENT, "bad", bad)) is None
+
+
+def test_error_from_rpc_with_an_unknown_reason_is_internal() -> None:
+    info = error_details_pb2.ErrorInfo(reason="SOMETHING_NEW", domain=DOMAIN)
+    back = error_from_rpc(_raw_status(grpc.StatusCode.FAILED_PRECONDITION, "new", info))
+    assert type(back) is errors.InternalError
+    assert back.message == "new"
