@@ -154,7 +154,7 @@ class Registry:
 def _problems(d: JobDefinition) -> list[str]:
     problems = []
     if not JOB_TYPE_PATTERN.fullmatch(d.job_type):
-        problems.append(f"job type {d.job_type!r} must match {JOB_TYPE_PATTERN.pattern}")
+        problems.append(f"job type {d.job_type!r} must match ^{JOB_TYPE_PATTERN.pattern}$")
     if d.queue not in set(Queue):
         problems.append(f"unknown queue {d.queue!r}")
     if not MIN_TIMEOUT_S <= d.timeout_s <= MAX_TIMEOUT_S:

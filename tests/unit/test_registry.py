@@ -139,7 +139,7 @@ def test_duplicate_types_in_the_constructor_are_rejected() -> None:
 @pytest.mark.parametrize(
     ("changes", "fragment"),
     [
-        ({"max_attempts": 0}, "max_attempts must be at least 1"),
+        ({"max_attempts": 0}, "max_attempts must be within 1..100"),
         ({"concurrency": 0}, "concurrency must be at least 1"),
         ({"backoff_base_s": 0.0}, "backoff must satisfy 0 < base <= max"),
         ({"backoff_base_s": 10.0, "backoff_max_s": 1.0}, "backoff must satisfy 0 < base <= max"),
