@@ -1,0 +1,82 @@
+"""The job service in-process against real PostgreSQL and NATS, and helpers to drive it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+import grpc
+
+from shared.pb.jobs.v1 import executor_service_pb2 as epb
+from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_service_pb2_grpc
+from shared.pb.jobs.v1 import job_service_pb2 as jpb
+from shared.pbconv import struct_from_dict
+
+from job_service.app import JobServiceApp
+from job_service.settings import JobServiceSettings
+
+# Short leases so that expiry tests take seconds, not minutes.
+FAST = {
+    "lease_ttl_s": 1.5,
+    "heartbeat_interval_s": 0.3,
+    "reaper_interval_s": 0.1,
+    "outbox_poll_interval_s": 0.2,
+    "shutdown_grace_s": 2.0,
+}
+
+
+def settings(database_url: str, nats_url: str, **overrides: Any) -> JobServiceSettings:
+    return JobServiceSettings(
+        database_url=database_url,
+        nats_url=nats_url,
+        grpc_port=0,
+        **{**FAST, **overrides},
+    )
+
+
+@asynccontextmanager
+async def running_job_service(
+    database_url: str, nats_url: str, **overrides: Any
+) -> AsyncIterator[JobServiceApp]:
+    async with JobServiceApp(settings(database_url, nats_url, **overrides)) as app:
+        yield app
+
+
+class Client:
+    """Stubs of both services on one channel, with shorthands the tests share."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.jobs = job_service_pb2_grpc.JobServiceStub(channel)
+        self.executor = executor_service_pb2_grpc.ExecutorServiceStub(channel)
+
+    async def create(
+        self, user_id: str = "user-1", job_type: str = "synthetic", key: str = "", **job_input: Any
+    ) -> jpb.CreateJobResponse:
+        return await self.jobs.CreateJob(
+            jpb.CreateJobRequest(
+                user_id=user_id,
+                job_type=job_type,
+                input=struct_from_dict(job_input),
+                idempotency_key=key,
+            )
+        )
+
+    async def get(self, job_id: str, user_id: str = "user-1") -> Any:
+        return (await self.jobs.GetJob(jpb.GetJobRequest(job_id=job_id, user_id=user_id))).job
+
+    async def lock(self, job_id: str, worker_id: str = "worker-a") -> epb.LockJobResponse:
+        return await self.executor.LockJob(epb.LockJobRequest(job_id=job_id, worker_id=worker_id))
+
+
+async def count_rows(database_url: str) -> dict[str, int]:
+    """Row counts of every table a request could write."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        return {
+            table: await conn.fetchval(f"SELECT count(*) FROM {table}")
+            for table in ("jobs", "job_snapshots", "job_artifacts", "job_events", "outbox_events")
+        }
+    finally:
+        await conn.close()
