@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -224,7 +225,8 @@ class JobEngine:
         error: only CancelJob ends a job cancelled."""
         if classify(code) is ErrorClass.CANCELLED:
             code = ErrorCode.INTERNAL_ERROR
-        return self._policies[facts.job_type].decide(facts.attempt, code)
+        policy = replace(self._policies[facts.job_type], max_attempts=facts.max_attempts)
+        return policy.decide(facts.attempt, code)
 
     def _wake_for(self, outcome: FailureOutcome) -> None:
         """A retry's dispatch row is due at next_run_at; a terminal status wrote a domain

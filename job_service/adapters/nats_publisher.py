@@ -37,8 +37,7 @@ class NatsPublisher:
             return_exceptions=True,
         )
         return [
-            f"{type(r).__name__}: {r}" if isinstance(r, BaseException) else None
-            for r in results
+            f"{type(r).__name__}: {r}" if isinstance(r, BaseException) else None for r in results
         ]
 
     async def notify_cancel(self, job_id: str) -> None:

@@ -90,8 +90,14 @@ WITH inserted AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt)
     SELECT id::uuid, NULL, 'queued', 0 FROM inserted
 ), dispatch AS (
-    {_DISPATCH_ROW.format(src="inserted", dedupe="'job.dispatch:' || src.id || ':create'",
-                          attempt="1", available_at="now()")}
+    {
+    _DISPATCH_ROW.format(
+        src="inserted",
+        dedupe="'job.dispatch:' || src.id || ':create'",
+        attempt="1",
+        available_at="now()",
+    )
+}
 )
 SELECT * FROM inserted
 """
@@ -171,15 +177,15 @@ SELECT status, lease_token::text AS lease_token, output_hash FROM jobs WHERE id 
 """
 
 ATTEMPT_FOR_UPDATE = """
-SELECT id::text AS id, job_type, status, attempt_count, lease_token::text AS lease_token,
-       locked_by
+SELECT id::text AS id, job_type, status, attempt_count, max_attempts,
+       lease_token::text AS lease_token, locked_by
 FROM jobs WHERE id = $1 AND lease_token = $2 AND status = ANY($3::text[])
 FOR UPDATE
 """
 
 EXPIRED_LEASES = """
-SELECT id::text AS id, job_type, status, attempt_count, lease_token::text AS lease_token,
-       locked_by
+SELECT id::text AS id, job_type, status, attempt_count, max_attempts,
+       lease_token::text AS lease_token, locked_by
 FROM jobs WHERE status = ANY($1::text[]) AND lock_until < now()
 ORDER BY lock_until LIMIT $2
 FOR UPDATE SKIP LOCKED
@@ -204,9 +210,14 @@ WITH ended AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, reason, worker_id)
     SELECT id, $3, status, attempt_count + $8, $5, locked_by FROM ended
 ), dispatch AS (
-    {_DISPATCH_ROW.format(src="(SELECT * FROM ended WHERE status = 'retrying')",
-                          dedupe="'job.dispatch:' || src.id || ':retry:' || $2",
-                          attempt="src.attempt_count + 1", available_at="src.next_run_at")}
+    {
+    _DISPATCH_ROW.format(
+        src="(SELECT * FROM ended WHERE status = 'retrying')",
+        dedupe="'job.dispatch:' || src.id || ':retry:' || $2",
+        attempt="src.attempt_count + 1",
+        available_at="src.next_run_at",
+    )
+}
 ), domain_event AS (
     {_DOMAIN_EVENT_ROW.format(src="(SELECT * FROM ended WHERE status <> 'retrying')")}
 )
@@ -288,9 +299,7 @@ class JobRepository:
             events=[_event(e) for e in row["events"]],
         )
 
-    async def cancel(
-        self, job_id: str, user_id: str
-    ) -> tuple[JobStatus, JobStatus] | None:
+    async def cancel(self, job_id: str, user_id: str) -> tuple[JobStatus, JobStatus] | None:
         """Applies CancelJob; returns (status before, status after), or None when the user
         has no such job. The caller judges statuses that cannot be cancelled."""
         async with self._pool.acquire() as conn, conn.transaction():
@@ -420,7 +429,9 @@ async def _end(
     conn: asyncpg.Connection, row: asyncpg.Record, code: str, message: str, decide: Decide
 ) -> FailureOutcome:
     status = JobStatus(row["status"])
-    facts = AttemptFacts(row["id"], row["job_type"], status, row["attempt_count"])
+    facts = AttemptFacts(
+        row["id"], row["job_type"], status, row["attempt_count"], row["max_attempts"]
+    )
     if status is JobStatus.CANCEL_REQUESTED:
         decision, code = _CANCEL, ErrorCode.CANCELLED
     else:
@@ -488,13 +499,10 @@ def _event(raw: dict[str, Any]) -> JobEvent:
 
 async def init_connection(conn: asyncpg.Connection) -> None:
     """jsonb in and out as Python values."""
-    await conn.set_type_codec(
-        "jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
-    )
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
 async def create_pool(database_url: str, size: int) -> asyncpg.Pool:
     return await asyncpg.create_pool(
         database_url, min_size=min(2, size), max_size=size, init=init_connection
     )
-

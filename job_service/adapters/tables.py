@@ -103,8 +103,9 @@ jobs = Table(
 job_snapshots = Table(
     "job_snapshots",
     metadata,
-    Column("job_id", UUID(as_uuid=False), ForeignKey("jobs.id", ondelete="CASCADE"),
-           primary_key=True),
+    Column(
+        "job_id", UUID(as_uuid=False), ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    ),
     Column("payload", JSONB, nullable=False),
     Column("content_hash", String(64), nullable=False),
     Column("schema_version", String(100), nullable=False),
@@ -116,8 +117,9 @@ job_artifacts = Table(
     "job_artifacts",
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column("job_id", UUID(as_uuid=False), ForeignKey("jobs.id", ondelete="CASCADE"),
-           nullable=False),
+    Column(
+        "job_id", UUID(as_uuid=False), ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False
+    ),
     Column("artifact_type", String(64), nullable=False),
     Column("artifact_id", String(255), nullable=False),
     Column("ordinal", Integer, nullable=False, server_default="0"),
@@ -130,8 +132,9 @@ job_events = Table(
     "job_events",
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column("job_id", UUID(as_uuid=False), ForeignKey("jobs.id", ondelete="CASCADE"),
-           nullable=False),
+    Column(
+        "job_id", UUID(as_uuid=False), ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False
+    ),
     Column("from_status", String(32)),
     Column("to_status", String(32), nullable=False),
     Column("attempt", Integer, nullable=False),

@@ -109,6 +109,8 @@ class AttemptFacts:
     job_type: str
     status: JobStatus
     attempt: int
+    # The budget the job was created with (a later definition change does not move it).
+    max_attempts: int
 
 
 @dataclass(frozen=True)

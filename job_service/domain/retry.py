@@ -57,9 +57,7 @@ class RetryPolicy:
             retry_on_timeout=definition.abort_strategy is AbortStrategy.RETRY,
         )
 
-    def decide(
-        self, attempt: int, code: str, *, rng: random.Random | None = None
-    ) -> RetryDecision:
+    def decide(self, attempt: int, code: str, *, rng: random.Random | None = None) -> RetryDecision:
         """The decision after attempt number ``attempt`` (1-based) failed with ``code``."""
         error_class = classify(code)
         if error_class is ErrorClass.CANCELLED:

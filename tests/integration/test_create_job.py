@@ -32,7 +32,10 @@ async def test_create_stores_job_snapshot_event_and_dispatch_row(
         "SELECT payload FROM job_snapshots WHERE job_id = $1", response.job.id
     )
     assert json.loads(snapshot) == {
-        "sleep_ms": 5, "fail": "none", "fail_times": 0, "output_bytes": 3
+        "sleep_ms": 5,
+        "fail": "none",
+        "fail_times": 0,
+        "output_bytes": 3,
     }
     events = await db.fetch("SELECT to_status FROM job_events WHERE job_id = $1", response.job.id)
     assert [e["to_status"] for e in events] == ["queued"]

@@ -9,13 +9,12 @@ from typing import Any
 import asyncpg
 import grpc
 
+from job_service.app import JobServiceApp
+from job_service.settings import JobServiceSettings
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_service_pb2_grpc
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
-
-from job_service.app import JobServiceApp
-from job_service.settings import JobServiceSettings
 
 # Short leases so that expiry tests take seconds, not minutes.
 FAST = {
