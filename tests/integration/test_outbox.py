@@ -1,0 +1,123 @@
+"""The outbox dispatcher against real PostgreSQL and NATS: concurrent claimers publish each
+row once, stale claims are taken over, repeated failures end dead."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+from nats.aio.client import Client as NatsClient
+
+from job_service.adapters.nats_publisher import NatsPublisher
+from job_service.adapters.outbox_store import OutboxStore
+from job_service.adapters.repository import create_pool
+from job_service.outbox import OutboxDispatcher
+from shared.constants import DISPATCH_STREAM
+from shared.jetstream import ensure_streams
+from tests.support.wait import eventually
+
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_pool(database_url, 8)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+async def insert_rows(db: asyncpg.Connection, count: int, subject: str) -> None:
+    await db.executemany(
+        "INSERT INTO outbox_events (event_type, aggregate_type, aggregate_id, dedupe_key,"
+        " subject, payload) VALUES ('job.dispatch', 'job', $1, $2, $3, $4)",
+        [(str(i), f"test:{i}", subject, json.dumps({"n": i})) for i in range(count)],
+    )
+
+
+def dispatcher(pool: asyncpg.Pool, nc: NatsClient, owner: str, **overrides) -> OutboxDispatcher:
+    options = {"batch_size": 50, "poll_interval_s": 0.05, "claim_ttl_s": 30, "max_attempts": 3}
+    return OutboxDispatcher(
+        OutboxStore(pool), NatsPublisher(nc), owner=owner, **{**options, **overrides}
+    )
+
+
+async def test_concurrent_dispatchers_publish_every_row_exactly_once(
+    pool: asyncpg.Pool, db: asyncpg.Connection, nats_client: NatsClient
+) -> None:
+    js = nats_client.jetstream()
+    await ensure_streams(js)
+    await insert_rows(db, 600, "jobs.dispatch.ai-interactive")
+    dispatchers = [dispatcher(pool, nats_client, f"replica-{i}") for i in range(3)]
+    runs = [asyncio.create_task(d.run()) for d in dispatchers]
+    try:
+        await eventually(
+            lambda: db.fetchval(
+                "SELECT count(*) = 600 FROM outbox_events WHERE status = 'published'"
+            ),
+            message="not every row was published",
+        )
+    finally:
+        for d in dispatchers:
+            d.stop()
+        await asyncio.gather(*runs)
+
+    assert (await js.stream_info(DISPATCH_STREAM)).state.messages == 600
+    # every row was claimed once: no replica claimed a row another had
+    assert await db.fetchval("SELECT max(attempt_count) FROM outbox_events") == 1
+    owners = await db.fetchval("SELECT count(DISTINCT locked_by) FROM outbox_events")
+    assert owners == 0  # cleared on publish
+
+
+async def test_a_stale_claim_is_taken_over(
+    pool: asyncpg.Pool, db: asyncpg.Connection, nats_client: NatsClient
+) -> None:
+    await ensure_streams(nats_client.jetstream())
+    await insert_rows(db, 1, "jobs.dispatch.ai-interactive")
+    # a replica claimed the row and died before publishing it
+    await db.execute(
+        "UPDATE outbox_events SET status = 'processing', locked_by = 'dead-replica',"
+        " locked_at = now() - interval '1 hour', attempt_count = 1"
+    )
+
+    handled = await dispatcher(pool, nats_client, "survivor", claim_ttl_s=30).dispatch_once()
+
+    assert handled == 1
+    row = await db.fetchrow("SELECT status, attempt_count FROM outbox_events")
+    assert tuple(row) == ("published", 2)
+
+
+async def test_a_fresh_claim_of_another_replica_is_left_alone(
+    pool: asyncpg.Pool, db: asyncpg.Connection, nats_client: NatsClient
+) -> None:
+    await insert_rows(db, 1, "jobs.dispatch.ai-interactive")
+    await db.execute(
+        "UPDATE outbox_events SET status = 'processing', locked_by = 'busy', locked_at = now()"
+    )
+
+    assert await dispatcher(pool, nats_client, "other").dispatch_once() == 0
+
+
+async def test_a_row_that_keeps_failing_ends_dead(
+    pool: asyncpg.Pool, db: asyncpg.Connection, nats_client: NatsClient
+) -> None:
+    await ensure_streams(nats_client.jetstream())
+    # no stream captures this subject: JetStream answers every publish with an error
+    await insert_rows(db, 1, "nowhere.to.go")
+    relay = dispatcher(pool, nats_client, "replica", max_attempts=2)
+    run = asyncio.create_task(relay.run())
+    try:
+        row = await eventually(
+            lambda: db.fetchrow(
+                "SELECT status, attempt_count, last_error FROM outbox_events WHERE status = 'dead'"
+            ),
+            message="the failing row was not dead-lettered",
+        )
+    finally:
+        relay.stop()
+        await run
+
+    assert row["attempt_count"] == 2
+    assert row["last_error"]
