@@ -1,0 +1,28 @@
+# One image for job_service, its migrations and worker_service; the command picks the role.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# Dependencies first, so that a code change does not reinstall them.
+COPY pyproject.toml ./
+RUN mkdir job_service worker_service shared \
+    && touch job_service/__init__.py worker_service/__init__.py shared/__init__.py \
+    && pip install . \
+    && pip uninstall -y durable-jobs \
+    && rm -rf job_service worker_service shared build *.egg-info
+
+COPY shared ./shared
+COPY job_service ./job_service
+COPY worker_service ./worker_service
+RUN pip install --no-deps . && rm -rf build *.egg-info
+
+RUN useradd --system --uid 10001 --no-create-home jobs
+USER jobs
+
+# Overridden per service in docker-compose.yml.
+CMD ["python", "-m", "job_service", "serve"]

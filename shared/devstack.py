@@ -1,0 +1,308 @@
+"""``make run``: the whole product on one machine, from pip-installed parts only.
+
+Starts a private PostgreSQL and NATS JetStream (see ``shared.embedded``) unless
+``JOBS_DATABASE_URL`` / ``JOBS_NATS_URL`` point at running ones, applies migrations, then
+runs ``python -m job_service serve`` and one ``python -m worker_service`` as child processes
+— by module name, so that ``shared`` imports neither service.
+
+Environment: ``JOBS_DATA_DIR`` (default ``./.jobs-data``; data survives restarts),
+``JOBS_GRPC_PORT`` (default 50051), ``JOBS_DATABASE_URL``, ``JOBS_NATS_URL``.
+
+Ctrl-C or SIGTERM stops the worker, then job_service (each given a bounded grace period),
+then NATS, then PostgreSQL, and exits 0. If a child dies on its own, everything is stopped
+and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from shared.embedded import (
+    EmbeddedNats,
+    EmbeddedPostgres,
+    ensure_database,
+    free_port,
+    port_is_free,
+)
+
+DATABASE = "jobs"
+DEFAULT_NATS_PORT = 4222
+HEALTH_TIMEOUT_S = 60.0
+MIGRATE_TIMEOUT_S = 120.0
+# Per child: the worker may be finishing a job, job_service draining RPCs.
+STOP_GRACE_S = 20.0
+
+
+class DevstackError(Exception):
+    """Start-up failed or a child died: the message says which and why."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM arrived while starting up."""
+
+
+@dataclass(frozen=True)
+class DevstackConfig:
+    data_dir: Path
+    grpc_port: int
+    database_url: str | None
+    nats_url: str | None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> DevstackConfig:
+        return cls(
+            data_dir=Path(env.get("JOBS_DATA_DIR") or ".jobs-data").absolute(),
+            grpc_port=int(env.get("JOBS_GRPC_PORT") or 50051),
+            database_url=env.get("JOBS_DATABASE_URL") or None,
+            nats_url=env.get("JOBS_NATS_URL") or None,
+        )
+
+
+def say(message: str) -> None:
+    print(f"devstack: {message}", flush=True)
+
+
+@contextlib.contextmanager
+def exclusive(data_dir: Path) -> Iterator[None]:
+    """One dev stack per data directory: a second one would fight over the servers."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with (data_dir / ".devstack.lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DevstackError(f"another devstack is already using {data_dir}") from None
+        yield
+
+
+class Children:
+    """The child processes, stopped in reverse start order."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self._stop = stop
+        self._running: list[tuple[str, asyncio.subprocess.Process, asyncio.Task[int]]] = []
+
+    async def spawn(self, name: str, args: list[str], env: Mapping[str, str]) -> asyncio.Task[int]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *args,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+            stdin=asyncio.subprocess.DEVNULL,
+            # Own session: a terminal Ctrl-C reaches only us, and we stop them in order.
+            start_new_session=True,
+        )
+        exited = asyncio.create_task(process.wait(), name=f"wait-{name}")
+        self._running.append((name, process, exited))
+        return exited
+
+    async def run_to_completion(self, name: str, args: list[str], env: Mapping[str, str]) -> int:
+        """Run a one-shot child; its exit status, or Interrupted if a stop comes first."""
+        exited = await self.spawn(name, args, env)
+        stop = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({exited, stop}, return_when="FIRST_COMPLETED")
+        finally:
+            stop.cancel()
+        if not exited.done():
+            raise Interrupted  # still listed: stop_all() terminates it
+        self._running = [child for child in self._running if child[2] is not exited]
+        return exited.result()
+
+    async def first_exit_or_stop(self) -> tuple[str, int] | None:
+        """Block until a child exits (its name and status) or a stop is requested (None)."""
+        stop = asyncio.ensure_future(self._stop.wait())
+        by_task = {exited: name for name, _, exited in self._running}
+        try:
+            done, _ = await asyncio.wait({stop, *by_task}, return_when="FIRST_COMPLETED")
+        finally:
+            stop.cancel()
+        for task in done:
+            if task in by_task:
+                return by_task[task], task.result()
+        return None
+
+    async def stop_all(self) -> None:
+        while self._running:
+            name, process, exited = self._running.pop()
+            if exited.done():
+                continue
+            say(f"stopping {name} (pid {process.pid})")
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(asyncio.shield(exited), STOP_GRACE_S)
+            except TimeoutError:
+                say(f"{name} did not stop within {STOP_GRACE_S:.0f}s; killing it")
+                process.kill()
+                await exited
+
+
+async def wait_until_serving(target: str, exited: asyncio.Task[int], stop: asyncio.Event) -> None:
+    """Poll the standard gRPC health service until job_service reports SERVING."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + HEALTH_TIMEOUT_S
+    request = health_pb2.HealthCheckRequest(service="")
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            if exited.done():
+                raise DevstackError(
+                    f"job_service exited with status {exited.result()} before it was healthy"
+                )
+            if stop.is_set():
+                raise Interrupted
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                response = await stub.Check(request, timeout=1.0)
+                if response.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            if loop.time() > deadline:
+                raise DevstackError(
+                    f"job_service not SERVING on {target} after {HEALTH_TIMEOUT_S}s"
+                )
+            # Poll interval; a stop request cuts it short.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.1)
+
+
+async def start_server(name: str, start: Callable[[], None]) -> None:
+    # In a thread so that a Ctrl-C meanwhile is still noticed by the event loop.
+    try:
+        await asyncio.to_thread(start)
+    except (RuntimeError, TimeoutError, OSError, subprocess.SubprocessError) as exc:
+        raise DevstackError(f"{name} did not start: {exc}") from exc
+
+
+def banner(config: DevstackConfig, target: str, database_url: str, nats_url: str) -> str:
+    create = (
+        "grpcurl -plaintext -d "
+        """'{"user_id":"u1","job_type":"synthetic","input":{"sleep_ms":100}}' """
+        f"{target} jobs.v1.JobService/CreateJob"
+    )
+    get = (
+        """grpcurl -plaintext -d '{"user_id":"u1","job_id":"<id from CreateJob>"}' """
+        f"{target} jobs.v1.JobService/GetJob"
+    )
+    return "\n".join(
+        [
+            "",
+            "  The job engine is running.",
+            f"  gRPC (job_service) {target}",
+            f"    list its services: grpcurl -plaintext {target} list",
+            f"  PostgreSQL         {database_url}",
+            f"  NATS JetStream     {nats_url}",
+            f"  data               {config.data_dir}",
+            "",
+            "  Create a job:",
+            f"    {create}",
+            "  Read it back:",
+            f"    {get}",
+            "",
+            "  Ctrl-C stops everything.",
+            "",
+        ]
+    )
+
+
+async def run(config: DevstackConfig) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    children = Children(stop)
+    target = f"127.0.0.1:{config.grpc_port}"
+    try:
+        with exclusive(config.data_dir), contextlib.ExitStack() as servers:
+            try:
+                if not port_is_free(config.grpc_port):
+                    raise DevstackError(
+                        f"port {config.grpc_port} is in use; set JOBS_GRPC_PORT to another"
+                    )
+                database_url = config.database_url
+                if database_url is None:
+                    postgres = EmbeddedPostgres(config.data_dir / "postgres")
+                    servers.callback(say, "PostgreSQL stopped")
+                    servers.callback(postgres.stop)
+                    await start_server("PostgreSQL", postgres.start)
+                    await ensure_database(postgres.url("postgres"), DATABASE)
+                    database_url = postgres.url(DATABASE)
+                    say(f"PostgreSQL ready (pid {postgres.pid})")
+                nats_url = config.nats_url
+                if nats_url is None:
+                    port = DEFAULT_NATS_PORT if port_is_free(DEFAULT_NATS_PORT) else free_port()
+                    nats = EmbeddedNats(config.data_dir / "nats", port)
+                    servers.callback(say, "NATS stopped")
+                    servers.callback(nats.stop)
+                    await start_server("NATS", nats.start)
+                    nats_url = nats.url
+                    say(f"NATS JetStream ready on {nats_url} (pid {nats.pid})")
+                if stop.is_set():
+                    raise Interrupted
+
+                say("applying migrations")
+                try:
+                    async with asyncio.timeout(MIGRATE_TIMEOUT_S):
+                        status = await children.run_to_completion(
+                            "migrate",
+                            ["-m", "job_service", "migrate"],
+                            {"JOBS_DATABASE_URL": database_url},
+                        )
+                except TimeoutError:
+                    raise DevstackError(
+                        f"migrations still running after {MIGRATE_TIMEOUT_S:.0f}s"
+                    ) from None
+                if status != 0:
+                    raise DevstackError(f"migrations failed (status {status})")
+
+                job_service = await children.spawn(
+                    "job_service",
+                    ["-m", "job_service", "serve"],
+                    {
+                        "JOBS_DATABASE_URL": database_url,
+                        "JOBS_NATS_URL": nats_url,
+                        "JOBS_GRPC_HOST": "127.0.0.1",
+                        "JOBS_GRPC_PORT": str(config.grpc_port),
+                    },
+                )
+                await wait_until_serving(target, job_service, stop)
+                await children.spawn(
+                    "worker_service",
+                    ["-m", "worker_service"],
+                    {"JOBS_NATS_URL": nats_url, "JOBS_JOB_SERVICE_TARGET": target},
+                )
+                print(banner(config, target, database_url, nats_url), flush=True)
+
+                died = await children.first_exit_or_stop()
+                if died is not None:
+                    name, status = died
+                    raise DevstackError(f"{name} exited unexpectedly with status {status}")
+                say("stopping")
+                return 0
+            except Interrupted:
+                say("interrupted during start-up; stopping")
+                return 0
+            except DevstackError as exc:
+                say(f"error: {exc}; stopping everything")
+                return 1
+            finally:
+                await children.stop_all()
+    except DevstackError as exc:  # raised before anything was started
+        say(f"error: {exc}")
+        return 1
+
+
+def main() -> None:
+    sys.exit(asyncio.run(run(DevstackConfig.from_env())))
+
+
+if __name__ == "__main__":
+    main()
