@@ -1,0 +1,268 @@
+"""End-to-end benchmark: synthetic no-op jobs through the real stack on this machine.
+
+    make bench                      # defaults below
+    python -m bench.e2e --jobs 2000 --rate 200 --seconds 10 --workers 1
+
+It starts a private PostgreSQL (durable defaults: fsync on) and NATS JetStream, job_service
+and worker processes exactly as ``make run`` does, and measures:
+
+1. create          CreateJob calls/s with no worker running (64 in flight)
+2. backlog drain   that backlog executed: jobs/s from the first lock to the last success
+3. create+process  jobs created and executed together: jobs/s from first create to last success
+4. steady          create→succeeded latency p50/p99 at a steady rate (default 200 jobs/s)
+
+Timings of jobs come from the database clock (created_at, started_at, finished_at). The
+machine is shared and noisy, so the figures that matter are ratios within one run: each
+throughput is also shown against a PostgreSQL ceiling measured here and now (plain
+asyncpg transactions inserting two rows, 8 connections), the cost floor of any durable
+job queue on this database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import asyncpg
+import grpc
+import uvloop
+
+from shared.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database, free_port
+from shared.pb.jobs.v1 import job_service_pb2 as jpb
+from shared.pb.jobs.v1 import job_service_pb2_grpc
+from shared.pbconv import struct_from_dict
+
+IN_FLIGHT = 64
+NOOP = struct_from_dict({})
+
+
+class Stack:
+    """PostgreSQL, NATS, job_service and workers, started and stopped like ``make run``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.pg = EmbeddedPostgres(root / "pg")
+        self.nats = EmbeddedNats(root / "nats")
+        self.port = free_port()
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.service: subprocess.Popen[bytes] | None = None
+
+    async def start(self) -> None:
+        self.pg.start()
+        self.nats.start()
+        await ensure_database(self.pg.url("postgres"), "jobs")
+        self.database_url = self.pg.url("jobs")
+        migrate = [sys.executable, "-m", "job_service", "migrate"]
+        await asyncio.to_thread(subprocess.run, migrate, env=self._env(), check=True)
+        self.service = self._spawn("job_service", "serve")
+        await self._wait_serving()
+
+    def start_worker(self) -> None:
+        self.workers.append(self._spawn("worker_service"))
+
+    def stop(self) -> None:
+        for process in [*self.workers, self.service]:
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in [*self.workers, self.service]:
+            if process is not None:
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        self.nats.stop()
+        self.pg.stop()
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "JOBS_DATABASE_URL": self.pg.url("jobs"),
+            "JOBS_NATS_URL": self.nats.url,
+            "JOBS_GRPC_PORT": str(self.port),
+            "JOBS_JOB_SERVICE_TARGET": f"127.0.0.1:{self.port}",
+            "JOBS_LOG_LEVEL": "WARNING",
+        }
+
+    def _spawn(self, *args: str) -> subprocess.Popen[bytes]:
+        log = (self.root / f"{args[0]}-{len(self.workers)}.log").open("wb")
+        return subprocess.Popen(
+            [sys.executable, "-m", *args], env=self._env(), stdout=log, stderr=subprocess.STDOUT
+        )
+
+    async def _wait_serving(self) -> None:
+        deadline = time.monotonic() + 60
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{self.port}") as channel:
+            while True:
+                try:
+                    await asyncio.wait_for(channel.channel_ready(), 1)
+                    return
+                except TimeoutError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("job_service did not start") from None
+
+
+async def create(stub: job_service_pb2_grpc.JobServiceStub, n: int, tag: str) -> float:
+    """Creates n no-op jobs with IN_FLIGHT calls at once; returns creates/s."""
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(n):
+        queue.put_nowait(i)
+
+    async def caller() -> None:
+        while not queue.empty():
+            queue.get_nowait()
+            await stub.CreateJob(
+                jpb.CreateJobRequest(user_id=f"bench-{tag}", job_type="synthetic", input=NOOP)
+            )
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(IN_FLIGHT)))
+    return n / (time.perf_counter() - started)
+
+
+async def wait_for(predicate: Callable[[], Awaitable[bool]], limit_s: float, what: str) -> None:
+    deadline = time.monotonic() + limit_s
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def all_succeeded(db: asyncpg.Connection, tag: str, n: int) -> bool:
+    done = await db.fetchval(
+        "SELECT count(*) FROM jobs WHERE user_id = $1 AND status = 'succeeded'", f"bench-{tag}"
+    )
+    return done >= n
+
+
+async def span(db: asyncpg.Connection, tag: str, start_column: str) -> float:
+    seconds = await db.fetchval(
+        f"SELECT extract(epoch FROM max(finished_at) - min({start_column}))"
+        " FROM jobs WHERE user_id = $1",
+        f"bench-{tag}",
+    )
+    return float(seconds)
+
+
+async def postgres_ceiling(url: str, seconds: float = 3.0) -> float:
+    """Two-row insert transactions/s over 8 connections: the durable-write floor."""
+    setup = await asyncpg.connect(url)
+    await setup.execute(
+        "CREATE TABLE IF NOT EXISTS bench_a (id bigserial PRIMARY KEY, v text);"
+        "CREATE TABLE IF NOT EXISTS bench_b (id bigserial PRIMARY KEY, v text)"
+    )
+    await setup.close()
+    count = 0
+    stop_at = time.perf_counter() + seconds
+
+    async def writer() -> None:
+        nonlocal count
+        conn = await asyncpg.connect(url)
+        try:
+            while time.perf_counter() < stop_at:
+                async with conn.transaction():
+                    await conn.execute("INSERT INTO bench_a (v) VALUES ('x')")
+                    await conn.execute("INSERT INTO bench_b (v) VALUES ('x')")
+                count += 1
+        finally:
+            await conn.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(writer() for _ in range(8)))
+    return count / (time.perf_counter() - started)
+
+
+async def steady(
+    stub: job_service_pb2_grpc.JobServiceStub,
+    db: asyncpg.Connection,
+    rate: float,
+    seconds: float,
+) -> tuple[float, float, int]:
+    """Creates jobs at ``rate``/s for ``seconds``; returns p50 and p99 latency (ms)."""
+    n = int(rate * seconds)
+    started = time.perf_counter()
+    calls = []
+    for i in range(n):
+        delay = started + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        calls.append(
+            asyncio.ensure_future(
+                stub.CreateJob(
+                    jpb.CreateJobRequest(user_id="bench-steady", job_type="synthetic", input=NOOP)
+                )
+            )
+        )
+    await asyncio.gather(*calls)
+    await wait_for(lambda: all_succeeded(db, "steady", n), 120, "the steady jobs")
+    rows = await db.fetch(
+        "SELECT extract(epoch FROM finished_at - created_at) * 1000 AS ms FROM jobs"
+        " WHERE user_id = 'bench-steady'"
+    )
+    latencies = sorted(float(r["ms"]) for r in rows)
+    cuts = statistics.quantiles(latencies, n=100)
+    return cuts[49], cuts[98], n
+
+
+async def main(args: argparse.Namespace) -> None:
+    root = Path(tempfile.mkdtemp(prefix="jobs-bench-"))
+    stack = Stack(root)
+    try:
+        await stack.start()
+        ceiling = await postgres_ceiling(stack.database_url)
+        db = await asyncpg.connect(stack.database_url)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.port}") as channel:
+            stub = job_service_pb2_grpc.JobServiceStub(channel)
+            await create(stub, 200, "warmup")
+
+            create_rate = await create(stub, args.jobs, "backlog")
+            for _ in range(args.workers):
+                stack.start_worker()
+            await wait_for(lambda: all_succeeded(db, "warmup", 200), 120, "warm-up jobs")
+            await wait_for(lambda: all_succeeded(db, "backlog", args.jobs), 600, "the backlog")
+            drain = args.jobs / await span(db, "backlog", "started_at")
+
+            await create(stub, args.jobs, "mixed")
+            await wait_for(lambda: all_succeeded(db, "mixed", args.jobs), 600, "mixed jobs")
+            mixed = args.jobs / await span(db, "mixed", "created_at")
+
+            p50, p99, n = await steady(stub, db, args.rate, args.seconds)
+        await db.close()
+    finally:
+        stack.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+    print(f"\nEnd-to-end, synthetic no-op jobs, {args.workers} worker process(es),", end=" ")
+    print(f"{os.cpu_count()} cores")
+    print(f"{'figure':<34}{'value':>14}{'x PG ceiling':>14}")
+    print(f"{'PostgreSQL ceiling (2-row tx/s)':<34}{ceiling:>14,.0f}{1:>14.2f}")
+    for name, value in (
+        (f"create ({args.jobs} jobs, no worker)", create_rate),
+        (f"backlog drain ({args.jobs} jobs)", drain),
+        (f"create+process ({args.jobs} jobs)", mixed),
+    ):
+        print(f"{name + ' jobs/s':<34}{value:>14,.0f}{value / ceiling:>14.2f}")
+    print(f"{f'steady {args.rate:.0f}/s x {n} jobs: p50 ms':<34}{p50:>14.1f}")
+    print(f"{f'steady {args.rate:.0f}/s x {n} jobs: p99 ms':<34}{p99:>14.1f}")
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=5000, help="jobs per throughput phase")
+    parser.add_argument("--rate", type=float, default=200.0, help="steady phase jobs/s")
+    parser.add_argument("--seconds", type=float, default=10.0, help="steady phase length")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    uvloop.run(main(parse()))
