@@ -18,7 +18,7 @@ T = TypeVar("T")
 async def eventually(  # type: ignore[overload-overlap]
     predicate: Callable[[], Awaitable[T]],
     *,
-    timeout: float = ...,  # noqa: ASYNC109 (a deadline for polling, not for one await)
+    timeout: float = ...,
     interval: float = ...,
     message: str = ...,
 ) -> T: ...
@@ -28,7 +28,7 @@ async def eventually(  # type: ignore[overload-overlap]
 async def eventually(
     predicate: Callable[[], T],
     *,
-    timeout: float = ...,  # noqa: ASYNC109 (a deadline for polling, not for one await)
+    timeout: float = ...,
     interval: float = ...,
     message: str = ...,
 ) -> T: ...
@@ -37,7 +37,7 @@ async def eventually(
 async def eventually(
     predicate: Callable[[], object],
     *,
-    timeout: float = 10.0,  # noqa: ASYNC109 (a deadline for polling, not for one await)
+    timeout: float = 10.0,
     interval: float = 0.02,
     message: str = "condition not met",
 ) -> object:

@@ -1,0 +1,258 @@
+"""Fakes for the worker's ports (no sockets), a test job type, and ``eventually``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from shared.constants import Queue
+from shared.errors import ExecutionError
+from shared.registry import ArtifactDraft, ExecutionContext, JobDefinition, JobResult
+from worker_service.domain.model import HeartbeatReply, LockedJob, LockOutcome, LockResult
+
+QUEUE = Queue.INTERACTIVE.value
+
+
+async def eventually(
+    predicate: Callable[[], bool], *, within_s: float = 5.0, what: str = "condition"
+) -> None:
+    """Wait until ``predicate()`` holds, failing after ``within_s`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.002)
+
+
+# --- a job type that does what its input says --------------------------------------------
+
+
+class ProbeInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mode: str = "ok"  # ok | sleep | hang | error | boom | self_cancel | bad_output
+    sleep_s: float = 0.0
+    code: str = ""
+
+
+class ProbeOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    value: int
+    label: str
+
+
+@dataclass
+class ProbeLog:
+    """What the probe job did, for assertions."""
+
+    started: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+
+
+def probe_definition(log: ProbeLog, *, timeout_s: float = 30.0) -> JobDefinition:
+    async def execute(job_input: ProbeInput, ctx: ExecutionContext) -> JobResult:
+        log.started.append(ctx.job_id)
+        try:
+            if job_input.mode == "hang":
+                await asyncio.Event().wait()
+            if job_input.mode == "sleep":
+                await asyncio.sleep(job_input.sleep_s)
+        except asyncio.CancelledError:
+            log.cancelled.append(ctx.job_id)
+            raise
+        if job_input.mode == "error":
+            raise ExecutionError(job_input.code, "the probe failed on purpose")
+        if job_input.mode == "boom":
+            raise RuntimeError("kaput")
+        if job_input.mode == "self_cancel":
+            raise asyncio.CancelledError
+        log.finished.append(ctx.job_id)
+        if job_input.mode == "bad_output":
+            return JobResult(output=ProbeOutput.model_construct(value="many", label="x"))
+        ctx.report_progress(0.5)
+        return JobResult(
+            output=ProbeOutput(value=ctx.attempt, label="résumé"),
+            artifacts=[
+                ArtifactDraft("probe", f"probe_{ctx.job_id}", {"n": 1, "tags": ("a", "b")}, 2)
+            ],
+        )
+
+    return JobDefinition(
+        job_type="probe",
+        label="Probe",
+        domain="testing",
+        version="1",
+        queue=QUEUE,
+        input_model=ProbeInput,
+        output_model=ProbeOutput,
+        execute=execute,
+        timeout_s=timeout_s,
+        concurrency=4,
+    )
+
+
+def locked(
+    job_id: str = "job-1",
+    *,
+    attempt: int = 1,
+    heartbeat_ms: int = 1000,
+    ttl_ms: int = 5000,
+    job_type: str = "probe",
+    **job_input: Any,
+) -> LockedJob:
+    return LockedJob(
+        job_id=job_id,
+        job_type=job_type,
+        lease_token=f"token-{job_id}-{attempt}",
+        attempt=attempt,
+        input=job_input,
+        lease_ttl_ms=ttl_ms,
+        heartbeat_interval_ms=heartbeat_ms,
+    )
+
+
+# --- the executor API --------------------------------------------------------------------
+
+
+@dataclass
+class FakeExecutor:
+    """Scripted answers per job id; records every call."""
+
+    # job id -> what LockJob answers, in order (the last one repeats); an Exception is raised.
+    locks: dict[str, list[LockResult | Exception]] = field(default_factory=dict)
+    # Called per heartbeat with the call number (1-based); returns a reply or raises.
+    on_heartbeat: Callable[[int], HeartbeatReply] = lambda n: HeartbeatReply(False)
+    # Raised by the submit calls in order, before they succeed.
+    submit_errors: list[Exception] = field(default_factory=list)
+    lock_calls: list[tuple[str, str]] = field(default_factory=list)
+    heartbeats: list[tuple[str, str, float]] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    submit_calls: int = 0
+
+    def lock_as(self, job: LockedJob) -> None:
+        self.locks[job.job_id] = [LockResult(LockOutcome.LOCKED, job=job)]
+
+    @property
+    def submitted(self) -> int:
+        return len(self.results) + len(self.failures)
+
+    async def lock_job(self, job_id: str, worker_id: str, *, timeout_s: float) -> LockResult:
+        self.lock_calls.append((job_id, worker_id))
+        script = self.locks.get(job_id) or [LockResult(LockOutcome.UNAVAILABLE)]
+        answer = script.pop(0) if len(script) > 1 else script[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def heartbeat(
+        self, job_id: str, lease_token: str, progress: float, *, timeout_s: float
+    ) -> HeartbeatReply:
+        self.heartbeats.append((job_id, lease_token, progress))
+        return self.on_heartbeat(len(self.heartbeats))
+
+    async def submit_result(
+        self,
+        job_id: str,
+        lease_token: str,
+        output: dict[str, Any],
+        output_hash: str,
+        artifacts: Sequence[ArtifactDraft],
+        *,
+        timeout_s: float,
+    ) -> str:
+        self._maybe_fail()
+        self.results.append(
+            {
+                "job_id": job_id,
+                "lease_token": lease_token,
+                "output": output,
+                "output_hash": output_hash,
+                "artifacts": list(artifacts),
+            }
+        )
+        return "SUCCEEDED"
+
+    async def submit_failure(
+        self,
+        job_id: str,
+        lease_token: str,
+        error_code: str,
+        error_message: str,
+        *,
+        timeout_s: float,
+    ) -> str:
+        self._maybe_fail()
+        self.failures.append(
+            {
+                "job_id": job_id,
+                "lease_token": lease_token,
+                "error_code": error_code,
+                "error_message": error_message,
+            }
+        )
+        return "CANCELLED" if error_code == "CANCELLED" else "RETRYING"
+
+    def _maybe_fail(self) -> None:
+        self.submit_calls += 1
+        if self.submit_errors:
+            raise self.submit_errors.pop(0)
+
+
+# --- the dispatch stream -----------------------------------------------------------------
+
+
+@dataclass
+class FakeDelivery:
+    data: bytes
+    acks: int = 0
+    naks: list[float | None] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, job_id: str, attempt: int = 1) -> FakeDelivery:
+        return cls(json.dumps({"job_id": job_id, "attempt": attempt}).encode())
+
+    @property
+    def settled(self) -> bool:
+        return self.acks + len(self.naks) > 0
+
+    async def ack(self) -> None:
+        self.acks += 1
+
+    async def nak(self, delay: float | None = None) -> None:
+        self.naks.append(delay)
+
+
+class FakeSource:
+    """Per-queue message queues; ``fetch`` behaves like a JetStream pull."""
+
+    def __init__(self) -> None:
+        self.queues: dict[str, asyncio.Queue[FakeDelivery]] = {}
+        self.batches: list[int] = []
+        self.fail_with: list[Exception] = []
+
+    def put(self, delivery: FakeDelivery, queue: str = QUEUE) -> FakeDelivery:
+        self.queues.setdefault(queue, asyncio.Queue()).put_nowait(delivery)
+        return delivery
+
+    async def fetch(self, queue: str, batch: int, wait_s: float) -> Sequence[FakeDelivery]:
+        self.batches.append(batch)
+        if self.fail_with:
+            raise self.fail_with.pop(0)
+        pending = self.queues.setdefault(queue, asyncio.Queue())
+        try:
+            first = await asyncio.wait_for(pending.get(), wait_s)
+        except TimeoutError:
+            return []
+        taken = [first]
+        while len(taken) < batch and not pending.empty():
+            taken.append(pending.get_nowait())
+        return taken

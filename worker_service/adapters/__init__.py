@@ -1,0 +1,1 @@
+"""The worker's adapters: the job service over gRPC, dispatch and cancel messages over NATS."""

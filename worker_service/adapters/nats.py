@@ -1,0 +1,104 @@
+"""NATS adapters: the JetStream dispatch consumer (a DispatchSource) and the core-NATS
+cancel listener."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+
+import nats.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext
+
+from shared.constants import CANCEL_SUBJECT, DISPATCH_STREAM, dispatch_consumer, dispatch_subject
+from shared.jetstream import ensure_dispatch_consumer, ensure_streams
+from worker_service.domain.errors import DispatchUnavailable
+from worker_service.domain.model import parse_cancel
+from worker_service.ports import Delivery
+
+log = logging.getLogger(__name__)
+
+
+class NatsDispatchSource:
+    """Pull subscriptions on the durable per-queue consumers every worker shares."""
+
+    def __init__(self, js: JetStreamContext) -> None:
+        self._js = js
+        self._subs: dict[str, JetStreamContext.PullSubscription] = {}
+
+    async def subscribe(self, queues: Iterable[str]) -> None:
+        """Declare the topology (idempotent) and bind one pull subscription per queue."""
+        await ensure_streams(self._js)
+        for queue in queues:
+            await ensure_dispatch_consumer(self._js, queue)
+            self._subs[queue] = await self._js.pull_subscribe(
+                dispatch_subject(queue), durable=dispatch_consumer(queue), stream=DISPATCH_STREAM
+            )
+
+    async def fetch(self, queue: str, batch: int, wait_s: float) -> Sequence[Delivery]:
+        try:
+            return await self._subs[queue].fetch(batch, timeout=wait_s)
+        except nats.errors.TimeoutError:
+            return []  # nothing to do: the normal idle case
+        except nats.errors.Error as exc:
+            raise DispatchUnavailable(f"{type(exc).__name__}: {exc}") from exc
+
+    async def close(self) -> None:
+        """Drop the pull subscriptions; the durable consumers stay for the next worker."""
+        subs, self._subs = list(self._subs.values()), {}
+        for sub in subs:
+            try:
+                await sub.unsubscribe()
+            except nats.errors.Error as exc:
+                log.debug("unsubscribe failed (%s)", type(exc).__name__)
+
+
+class CancelListener:
+    """Hears "stop job X now" on core NATS and calls ``on_cancel(job_id)`` at once.
+
+    Cancel messages are not persisted: a worker that misses one learns of the cancel from
+    its next heartbeat. Use as ``async with``; ``stop()`` is idempotent."""
+
+    def __init__(self, nc: Client, on_cancel: Callable[[str], object]) -> None:
+        self._nc = nc
+        self._on_cancel = on_cancel
+        self._sub: Subscription | None = None
+
+    async def start(self) -> None:
+        if self._sub is None:
+            self._sub = await self._nc.subscribe(CANCEL_SUBJECT, cb=self._received)
+            # The subscription is live on the server once flush returns: no cancel is missed
+            # from here on.
+            await self._nc.flush()
+
+    async def stop(self) -> None:
+        sub, self._sub = self._sub, None
+        if sub is not None and not self._nc.is_closed:
+            try:
+                await sub.unsubscribe()
+            except nats.errors.Error as exc:
+                log.debug("unsubscribe failed (%s)", type(exc).__name__)
+
+    async def __aenter__(self) -> CancelListener:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def _received(self, msg: Msg) -> None:
+        try:
+            job_id = parse_cancel(msg.data)
+        except ValueError as exc:
+            log.warning("ignoring a malformed cancel message (%s)", exc)
+            return
+        if self._on_cancel(job_id):
+            log.info("job %s: cancelled by a cancel message", job_id)

@@ -1,0 +1,165 @@
+"""The composition root: connects NATS and the job service, wires the adapters into a
+``Worker``, and runs it until SIGTERM/SIGINT.
+
+In-process use (tests)::
+
+    async with WorkerApp(WorkerSettings(nats_url=..., job_service_target=...)) as app:
+        ...  # the worker is consuming here; leaving the block drains it and closes all
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from types import TracebackType
+
+import nats
+
+from shared.registry import Registry, default_registry
+from worker_service.adapters.grpc_executor import GrpcExecutorClient, open_channel
+from worker_service.adapters.nats import CancelListener, NatsDispatchSource
+from worker_service.settings import WorkerSettings
+from worker_service.worker import Worker
+
+log = logging.getLogger(__name__)
+
+
+class WorkerApp:
+    """One worker process's resources and its ``Worker``. ``run()`` connects, consumes until
+    ``stop()``, drains, and closes; ``stop()`` is idempotent and waits for all of that;
+    ``async with`` returns once consuming has started and stops on exit."""
+
+    def __init__(self, settings: WorkerSettings, registry: Registry | None = None) -> None:
+        self.settings = settings
+        self.registry = registry or default_registry()
+        self.slots = settings.queue_slots(self.registry)
+        self.worker: Worker | None = None
+        self._stop_requested = asyncio.Event()
+        self._ready = asyncio.Event()
+        self._done = asyncio.Event()
+        self._started = False
+        self._task: asyncio.Task[None] | None = None
+
+    async def run(self) -> None:
+        if self._started:
+            raise RuntimeError("a WorkerApp runs once")
+        self._started = True
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                worker = await self._connect_unless_stopped(stack)
+                if worker is None:
+                    return
+                self.worker = worker
+                if self._stop_requested.is_set():
+                    await worker.stop()  # stop() came while connecting: run drains at once
+                self._ready.set()
+                await worker.run()
+        finally:
+            self._done.set()
+
+    async def stop(self) -> None:
+        self._stop_requested.set()
+        if self.worker is not None:
+            await self.worker.stop()
+        if self._started:
+            await self._done.wait()
+
+    async def __aenter__(self) -> WorkerApp:
+        self._task = asyncio.create_task(self.run(), name="worker-app")
+        ready = asyncio.create_task(self._ready.wait())
+        try:
+            await asyncio.wait({self._task, ready}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            self._task.cancel()
+            raise
+        finally:
+            ready.cancel()
+        if self._task.done():
+            self._task.result()  # raises the start-up failure
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+        if self._task is not None:
+            await self._task
+
+    async def _connect_unless_stopped(self, stack: contextlib.AsyncExitStack) -> Worker | None:
+        """Connect (NATS is waited for indefinitely) unless stop() comes first."""
+        connecting = asyncio.create_task(self._connect(stack), name="worker-connect")
+        stopped = asyncio.create_task(self._stop_requested.wait(), name="worker-stop")
+        try:
+            await asyncio.wait({connecting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            # nats-py can swallow a cancellation while it tidies up a failed attempt: insist.
+            while not connecting.done():
+                connecting.cancel()
+                await asyncio.wait({connecting}, timeout=0.1)
+        if connecting.cancelled():
+            return None
+        return connecting.result()
+
+    async def _connect(self, stack: contextlib.AsyncExitStack) -> Worker:
+        s = self.settings
+        nc = await nats.connect(
+            s.nats_url,
+            name=f"worker {s.worker_id}",
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+            error_cb=self._nats_error,
+            disconnected_cb=self._nats_disconnected,
+            reconnected_cb=_nats_reconnected,
+        )
+        stack.push_async_callback(nc.close)
+        source = NatsDispatchSource(nc.jetstream())
+        await source.subscribe(self.slots)
+        stack.push_async_callback(source.close)
+        channel = open_channel(s.job_service_target)
+        stack.push_async_callback(channel.close)
+        worker = Worker(
+            executor=GrpcExecutorClient(channel),
+            source=source,
+            lookup=self.registry.get,
+            slots=self.slots,
+            worker_id=s.worker_id,
+            fetch_batch=s.worker_fetch_batch,
+            fetch_timeout_s=s.worker_fetch_timeout_s,
+            shutdown_grace_s=s.worker_shutdown_grace_s,
+        )
+        await stack.enter_async_context(CancelListener(nc, worker.cancel_job))
+        return worker
+
+    async def _nats_error(self, exc: Exception) -> None:
+        log.warning("nats: %s: %s", type(exc).__name__, exc)
+
+    async def _nats_disconnected(self) -> None:
+        level = logging.DEBUG if self._stop_requested.is_set() else logging.WARNING
+        log.log(level, "nats: disconnected")
+
+
+async def main(settings: WorkerSettings) -> None:
+    """Run a worker until SIGTERM or SIGINT, then shut down gracefully."""
+    app = WorkerApp(settings)
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    running = asyncio.create_task(app.run(), name="worker-app")
+    signalled = asyncio.create_task(stopping.wait(), name="signals")
+    await asyncio.wait({running, signalled}, return_when=asyncio.FIRST_COMPLETED)
+    if stopping.is_set():
+        log.info("worker %s: signal received; shutting down", settings.worker_id)
+        await app.stop()
+    signalled.cancel()
+    await running  # re-raises a failure: the process then exits non-zero
+
+
+async def _nats_reconnected() -> None:
+    log.info("nats: reconnected")

@@ -1,0 +1,67 @@
+"""One running attempt: the ``ExecutionContext`` job code sees, and the handle that stops it."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from worker_service.domain.model import CancelCause, LockedJob
+
+NO_PROGRESS = -1.0
+
+
+class Attempt:
+    """Created per locked job. ``cancel`` stops the execution task at once (asyncio
+    cancellation reaches the awaiting provider call) and records why."""
+
+    __slots__ = ("_progress", "_task", "cause", "job")
+
+    def __init__(self, job: LockedJob) -> None:
+        self.job = job
+        self.cause: CancelCause | None = None
+        self._task: asyncio.Task[object] | None = None
+        self._progress: float | None = None
+
+    # --- ExecutionContext ---------------------------------------------------------------
+
+    @property
+    def job_id(self) -> str:
+        return self.job.job_id
+
+    @property
+    def attempt(self) -> int:
+        return self.job.attempt
+
+    def report_progress(self, fraction: float) -> None:
+        """Keep the latest progress (0..1); the next heartbeat carries it."""
+        if math.isfinite(fraction):
+            self._progress = min(1.0, max(0.0, fraction))
+
+    # --- control ------------------------------------------------------------------------
+
+    def take_progress(self) -> float:
+        """Progress reported since the last heartbeat, or NO_PROGRESS."""
+        progress, self._progress = self._progress, None
+        return NO_PROGRESS if progress is None else progress
+
+    def restore_progress(self, progress: float) -> None:
+        """Put back progress whose heartbeat failed, unless newer progress arrived."""
+        if progress >= 0 and self._progress is None:
+            self._progress = progress
+
+    def bind(self, task: asyncio.Task[object]) -> None:
+        self._task = task
+        if self.cause is not None:
+            task.cancel()
+
+    def cancel(self, cause: CancelCause) -> bool:
+        """Stop the attempt; True when a running execution was cancelled.
+
+        The first cause wins, except that a lost lease overrides any other: once another
+        worker owns the job, this one must report nothing at all."""
+        if self.cause is None or cause is CancelCause.LEASE_LOST:
+            self.cause = cause
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            return True
+        return False

@@ -1,0 +1,157 @@
+"""Values exchanged with the job service and the dispatch stream, independent of the wire."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from shared.registry import ArtifactDraft
+
+# Used when the job service leaves the heartbeat interval unset.
+DEFAULT_HEARTBEAT_INTERVAL_S = 1.0
+# A NOT_DUE job is offered again no sooner than this.
+MIN_NAK_DELAY_S = 0.05
+
+
+class LockOutcome(StrEnum):
+    LOCKED = "LOCKED"
+    NOT_DUE = "NOT_DUE"
+    UNAVAILABLE = "UNAVAILABLE"
+
+
+@dataclass(frozen=True, slots=True)
+class LockedJob:
+    """What one attempt needs: the job, its input snapshot and the lease it runs under."""
+
+    job_id: str
+    job_type: str
+    lease_token: str
+    attempt: int
+    input: dict[str, Any]
+    lease_ttl_ms: int
+    heartbeat_interval_ms: int
+
+    @property
+    def lease_ttl_s(self) -> float:
+        return self.lease_ttl_ms / 1000
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        """The job service's cadence; kept to a third of the TTL at most, so that a
+        misconfigured interval cannot let every lease lapse between two beats."""
+        interval = (
+            self.heartbeat_interval_ms / 1000
+            if self.heartbeat_interval_ms > 0
+            else DEFAULT_HEARTBEAT_INTERVAL_S
+        )
+        if self.lease_ttl_ms > 0:
+            interval = min(interval, self.lease_ttl_s / 3)
+        return interval
+
+
+@dataclass(frozen=True, slots=True)
+class LockResult:
+    outcome: LockOutcome
+    job: LockedJob | None = None
+    # Set when NOT_DUE: when the job becomes eligible, in seconds since the epoch.
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatReply:
+    cancel_requested: bool
+
+
+def nak_delay(retry_after: float | None, now: float) -> float:
+    """How long JetStream should hold a NOT_DUE dispatch before offering it again."""
+    if retry_after is None:
+        return MIN_NAK_DELAY_S
+    return max(MIN_NAK_DELAY_S, retry_after - now)
+
+
+@dataclass(slots=True)
+class Lease:
+    """The worker's conservative view of its lease, on the local monotonic clock.
+
+    The job service extends the lease to (its now + ttl) when it handles a heartbeat, which
+    is never earlier than (our send time + ttl): so this deadline never outlives the real one.
+    """
+
+    token: str
+    ttl_s: float
+    deadline: float
+
+    @classmethod
+    def granted(cls, job: LockedJob, now: float) -> Lease:
+        return cls(token=job.lease_token, ttl_s=job.lease_ttl_s, deadline=now + job.lease_ttl_s)
+
+    def extend(self, sent_at: float) -> None:
+        self.deadline = max(self.deadline, sent_at + self.ttl_s)
+
+    def expired(self, now: float) -> bool:
+        return self.ttl_s > 0 and now >= self.deadline
+
+
+class CancelCause(StrEnum):
+    """Why the worker stopped a running attempt."""
+
+    CANCEL_REQUESTED = "cancel_requested"  # the job's owner cancelled it
+    LEASE_LOST = "lease_lost"  # another worker owns the job now: report nothing
+    SHUTDOWN = "shutdown"  # this worker is draining: hand the job back
+
+
+@dataclass(frozen=True, slots=True)
+class Succeeded:
+    output: dict[str, Any]
+    output_hash: str
+    artifacts: list[ArtifactDraft] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    code: str
+    # Internal detail for operators; never logged by the worker.
+    message: str = ""
+
+
+Outcome = Succeeded | Failed
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """A dispatch message: "job X may be worked on". A hint, never a decision."""
+
+    job_id: str
+    attempt: int = 0
+
+
+def parse_dispatch(data: bytes) -> Dispatch:
+    """The dispatch a message carries; ValueError when it is not one."""
+    body = _json_object(data)
+    job_id = body.get("job_id")
+    attempt = body.get("attempt", 0)
+    if not isinstance(job_id, str) or not job_id:
+        raise ValueError("dispatch message without a job_id")
+    if not isinstance(attempt, int) or isinstance(attempt, bool):
+        raise ValueError("dispatch message with a non-integer attempt")
+    return Dispatch(job_id=job_id, attempt=attempt)
+
+
+def parse_cancel(data: bytes) -> str:
+    """The job id a cancel message names; ValueError when it names none."""
+    job_id = _json_object(data).get("job_id")
+    if not isinstance(job_id, str) or not job_id:
+        raise ValueError("cancel message without a job_id")
+    return job_id
+
+
+def _json_object(data: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ValueError("not a JSON object")
+    return body

@@ -1,0 +1,241 @@
+"""One attempt of a locked job, end to end: execute under the definition's timeout and a
+heartbeat, validate and hash the output, submit the outcome. The job service decides what
+the outcome means (retry, failure, cancellation); the pipeline only reports it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from shared.errors import ErrorCode
+from shared.registry import JobDefinition
+from worker_service.attempt import Attempt
+from worker_service.domain.errors import is_transient, means_lease_lost
+from worker_service.domain.model import CancelCause, Failed, Lease, LockedJob, Outcome, Succeeded
+from worker_service.domain.outcomes import failure_for, failure_for_cause, succeeded, timed_out
+from worker_service.heartbeat import Heartbeat
+from worker_service.ports import ExecutorApi
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SUBMIT_CALL_TIMEOUT_S = 10.0
+MIN_CALL_TIMEOUT_S = 1.0
+# Submits retry transient failures until the lease runs out, but for this long at least.
+MIN_SUBMIT_WINDOW_S = 2.0
+SUBMIT_BACKOFF_START_S = 0.05
+SUBMIT_BACKOFF_MAX_S = 1.0
+# A cancel that arrives before its job's LockJob answer (the two race) is kept this long.
+EARLY_CANCEL_TTL_S = 10.0
+EARLY_CANCEL_MAX = 4096
+
+
+class Pipeline:
+    """Runs attempts and keeps the ones executing addressable by job id for cancellation."""
+
+    def __init__(
+        self,
+        executor: ExecutorApi,
+        lookup: Callable[[str], JobDefinition],
+        *,
+        worker_id: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._executor = executor
+        self._lookup = lookup
+        self._worker_id = worker_id
+        self._clock = clock
+        self._running: dict[str, Attempt] = {}
+        self._early_cancels: dict[str, float] = {}
+        self._closing = False
+
+    @property
+    def running(self) -> int:
+        """Attempts executing right now (submits in progress not counted)."""
+        return len(self._running)
+
+    def cancel(self, job_id: str, cause: CancelCause = CancelCause.CANCEL_REQUESTED) -> bool:
+        """Stop the job's attempt if it runs here; True when one was stopped."""
+        attempt = self._running.get(job_id)
+        if attempt is not None:
+            return attempt.cancel(cause)
+        if cause is CancelCause.CANCEL_REQUESTED:
+            self._remember_cancel(job_id)
+        return False
+
+    def shutdown(self) -> int:
+        """Stop every executing attempt so it is handed back, and refuse new ones."""
+        self._closing = True
+        attempts = list(self._running.values())
+        for attempt in attempts:
+            attempt.cancel(CancelCause.SHUTDOWN)
+        return len(attempts)
+
+    async def run(self, job: LockedJob) -> None:
+        """Execute one attempt and report its outcome. Never raises for job failures."""
+        lease = Lease.granted(job, self._clock())
+        outcome: Outcome | None
+        if self._closing:
+            outcome = failure_for_cause(CancelCause.SHUTDOWN)
+        else:
+            outcome = await self._execute(job, lease)
+        if outcome is None:
+            return  # the lease is lost: another worker owns the job, say nothing
+        await self._submit(job, lease, outcome)
+
+    # --- execution ----------------------------------------------------------------------
+
+    async def _execute(self, job: LockedJob, lease: Lease) -> Outcome | None:
+        attempt = Attempt(job)
+        self._running[job.job_id] = attempt
+        early = self._early_cancels.pop(job.job_id, None)
+        if early is not None and early > self._clock():
+            attempt.cancel(CancelCause.CANCEL_REQUESTED)
+        task = asyncio.create_task(self._attempt(job, attempt), name=f"job-{job.job_id}")
+        attempt.bind(task)
+        outcome: Outcome | None
+        try:
+            async with Heartbeat(self._executor, attempt, lease, clock=self._clock):
+                outcome = await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # we are being cancelled ourselves, not just the job
+            if attempt.cause is None:  # job code let a CancelledError of its own escape
+                outcome = Failed(ErrorCode.INTERNAL_ERROR, "CancelledError: raised by the job")
+            else:
+                outcome = failure_for_cause(attempt.cause)
+        finally:
+            if self._running.get(job.job_id) is attempt:
+                del self._running[job.job_id]
+        if attempt.cause is CancelCause.LEASE_LOST:
+            return None
+        return outcome
+
+    async def _attempt(self, job: LockedJob, attempt: Attempt) -> Outcome:
+        try:
+            definition = self._lookup(job.job_type)
+            job_input = definition.input_model.model_validate(job.input)
+            deadline = asyncio.timeout(definition.timeout_s)
+            try:
+                async with deadline:
+                    result = await definition.execute(job_input, attempt)
+            except TimeoutError:
+                if deadline.expired():
+                    return timed_out(definition.timeout_s)
+                raise
+            return succeeded(definition, result)
+        except Exception as exc:
+            return failure_for(exc)
+
+    def _remember_cancel(self, job_id: str) -> None:
+        now = self._clock()
+        if len(self._early_cancels) >= EARLY_CANCEL_MAX:
+            self._early_cancels = {j: t for j, t in self._early_cancels.items() if t > now}
+            while len(self._early_cancels) >= EARLY_CANCEL_MAX:
+                del self._early_cancels[next(iter(self._early_cancels))]
+        self._early_cancels[job_id] = now + EARLY_CANCEL_TTL_S
+
+    # --- submission ---------------------------------------------------------------------
+
+    async def _submit(self, job: LockedJob, lease: Lease, outcome: Outcome) -> None:
+        deadline = max(lease.deadline, self._clock() + MIN_SUBMIT_WINDOW_S)
+        if isinstance(outcome, Succeeded):
+            refusal = await self._submit_result(job, lease, outcome, deadline)
+            if refusal is None:
+                return
+            outcome = refusal
+        await self._submit_failure(job, lease, outcome, deadline)
+
+    async def _submit_result(
+        self, job: LockedJob, lease: Lease, result: Succeeded, deadline: float
+    ) -> Failed | None:
+        """Submit the result; a Failed to report instead when the job service refused it
+        outright (so the job does not wait for its lease to run out)."""
+        ex = self._executor
+        try:
+            status = await self._retrying(
+                deadline,
+                lambda timeout: ex.submit_result(
+                    job.job_id,
+                    lease.token,
+                    result.output,
+                    result.output_hash,
+                    result.artifacts,
+                    timeout_s=timeout,
+                ),
+            )
+        except Exception as exc:
+            if self._refused(job, "SubmitResult", exc):
+                return Failed(
+                    ErrorCode.INTERNAL_ERROR,
+                    f"the job service refused the result: {type(exc).__name__}: {exc}",
+                )
+            return None
+        log.debug("job %s attempt %d: result submitted -> %s", job.job_id, job.attempt, status)
+        return None
+
+    async def _submit_failure(
+        self, job: LockedJob, lease: Lease, failure: Failed, deadline: float
+    ) -> None:
+        ex = self._executor
+        try:
+            status = await self._retrying(
+                deadline,
+                lambda timeout: ex.submit_failure(
+                    job.job_id, lease.token, failure.code, failure.message, timeout_s=timeout
+                ),
+            )
+        except Exception as exc:
+            self._refused(job, "SubmitFailure", exc)
+            return
+        log.info(
+            "job %s attempt %d on %s: %s -> %s",
+            job.job_id,
+            job.attempt,
+            self._worker_id,
+            failure.code,
+            status,
+        )
+
+    async def _retrying(self, deadline: float, call: Callable[[float], Awaitable[T]]) -> T:
+        backoff = SUBMIT_BACKOFF_START_S
+        while True:
+            remaining = deadline - self._clock()
+            try:
+                return await call(min(SUBMIT_CALL_TIMEOUT_S, max(remaining, MIN_CALL_TIMEOUT_S)))
+            except Exception as exc:
+                if not is_transient(exc) or self._clock() + backoff >= deadline:
+                    raise
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, SUBMIT_BACKOFF_MAX_S)
+
+    def _refused(self, job: LockedJob, rpc: str, exc: Exception) -> bool:
+        """Log a failed submit; True when the job service refused it outright (neither a
+        lost lease nor an outage)."""
+        if means_lease_lost(exc):
+            log.info(
+                "job %s attempt %d: %s refused, the lease is lost; dropping the outcome",
+                job.job_id,
+                job.attempt,
+                rpc,
+            )
+            return False
+        if is_transient(exc):
+            log.warning(
+                "job %s attempt %d: %s kept failing (%s) until the lease ran out; the job "
+                "service will settle the job",
+                job.job_id,
+                job.attempt,
+                rpc,
+                type(exc).__name__,
+            )
+            return False
+        log.error(
+            "job %s attempt %d: %s failed (%s)", job.job_id, job.attempt, rpc, type(exc).__name__
+        )
+        return True

@@ -1,0 +1,48 @@
+"""worker_service configuration, from JOBS_* environment variables, validated at start-up."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.registry import Registry
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class WorkerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
+
+    nats_url: str = "nats://127.0.0.1:4222"
+    # host:port of the job service's gRPC server (ExecutorService).
+    job_service_target: str = "127.0.0.1:50051"
+    # Shown as the job's `locked_by`; unique per process.
+    worker_id: str = Field(default_factory=_default_worker_id, min_length=1)
+    # Comma-separated queue names; empty means every queue the registry's job types use.
+    worker_queues: str = ""
+    # On SIGTERM, in-flight jobs get this long to finish before they are handed back.
+    worker_shutdown_grace_s: float = Field(default=20.0, ge=0)
+    # At most this many dispatch messages per fetch (never more than the free slots).
+    worker_fetch_batch: int = Field(default=32, ge=1, le=1024)
+    # How long one fetch waits for messages; also bounds how long stopping intake takes.
+    worker_fetch_timeout_s: float = Field(default=1.0, gt=0, le=30)
+    log_level: str = "INFO"
+
+    def queue_slots(self, registry: Registry) -> dict[str, int]:
+        """The queues to consume and the concurrent jobs each may run; ValueError when a
+        configured queue has no job type here."""
+        slots = registry.queue_concurrency()
+        wanted = [q.strip() for q in self.worker_queues.split(",") if q.strip()]
+        if not wanted:
+            return slots
+        unknown = sorted(set(wanted) - slots.keys())
+        if unknown:
+            raise ValueError(
+                f"JOBS_WORKER_QUEUES names queues no registered job type uses: {unknown}"
+            )
+        return {queue: slots[queue] for queue in dict.fromkeys(wanted)}

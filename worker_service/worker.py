@@ -1,0 +1,187 @@
+"""The worker runtime: one intake loop per queue under one supervisor, and the shutdown
+order (stop intake → let in-flight jobs finish within the grace period → hand the rest back
+→ wait for their reports)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from types import TracebackType
+
+from shared.registry import JobDefinition
+from worker_service.domain.model import CancelCause
+from worker_service.intake import QueueIntake
+from worker_service.pipeline import Pipeline
+from worker_service.ports import DispatchSource, ExecutorApi
+
+log = logging.getLogger(__name__)
+
+# After the hand-back, reports (bounded by the lease) get this long before a hard stop.
+FINALIZE_TIMEOUT_S = 15.0
+
+
+class Worker:
+    """Consumes the given queues and runs their jobs, ``slots[queue]`` at a time.
+
+    ``run()`` returns once stopped and drained (or raises the failure of a side loop, after
+    draining); ``stop()`` is idempotent and waits for that; ``async with`` runs it in the
+    background for the block's duration."""
+
+    def __init__(
+        self,
+        *,
+        executor: ExecutorApi,
+        source: DispatchSource,
+        lookup: Callable[[str], JobDefinition],
+        slots: Mapping[str, int],
+        worker_id: str,
+        fetch_batch: int = 32,
+        fetch_timeout_s: float = 1.0,
+        shutdown_grace_s: float = 20.0,
+    ) -> None:
+        if not slots:
+            raise ValueError("a worker needs at least one queue")
+        self.worker_id = worker_id
+        self._grace_s = shutdown_grace_s
+        self._fetch_timeout_s = fetch_timeout_s
+        self._pipeline = Pipeline(executor, lookup, worker_id=worker_id)
+        self._intakes = [
+            QueueIntake(
+                queue,
+                count,
+                source=source,
+                executor=executor,
+                pipeline=self._pipeline,
+                worker_id=worker_id,
+                fetch_batch=fetch_batch,
+                fetch_timeout_s=fetch_timeout_s,
+            )
+            for queue, count in slots.items()
+        ]
+        self._stop_requested = asyncio.Event()
+        self._finished = asyncio.Event()
+        self._started = False
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running_jobs(self) -> int:
+        """Attempts executing right now."""
+        return self._pipeline.running
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_requested.is_set()
+
+    def cancel_job(self, job_id: str) -> bool:
+        """Stop the job at once if it runs here (it reports CANCELLED); True if it did."""
+        return self._pipeline.cancel(job_id, CancelCause.CANCEL_REQUESTED)
+
+    async def run(self) -> None:
+        if self._started:
+            raise RuntimeError("a Worker runs once")
+        self._started = True
+        loops = {
+            asyncio.create_task(intake.run(), name=f"intake-{intake.queue}"): intake
+            for intake in self._intakes
+        }
+        stop_requested = asyncio.create_task(self._stop_requested.wait(), name="worker-stop")
+        log.info(
+            "worker %s running: %s",
+            self.worker_id,
+            ", ".join(f"{i.queue} ({i.slots} slots)" for i in self._intakes),
+        )
+        failure: BaseException | None = None
+        try:
+            done, _ = await asyncio.wait(
+                {*loops, stop_requested}, return_when=asyncio.FIRST_COMPLETED
+            )
+            failure = _failure({task for task in loops if task in done})
+            if failure is not None:
+                log.error("worker %s: stopping: %r", self.worker_id, failure, exc_info=failure)
+            await self._drain(loops)
+        except asyncio.CancelledError:
+            await self._abort(loops)
+            raise
+        finally:
+            stop_requested.cancel()
+            self._finished.set()
+        log.info("worker %s stopped", self.worker_id)
+        if failure is not None:
+            raise failure
+
+    async def stop(self) -> None:
+        """Stop gracefully and wait until done. Idempotent; safe before ``run()``."""
+        self._stop_requested.set()
+        if self._started:
+            await self._finished.wait()
+
+    async def __aenter__(self) -> Worker:
+        self._task = asyncio.create_task(self.run(), name=f"worker-{self.worker_id}")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+        if self._task is not None:
+            await self._task
+
+    def _in_flight(self) -> set[asyncio.Task[None]]:
+        return set().union(*(intake.tasks for intake in self._intakes))
+
+    async def _drain(self, loops: Mapping[asyncio.Task[None], QueueIntake]) -> None:
+        self._stop_requested.set()
+        for intake in self._intakes:
+            intake.stop()
+        # Stopped intakes start nothing new: this set is final. Loops end after their fetch
+        # in progress (its messages are handed back) while in-flight jobs use the grace.
+        if pending := self._in_flight():
+            log.info(
+                "worker %s: waiting up to %.1fs for %d in-flight jobs",
+                self.worker_id,
+                self._grace_s,
+                len(pending),
+            )
+            await asyncio.wait(pending, timeout=self._grace_s)
+        handed_back = self._pipeline.shutdown()
+        if handed_back:
+            log.info("worker %s: handing back %d jobs", self.worker_id, handed_back)
+        if pending := self._in_flight():
+            _, stuck = await asyncio.wait(pending, timeout=FINALIZE_TIMEOUT_S)
+            if stuck:
+                log.error(
+                    "worker %s: %d jobs did not stop; abandoning them", self.worker_id, len(stuck)
+                )
+                await self._cancel_all(stuck)
+        done, stuck = await asyncio.wait(loops, timeout=self._fetch_timeout_s + 1.0)
+        for task in done:
+            if not task.cancelled() and (exc := task.exception()) is not None:
+                log.error("worker %s: %s failed", self.worker_id, task.get_name(), exc_info=exc)
+        await self._cancel_all(stuck)
+
+    async def _abort(self, loops: Mapping[asyncio.Task[None], QueueIntake]) -> None:
+        """Cancelled from outside: stop everything now; leases expire on the job service."""
+        for intake in self._intakes:
+            intake.stop()
+        await self._cancel_all({*loops, *self._in_flight()})
+
+    @staticmethod
+    async def _cancel_all(tasks: set[asyncio.Task[None]]) -> None:
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+
+def _failure(loops: set[asyncio.Task[None]]) -> BaseException | None:
+    """The error of the first ended side loop; ending without one is a failure too, since
+    intake loops end only when stopped."""
+    for task in loops:
+        if task.cancelled():
+            return RuntimeError(f"{task.get_name()} was cancelled")
+        return task.exception() or RuntimeError(f"{task.get_name()} ended on its own")
+    return None
