@@ -12,6 +12,7 @@ import uvloop
 from pydantic import ValidationError
 
 from job_service.settings import JobServiceSettings
+from shared.settings_errors import describe
 
 
 async def serve(settings: JobServiceSettings) -> None:
@@ -28,16 +29,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m job_service")
     parser.add_argument("command", nargs="?", default="serve", choices=["serve", "migrate"])
     command = parser.parse_args().command
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     try:
         settings = JobServiceSettings()  # type: ignore[call-arg]
     except ValidationError as error:
-        print(f"job_service: invalid configuration:\n{error}", file=sys.stderr)
+        print(f"job_service: invalid configuration:\n{describe(error)}", file=sys.stderr)
         return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     if command == "migrate":
         from job_service.adapters.migrations import upgrade
+
+        logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
 
         upgrade(settings.database_url)
         return 0

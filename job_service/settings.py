@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -35,3 +35,11 @@ class JobServiceSettings(BaseSettings):
 
     # Seconds to let in-flight RPCs finish on SIGTERM.
     shutdown_grace_s: float = Field(default=10.0, ge=0)
+    log_level: str = "INFO"
+
+    @model_validator(mode="after")
+    def _heartbeats_fit_in_a_lease(self) -> JobServiceSettings:
+        # A lease must survive one lost heartbeat, or a healthy worker loses its job.
+        if self.heartbeat_interval_s * 2 > self.lease_ttl_s:
+            raise ValueError("JOBS_HEARTBEAT_INTERVAL_S must be at most half of JOBS_LEASE_TTL_S")
+        return self

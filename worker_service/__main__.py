@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import uvloop
+from pydantic import ValidationError
 
+from shared.settings_errors import describe
 from worker_service.app import main
 from worker_service.settings import WorkerSettings
 
 
 def run() -> None:
-    settings = WorkerSettings()
+    try:
+        settings = WorkerSettings()
+    except ValidationError as error:
+        print(f"worker_service: invalid configuration:\n{describe(error)}", file=sys.stderr)
+        sys.exit(2)
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
