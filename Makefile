@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format gen check-generate bench install clean
+.PHONY: run test lint typecheck format gen check-generate bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
+
+## typecheck: mypy strict (pydantic plugin) over the three packages; generated code excluded
+typecheck: $(STAMP)
+	$(PY) -m mypy
 
 format: $(STAMP)
 	$(PY) -m ruff format .

@@ -30,7 +30,7 @@ def main() -> int:
     parser.add_argument("command", nargs="?", default="serve", choices=["serve", "migrate"])
     command = parser.parse_args().command
     try:
-        settings = JobServiceSettings()  # type: ignore[call-arg]
+        settings = JobServiceSettings()
     except ValidationError as error:
         print(f"job_service: invalid configuration:\n{describe(error)}", file=sys.stderr)
         return 2

@@ -15,6 +15,7 @@ import grpc
 import nats
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from nats.aio.client import Client as NATS
 
 from job_service.adapters.executor_api import ExecutorServicer
 from job_service.adapters.grpc_errors import ErrorInterceptor
@@ -53,7 +54,7 @@ class JobServiceApp:
         self.instance_id = settings.instance_id or f"{socket.gethostname()}-{os.getpid()}"
         self.port = 0
         self._pool: asyncpg.Pool | None = None
-        self._nc: nats.NATS | None = None
+        self._nc: NATS | None = None
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
         self._tasks: list[asyncio.Task[None]] = []
@@ -96,8 +97,10 @@ class JobServiceApp:
 
     def _build_server(self, engine: JobEngine) -> grpc.aio.Server:
         server = grpc.aio.server(interceptors=[ErrorInterceptor()])
-        job_service_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(engine), server)
-        executor_service_pb2_grpc.add_ExecutorServiceServicer_to_server(
+        job_service_pb2_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            JobServicer(engine), server
+        )
+        executor_service_pb2_grpc.add_ExecutorServiceServicer_to_server(  # type: ignore[no-untyped-call]
             ExecutorServicer(
                 engine,
                 lease_ttl_s=self.settings.lease_ttl_s,

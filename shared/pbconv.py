@@ -17,7 +17,8 @@ def struct_from_dict(value: dict[str, Any]) -> struct_pb2.Struct:
 def dict_from_struct(message: struct_pb2.Struct) -> dict[str, Any]:
     """A Struct as plain JSON values. Struct numbers are doubles: whole numbers come back
     as ints so that pydantic int fields accept them."""
-    return _ints(json_format.MessageToDict(message))
+    converted: dict[str, Any] = _ints(json_format.MessageToDict(message))
+    return converted
 
 
 def _ints(value: Any) -> Any:

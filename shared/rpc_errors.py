@@ -87,7 +87,7 @@ def status_for(error: JobsError, metadata: dict[str, str] | None = None) -> grpc
 def error_from_rpc(exc: grpc.aio.AioRpcError | grpc.RpcError) -> JobsError | None:
     """The JobsError a failed call carries, or None when it carries no ErrorInfo
     (transport failures such as UNAVAILABLE from a connection refused)."""
-    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    status = rpc_status.from_call(exc)
     if status is None:
         return None
     reason: Reason | None = None

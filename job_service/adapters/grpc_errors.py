@@ -42,7 +42,7 @@ def _translate(error: Exception, method: str) -> JobsError:
     return InternalError(f"internal error; request id {request_id}")
 
 
-class ErrorInterceptor(grpc.aio.ServerInterceptor):
+class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],

@@ -426,7 +426,11 @@ _CANCEL = RetryDecision(Outcome.CANCEL)
 
 
 async def _end(
-    conn: asyncpg.Connection, row: asyncpg.Record, code: str, message: str, decide: Decide
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
+    row: asyncpg.Record,
+    code: str,
+    message: str,
+    decide: Decide,
 ) -> FailureOutcome:
     status = JobStatus(row["status"])
     facts = AttemptFacts(

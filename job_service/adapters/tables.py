@@ -31,10 +31,6 @@ _STATUSES = ", ".join(f"'{s.value}'" for s in JobStatus)
 OUTBOX_STATUSES = ("pending", "processing", "published", "dead")
 
 
-def _now() -> object:
-    return func.now()
-
-
 jobs = Table(
     "jobs",
     metadata,
@@ -76,8 +72,8 @@ jobs = Table(
     Column("internal_error_message", Text),
     Column("output_hash", String(64)),
     Column("validated_output", JSONB),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=_now()),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=_now()),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     CheckConstraint(f"status IN ({_STATUSES})", name="jobs_status_known"),
     CheckConstraint("attempt_count >= 0", name="jobs_attempt_count_non_negative"),
     Index(
@@ -109,7 +105,7 @@ job_snapshots = Table(
     Column("payload", JSONB, nullable=False),
     Column("content_hash", String(64), nullable=False),
     Column("schema_version", String(100), nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=_now()),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("expires_at", DateTime(timezone=True)),
 )
 
@@ -124,7 +120,7 @@ job_artifacts = Table(
     Column("artifact_id", String(255), nullable=False),
     Column("ordinal", Integer, nullable=False, server_default="0"),
     Column("payload", JSONB, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=_now()),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     UniqueConstraint("job_id", "artifact_type", "artifact_id", name="job_artifacts_unique"),
 )
 
@@ -140,7 +136,7 @@ job_events = Table(
     Column("attempt", Integer, nullable=False),
     Column("reason", String(100)),
     Column("worker_id", String(255)),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=_now()),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Index("job_events_job", "job_id", "id"),
 )
 
@@ -158,12 +154,12 @@ outbox_events = Table(
     Column("payload", JSONB, nullable=False),
     Column("status", String(16), nullable=False, server_default="pending"),
     Column("attempt_count", Integer, nullable=False, server_default="0"),
-    Column("available_at", DateTime(timezone=True), nullable=False, server_default=_now()),
+    Column("available_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("locked_by", String(255)),
     Column("locked_at", DateTime(timezone=True)),
     Column("published_at", DateTime(timezone=True)),
     Column("last_error", Text),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=_now()),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     CheckConstraint(
         "status IN ({})".format(", ".join(f"'{s}'" for s in OUTBOX_STATUSES)),
         name="outbox_status_known",
