@@ -30,12 +30,15 @@ def rewrite_imports(source: str) -> str:
 def generate(out: Path) -> None:
     from grpc_tools import protoc  # dev dependency: only this script needs it
 
+    import google.rpc  # the googleapis-common-protos wheel ships google/rpc/*.proto
+
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
     out.mkdir(parents=True, exist_ok=True)
     args = [
         "protoc",
         f"-I{PROTO_ROOT}",
         f"-I{Path(protoc.__file__).parent / '_proto'}",
+        f"-I{Path(next(iter(google.rpc.__path__))).parent.parent}",
         f"--python_out={out}",
         f"--pyi_out={out}",
         f"--grpc_python_out={out}",

@@ -2,8 +2,9 @@
 
 Server side: ``status_for`` turns an error into a ``google.rpc.Status`` with exactly one
 ``ErrorInfo`` (and ``BadRequest`` field violations for bad input); the job service's
-interceptor aborts the call with it. Client side: ``error_from_rpc`` turns a failed call
-back into the matching ``JobsError`` subclass.
+interceptor aborts the call with it, and batch RPCs put it in a refused item's answer
+(``status_proto_for``). Client side: ``error_from_rpc`` turns a failed call back into the
+matching ``JobsError`` subclass, ``error_from_status`` a refused batch item.
 """
 
 from __future__ import annotations
@@ -57,6 +58,15 @@ def _pack(message: object) -> any_pb2.Any:
 
 
 def status_for(error: JobsError, metadata: dict[str, str] | None = None) -> grpc.Status:
+    """The status a call that failed with ``error`` ends with."""
+    return rpc_status.to_status(status_proto_for(error, metadata))
+
+
+def status_proto_for(
+    error: JobsError, metadata: dict[str, str] | None = None
+) -> status_pb2.Status:
+    """``error`` as a ``google.rpc.Status`` message: what a failed call carries, and what
+    a batch RPC answers for one refused item."""
     code = _CODES[error.reason]
     details = [
         _pack(
@@ -78,18 +88,20 @@ def status_for(error: JobsError, metadata: dict[str, str] | None = None) -> grpc
                 )
             )
         )
-    status = status_pb2.Status(
+    return status_pb2.Status(
         code=getattr(code_pb2, code.name), message=error.message, details=details
     )
-    return rpc_status.to_status(status)
 
 
 def error_from_rpc(exc: grpc.aio.AioRpcError | grpc.RpcError) -> JobsError | None:
     """The JobsError a failed call carries, or None when it carries no ErrorInfo
     (transport failures such as UNAVAILABLE from a connection refused)."""
     status = rpc_status.from_call(exc)
-    if status is None:
-        return None
+    return None if status is None else error_from_status(status)
+
+
+def error_from_status(status: status_pb2.Status) -> JobsError | None:
+    """The JobsError a ``google.rpc.Status`` stands for, or None without an ErrorInfo."""
     reason: Reason | None = None
     violations: list[FieldViolation] = []
     for detail in status.details:

@@ -2,6 +2,7 @@ import datetime
 
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.rpc import status_pb2 as _status_pb2
 from shared.pb.jobs.v1 import job_pb2 as _job_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -118,3 +119,35 @@ class SubmitFailureResponse(_message.Message):
     status: _job_pb2.JobStatus
     next_run_at: _timestamp_pb2.Timestamp
     def __init__(self, status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class LockJobsRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[LockJobRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[LockJobRequest, _Mapping]]] = ...) -> None: ...
+
+class LockJobsResponse(_message.Message):
+    __slots__ = ("responses",)
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    responses: _containers.RepeatedCompositeFieldContainer[LockJobResponse]
+    def __init__(self, responses: _Optional[_Iterable[_Union[LockJobResponse, _Mapping]]] = ...) -> None: ...
+
+class SubmitResultsRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[SubmitResultRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[SubmitResultRequest, _Mapping]]] = ...) -> None: ...
+
+class SubmitResultsResponse(_message.Message):
+    __slots__ = ("outcomes",)
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[SubmitResultOutcome]
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[SubmitResultOutcome, _Mapping]]] = ...) -> None: ...
+
+class SubmitResultOutcome(_message.Message):
+    __slots__ = ("status", "error")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    status: _job_pb2.JobStatus
+    error: _status_pb2.Status
+    def __init__(self, status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...

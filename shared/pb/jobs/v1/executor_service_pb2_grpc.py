@@ -28,8 +28,9 @@ if _version_not_supported:
 class ExecutorServiceStub:
     """ExecutorService is what workers call. Every call names the job and, after LockJob, the
     lease token it was given: a call with a stale token is refused (ABORTED, reason
-    LEASE_LOST) and changes nothing. Requests are per job so that batch RPCs can later carry
-    repeated copies of these same messages.
+    LEASE_LOST) and changes nothing. The batch RPCs carry repeated copies of the per-job
+    messages and answer each item on its own, in request order: one call instead of many is
+    the cheapest thing a worker can do (a gRPC call costs more CPU than a database commit).
     """
 
     def __init__(self, channel):
@@ -58,13 +59,24 @@ class ExecutorServiceStub:
                 request_serializer=jobs_dot_v1_dot_executor__service__pb2.SubmitFailureRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_executor__service__pb2.SubmitFailureResponse.FromString,
                 _registered_method=True)
+        self.LockJobs = channel.unary_unary(
+                '/jobs.v1.ExecutorService/LockJobs',
+                request_serializer=jobs_dot_v1_dot_executor__service__pb2.LockJobsRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_executor__service__pb2.LockJobsResponse.FromString,
+                _registered_method=True)
+        self.SubmitResults = channel.unary_unary(
+                '/jobs.v1.ExecutorService/SubmitResults',
+                request_serializer=jobs_dot_v1_dot_executor__service__pb2.SubmitResultsRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_executor__service__pb2.SubmitResultsResponse.FromString,
+                _registered_method=True)
 
 
 class ExecutorServiceServicer:
     """ExecutorService is what workers call. Every call names the job and, after LockJob, the
     lease token it was given: a call with a stale token is refused (ABORTED, reason
-    LEASE_LOST) and changes nothing. Requests are per job so that batch RPCs can later carry
-    repeated copies of these same messages.
+    LEASE_LOST) and changes nothing. The batch RPCs carry repeated copies of the per-job
+    messages and answer each item on its own, in request order: one call instead of many is
+    the cheapest thing a worker can do (a gRPC call costs more CPU than a database commit).
     """
 
     def LockJob(self, request, context):
@@ -95,6 +107,21 @@ class ExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LockJobs(self, request, context):
+        """LockJob for several jobs at once (at most 256).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitResults(self, request, context):
+        """SubmitResult for several jobs at once (at most 256); one item's refusal (e.g.
+        LEASE_LOST) does not affect the others.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -118,6 +145,16 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     request_deserializer=jobs_dot_v1_dot_executor__service__pb2.SubmitFailureRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_executor__service__pb2.SubmitFailureResponse.SerializeToString,
             ),
+            'LockJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.LockJobs,
+                    request_deserializer=jobs_dot_v1_dot_executor__service__pb2.LockJobsRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_executor__service__pb2.LockJobsResponse.SerializeToString,
+            ),
+            'SubmitResults': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitResults,
+                    request_deserializer=jobs_dot_v1_dot_executor__service__pb2.SubmitResultsRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_executor__service__pb2.SubmitResultsResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'jobs.v1.ExecutorService', rpc_method_handlers)
@@ -129,8 +166,9 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
 class ExecutorService:
     """ExecutorService is what workers call. Every call names the job and, after LockJob, the
     lease token it was given: a call with a stale token is refused (ABORTED, reason
-    LEASE_LOST) and changes nothing. Requests are per job so that batch RPCs can later carry
-    repeated copies of these same messages.
+    LEASE_LOST) and changes nothing. The batch RPCs carry repeated copies of the per-job
+    messages and answer each item on its own, in request order: one call instead of many is
+    the cheapest thing a worker can do (a gRPC call costs more CPU than a database commit).
     """
 
     @staticmethod
@@ -231,6 +269,60 @@ class ExecutorService:
             '/jobs.v1.ExecutorService/SubmitFailure',
             jobs_dot_v1_dot_executor__service__pb2.SubmitFailureRequest.SerializeToString,
             jobs_dot_v1_dot_executor__service__pb2.SubmitFailureResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LockJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.ExecutorService/LockJobs',
+            jobs_dot_v1_dot_executor__service__pb2.LockJobsRequest.SerializeToString,
+            jobs_dot_v1_dot_executor__service__pb2.LockJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitResults(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.ExecutorService/SubmitResults',
+            jobs_dot_v1_dot_executor__service__pb2.SubmitResultsRequest.SerializeToString,
+            jobs_dot_v1_dot_executor__service__pb2.SubmitResultsResponse.FromString,
             options,
             channel_credentials,
             insecure,
