@@ -22,6 +22,7 @@ from job_service.domain.models import (
     LockGrant,
     LockRefusal,
     NewJob,
+    Submission,
 )
 from job_service.domain.retry import RetryDecision, RetryPolicy
 from job_service.ports import CancelNotifier, JobStore, Waker
@@ -35,9 +36,10 @@ from shared.errors import (
     JobAlreadyCancelled,
     JobNotCancellable,
     JobNotFound,
+    JobsError,
     classify,
 )
-from shared.registry import ArtifactDraft, Registry
+from shared.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,8 @@ MAX_INPUT_BYTES = 256 * 1024
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 MAX_ERROR_MESSAGE_CHARS = 4000
 REAP_BATCH = 100
+# Items one batch RPC may carry.
+MAX_BATCH = 256
 # Wake the dispatcher just after a retry becomes due, not just before.
 WAKE_MARGIN_S = 0.01
 
@@ -163,43 +167,41 @@ class JobEngine:
 
     # --- ExecutorService ---------------------------------------------------------------
 
-    async def lock_job(self, job_id: str, worker_id: str) -> LockGrant | LockRefusal:
+    async def lock_jobs(
+        self, job_ids: Sequence[str], worker_id: str
+    ) -> list[LockGrant | LockRefusal]:
+        """A lease on each lockable job, answered per id in order. A malformed, unknown or
+        repeated id is refused: a job is never granted twice in one answer."""
         _require_name("worker_id", worker_id)
-        if not _is_uuid(job_id):
-            return LockRefusal()
-        return await self._store.lock(job_id, worker_id)
+        _require_batch("requests", job_ids)
+        distinct = list(dict.fromkeys(j for j in job_ids if _is_uuid(j)))
+        answers = dict(zip(distinct, await self._store.lock(distinct, worker_id), strict=True))
+        refused = LockRefusal()
+        return [answers.pop(job_id, refused) for job_id in job_ids]
 
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
         _require_uuid("job_id", job_id)
         _require_uuid("lease_token", lease_token)
         return await self._store.heartbeat(job_id, lease_token, progress)
 
-    async def submit_result(
-        self,
-        job_id: str,
-        lease_token: str,
-        output: dict[str, Any],
-        output_hash: str,
-        artifacts: Sequence[ArtifactDraft],
-    ) -> JobStatus:
-        _require_uuid("job_id", job_id)
-        _require_uuid("lease_token", lease_token)
-        if content_hash(output) != output_hash:
-            raise InvalidInput(
-                "output_hash does not match the output",
-                [FieldViolation("output_hash", "must be the sha256 of the canonical output")],
-            )
-        keys = [(a.artifact_type, a.artifact_id) for a in artifacts]
-        if len(set(keys)) != len(keys):
-            raise InvalidInput(
-                "artifacts repeat an (artifact_type, artifact_id)",
-                [FieldViolation("artifacts", "each (artifact_type, artifact_id) once")],
-            )
-        status = await self._store.submit_result(
-            job_id, lease_token, output, output_hash, artifacts
-        )
+    async def submit_results(
+        self, submissions: Sequence[Submission]
+    ) -> list[JobStatus | JobsError]:
+        """Commits each result, answered per submission in order: its status, or the error
+        that refused it (one refusal leaves the others untouched)."""
+        _require_batch("requests", submissions)
+        answers: list[JobStatus | JobsError | None] = []
+        valid: list[Submission] = []
+        seen: set[str] = set()
+        for submission in submissions:
+            problem = _submission_problem(submission, seen)
+            answers.append(problem)
+            if problem is None:
+                valid.append(submission)
+                seen.add(submission.job_id)
+        stored = iter(await self._store.submit_results(valid) if valid else [])
         self._outbox.wake()
-        return status
+        return [answer if answer is not None else next(stored) for answer in answers]
 
     async def submit_failure(
         self, job_id: str, lease_token: str, error_code: str, error_message: str
@@ -236,6 +238,40 @@ class JobEngine:
             self._outbox.wake(after_s=max(0.0, delay) + WAKE_MARGIN_S)
         else:
             self._outbox.wake()
+
+
+def _submission_problem(submission: Submission, seen: set[str]) -> JobsError | None:
+    """Why a submission cannot be stored as it is, or None."""
+    try:
+        _require_uuid("job_id", submission.job_id)
+        _require_uuid("lease_token", submission.lease_token)
+    except InvalidInput as error:
+        return error
+    if submission.job_id in seen:
+        return InvalidInput(
+            "the job appears twice in one call",
+            [FieldViolation("job_id", "each job once per call")],
+        )
+    if content_hash(submission.output) != submission.output_hash:
+        return InvalidInput(
+            "output_hash does not match the output",
+            [FieldViolation("output_hash", "must be the sha256 of the canonical output")],
+        )
+    keys = [(a.artifact_type, a.artifact_id) for a in submission.artifacts]
+    if len(set(keys)) != len(keys):
+        return InvalidInput(
+            "artifacts repeat an (artifact_type, artifact_id)",
+            [FieldViolation("artifacts", "each (artifact_type, artifact_id) once")],
+        )
+    return None
+
+
+def _require_batch(name: str, items: Sequence[object]) -> None:
+    if not 1 <= len(items) <= MAX_BATCH:
+        raise InvalidInput(
+            f"{name} must hold 1..{MAX_BATCH} items",
+            [FieldViolation(name, f"1..{MAX_BATCH} items")],
+        )
 
 
 def _is_uuid(value: str) -> bool:

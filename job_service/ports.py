@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import (
@@ -14,9 +14,10 @@ from job_service.domain.models import (
     LockGrant,
     LockRefusal,
     NewJob,
+    Submission,
 )
 from job_service.domain.retry import RetryDecision
-from shared.registry import ArtifactDraft
+from shared.errors import LeaseLost
 
 
 class Decide(Protocol):
@@ -30,18 +31,15 @@ class JobStore(Protocol):
 
     async def cancel(self, job_id: str, user_id: str) -> tuple[JobStatus, JobStatus] | None: ...
 
-    async def lock(self, job_id: str, worker_id: str) -> LockGrant | LockRefusal: ...
+    async def lock(
+        self, job_ids: Sequence[str], worker_id: str
+    ) -> list[LockGrant | LockRefusal]: ...
 
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck: ...
 
-    async def submit_result(
-        self,
-        job_id: str,
-        lease_token: str,
-        output: dict[str, Any],
-        output_hash: str,
-        artifacts: Sequence[ArtifactDraft],
-    ) -> JobStatus: ...
+    async def submit_results(
+        self, results: Sequence[Submission]
+    ) -> list[JobStatus | LeaseLost]: ...
 
     async def end_attempt(
         self, job_id: str, lease_token: str, code: str, message: str, decide: Decide

@@ -1,17 +1,20 @@
 """ExecutorService: what workers call. Every call after LockJob is fenced by the lease
-token; the engine and repository refuse stale ones with LEASE_LOST."""
+token; the engine and repository refuse stale ones with LEASE_LOST. The per-job and batch
+forms of LockJob and SubmitResult share one path: a single call is a batch of one."""
 
 from __future__ import annotations
 
 import grpc
 
 from job_service.adapters.convert import STATUS_TO_PB
-from job_service.domain.models import LockGrant
+from job_service.domain.models import LockGrant, LockRefusal, Submission
 from job_service.engine import JobEngine
+from shared.errors import FieldViolation, InvalidInput, JobsError
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc
 from shared.pbconv import dict_from_struct, struct_from_dict, timestamp
 from shared.registry import ArtifactDraft
+from shared.rpc_errors import status_proto_for
 
 
 class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
@@ -23,24 +26,41 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def LockJob(
         self, request: pb.LockJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.LockJobResponse:
-        result = await self._engine.lock_job(request.job_id, request.worker_id)
-        if isinstance(result, LockGrant):
+        [answer] = await self._engine.lock_jobs([request.job_id], request.worker_id)
+        return self._lock_response(answer)
+
+    async def LockJobs(
+        self, request: pb.LockJobsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.LockJobsResponse:
+        # a batch is one worker's fetch: one worker id for all of it
+        worker_ids = {r.worker_id for r in request.requests}
+        if len(worker_ids) > 1:
+            raise InvalidInput(
+                "one LockJobs call locks for one worker",
+                [FieldViolation("requests.worker_id", "the same in every request")],
+            )
+        worker_id = worker_ids.pop() if worker_ids else ""
+        answers = await self._engine.lock_jobs([r.job_id for r in request.requests], worker_id)
+        return pb.LockJobsResponse(responses=[self._lock_response(a) for a in answers])
+
+    def _lock_response(self, answer: LockGrant | LockRefusal) -> pb.LockJobResponse:
+        if isinstance(answer, LockGrant):
             return pb.LockJobResponse(
                 outcome=pb.LOCK_OUTCOME_LOCKED,
                 job=pb.LockedJob(
-                    job_id=result.job_id,
-                    job_type=result.job_type,
-                    lease_token=result.lease_token,
-                    attempt=result.attempt,
-                    input=struct_from_dict(result.input),
-                    lease_expires_at=timestamp(result.lease_expires_at),
+                    job_id=answer.job_id,
+                    job_type=answer.job_type,
+                    lease_token=answer.lease_token,
+                    attempt=answer.attempt,
+                    input=struct_from_dict(answer.input),
+                    lease_expires_at=timestamp(answer.lease_expires_at),
                     lease_ttl_ms=self._lease_ttl_ms,
                     heartbeat_interval_ms=self._heartbeat_interval_ms,
                 ),
             )
-        if result.retry_after is not None:
+        if answer.retry_after is not None:
             return pb.LockJobResponse(
-                outcome=pb.LOCK_OUTCOME_NOT_DUE, retry_after=timestamp(result.retry_after)
+                outcome=pb.LOCK_OUTCOME_NOT_DUE, retry_after=timestamp(answer.retry_after)
             )
         return pb.LockJobResponse(outcome=pb.LOCK_OUTCOME_UNAVAILABLE)
 
@@ -56,22 +76,23 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def SubmitResult(
         self, request: pb.SubmitResultRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitResultResponse:
-        status = await self._engine.submit_result(
-            request.job_id,
-            request.lease_token,
-            dict_from_struct(request.output),
-            request.output_hash,
-            [
-                ArtifactDraft(
-                    artifact_type=a.artifact_type,
-                    artifact_id=a.artifact_id,
-                    ordinal=a.ordinal,
-                    payload=dict_from_struct(a.payload),
-                )
-                for a in request.artifacts
-            ],
+        [answer] = await self._engine.submit_results([_submission(request)])
+        if isinstance(answer, JobsError):
+            raise answer
+        return pb.SubmitResultResponse(status=STATUS_TO_PB[answer])  # type: ignore[arg-type]
+
+    async def SubmitResults(
+        self, request: pb.SubmitResultsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SubmitResultsResponse:
+        answers = await self._engine.submit_results([_submission(r) for r in request.requests])
+        return pb.SubmitResultsResponse(
+            outcomes=[
+                pb.SubmitResultOutcome(error=status_proto_for(a))
+                if isinstance(a, JobsError)
+                else pb.SubmitResultOutcome(status=STATUS_TO_PB[a])  # type: ignore[arg-type]
+                for a in answers
+            ]
         )
-        return pb.SubmitResultResponse(status=STATUS_TO_PB[status])  # type: ignore[arg-type]
 
     async def SubmitFailure(
         self, request: pb.SubmitFailureRequest, context: grpc.aio.ServicerContext
@@ -83,3 +104,21 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
             status=STATUS_TO_PB[outcome.status],  # type: ignore[arg-type]
             next_run_at=timestamp(outcome.next_run_at),
         )
+
+
+def _submission(request: pb.SubmitResultRequest) -> Submission:
+    return Submission(
+        job_id=request.job_id,
+        lease_token=request.lease_token,
+        output=dict_from_struct(request.output),
+        output_hash=request.output_hash,
+        artifacts=[
+            ArtifactDraft(
+                artifact_type=a.artifact_type,
+                artifact_id=a.artifact_id,
+                ordinal=a.ordinal,
+                payload=dict_from_struct(a.payload),
+            )
+            for a in request.artifacts
+        ],
+    )

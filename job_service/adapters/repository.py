@@ -28,11 +28,11 @@ from job_service.domain.models import (
     LockGrant,
     LockRefusal,
     NewJob,
+    Submission,
 )
 from job_service.domain.retry import Outcome, RetryDecision
 from shared.constants import DISPATCH_SUBJECT_PREFIX, EVENTS_SUBJECT_PREFIX
 from shared.errors import ErrorCode, LeaseLost, public_message
-from shared.registry import ArtifactDraft
 
 Decide = Callable[[AttemptFacts, str], RetryDecision]
 
@@ -120,11 +120,15 @@ SELECT {JOB_COLUMNS},
 FROM jobs j WHERE j.id = $1 AND j.user_id = $2
 """
 
-LOCK_JOB = """
+# Locks every lockable job of $1 (rows taken in id order, so that concurrent batches
+# cannot deadlock; FOR UPDATE waits for a concurrent writer rather than skipping a row whose
+# dispatch would then be dropped).
+LOCK_JOBS = """
 WITH prior AS (
     SELECT id, status FROM jobs
-    WHERE id = $1 AND status = ANY($4::text[])
+    WHERE id = ANY($1::text[]::uuid[]) AND status = ANY($4::text[])
       AND (status = 'queued' OR next_run_at <= now())
+    ORDER BY id
     FOR UPDATE
 ), locked AS (
     UPDATE jobs j SET status = 'running', locked_by = $2, locked_at = now(),
@@ -142,7 +146,10 @@ SELECT l.id::text AS id, l.job_type, l.lease_token, l.attempt_count, l.lock_unti
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
 """
 
-LOCK_STATE = "SELECT status, next_run_at, now() AS now FROM jobs WHERE id = $1"
+NOT_DUE = """
+SELECT id::text AS id, next_run_at FROM jobs
+WHERE id = ANY($1::text[]::uuid[]) AND status = 'retrying' AND next_run_at > now()
+"""
 
 HEARTBEAT = """
 UPDATE jobs SET lock_until = now() + $3 * interval '1 millisecond',
@@ -151,25 +158,32 @@ WHERE id = $1 AND lease_token = $2 AND status = ANY($5::text[])
 RETURNING lock_until, status
 """
 
-SUBMIT_RESULT = f"""
-WITH done AS (
-    UPDATE jobs SET status = 'succeeded', validated_output = $3, output_hash = $4,
-        progress = 1, finished_at = now(), updated_at = now(), lock_until = NULL,
-        error_code = NULL, public_error_message = NULL
-    WHERE id = $1 AND lease_token = $2 AND status = 'running'
-    RETURNING id, job_type, status, attempt_count, locked_by
+# Commits each result whose lease token is current, with its artifacts, timeline event and
+# domain event; $1 and $2 are JSON arrays (one element per result, per artifact).
+SUBMIT_RESULTS = f"""
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset($1::jsonb)
+        AS i(job_id uuid, lease_token uuid, output jsonb, output_hash text)
+), done AS (
+    UPDATE jobs j SET status = 'succeeded', validated_output = i.output,
+        output_hash = i.output_hash, progress = 1, finished_at = now(), updated_at = now(),
+        lock_until = NULL, error_code = NULL, public_error_message = NULL
+    FROM input i
+    WHERE j.id = i.job_id AND j.lease_token = i.lease_token AND j.status = 'running'
+    RETURNING j.id, j.job_type, j.status, j.attempt_count, j.locked_by
 ), artifacts AS (
     INSERT INTO job_artifacts (job_id, artifact_type, artifact_id, ordinal, payload)
-    SELECT done.id, a.artifact_type, a.artifact_id, a.ordinal, a.payload
-    FROM done, jsonb_to_recordset($5::jsonb)
-        AS a(artifact_type text, artifact_id text, ordinal int, payload jsonb)
+    SELECT a.job_id, a.artifact_type, a.artifact_id, a.ordinal, a.payload
+    FROM jsonb_to_recordset($2::jsonb)
+        AS a(job_id uuid, artifact_type text, artifact_id text, ordinal int, payload jsonb)
+    JOIN done ON done.id = a.job_id
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
     SELECT id, 'running', 'succeeded', attempt_count, locked_by FROM done
 ), domain_event AS (
     {_DOMAIN_EVENT_ROW.format(src="done")}
 )
-SELECT id FROM done
+SELECT id::text FROM done
 """
 
 SUBMIT_STATE = """
@@ -323,11 +337,16 @@ class JobRepository:
 
     # --- workers -----------------------------------------------------------------------
 
-    async def lock(self, job_id: str, worker_id: str) -> LockGrant | LockRefusal:
+    async def lock(self, job_ids: Sequence[str], worker_id: str) -> list[LockGrant | LockRefusal]:
+        """Takes a lease on every lockable job of ``job_ids`` (distinct ids) in one
+        statement; answers per id, in order. A refusal carries ``retry_after`` when the job
+        is only not due yet."""
         async with self._pool.acquire() as conn:
-            row = await conn.fetchrow(LOCK_JOB, job_id, worker_id, self._lease_ttl_ms, LOCKABLE)
-            if row is not None:
-                return LockGrant(
+            rows = await conn.fetch(
+                LOCK_JOBS, list(job_ids), worker_id, self._lease_ttl_ms, LOCKABLE
+            )
+            grants = {
+                row["id"]: LockGrant(
                     job_id=row["id"],
                     job_type=row["job_type"],
                     lease_token=row["lease_token"],
@@ -335,15 +354,15 @@ class JobRepository:
                     lease_expires_at=row["lock_until"],
                     input=row["payload"],
                 )
-            state = await conn.fetchrow(LOCK_STATE, job_id)
-        if (
-            state is not None
-            and state["status"] == JobStatus.RETRYING
-            and state["next_run_at"] is not None
-            and state["next_run_at"] > state["now"]
-        ):
-            return LockRefusal(retry_after=state["next_run_at"])
-        return LockRefusal()
+                for row in rows
+            }
+            refused = [job_id for job_id in job_ids if job_id not in grants]
+            not_due = (
+                {r["id"]: r["next_run_at"] for r in await conn.fetch(NOT_DUE, refused)}
+                if refused
+                else {}
+            )
+        return [grants.get(job_id) or LockRefusal(not_due.get(job_id)) for job_id in job_ids]
 
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
         row = await self._pool.fetchrow(
@@ -356,44 +375,52 @@ class JobRepository:
             cancel_requested=row["status"] == JobStatus.CANCEL_REQUESTED,
         )
 
-    async def submit_result(
-        self,
-        job_id: str,
-        lease_token: str,
-        output: dict[str, Any],
-        output_hash: str,
-        artifacts: Sequence[ArtifactDraft],
-    ) -> JobStatus:
-        """Commits the attempt's result with the current lease, exactly once. A repeat of
-        the same submit is answered SUCCEEDED again; a cancel that won the race ends the job
-        CANCELLED and drops the result; anything else is LeaseLost."""
-        payload = [
+    async def submit_results(self, results: Sequence[Submission]) -> list[JobStatus | LeaseLost]:
+        """Commits each result (distinct jobs) with its current lease, exactly once, in one
+        statement; answers per result, in order. A repeat of a committed submit is answered
+        SUCCEEDED again; a cancel that won the race ends the job CANCELLED and drops the
+        result; anything else is LeaseLost."""
+        items = [
             {
+                "job_id": r.job_id,
+                "lease_token": r.lease_token,
+                "output": r.output,
+                "output_hash": r.output_hash,
+            }
+            for r in results
+        ]
+        artifacts = [
+            {
+                "job_id": r.job_id,
                 "artifact_type": a.artifact_type,
                 "artifact_id": a.artifact_id,
                 "ordinal": a.ordinal,
                 "payload": a.payload,
             }
-            for a in artifacts
+            for r in results
+            for a in r.artifacts
         ]
         async with self._pool.acquire() as conn:
-            done = await conn.fetchval(
-                SUBMIT_RESULT, job_id, lease_token, output, output_hash, payload
-            )
-            if done is not None:
-                return JobStatus.SUCCEEDED
-            state = await conn.fetchrow(SUBMIT_STATE, job_id)
-        if state is None or state["lease_token"] != lease_token:
-            raise LeaseLost("the lease on this job is no longer held")
+            done = {row["id"] for row in await conn.fetch(SUBMIT_RESULTS, items, artifacts)}
+        return [
+            JobStatus.SUCCEEDED if r.job_id in done else await self._settle_refused(r)
+            for r in results
+        ]
+
+    async def _settle_refused(self, result: Submission) -> JobStatus | LeaseLost:
+        """Why a result was not committed: a repeat, a cancel that won, or a lost lease."""
+        state = await self._pool.fetchrow(SUBMIT_STATE, result.job_id)
+        if state is None or state["lease_token"] != result.lease_token:
+            return LeaseLost("the lease on this job is no longer held")
         status = JobStatus(state["status"])
-        if status is JobStatus.SUCCEEDED and state["output_hash"] == output_hash:
+        if status is JobStatus.SUCCEEDED and state["output_hash"] == result.output_hash:
             return status
         if status is JobStatus.CANCEL_REQUESTED:
             outcome = await self.end_attempt(
-                job_id, lease_token, ErrorCode.CANCELLED, "", lambda facts, code: _CANCEL
+                result.job_id, result.lease_token, ErrorCode.CANCELLED, "", _always_cancel
             )
             return outcome.status
-        raise LeaseLost("the lease on this job is no longer held")
+        return LeaseLost("the lease on this job is no longer held")
 
     async def end_attempt(
         self, job_id: str, lease_token: str, code: str, message: str, decide: Decide
@@ -423,6 +450,10 @@ class JobRepository:
 
 
 _CANCEL = RetryDecision(Outcome.CANCEL)
+
+
+def _always_cancel(facts: AttemptFacts, code: str) -> RetryDecision:
+    return _CANCEL
 
 
 async def _end(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -120,7 +121,11 @@ class FailureOutcome:
 
 
 @dataclass(frozen=True)
-class Result:
+class Submission:
+    """One attempt's result, as its worker submits it."""
+
+    job_id: str
+    lease_token: str
     output: dict[str, Any]
     output_hash: str
-    artifacts: list[ArtifactDraft]
+    artifacts: Sequence[ArtifactDraft]
