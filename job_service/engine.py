@@ -99,11 +99,14 @@ class JobEngine:
         validated = definition.validate_input(raw_input)
         snapshot = definition.snapshot(validated)
         effective_priority = definition.default_priority if priority is None else priority
-        request = {
-            "job_type": job_type,
-            "input": validated.model_dump(mode="json"),
-            "priority": effective_priority,
-        }
+        # what "the same request" means for an idempotency key
+        request_hash = content_hash(
+            {
+                "job_type": job_type,
+                "input": validated.model_dump(mode="json"),
+                "priority": effective_priority,
+            }
+        )
         job, created = await self._store.create(
             NewJob(
                 user_id=user_id,
@@ -111,7 +114,7 @@ class JobEngine:
                 queue=definition.queue,
                 priority=effective_priority,
                 idempotency_key=idempotency_key or None,
-                request_hash=content_hash(request),
+                request_hash=request_hash,
                 max_attempts=definition.max_attempts,
                 timeout_ms=int(definition.timeout_s * 1000),
                 input_schema_version=definition.input_schema_version,
@@ -123,7 +126,7 @@ class JobEngine:
         )
         if created:
             self._outbox.wake()
-        elif job.request_hash != content_hash(request):
+        elif job.request_hash != request_hash:
             raise IdempotencyKeyReused(
                 "this idempotency key was used for a different request",
                 [FieldViolation("idempotency_key", "already used with other parameters")],
