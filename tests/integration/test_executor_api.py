@@ -11,34 +11,20 @@ import grpc
 import pytest
 from nats.aio.client import Client as NatsClient
 
-from shared.canonical import content_hash
 from shared.constants import CANCEL_SUBJECT
 from shared.errors import JobAlreadyCancelled, JobNotCancellable, JobNotFound, LeaseLost
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
-from shared.pbconv import struct_from_dict
 from shared.rpc_errors import error_from_rpc
-from tests.support.stack import Client
+from tests.support.stack import Client, result_request
 from tests.support.wait import eventually
 
 OUTPUT = {"attempt": 1, "data": "xyz"}
 
 
-def result(job_id: str, token: str, output: dict = OUTPUT) -> epb.SubmitResultRequest:
-    return epb.SubmitResultRequest(
-        job_id=job_id,
-        lease_token=token,
-        output=struct_from_dict(output),
-        output_hash=content_hash(output),
-        artifacts=[
-            job_pb2.Artifact(
-                artifact_type="synthetic_result",
-                artifact_id=f"syn_{job_id}",
-                payload=struct_from_dict({"n": 1}),
-            )
-        ],
-    )
+def result(job_id: str, token: str) -> epb.SubmitResultRequest:
+    return result_request(job_id, token, OUTPUT)
 
 
 def failure(job_id: str, token: str, code: str, message: str = "") -> epb.SubmitFailureRequest:

@@ -8,13 +8,11 @@ import asyncpg
 import grpc
 import pytest
 
-from shared.canonical import content_hash
 from shared.errors import InvalidInput, LeaseLost
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_pb2
-from shared.pbconv import struct_from_dict
 from shared.rpc_errors import error_from_rpc, error_from_status
-from tests.support.stack import Client
+from tests.support.stack import Client, result_request
 
 
 def lock_batch(job_ids: list[str], worker_id: str = "batcher") -> epb.LockJobsRequest:
@@ -24,20 +22,7 @@ def lock_batch(job_ids: list[str], worker_id: str = "batcher") -> epb.LockJobsRe
 
 
 def result(job_id: str, token: str, n: int) -> epb.SubmitResultRequest:
-    output = {"attempt": 1, "data": str(n)}
-    return epb.SubmitResultRequest(
-        job_id=job_id,
-        lease_token=token,
-        output=struct_from_dict(output),
-        output_hash=content_hash(output),
-        artifacts=[
-            job_pb2.Artifact(
-                artifact_type="synthetic_result",
-                artifact_id=f"syn_{job_id}",
-                payload=struct_from_dict({"n": n}),
-            )
-        ],
-    )
+    return result_request(job_id, token, {"attempt": 1, "data": str(n)}, {"n": n})
 
 
 async def test_lock_jobs_answers_each_job_in_order(client: Client, db: asyncpg.Connection) -> None:

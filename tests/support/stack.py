@@ -11,8 +11,9 @@ import grpc
 
 from job_service.app import JobServiceApp
 from job_service.settings import JobServiceSettings
+from shared.canonical import content_hash
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
-from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_service_pb2_grpc
+from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_pb2, job_service_pb2_grpc
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
 
@@ -67,6 +68,25 @@ class Client:
 
     async def lock(self, job_id: str, worker_id: str = "worker-a") -> epb.LockJobResponse:
         return await self.executor.LockJob(epb.LockJobRequest(job_id=job_id, worker_id=worker_id))
+
+
+def result_request(
+    job_id: str, token: str, output: dict[str, Any], artifact_payload: dict[str, Any] | None = None
+) -> epb.SubmitResultRequest:
+    """A SubmitResult as the worker sends it: output, its hash, one artifact."""
+    return epb.SubmitResultRequest(
+        job_id=job_id,
+        lease_token=token,
+        output=struct_from_dict(output),
+        output_hash=content_hash(output),
+        artifacts=[
+            job_pb2.Artifact(
+                artifact_type="synthetic_result",
+                artifact_id=f"syn_{job_id}",
+                payload=struct_from_dict(artifact_payload or {"n": 1}),
+            )
+        ],
+    )
 
 
 async def count_rows(database_url: str) -> dict[str, int]:
