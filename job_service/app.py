@@ -65,7 +65,13 @@ class JobServiceApp:
     async def start(self) -> None:
         s = self.settings
         self._pool = await create_pool(s.database_url, s.db_pool_size)
-        self._nc = await nats.connect(s.nats_url, name=f"job_service {self.instance_id}")
+        # Reconnect forever: while NATS is away the outbox simply holds the rows.
+        self._nc = await nats.connect(
+            s.nats_url,
+            name=f"job_service {self.instance_id}",
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+        )
         await ensure_streams(self._nc.jetstream())
         publisher = NatsPublisher(self._nc)
         self._dispatcher = OutboxDispatcher(

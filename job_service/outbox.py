@@ -20,6 +20,7 @@ from job_service.adapters.outbox_store import OutboxMessage
 log = logging.getLogger(__name__)
 
 ERROR_BACKOFF_S = 1.0
+OUTAGE_BACKOFF_S = 1.0
 
 
 class OutboxClaims(Protocol):
@@ -31,8 +32,13 @@ class OutboxClaims(Protocol):
         self, owner: str, failures: Sequence[tuple[int, str]], max_attempts: int
     ) -> None: ...
 
+    async def release(self, owner: str, ids: Sequence[int], delay_s: float) -> None: ...
+
 
 class BatchPublisher(Protocol):
+    @property
+    def connected(self) -> bool: ...
+
     async def publish_batch(self, messages: Sequence[OutboxMessage]) -> list[str | None]: ...
 
 
@@ -89,7 +95,13 @@ class OutboxDispatcher:
         published = [m.id for m, error in zip(batch, errors, strict=True) if error is None]
         failed = [(m.id, e) for m, e in zip(batch, errors, strict=True) if e is not None]
         await self._store.mark_published(self._owner, published)
-        if failed:
+        if failed and not self._publisher.connected:
+            # An outage is not the rows' fault: they wait for NATS without spending tries,
+            # so a long outage dead-letters nothing.
+            log.warning("outbox: NATS unreachable; %d rows wait for it", len(failed))
+            await self._store.release(self._owner, [i for i, _ in failed], OUTAGE_BACKOFF_S)
+            await self._wait(OUTAGE_BACKOFF_S)
+        elif failed:
             log.warning("outbox: %d of %d publishes failed", len(failed), len(batch))
             await self._store.mark_failed(self._owner, failed, self._max_attempts)
         return len(batch)

@@ -15,9 +15,16 @@ PUBLISH_TIMEOUT_S = 5.0
 
 
 class NatsPublisher:
-    def __init__(self, nc: NATS) -> None:
+    def __init__(self, nc: NATS, *, publish_timeout_s: float = PUBLISH_TIMEOUT_S) -> None:
         self._nc = nc
         self._js = nc.jetstream()
+        self._timeout_s = publish_timeout_s
+
+    @property
+    def connected(self) -> bool:
+        """False while the client is (re)connecting: failures then say nothing about the
+        messages themselves."""
+        return bool(self._nc.is_connected)
 
     async def publish_batch(self, messages: Sequence[OutboxMessage]) -> list[str | None]:
         """Publishes every message at once (pipelined) and waits for each stream ack.
@@ -29,7 +36,7 @@ class NatsPublisher:
                 self._js.publish(
                     m.subject,
                     json.dumps(m.payload).encode(),
-                    timeout=PUBLISH_TIMEOUT_S,
+                    timeout=self._timeout_s,
                     headers={MSG_ID_HEADER: m.dedupe_key},
                 )
                 for m in messages

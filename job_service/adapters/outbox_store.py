@@ -47,6 +47,14 @@ FROM unnest($1::bigint[], $4::text[]) AS f(id, error)
 WHERE o.id = f.id AND o.locked_by = $2 AND o.status = 'processing'
 """
 
+# NATS was unreachable: the try does not count against the row, it simply waits.
+RELEASE = """
+UPDATE outbox_events SET status = 'pending', locked_by = NULL,
+    attempt_count = greatest(attempt_count - 1, 0),
+    available_at = now() + $3 * interval '1 second'
+WHERE id = ANY($1::bigint[]) AND locked_by = $2 AND status = 'processing'
+"""
+
 NEXT_DUE = """
 SELECT min(available_at) - now() FROM outbox_events WHERE status = 'pending'
 """
@@ -79,6 +87,11 @@ class OutboxStore:
         if failures:
             ids, errors = zip(*failures, strict=True)
             await self._pool.execute(MARK_FAILED, list(ids), owner, max_attempts, list(errors))
+
+    async def release(self, owner: str, ids: Sequence[int], delay_s: float) -> None:
+        """Hands claimed rows back without counting the try (the broker was down)."""
+        if ids:
+            await self._pool.execute(RELEASE, list(ids), owner, delay_s)
 
     async def seconds_until_next_due(self) -> float | None:
         """How long until the earliest pending row is due (negative: overdue)."""

@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 
 import asyncpg
+import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 
@@ -16,6 +17,7 @@ from job_service.adapters.outbox_store import OutboxStore
 from job_service.adapters.repository import create_pool
 from job_service.outbox import OutboxDispatcher
 from shared.constants import DISPATCH_STREAM
+from shared.embedded import EmbeddedNats
 from shared.jetstream import ensure_streams
 from tests.support.wait import eventually
 
@@ -121,3 +123,47 @@ async def test_a_row_that_keeps_failing_ends_dead(
 
     assert row["attempt_count"] == 2
     assert row["last_error"]
+
+
+async def test_a_nats_outage_dead_letters_nothing(
+    pool: asyncpg.Pool, db: asyncpg.Connection, nats_server: EmbeddedNats
+) -> None:
+    nc = await nats.connect(nats_server.url, max_reconnect_attempts=-1, reconnect_time_wait=0.1)
+    try:
+        await ensure_streams(nc.jetstream())
+        await insert_rows(db, 5, "jobs.dispatch.ai-interactive")
+        nats_server.stop()
+        relay = OutboxDispatcher(
+            OutboxStore(pool),
+            NatsPublisher(nc, publish_timeout_s=0.3),
+            owner="replica",
+            batch_size=50,
+            poll_interval_s=0.05,
+            claim_ttl_s=30,
+            max_attempts=1,  # a single counted failure would kill a row
+        )
+        run = asyncio.create_task(relay.run())
+        try:
+            await eventually(
+                lambda: db.fetchval(
+                    "SELECT count(*) = 5 FROM outbox_events"
+                    " WHERE status = 'pending' AND available_at > now()"
+                ),
+                message="the outage was not noticed",
+            )
+            assert await db.fetchval("SELECT max(attempt_count) FROM outbox_events") == 0
+            nats_server.start()
+            await eventually(
+                lambda: db.fetchval(
+                    "SELECT count(*) = 5 FROM outbox_events WHERE status = 'published'"
+                ),
+                timeout=15,
+                message="the rows were not published after NATS came back",
+            )
+        finally:
+            relay.stop()
+            await run
+    finally:
+        await nc.close()
+
+    assert await db.fetchval("SELECT count(*) FROM outbox_events WHERE status = 'dead'") == 0
