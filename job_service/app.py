@@ -38,6 +38,8 @@ from shared.registry import Registry, default_registry
 
 log = logging.getLogger(__name__)
 
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
 SERVICE_NAMES = (
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
     executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name,
@@ -102,7 +104,14 @@ class JobServiceApp:
         log.info("job_service %s serving gRPC on %s:%d", self.instance_id, s.grpc_host, self.port)
 
     def _build_server(self, engine: JobEngine) -> grpc.aio.Server:
-        server = grpc.aio.server(interceptors=[ErrorInterceptor()])
+        server = grpc.aio.server(
+            interceptors=[ErrorInterceptor()],
+            # batch submits carry many outputs; the default 4 MiB would refuse a few large ones
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ],
+        )
         job_service_pb2_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
             JobServicer(engine), server
         )

@@ -28,9 +28,8 @@ def rewrite_imports(source: str) -> str:
 
 
 def generate(out: Path) -> None:
-    from grpc_tools import protoc  # dev dependency: only this script needs it
-
     import google.rpc  # the googleapis-common-protos wheel ships google/rpc/*.proto
+    from grpc_tools import protoc  # dev dependency: only this script needs it
 
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
     out.mkdir(parents=True, exist_ok=True)

@@ -62,9 +62,7 @@ def status_for(error: JobsError, metadata: dict[str, str] | None = None) -> grpc
     return rpc_status.to_status(status_proto_for(error, metadata))
 
 
-def status_proto_for(
-    error: JobsError, metadata: dict[str, str] | None = None
-) -> status_pb2.Status:
+def status_proto_for(error: JobsError, metadata: dict[str, str] | None = None) -> status_pb2.Status:
     """``error`` as a ``google.rpc.Status`` message: what a failed call carries, and what
     a batch RPC answers for one refused item."""
     code = _CODES[error.reason]

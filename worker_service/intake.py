@@ -1,8 +1,10 @@
 """Intake: one queue's dispatch messages, turned into locked attempts.
 
-A dispatch message is a hint ("job X may be worked on"), never a decision: LockJob decides.
-The message is settled as soon as LockJob answers, so JetStream redelivery never acts as a
-retry; only the job service retries, with a new dispatch.
+A dispatch message is a hint ("job X may be worked on"), never a decision: LockJobs decides.
+Each fetched batch is locked with one LockJobs call (a gRPC call costs the job service more
+than the locking itself), then every message is settled on its own answer as soon as the
+call returns, so JetStream redelivery never acts as a retry; only the job service retries,
+with a new dispatch.
 """
 
 from __future__ import annotations
@@ -11,17 +13,17 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from worker_service.domain.errors import DispatchUnavailable, is_transient
-from worker_service.domain.model import LockOutcome, nak_delay, parse_dispatch
+from worker_service.domain.errors import DispatchUnavailable, ExecutorCallFailed, is_transient
+from worker_service.domain.model import LockOutcome, LockResult, nak_delay, parse_dispatch
 from worker_service.pipeline import Pipeline
-from worker_service.ports import Delivery, DispatchSource, ExecutorApi
+from worker_service.ports import MAX_BATCH, Delivery, DispatchSource, ExecutorApi
 
 log = logging.getLogger(__name__)
 
 LOCK_TIMEOUT_S = 5.0
-# Redelivery delays for a dispatch whose LockJob failed: an outage, or a refusal (a bug).
+# Redelivery delays for a dispatch whose lock failed: an outage, or a refusal (a bug).
 UNREACHABLE_NAK_DELAY_S = 1.0
 REFUSED_NAK_DELAY_S = 5.0
 FETCH_RETRY_S = 0.5
@@ -29,8 +31,10 @@ FETCH_RETRY_S = 0.5
 
 class QueueIntake:
     """Fetches one queue's dispatch messages and hands each to the pipeline, holding at
-    most ``slots`` messages (being locked or running) at once: it fetches only as many as
-    there are free slots, so messages never wait in this process while others could run them.
+    most ``slots`` messages at once: it fetches only as many as there are free slots, so
+    messages never wait in this process while others could run them. A message holds its
+    slot until it is settled without running, or until its job's attempt has finished: one
+    task per message does that, so ``tasks`` is the in-flight work.
     """
 
     def __init__(
@@ -74,14 +78,17 @@ class QueueIntake:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), FETCH_RETRY_S)
                 continue
-            for delivery in deliveries:
-                if self._stopping.is_set():
+            if self._stopping.is_set():
+                for delivery in deliveries:
                     await _nak(delivery, None)
-                    continue
-                self._free -= 1
-                task = asyncio.create_task(self._handle(delivery), name=f"dispatch-{self.queue}")
-                self.tasks.add(task)
-                task.add_done_callback(self._finished)
+                continue
+            # No await from the stop check to the tasks' creation: a stopped intake starts
+            # nothing new, so the worker's drain sees every in-flight task.
+            dispatches, malformed = self._parse(deliveries)
+            for start in range(0, len(dispatches), MAX_BATCH):
+                self._start(dispatches[start : start + MAX_BATCH])
+            for delivery in malformed:
+                await _ack(delivery)
 
     def stop(self) -> None:
         """Stop fetching; messages already taken run to completion. Idempotent."""
@@ -101,27 +108,73 @@ class QueueIntake:
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("queue %s: dispatch handler failed", self.queue, exc_info=exc)
 
-    async def _handle(self, delivery: Delivery) -> None:
+    def _parse(
+        self, deliveries: Sequence[Delivery]
+    ) -> tuple[list[tuple[Delivery, str]], list[Delivery]]:
+        """The messages with the job id each names, and the malformed ones (to drop)."""
+        dispatches, malformed = [], []
+        for delivery in deliveries:
+            try:
+                dispatches.append((delivery, parse_dispatch(delivery.data).job_id))
+            except ValueError as exc:
+                log.warning("queue %s: dropping a malformed dispatch message (%s)", self.queue, exc)
+                malformed.append(delivery)
+        return dispatches, malformed
+
+    def _start(self, dispatches: list[tuple[Delivery, str]]) -> None:
+        """One LockJobs call for these messages, and per message a task that takes a slot,
+        waits for its own answer, settles the message and runs the job."""
+        job_ids = [job_id for _, job_id in dispatches]
+        locking = asyncio.create_task(self._lock(job_ids), name=f"lock-{self.queue}")
+        for index, (delivery, job_id) in enumerate(dispatches):
+            self._free -= 1
+            task = asyncio.create_task(
+                self._handle(delivery, job_id, locking, index), name=f"dispatch-{self.queue}"
+            )
+            self.tasks.add(task)
+            task.add_done_callback(self._finished)
+
+    async def _lock(self, job_ids: list[str]) -> list[LockResult | Exception]:
+        """Per job id, its answer: a failed call is every job's answer."""
         try:
-            dispatch = parse_dispatch(delivery.data)
-        except ValueError as exc:
-            log.warning("queue %s: dropping a malformed dispatch message (%s)", self.queue, exc)
-            await _ack(delivery)
-            return
-        job_id = dispatch.job_id
-        try:
-            lock = await self._executor.lock_job(job_id, self._worker_id, timeout_s=LOCK_TIMEOUT_S)
+            answers = await self._executor.lock_jobs(
+                job_ids, self._worker_id, timeout_s=LOCK_TIMEOUT_S
+            )
+            if len(answers) != len(job_ids):
+                raise ExecutorCallFailed(f"LockJobs answered {len(answers)} of {len(job_ids)}")
         except Exception as exc:
-            transient = is_transient(exc)
             log.log(
-                logging.INFO if transient else logging.ERROR,
-                "job %s: LockJob failed (%s); dispatch handed back",
-                job_id,
+                logging.INFO if is_transient(exc) else logging.ERROR,
+                "queue %s: LockJobs for %d dispatches failed (%s); handing them back",
+                self.queue,
+                len(job_ids),
                 type(exc).__name__,
             )
-            await _nak(delivery, UNREACHABLE_NAK_DELAY_S if transient else REFUSED_NAK_DELAY_S)
-            return
-        if lock.outcome is LockOutcome.LOCKED and lock.job is not None:
+            return [exc] * len(job_ids)
+        for job_id, answer in zip(job_ids, answers, strict=True):
+            if isinstance(answer, Exception):
+                log.error(
+                    "job %s: LockJobs failed for it (%s); dispatch handed back",
+                    job_id,
+                    type(answer).__name__,
+                )
+        return list(answers)
+
+    async def _handle(
+        self,
+        delivery: Delivery,
+        job_id: str,
+        locking: asyncio.Task[list[LockResult | Exception]],
+        index: int,
+    ) -> None:
+        # Shielded: the call answers the whole batch, so one handler's cancellation must
+        # not cancel it for the others.
+        lock = (await asyncio.shield(locking))[index]
+        if isinstance(lock, Exception):
+            await _nak(
+                delivery, UNREACHABLE_NAK_DELAY_S if is_transient(lock) else REFUSED_NAK_DELAY_S
+            )
+        elif lock.outcome is LockOutcome.LOCKED and lock.job is not None:
             await _ack(delivery)
             await self._pipeline.run(lock.job)
         elif lock.outcome is LockOutcome.NOT_DUE:
@@ -136,7 +189,7 @@ class QueueIntake:
 async def _ack(delivery: Delivery) -> None:
     try:
         await delivery.ack()
-    except Exception as exc:  # the message comes back after ack_wait; LockJob dedups it
+    except Exception as exc:  # the message comes back after ack_wait; locking dedups it
         log.warning("cannot ack a dispatch message (%s)", type(exc).__name__)
 
 

@@ -14,10 +14,18 @@ from shared.errors import ErrorCode
 from shared.registry import JobDefinition
 from worker_service.attempt import Attempt
 from worker_service.domain.errors import is_transient, means_lease_lost
-from worker_service.domain.model import CancelCause, Failed, Lease, LockedJob, Outcome, Succeeded
+from worker_service.domain.model import (
+    CancelCause,
+    Failed,
+    Lease,
+    LockedJob,
+    Outcome,
+    ResultSubmission,
+    Succeeded,
+)
 from worker_service.domain.outcomes import failure_for, failure_for_cause, succeeded, timed_out
 from worker_service.heartbeat import Heartbeat
-from worker_service.ports import ExecutorApi
+from worker_service.ports import ExecutorApi, ResultSink
 
 log = logging.getLogger(__name__)
 
@@ -29,23 +37,26 @@ MIN_CALL_TIMEOUT_S = 1.0
 MIN_SUBMIT_WINDOW_S = 2.0
 SUBMIT_BACKOFF_START_S = 0.05
 SUBMIT_BACKOFF_MAX_S = 1.0
-# A cancel that arrives before its job's LockJob answer (the two race) is kept this long.
+# A cancel that arrives before its job's lock answer (the two race) is kept this long.
 EARLY_CANCEL_TTL_S = 10.0
 EARLY_CANCEL_MAX = 4096
 
 
 class Pipeline:
-    """Runs attempts and keeps the ones executing addressable by job id for cancellation."""
+    """Runs attempts and keeps the ones executing addressable by job id for cancellation.
+    Results go to ``results`` (the batcher); failures and heartbeats straight to ``executor``."""
 
     def __init__(
         self,
         executor: ExecutorApi,
+        results: ResultSink,
         lookup: Callable[[str], JobDefinition],
         *,
         worker_id: str = "",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._executor = executor
+        self._results = results
         self._lookup = lookup
         self._worker_id = worker_id
         self._clock = clock
@@ -156,21 +167,14 @@ class Pipeline:
     ) -> Failed | None:
         """Submit the result; a Failed to report instead when the job service refused it
         outright (so the job does not wait for its lease to run out)."""
-        ex = self._executor
+        sink = self._results
+        submission = ResultSubmission(job.job_id, lease.token, result)
         try:
             status = await self._retrying(
-                deadline,
-                lambda timeout: ex.submit_result(
-                    job.job_id,
-                    lease.token,
-                    result.output,
-                    result.output_hash,
-                    result.artifacts,
-                    timeout_s=timeout,
-                ),
+                deadline, lambda timeout: sink.submit(submission, timeout_s=timeout)
             )
         except Exception as exc:
-            if self._refused(job, "SubmitResult", exc):
+            if self._refused(job, "SubmitResults", exc):
                 return Failed(
                     ErrorCode.INTERNAL_ERROR,
                     f"the job service refused the result: {type(exc).__name__}: {exc}",

@@ -3,38 +3,43 @@
 Errors: the executor API raises ``shared.errors.JobsError`` subclasses when the job service
 refused a call on purpose (``LeaseLost`` above all), ``ExecutorUnreachable`` on transport
 failures and ``ExecutorCallFailed`` otherwise; a dispatch source raises
-``DispatchUnavailable`` (see ``worker_service.domain.errors``).
+``DispatchUnavailable`` (see ``worker_service.domain.errors``). A batch call that went
+through answers each item on its own: an item's refusal is returned in its place, as one of
+those same errors, and never fails the other items.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from shared.registry import ArtifactDraft
-from worker_service.domain.model import HeartbeatReply, LockResult
+from worker_service.domain.model import HeartbeatReply, LockResult, ResultSubmission
+
+# The job service takes at most this many items in one LockJobs or SubmitResults call.
+MAX_BATCH = 256
 
 
 class ExecutorApi(Protocol):
     """The job service's ExecutorService, one call per RPC. ``timeout_s`` bounds each call."""
 
-    async def lock_job(self, job_id: str, worker_id: str, *, timeout_s: float) -> LockResult: ...
+    async def lock_jobs(
+        self, job_ids: Sequence[str], worker_id: str, *, timeout_s: float
+    ) -> Sequence[LockResult | Exception]:
+        """One LockJobs call for at most ``MAX_BATCH`` jobs: per job id, in order, its
+        LockResult or the error its own lock failed with."""
+        ...
 
     async def heartbeat(
         self, job_id: str, lease_token: str, progress: float, *, timeout_s: float
     ) -> HeartbeatReply: ...
 
-    async def submit_result(
-        self,
-        job_id: str,
-        lease_token: str,
-        output: dict[str, Any],
-        output_hash: str,
-        artifacts: Sequence[ArtifactDraft],
-        *,
-        timeout_s: float,
-    ) -> str:
-        """The job's resulting status name, e.g. "SUCCEEDED"."""
+    async def submit_results(
+        self, submissions: Sequence[ResultSubmission], *, timeout_s: float
+    ) -> Sequence[str | Exception]:
+        """SubmitResults for at most ``MAX_BATCH`` results (one call, unless too large for
+        one message): per submission, in order, the job's resulting status name
+        ("SUCCEEDED", or "CANCELLED" when a cancel won the race) or the error it was refused
+        with, which for the items of a failed part of several is that part's failure."""
         ...
 
     async def submit_failure(
@@ -47,6 +52,14 @@ class ExecutorApi(Protocol):
         timeout_s: float,
     ) -> str:
         """The job's resulting status name: "RETRYING", "FAILED" or "CANCELLED"."""
+        ...
+
+
+class ResultSink(Protocol):
+    """Where the pipeline hands a successful attempt's result (the result batcher)."""
+
+    async def submit(self, submission: ResultSubmission, *, timeout_s: float) -> str:
+        """The job's resulting status name; raises as a single SubmitResult call would."""
         ...
 
 

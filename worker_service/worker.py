@@ -1,6 +1,6 @@
-"""The worker runtime: one intake loop per queue under one supervisor, and the shutdown
-order (stop intake → let in-flight jobs finish within the grace period → hand the rest back
-→ wait for their reports)."""
+"""The worker runtime: one intake loop per queue and the result batcher under one
+supervisor, and the shutdown order (stop intake → let in-flight jobs finish within the grace
+period → hand the rest back → wait for their reports → flush the result batcher)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from worker_service.domain.model import CancelCause
 from worker_service.intake import QueueIntake
 from worker_service.pipeline import Pipeline
 from worker_service.ports import DispatchSource, ExecutorApi
+from worker_service.results import ResultBatcher
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,8 @@ class Worker:
         self.worker_id = worker_id
         self._grace_s = shutdown_grace_s
         self._fetch_timeout_s = fetch_timeout_s
-        self._pipeline = Pipeline(executor, lookup, worker_id=worker_id)
+        self._results = ResultBatcher(executor)
+        self._pipeline = Pipeline(executor, self._results, lookup, worker_id=worker_id)
         self._intakes = [
             QueueIntake(
                 queue,
@@ -81,6 +83,8 @@ class Worker:
         if self._started:
             raise RuntimeError("a Worker runs once")
         self._started = True
+        # Started first and stopped last: every result has its batcher.
+        results = asyncio.create_task(self._results.run(), name="result-batcher")
         loops = {
             asyncio.create_task(intake.run(), name=f"intake-{intake.queue}"): intake
             for intake in self._intakes
@@ -94,14 +98,14 @@ class Worker:
         failure: BaseException | None = None
         try:
             done, _ = await asyncio.wait(
-                {*loops, stop_requested}, return_when=asyncio.FIRST_COMPLETED
+                {*loops, results, stop_requested}, return_when=asyncio.FIRST_COMPLETED
             )
-            failure = _failure({task for task in loops if task in done})
+            failure = _failure({task for task in (*loops, results) if task in done})
             if failure is not None:
                 log.error("worker %s: stopping: %r", self.worker_id, failure, exc_info=failure)
-            await self._drain(loops)
+            await self._drain(loops, results)
         except asyncio.CancelledError:
-            await self._abort(loops)
+            await self._abort({*loops, results})
             raise
         finally:
             stop_requested.cancel()
@@ -133,7 +137,9 @@ class Worker:
     def _in_flight(self) -> set[asyncio.Task[None]]:
         return set().union(*(intake.tasks for intake in self._intakes))
 
-    async def _drain(self, loops: Mapping[asyncio.Task[None], QueueIntake]) -> None:
+    async def _drain(
+        self, loops: Mapping[asyncio.Task[None], QueueIntake], results: asyncio.Task[None]
+    ) -> None:
         self._stop_requested.set()
         for intake in self._intakes:
             intake.stop()
@@ -157,17 +163,21 @@ class Worker:
                     "worker %s: %d jobs did not stop; abandoning them", self.worker_id, len(stuck)
                 )
                 await self._cancel_all(stuck)
+        # Every job has ended, so every result has been handed over: send what is queued.
+        # Bounded: calls in flight end within their timeouts, and nothing new is queued.
+        await self._results.stop()
+        await asyncio.wait({results})
         done, stuck = await asyncio.wait(loops, timeout=self._fetch_timeout_s + 1.0)
-        for task in done:
+        for task in {*done, results}:
             if not task.cancelled() and (exc := task.exception()) is not None:
                 log.error("worker %s: %s failed", self.worker_id, task.get_name(), exc_info=exc)
         await self._cancel_all(stuck)
 
-    async def _abort(self, loops: Mapping[asyncio.Task[None], QueueIntake]) -> None:
+    async def _abort(self, side_loops: set[asyncio.Task[None]]) -> None:
         """Cancelled from outside: stop everything now; leases expire on the job service."""
         for intake in self._intakes:
             intake.stop()
-        await self._cancel_all({*loops, *self._in_flight()})
+        await self._cancel_all({*side_loops, *self._in_flight()})
 
     @staticmethod
     async def _cancel_all(tasks: set[asyncio.Task[None]]) -> None:
@@ -179,7 +189,7 @@ class Worker:
 
 def _failure(loops: set[asyncio.Task[None]]) -> BaseException | None:
     """The error of the first ended side loop; ending without one is a failure too, since
-    intake loops end only when stopped."""
+    side loops end only when stopped."""
     for task in loops:
         if task.cancelled():
             return RuntimeError(f"{task.get_name()} was cancelled")

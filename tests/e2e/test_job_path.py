@@ -1,5 +1,5 @@
 """The whole job path with a real worker: gRPC → PostgreSQL → outbox → JetStream → worker →
-LockJob → execution → SubmitResult, on real PostgreSQL and NATS."""
+LockJobs → execution → SubmitResults, on real PostgreSQL and NATS."""
 
 from __future__ import annotations
 

@@ -2,24 +2,39 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 import grpc
 
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_pb2
 from shared.pbconv import dict_from_struct, struct_from_dict
-from shared.registry import ArtifactDraft
-from shared.rpc_errors import error_from_rpc
+from shared.rpc_errors import error_from_rpc, error_from_status
 from worker_service.domain.errors import ExecutorCallFailed, ExecutorUnreachable
-from worker_service.domain.model import HeartbeatReply, LockedJob, LockOutcome, LockResult
+from worker_service.domain.model import (
+    HeartbeatReply,
+    LockedJob,
+    LockOutcome,
+    LockResult,
+    ResultSubmission,
+)
+from worker_service.ports import MAX_BATCH
 
 # Failures that say nothing about the call but that it did not get through (or its answer
 # did not get back): retrying is safe, every executor call being fenced by its lease token.
 TRANSIENT_CODES = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 )
+
+# A refused batch item carries its code as the google.rpc.Code number.
+_CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
+_TRANSIENT_NAMES = frozenset(code.name for code in TRANSIENT_CODES)
+
+# The job service takes messages up to gRPC's default 4 MiB: a SubmitResults batch goes in
+# concurrent parts under this size. A result larger on its own goes alone and fails as a
+# single SubmitResult would have.
+MAX_CALL_BYTES = 3 * 1024 * 1024
 
 CHANNEL_OPTIONS = (
     # Inputs and outputs travel as Structs; allow more than gRPC's default 4 MiB.
@@ -47,25 +62,22 @@ class GrpcExecutorClient:
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self._stub = executor_service_pb2_grpc.ExecutorServiceStub(channel)  # type: ignore[no-untyped-call]
 
-    async def lock_job(self, job_id: str, worker_id: str, *, timeout_s: float) -> LockResult:
-        request = pb.LockJobRequest(job_id=job_id, worker_id=worker_id)
+    async def lock_jobs(
+        self, job_ids: Sequence[str], worker_id: str, *, timeout_s: float
+    ) -> list[LockResult | Exception]:
+        _check_batch(len(job_ids))
+        request = pb.LockJobsRequest(
+            requests=[pb.LockJobRequest(job_id=job_id, worker_id=worker_id) for job_id in job_ids]
+        )
         try:
-            response = await self._stub.LockJob(request, timeout=timeout_s)
+            response = await self._stub.LockJobs(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as exc:
             raise _translate(exc) from exc
-        outcome = _OUTCOMES.get(response.outcome)
-        if outcome is None:
-            raise ExecutorCallFailed(f"LockJob answered outcome {response.outcome}")
-        if outcome is LockOutcome.LOCKED:
-            return LockResult(outcome, job=_locked_job(response.job))
-        if outcome is LockOutcome.NOT_DUE:
-            retry_after = (
-                response.retry_after.ToNanoseconds() / 1e9
-                if response.HasField("retry_after")
-                else None
+        if len(response.responses) != len(job_ids):
+            raise ExecutorCallFailed(
+                f"LockJobs answered {len(response.responses)} of {len(job_ids)} jobs"
             )
-            return LockResult(outcome, retry_after=retry_after)
-        return LockResult(outcome)
+        return [_lock_result(answer) for answer in response.responses]
 
     async def heartbeat(
         self, job_id: str, lease_token: str, progress: float, *, timeout_s: float
@@ -77,36 +89,39 @@ class GrpcExecutorClient:
             raise _translate(exc) from exc
         return HeartbeatReply(cancel_requested=response.cancel_requested)
 
-    async def submit_result(
-        self,
-        job_id: str,
-        lease_token: str,
-        output: dict[str, Any],
-        output_hash: str,
-        artifacts: Sequence[ArtifactDraft],
-        *,
-        timeout_s: float,
-    ) -> str:
-        request = pb.SubmitResultRequest(
-            job_id=job_id,
-            lease_token=lease_token,
-            output=struct_from_dict(output),
-            output_hash=output_hash,
-            artifacts=[
-                job_pb2.Artifact(
-                    artifact_type=a.artifact_type,
-                    artifact_id=a.artifact_id,
-                    ordinal=a.ordinal,
-                    payload=struct_from_dict(a.payload),
-                )
-                for a in artifacts
-            ],
+    async def submit_results(
+        self, submissions: Sequence[ResultSubmission], *, timeout_s: float
+    ) -> list[str | Exception]:
+        _check_batch(len(submissions))
+        parts = _parts([_result_request(s) for s in submissions])
+        if len(parts) == 1:
+            return await self._submit_results(parts[0], timeout_s)
+        answered = await asyncio.gather(
+            *(self._submit_results(part, timeout_s) for part in parts), return_exceptions=True
         )
+        answers: list[str | Exception] = []
+        for part, answer in zip(parts, answered, strict=True):
+            if isinstance(answer, Exception):
+                answers.extend([answer] * len(part))  # a failed part fails its items only
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                answers.extend(answer)
+        return answers
+
+    async def _submit_results(
+        self, requests: list[pb.SubmitResultRequest], timeout_s: float
+    ) -> list[str | Exception]:
+        request = pb.SubmitResultsRequest(requests=requests)
         try:
-            response = await self._stub.SubmitResult(request, timeout=timeout_s)
+            response = await self._stub.SubmitResults(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as exc:
             raise _translate(exc) from exc
-        return _status_name(response.status)
+        if len(response.outcomes) != len(requests):
+            raise ExecutorCallFailed(
+                f"SubmitResults answered {len(response.outcomes)} of {len(requests)} results"
+            )
+        return [_result_answer(outcome) for outcome in response.outcomes]
 
     async def submit_failure(
         self,
@@ -128,6 +143,72 @@ class GrpcExecutorClient:
         except grpc.aio.AioRpcError as exc:
             raise _translate(exc) from exc
         return _status_name(response.status)
+
+
+def _check_batch(size: int) -> None:
+    if size > MAX_BATCH:
+        raise ValueError(f"at most {MAX_BATCH} items per batch call, not {size}")
+
+
+def _parts(requests: list[pb.SubmitResultRequest]) -> list[list[pb.SubmitResultRequest]]:
+    """The requests in order, in parts of at most MAX_CALL_BYTES (a larger request alone)."""
+    parts: list[list[pb.SubmitResultRequest]] = [[]]
+    size = 0
+    for request in requests:
+        item = request.ByteSize() + 8  # with its field tag and length prefix, generously
+        if parts[-1] and size + item > MAX_CALL_BYTES:
+            parts.append([])
+            size = 0
+        parts[-1].append(request)
+        size += item
+    return parts
+
+
+def _lock_result(response: pb.LockJobResponse) -> LockResult | Exception:
+    outcome = _OUTCOMES.get(response.outcome)
+    if outcome is None:
+        return ExecutorCallFailed(f"LockJobs answered outcome {response.outcome}")
+    if outcome is LockOutcome.LOCKED:
+        return LockResult(outcome, job=_locked_job(response.job))
+    if outcome is LockOutcome.NOT_DUE:
+        retry_after = (
+            response.retry_after.ToNanoseconds() / 1e9 if response.HasField("retry_after") else None
+        )
+        return LockResult(outcome, retry_after=retry_after)
+    return LockResult(outcome)
+
+
+def _result_request(submission: ResultSubmission) -> pb.SubmitResultRequest:
+    result = submission.result
+    return pb.SubmitResultRequest(
+        job_id=submission.job_id,
+        lease_token=submission.lease_token,
+        output=struct_from_dict(result.output),
+        output_hash=result.output_hash,
+        artifacts=[
+            job_pb2.Artifact(
+                artifact_type=a.artifact_type,
+                artifact_id=a.artifact_id,
+                ordinal=a.ordinal,
+                payload=struct_from_dict(a.payload),
+            )
+            for a in result.artifacts
+        ],
+    )
+
+
+def _result_answer(outcome: pb.SubmitResultOutcome) -> str | Exception:
+    """The status an accepted item ended in, or the error a refused one stands for, exactly
+    as a single SubmitResult call would have failed."""
+    if not outcome.HasField("error"):
+        return _status_name(outcome.status)
+    error = error_from_status(outcome.error)
+    if error is not None:
+        return error
+    code = _CODE_NAMES.get(outcome.error.code, str(outcome.error.code))
+    if code in _TRANSIENT_NAMES:
+        return ExecutorUnreachable(f"{code}: {outcome.error.message}")
+    return ExecutorCallFailed(f"{code}: {outcome.error.message}")
 
 
 def _locked_job(job: pb.LockedJob) -> LockedJob:

@@ -41,8 +41,10 @@ class NatsDispatchSource:
     async def fetch(self, queue: str, batch: int, wait_s: float) -> Sequence[Delivery]:
         try:
             return await self._subs[queue].fetch(batch, timeout=wait_s)
-        except nats.errors.TimeoutError:
-            return []  # nothing to do: the normal idle case
+        except TimeoutError:
+            # Nothing to do: the normal idle case. nats-py raises its own TimeoutError or,
+            # when the server's answer to its no-wait probe comes late, asyncio's (2.16).
+            return []
         except nats.errors.Error as exc:
             raise DispatchUnavailable(f"{type(exc).__name__}: {exc}") from exc
 

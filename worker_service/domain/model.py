@@ -120,6 +120,15 @@ Outcome = Succeeded | Failed
 
 
 @dataclass(frozen=True, slots=True)
+class ResultSubmission:
+    """One successful attempt's result, as one item of SubmitResults carries it."""
+
+    job_id: str
+    lease_token: str
+    result: Succeeded
+
+
+@dataclass(frozen=True, slots=True)
 class Dispatch:
     """A dispatch message: "job X may be worked on". A hint, never a decision."""
 

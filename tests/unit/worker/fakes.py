@@ -13,7 +13,15 @@ from pydantic import BaseModel, ConfigDict
 from shared.constants import Queue
 from shared.errors import ExecutionError
 from shared.registry import ArtifactDraft, ExecutionContext, JobDefinition, JobResult
-from worker_service.domain.model import HeartbeatReply, LockedJob, LockOutcome, LockResult
+from worker_service.domain.model import (
+    HeartbeatReply,
+    LockedJob,
+    LockOutcome,
+    LockResult,
+    ResultSubmission,
+    Succeeded,
+)
+from worker_service.ports import MAX_BATCH
 
 QUEUE = Queue.INTERACTIVE.value
 
@@ -119,6 +127,11 @@ def locked(
     )
 
 
+def submission(job_id: str) -> ResultSubmission:
+    output = {"value": 1}
+    return ResultSubmission(job_id, f"token-{job_id}", Succeeded(output, f"hash-{job_id}"))
+
+
 # --- the executor API --------------------------------------------------------------------
 
 
@@ -126,14 +139,26 @@ def locked(
 class FakeExecutor:
     """Scripted answers per job id; records every call."""
 
-    # job id -> what LockJob answers, in order (the last one repeats); an Exception is raised.
+    # job id -> what its LockJobs item answers, in order (the last one repeats); an
+    # Exception is that item's failure.
     locks: dict[str, list[LockResult | Exception]] = field(default_factory=dict)
+    # Raised by the next LockJobs calls, in order: the whole call fails.
+    lock_errors: list[Exception] = field(default_factory=list)
     # Called per heartbeat with the call number (1-based); returns a reply or raises.
     on_heartbeat: Callable[[int], HeartbeatReply] = lambda n: HeartbeatReply(False)
-    # Raised by the submit calls in order, before they succeed.
+    # Raised by the next submit calls (SubmitResults or SubmitFailure), in order: the whole
+    # call fails.
     submit_errors: list[Exception] = field(default_factory=list)
+    # job id -> the errors its next SubmitResults items are refused with, in order.
+    refusals: dict[str, list[Exception]] = field(default_factory=dict)
+    # When given, SubmitResults calls wait for it before answering.
+    results_gate: asyncio.Event | None = None
     lock_calls: list[tuple[str, str]] = field(default_factory=list)
+    lock_batches: list[list[str]] = field(default_factory=list)
     heartbeats: list[tuple[str, str, float]] = field(default_factory=list)
+    result_batches: list[list[str]] = field(default_factory=list)
+    result_timeouts: list[float] = field(default_factory=list)
+    results_in_flight: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
     submit_calls: int = 0
@@ -145,13 +170,19 @@ class FakeExecutor:
     def submitted(self) -> int:
         return len(self.results) + len(self.failures)
 
-    async def lock_job(self, job_id: str, worker_id: str, *, timeout_s: float) -> LockResult:
-        self.lock_calls.append((job_id, worker_id))
-        script = self.locks.get(job_id) or [LockResult(LockOutcome.UNAVAILABLE)]
-        answer = script.pop(0) if len(script) > 1 else script[0]
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+    async def lock_jobs(
+        self, job_ids: Sequence[str], worker_id: str, *, timeout_s: float
+    ) -> list[LockResult | Exception]:
+        assert len(job_ids) <= MAX_BATCH
+        self.lock_batches.append(list(job_ids))
+        if self.lock_errors:
+            raise self.lock_errors.pop(0)
+        answers: list[LockResult | Exception] = []
+        for job_id in job_ids:
+            self.lock_calls.append((job_id, worker_id))
+            script = self.locks.get(job_id) or [LockResult(LockOutcome.UNAVAILABLE)]
+            answers.append(script.pop(0) if len(script) > 1 else script[0])
+        return answers
 
     async def heartbeat(
         self, job_id: str, lease_token: str, progress: float, *, timeout_s: float
@@ -159,27 +190,36 @@ class FakeExecutor:
         self.heartbeats.append((job_id, lease_token, progress))
         return self.on_heartbeat(len(self.heartbeats))
 
-    async def submit_result(
-        self,
-        job_id: str,
-        lease_token: str,
-        output: dict[str, Any],
-        output_hash: str,
-        artifacts: Sequence[ArtifactDraft],
-        *,
-        timeout_s: float,
-    ) -> str:
-        self._maybe_fail()
-        self.results.append(
-            {
-                "job_id": job_id,
-                "lease_token": lease_token,
-                "output": output,
-                "output_hash": output_hash,
-                "artifacts": list(artifacts),
-            }
-        )
-        return "SUCCEEDED"
+    async def submit_results(
+        self, submissions: Sequence[ResultSubmission], *, timeout_s: float
+    ) -> list[str | Exception]:
+        assert len(submissions) <= MAX_BATCH
+        self.result_batches.append([s.job_id for s in submissions])
+        self.result_timeouts.append(timeout_s)
+        self.results_in_flight += 1
+        try:
+            if self.results_gate is not None:
+                await self.results_gate.wait()
+            self._maybe_fail()
+        finally:
+            self.results_in_flight -= 1
+        answers: list[str | Exception] = []
+        for s in submissions:
+            refusals = self.refusals.get(s.job_id)
+            if refusals:
+                answers.append(refusals.pop(0))
+                continue
+            self.results.append(
+                {
+                    "job_id": s.job_id,
+                    "lease_token": s.lease_token,
+                    "output": s.result.output,
+                    "output_hash": s.result.output_hash,
+                    "artifacts": list(s.result.artifacts),
+                }
+            )
+            answers.append("SUCCEEDED")
+        return answers
 
     async def submit_failure(
         self,

@@ -50,6 +50,13 @@ async def test_an_idle_fetch_returns_nothing() -> None:
     assert await source_with(sub).fetch("ai-interactive", 1, 0.5) == []
 
 
+async def test_an_idle_fetch_ending_in_a_plain_asyncio_timeout_returns_nothing() -> None:
+    # nats-py 2.16 raises asyncio's TimeoutError, not its own, when the server's answer to
+    # its no-wait probe comes close to the deadline; it once stopped a worker.
+    sub = FakePullSubscription(TimeoutError())
+    assert await source_with(sub).fetch("ai-interactive", 1, 0.5) == []
+
+
 async def test_a_broken_connection_is_dispatch_unavailable() -> None:
     sub = FakePullSubscription(nats.errors.ConnectionClosedError())
     with pytest.raises(DispatchUnavailable):

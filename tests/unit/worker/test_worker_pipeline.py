@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -12,6 +13,7 @@ from shared.registry import ArtifactDraft
 from worker_service.domain.errors import ExecutorUnreachable
 from worker_service.domain.model import CancelCause, HeartbeatReply
 from worker_service.pipeline import Pipeline
+from worker_service.results import ResultBatcher
 
 from .fakes import FakeExecutor, ProbeLog, eventually, locked, probe_definition
 
@@ -27,9 +29,15 @@ def executor() -> FakeExecutor:
 
 
 @pytest.fixture
-def pipeline(executor: FakeExecutor, probe: ProbeLog) -> Pipeline:
+async def results(executor: FakeExecutor) -> AsyncIterator[ResultBatcher]:
+    async with ResultBatcher(executor) as batcher:
+        yield batcher
+
+
+@pytest.fixture
+def pipeline(executor: FakeExecutor, results: ResultBatcher, probe: ProbeLog) -> Pipeline:
     definitions = {"probe": probe_definition(probe), "probe_fast": probe_definition(probe)}
-    return Pipeline(executor, definitions.__getitem__, worker_id="w-test")
+    return Pipeline(executor, results, definitions.__getitem__, worker_id="w-test")
 
 
 async def test_success_submits_validated_output_hash_and_artifacts(
@@ -101,9 +109,12 @@ async def test_a_cancel_for_the_pipeline_itself_propagates_and_stops_the_job(
     assert pipeline.running == 0
 
 
-async def test_timeout_reports_timeout_and_stops_the_job(executor: FakeExecutor) -> None:
+async def test_timeout_reports_timeout_and_stops_the_job(
+    executor: FakeExecutor, results: ResultBatcher
+) -> None:
     probe = ProbeLog()
-    pipeline = Pipeline(executor, {"probe": probe_definition(probe, timeout_s=0.05)}.__getitem__)
+    definitions = {"probe": probe_definition(probe, timeout_s=0.05)}
+    pipeline = Pipeline(executor, results, definitions.__getitem__)
 
     await asyncio.wait_for(pipeline.run(locked("j1", mode="hang")), 5)
 
@@ -285,10 +296,38 @@ async def test_submit_retries_transient_errors(pipeline: Pipeline, executor: Fak
     assert len(executor.results) == 1
 
 
+async def test_a_transiently_refused_result_is_retried(
+    pipeline: Pipeline, executor: FakeExecutor
+) -> None:
+    executor.refusals["j1"] = [PlatformUnavailable("db")]
+
+    await asyncio.wait_for(pipeline.run(locked("j1")), 5)
+
+    assert executor.result_batches == [["j1"], ["j1"]]
+    assert [r["job_id"] for r in executor.results] == ["j1"]
+
+
+async def test_a_failed_results_call_is_retried_per_job(
+    pipeline: Pipeline, executor: FakeExecutor
+) -> None:
+    executor.submit_errors = [ExecutorUnreachable("UNAVAILABLE")]
+    jobs = [locked(f"j{n}") for n in range(3)]
+
+    await asyncio.wait_for(asyncio.gather(*(pipeline.run(job) for job in jobs)), 5)
+
+    # Finishing together, the three results went in one call, which failed; each job then
+    # submitted again on its own account.
+    failed, *later = executor.result_batches
+    assert failed == ["j0", "j1", "j2"]
+    assert all(any(job_id in batch for batch in later) for job_id in failed)
+    assert sorted(r["job_id"] for r in executor.results) == ["j0", "j1", "j2"]
+    assert executor.failures == []
+
+
 async def test_submit_refused_for_a_lost_lease_is_dropped_not_retried(
     pipeline: Pipeline, executor: FakeExecutor
 ) -> None:
-    executor.submit_errors = [LeaseLost("stale token")]
+    executor.refusals["j1"] = [LeaseLost("stale token")]
 
     await pipeline.run(locked("j1"))
 
@@ -296,10 +335,15 @@ async def test_submit_refused_for_a_lost_lease_is_dropped_not_retried(
     assert executor.submitted == 0
 
 
-async def test_submit_gives_up_once_the_lease_has_run_out(executor: FakeExecutor) -> None:
+async def test_submit_gives_up_once_the_lease_has_run_out(
+    executor: FakeExecutor, results: ResultBatcher
+) -> None:
     now = [0.0]
     pipeline = Pipeline(
-        executor, {"probe": probe_definition(ProbeLog())}.__getitem__, clock=lambda: now[0]
+        executor,
+        results,
+        {"probe": probe_definition(ProbeLog())}.__getitem__,
+        clock=lambda: now[0],
     )
     executor.submit_errors = [ExecutorUnreachable("UNAVAILABLE") for _ in range(1000)]
 
@@ -321,7 +365,7 @@ async def test_submit_gives_up_once_the_lease_has_run_out(executor: FakeExecutor
 async def test_a_refused_result_is_reported_as_a_failure(
     pipeline: Pipeline, executor: FakeExecutor
 ) -> None:
-    executor.submit_errors = [InvalidInput("output too large")]
+    executor.refusals["j1"] = [InvalidInput("output too large")]
 
     await pipeline.run(locked("j1"))
 

@@ -8,8 +8,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from shared.errors import ErrorCode, JobNotFound
-from worker_service.domain.errors import DispatchUnavailable, ExecutorUnreachable
+from shared.errors import ErrorCode, InvalidInput, JobNotFound
+from worker_service.domain.errors import (
+    DispatchUnavailable,
+    ExecutorCallFailed,
+    ExecutorUnreachable,
+)
 from worker_service.domain.model import LockOutcome, LockResult
 from worker_service.worker import Worker
 
@@ -132,7 +136,7 @@ async def test_not_due_dispatch_is_nakked_until_retry_after(
     assert probe.started == []
 
 
-async def test_lock_transport_error_naks_for_a_second(
+async def test_a_lock_item_failure_naks_that_message_by_its_kind(
     worker: Worker, executor: FakeExecutor, source: FakeSource
 ) -> None:
     executor.locks["j1"] = [ExecutorUnreachable("UNAVAILABLE")]
@@ -144,6 +148,129 @@ async def test_lock_transport_error_naks_for_a_second(
 
     assert (down.acks, down.naks) == (0, [1.0])
     assert refused.acks == 0 and refused.naks[0] is not None and refused.naks[0] > 1.0
+
+
+async def test_a_fetched_batch_costs_one_lock_call(
+    executor: FakeExecutor, source: FakeSource, probe: ProbeLog
+) -> None:
+    for n in range(5):
+        executor.lock_as(locked(f"j{n}"))
+        source.put(FakeDelivery.of(f"j{n}"))
+
+    async with make_worker(executor, source, probe, slots=8):
+        await eventually(lambda: len(executor.results) == 5, what="five results")
+
+    assert executor.lock_batches == [[f"j{n}" for n in range(5)]]
+
+
+async def test_a_fetch_larger_than_a_lock_call_takes_is_split_in_order(
+    executor: FakeExecutor, source: FakeSource, probe: ProbeLog
+) -> None:
+    deliveries = [source.put(FakeDelivery.of(f"j{n}")) for n in range(600)]
+
+    async with make_worker(executor, source, probe, slots=600, fetch_batch=600):
+        await eventually(lambda: all(d.settled for d in deliveries), what="all settled")
+
+    assert [len(batch) for batch in executor.lock_batches] == [256, 256, 88]
+    assert [j for batch in executor.lock_batches for j in batch] == [f"j{n}" for n in range(600)]
+    assert all((d.acks, d.naks) == (1, []) for d in deliveries)
+
+
+async def test_mixed_lock_answers_in_one_batch_are_settled_per_message(
+    executor: FakeExecutor, source: FakeSource, probe: ProbeLog
+) -> None:
+    executor.lock_as(locked("run"))
+    executor.locks["later"] = [LockResult(LockOutcome.NOT_DUE, retry_after=time.time() + 3.0)]
+    executor.locks["gone"] = [LockResult(LockOutcome.UNAVAILABLE)]
+    executor.locks["odd"] = [ExecutorCallFailed("LockJobs answered outcome 0")]
+    names = ["run", "later", "gone", "odd"]
+    messages = {name: source.put(FakeDelivery.of(name)) for name in names}
+    junk = source.put(FakeDelivery(b"not json"))
+
+    async with make_worker(executor, source, probe, slots=8):
+        await eventually(
+            lambda: junk.settled and all(m.settled for m in messages.values()),
+            what="every message settled",
+        )
+        await eventually(lambda: executor.submitted == 1, what="the result")
+
+    assert executor.lock_batches == [names]
+    assert (messages["run"].acks, messages["run"].naks) == (1, [])
+    [delay] = messages["later"].naks
+    assert messages["later"].acks == 0 and delay is not None and 2.5 < delay <= 3.0
+    assert (messages["gone"].acks, messages["gone"].naks) == (1, [])
+    assert (messages["odd"].acks, messages["odd"].naks) == (0, [5.0])
+    assert junk.acks == 1
+    assert probe.started == ["run"]
+    assert [r["job_id"] for r in executor.results] == ["run"]
+
+
+@pytest.mark.parametrize(
+    ("error", "delay"),
+    [(ExecutorUnreachable("UNAVAILABLE"), 1.0), (InvalidInput("bad worker_id"), 5.0)],
+)
+async def test_a_failed_lock_call_hands_back_every_message_of_its_batch(
+    executor: FakeExecutor, source: FakeSource, probe: ProbeLog, error: Exception, delay: float
+) -> None:
+    executor.lock_errors = [error]
+    deliveries = []
+    for n in range(3):
+        executor.lock_as(locked(f"j{n}"))
+        deliveries.append(source.put(FakeDelivery.of(f"j{n}")))
+
+    async with make_worker(executor, source, probe):
+        await eventually(lambda: all(d.settled for d in deliveries), what="all settled")
+
+    assert executor.lock_batches == [["j0", "j1", "j2"]]
+    assert [(d.acks, d.naks) for d in deliveries] == [(0, [delay])] * 3
+    assert probe.started == []
+
+
+async def test_messages_settled_without_running_give_their_slots_back(
+    executor: FakeExecutor, source: FakeSource, probe: ProbeLog
+) -> None:
+    gone = source.put(FakeDelivery.of("gone"))
+    executor.lock_as(locked("a", mode="hang"))
+    source.put(FakeDelivery.of("a"))
+
+    async with make_worker(executor, source, probe, slots=2, grace_s=0) as worker:
+        await eventually(lambda: probe.started == ["a"] and gone.settled, what="a running")
+        executor.lock_as(locked("b", mode="hang"))
+        executor.lock_as(locked("c", mode="hang"))
+        source.put(FakeDelivery.of("b"))
+        third = source.put(FakeDelivery.of("c"))
+        await eventually(lambda: worker.running_jobs == 2, what="two running jobs")
+
+        assert not third.settled  # both slots are held by running jobs
+        assert source.batches[0] == 2 and max(source.batches[1:]) == 1
+
+        assert worker.cancel_job("a") is True
+        await eventually(lambda: probe.started == ["a", "b", "c"], what="the freed slot used")
+
+
+async def test_shutdown_waits_for_results_in_flight_and_sends_those_of_the_drain(
+    executor: FakeExecutor, source: FakeSource, probe: ProbeLog
+) -> None:
+    executor.results_gate = gate = asyncio.Event()
+    executor.lock_as(locked("a"))
+    executor.lock_as(locked("b"))
+    executor.lock_as(locked("slow", mode="sleep", sleep_s=0.1))
+    for name in ["a", "b", "slow"]:
+        source.put(FakeDelivery.of(name))
+    worker = make_worker(executor, source, probe)
+    run = asyncio.create_task(worker.run())
+    await eventually(lambda: executor.results_in_flight >= 1, what="a held results call")
+
+    stopping = asyncio.create_task(worker.stop())
+    # The slow job finishes during the drain, while the results call is still held.
+    await eventually(lambda: "slow" in probe.finished, what="the slow job to finish")
+    assert not stopping.done()
+    gate.set()
+
+    await asyncio.wait_for(stopping, 5)
+    assert run.done() and run.exception() is None
+    assert sorted(r["job_id"] for r in executor.results) == ["a", "b", "slow"]
+    assert executor.failures == []
 
 
 async def test_malformed_dispatch_is_dropped(
