@@ -537,7 +537,17 @@ async def init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def keep_session(conn: asyncpg.Connection) -> None:
+    """Release a connection to the pool as it is. The default reset costs a round trip
+    per checkout (RESET ALL, UNLISTEN, ...) to undo session state these queries never
+    create; an open transaction is still rolled back by asyncpg itself."""
+
+
 async def create_pool(database_url: str, size: int) -> asyncpg.Pool:
     return await asyncpg.create_pool(
-        database_url, min_size=min(2, size), max_size=size, init=init_connection
+        database_url,
+        min_size=min(2, size),
+        max_size=size,
+        init=init_connection,
+        reset=keep_session,
     )
