@@ -20,10 +20,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
+import grpc
 import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 
+from job_service.app import JobServiceApp
 from shared.embedded import (
     EmbeddedNats,
     EmbeddedPostgres,
@@ -32,6 +34,7 @@ from shared.embedded import (
     with_database,
 )
 from tests.support.nats import delete_all_streams
+from tests.support.stack import Client, running_job_service
 
 TEMPLATE_DATABASE = "jobs_template"
 # Test data is disposable: skip the disk flushes that make durable commits slow.
@@ -134,3 +137,32 @@ async def nats_client(nats_url: str) -> AsyncIterator[NatsClient]:
         yield client
     finally:
         await client.close()
+
+
+@pytest.fixture
+async def job_service(database_url: str, nats_url: str) -> AsyncIterator[JobServiceApp]:
+    """job_service in this process, with short leases (tests.support.stack.FAST)."""
+    async with running_job_service(database_url, nats_url) as app:
+        yield app
+
+
+@pytest.fixture
+def target(job_service: JobServiceApp) -> str:
+    """Where ``job_service`` listens."""
+    return f"127.0.0.1:{job_service.port}"
+
+
+@pytest.fixture
+async def client(target: str) -> AsyncIterator[Client]:
+    async with grpc.aio.insecure_channel(target) as channel:
+        yield Client(channel)
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A plain connection to this test's database, to assert on what it holds."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        yield conn
+    finally:
+        await conn.close()

@@ -3,32 +3,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
-import asyncpg
-import grpc
 import pytest
 
-from job_service.app import JobServiceApp
 from tests.support.processes import WorkerProcess
-from tests.support.stack import Client, running_job_service
 from worker_service.app import WorkerApp
 from worker_service.settings import WorkerSettings
-
-
-@pytest.fixture
-async def job_service(database_url: str, nats_url: str) -> AsyncIterator[JobServiceApp]:
-    async with running_job_service(database_url, nats_url) as app:
-        yield app
-
-
-@pytest.fixture
-def target(job_service: JobServiceApp) -> str:
-    return f"127.0.0.1:{job_service.port}"
-
-
-@pytest.fixture
-async def client(target: str) -> AsyncIterator[Client]:
-    async with grpc.aio.insecure_channel(target) as channel:
-        yield Client(channel)
 
 
 @pytest.fixture
@@ -56,12 +35,3 @@ def spawn_worker(
     yield spawn
     for process in started:
         process.close()
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
-    conn = await asyncpg.connect(database_url)
-    try:
-        yield conn
-    finally:
-        await conn.close()
