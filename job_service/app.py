@@ -23,9 +23,9 @@ from job_service.adapters.job_api import JobServicer
 from job_service.adapters.nats_publisher import NatsPublisher
 from job_service.adapters.outbox_store import OutboxStore
 from job_service.adapters.repository import JobRepository, create_pool
-from job_service.engine import JobEngine
-from job_service.leases import LeaseReaper
+from job_service.engine import REAP_BATCH, JobEngine
 from job_service.outbox import OutboxDispatcher
+from job_service.periodic import Periodic
 from job_service.settings import JobServiceSettings
 from shared.jetstream import ensure_streams
 from shared.pb.jobs.v1 import (
@@ -39,6 +39,7 @@ from shared.registry import Registry, default_registry
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+PRUNE_BATCH = 1000
 
 SERVICE_NAMES = (
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
@@ -62,7 +63,7 @@ class JobServiceApp:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self._dispatcher: OutboxDispatcher | None = None
-        self._reaper: LeaseReaper | None = None
+        self._housekeeping: list[Periodic] = []
 
     async def start(self) -> None:
         s = self.settings
@@ -76,8 +77,9 @@ class JobServiceApp:
         )
         await ensure_streams(self._nc.jetstream())
         publisher = NatsPublisher(self._nc)
+        outbox = OutboxStore(self._pool)
         self._dispatcher = OutboxDispatcher(
-            OutboxStore(self._pool),
+            outbox,
             publisher,
             owner=self.instance_id,
             batch_size=s.outbox_batch_size,
@@ -91,12 +93,27 @@ class JobServiceApp:
             publisher,
             self._dispatcher,
         )
-        self._reaper = LeaseReaper(engine.reap_expired_leases, interval_s=s.reaper_interval_s)
+        self._housekeeping = [
+            Periodic(
+                "lease reaper",
+                engine.reap_expired_leases,
+                interval_s=s.reaper_interval_s,
+                batch=REAP_BATCH,
+            ),
+            Periodic(
+                "outbox pruner",
+                lambda: outbox.prune(s.outbox_retention_s, PRUNE_BATCH),
+                interval_s=s.outbox_prune_interval_s,
+                batch=PRUNE_BATCH,
+            ),
+        ]
         self._server = self._build_server(engine)
         self.port = self._server.add_insecure_port(f"{s.grpc_host}:{s.grpc_port}")
         await self._server.start()
-        for name, loop in (("outbox", self._dispatcher.run), ("reaper", self._reaper.run)):
-            task = asyncio.create_task(loop(), name=f"job_service.{name}")
+        loops = [("outbox dispatcher", self._dispatcher.run)]
+        loops += [(periodic.name, periodic.run) for periodic in self._housekeeping]
+        for name, loop in loops:
+            task = asyncio.create_task(loop(), name=f"job_service {name}")
             task.add_done_callback(self._on_loop_exit)
             self._tasks.append(task)
         for service in ("", *SERVICE_NAMES):
@@ -146,9 +163,10 @@ class JobServiceApp:
             await self._health.enter_graceful_shutdown()
             await self._server.stop(self.settings.shutdown_grace_s)
             self._server = None
-        for component in (self._dispatcher, self._reaper):
-            if component is not None:
-                component.stop()
+        if self._dispatcher is not None:
+            self._dispatcher.stop()
+        for periodic in self._housekeeping:
+            periodic.stop()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=self.settings.shutdown_grace_s)
             for task in self._tasks:

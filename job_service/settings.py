@@ -32,6 +32,9 @@ class JobServiceSettings(BaseSettings):
     outbox_claim_ttl_s: float = Field(default=30.0, gt=0)
     # Publish failures before a row is dead-lettered.
     outbox_max_attempts: int = Field(default=10, ge=1)
+    # Published rows are kept this long (for diagnosis), then deleted.
+    outbox_retention_s: float = Field(default=24 * 3600.0, gt=0)
+    outbox_prune_interval_s: float = Field(default=60.0, gt=0)
 
     # Seconds to let in-flight RPCs finish on SIGTERM.
     shutdown_grace_s: float = Field(default=10.0, ge=0)

@@ -55,6 +55,15 @@ UPDATE outbox_events SET status = 'pending', locked_by = NULL,
 WHERE id = ANY($1::bigint[]) AND locked_by = $2 AND status = 'processing'
 """
 
+# Published rows are kept for diagnosis, then deleted in batches.
+PRUNE = """
+DELETE FROM outbox_events WHERE id IN (
+    SELECT id FROM outbox_events
+    WHERE status = 'published' AND published_at < now() - $1 * interval '1 second'
+    LIMIT $2
+)
+"""
+
 NEXT_DUE = """
 SELECT min(available_at) - now() FROM outbox_events WHERE status = 'pending'
 """
@@ -92,6 +101,11 @@ class OutboxStore:
         """Hands claimed rows back without counting the try (the broker was down)."""
         if ids:
             await self._pool.execute(RELEASE, list(ids), owner, delay_s)
+
+    async def prune(self, retention_s: float, limit: int) -> int:
+        """Deletes up to ``limit`` rows published longer than ``retention_s`` ago."""
+        status = await self._pool.execute(PRUNE, retention_s, limit)
+        return int(status.split()[-1])
 
     async def seconds_until_next_due(self) -> float | None:
         """How long until the earliest pending row is due (negative: overdue)."""

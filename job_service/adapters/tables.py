@@ -166,4 +166,5 @@ outbox_events = Table(
     ),
     Index("outbox_pending", "available_at", "id", postgresql_where=text("status = 'pending'")),
     Index("outbox_processing", "locked_at", postgresql_where=text("status = 'processing'")),
+    Index("outbox_published", "published_at", postgresql_where=text("status = 'published'")),
 )

@@ -167,3 +167,24 @@ async def test_a_nats_outage_dead_letters_nothing(
         await nc.close()
 
     assert await db.fetchval("SELECT count(*) FROM outbox_events WHERE status = 'dead'") == 0
+
+
+async def test_published_rows_past_their_retention_are_pruned(
+    pool: asyncpg.Pool, db: asyncpg.Connection
+) -> None:
+    await insert_rows(db, 6, "jobs.dispatch.ai-interactive")
+    await db.execute(
+        "UPDATE outbox_events SET status = 'published', published_at = now() - interval '2 days'"
+        " WHERE id IN (SELECT id FROM outbox_events ORDER BY id LIMIT 3)"
+    )
+    await db.execute(
+        "UPDATE outbox_events SET status = 'published', published_at = now()"
+        " WHERE id IN (SELECT id FROM outbox_events ORDER BY id OFFSET 3 LIMIT 2)"
+    )
+
+    pruned = await OutboxStore(pool).prune(retention_s=24 * 3600, limit=2)
+    pruned += await OutboxStore(pool).prune(retention_s=24 * 3600, limit=2)
+
+    assert pruned == 3
+    left = await db.fetch("SELECT status FROM outbox_events ORDER BY id")
+    assert [r["status"] for r in left] == ["published", "published", "pending"]
