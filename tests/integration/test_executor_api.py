@@ -337,3 +337,22 @@ async def test_another_users_job_is_not_found(client: Client) -> None:
         assert code == grpc.StatusCode.NOT_FOUND
         assert isinstance(error, JobNotFound)
     assert (await client.get(job.id, "alice")).status == job_pb2.JOB_STATUS_QUEUED
+
+
+async def test_a_cancel_pending_when_the_worker_vanishes_ends_cancelled(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    job = (await client.create()).job
+    await client.lock(job.id)
+    await client.jobs.CancelJob(jpb.CancelJobRequest(job_id=job.id, user_id="user-1"))
+
+    row = await eventually(
+        lambda: db.fetchrow("SELECT status, error_code FROM jobs WHERE status = 'cancelled'"),
+        message="the reaper did not end the abandoned cancel",
+    )
+
+    assert row["error_code"] == "CANCELLED"
+    assert (
+        await db.fetchval("SELECT count(*) FROM outbox_events WHERE event_type = 'job.cancelled'")
+        == 1
+    )
