@@ -31,9 +31,9 @@ TRANSIENT_CODES = frozenset(
 _CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
 _TRANSIENT_NAMES = frozenset(code.name for code in TRANSIENT_CODES)
 
-# The job service takes messages up to gRPC's default 4 MiB: a SubmitResults batch goes in
-# concurrent parts under this size. A result larger on its own goes alone and fails as a
-# single SubmitResult would have.
+# A SubmitResults batch goes in concurrent parts under this size: a job service that keeps
+# gRPC's default 4 MiB limit still takes every part, and a result too large on its own goes
+# alone and fails alone, as a single SubmitResult would have.
 MAX_CALL_BYTES = 3 * 1024 * 1024
 
 CHANNEL_OPTIONS = (
