@@ -91,7 +91,11 @@ class JobEngine:
                 "priority is out of range",
                 [FieldViolation("priority", f"must be within {MIN_PRIORITY}..{MAX_PRIORITY}")],
             )
-        if len(canonical_json(raw_input).encode()) > MAX_INPUT_BYTES:
+        try:
+            encoded = canonical_json(raw_input).encode()
+        except ValueError:
+            raise not_json("input") from None
+        if len(encoded) > MAX_INPUT_BYTES:
             raise InvalidInput(
                 "input is too large",
                 [FieldViolation("input", f"at most {MAX_INPUT_BYTES} bytes of JSON")],
@@ -243,6 +247,14 @@ class JobEngine:
             self._outbox.wake()
 
 
+def not_json(field: str) -> InvalidInput:
+    """NaN and infinities fit in a protobuf Struct but are not JSON."""
+    return InvalidInput(
+        f"{field} is not valid JSON",
+        [FieldViolation(field, "numbers must be finite (no NaN or infinity)")],
+    )
+
+
 def _submission_problem(submission: Submission, seen: set[str]) -> JobsError | None:
     """Why a submission cannot be stored as it is, or None."""
     try:
@@ -255,7 +267,11 @@ def _submission_problem(submission: Submission, seen: set[str]) -> JobsError | N
             "the job appears twice in one call",
             [FieldViolation("job_id", "each job once per call")],
         )
-    if content_hash(submission.output) != submission.output_hash:
+    try:
+        output_hash = content_hash(submission.output)
+    except ValueError:
+        return not_json("output")
+    if output_hash != submission.output_hash:
         return InvalidInput(
             "output_hash does not match the output",
             [FieldViolation("output_hash", "must be the sha256 of the canonical output")],

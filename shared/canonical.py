@@ -22,7 +22,15 @@ def _normalise(value: Any) -> Any:
 
 
 def canonical_json(value: Any) -> str:
-    return json.dumps(_normalise(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """ValueError for NaN and infinities: they are not JSON, and PostgreSQL's jsonb refuses
+    them too."""
+    return json.dumps(
+        _normalise(value),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
 
 
 def content_hash(value: Any) -> str:

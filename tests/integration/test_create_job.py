@@ -59,6 +59,8 @@ async def test_create_stores_job_snapshot_event_and_dispatch_row(
         ({"user_id": ""}, InvalidInput, "user_id"),
         ({"key": "k" * 256}, InvalidInput, "idempotency_key"),
         ({"padding": "x" * 300_000}, InvalidInput, "input"),
+        ({"sleep_ms": float("nan")}, InvalidInput, "input"),
+        ({"sleep_ms": float("inf")}, InvalidInput, "input"),
     ],
 )
 async def test_bad_input_is_refused_naming_the_field_and_writes_nothing(

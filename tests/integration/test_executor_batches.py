@@ -11,6 +11,7 @@ import pytest
 from shared.errors import InvalidInput, LeaseLost
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_pb2
+from shared.pbconv import struct_from_dict
 from shared.rpc_errors import error_from_rpc, error_from_status
 from tests.support.stack import Client, result_request
 
@@ -143,3 +144,28 @@ async def test_a_repeated_batch_submit_is_idempotent(
 
     assert first.outcomes[0].status == again.outcomes[0].status == job_pb2.JOB_STATUS_SUCCEEDED
     assert await db.fetchval("SELECT count(*) FROM job_artifacts") == 1
+
+
+async def test_an_output_that_is_not_json_is_refused_alone(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    job_ids = [(await client.create()).job.id for _ in range(2)]
+    locked = await client.executor.LockJobs(lock_batch(job_ids))
+    tokens = [r.job.lease_token for r in locked.responses]
+    not_json = epb.SubmitResultRequest(
+        job_id=job_ids[0],
+        lease_token=tokens[0],
+        output=struct_from_dict({"score": float("nan")}),
+        output_hash="0" * 64,
+    )
+
+    answer = await client.executor.SubmitResults(
+        epb.SubmitResultsRequest(requests=[not_json, result(job_ids[1], tokens[1], 1)])
+    )
+
+    refused, accepted = answer.outcomes
+    error = error_from_status(refused.error)
+    assert isinstance(error, InvalidInput)
+    assert [v.field for v in error.violations] == ["output"]
+    assert accepted.status == job_pb2.JOB_STATUS_SUCCEEDED
+    assert await db.fetchval("SELECT status FROM jobs WHERE id = $1", job_ids[0]) == "running"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -167,3 +169,12 @@ def test_timestamp() -> None:
     # An aware time in another zone names the same instant.
     elsewhere = when.astimezone(timezone(timedelta(hours=8)))
     assert timestamp(elsewhere) == message
+
+
+def test_non_finite_numbers_survive_a_struct_but_are_refused_as_json() -> None:
+    value = dict_from_struct(struct_from_dict({"a": float("inf"), "b": [float("nan")]}))
+
+    assert value["a"] == float("inf")
+    assert math.isnan(value["b"][0])
+    with pytest.raises(ValueError):
+        canonical_json(value)
