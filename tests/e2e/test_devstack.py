@@ -1,0 +1,105 @@
+"""`make run` as a user runs it: the embedded stack starts, runs a job, stops every process
+it started on Ctrl-C, and keeps its data for the next start."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+
+from shared.embedded import free_port
+from shared.pb.jobs.v1 import job_pb2
+from tests.support.stack import Client
+from tests.support.wait import eventually
+
+READY = "The job engine is running."
+
+
+class Devstack:
+    def __init__(self, data_dir: Path, port: int, log_path: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in _EXTERNAL}
+        env |= {"JOBS_DATA_DIR": str(data_dir), "JOBS_GRPC_PORT": str(port)}
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "shared.devstack"],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    async def interrupt(self) -> int:
+        self.process.send_signal(signal.SIGINT)
+        status = await asyncio.to_thread(self.process.wait, 60)
+        self._log.close()
+        return status
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
+
+
+_EXTERNAL = ("JOBS_DATABASE_URL", "JOBS_NATS_URL")
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's bookkeeping is left
+
+
+async def create_and_finish(target: str) -> str:
+    async with grpc.aio.insecure_channel(target) as channel:
+        client = Client(channel)
+        job = (await client.create(key="kept", sleep_ms=10)).job
+
+        async def succeeded() -> bool:
+            return (await client.get(job.id)).status == job_pb2.JOB_STATUS_SUCCEEDED
+
+        await eventually(succeeded, timeout=20, message="the job did not finish")
+        return job.id
+
+
+async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
+    pg_data_dir: Path, tmp_path: Path
+) -> None:
+    port = free_port()
+    target = f"127.0.0.1:{port}"
+    first = Devstack(pg_data_dir, port, tmp_path / "first.log")
+    try:
+        await eventually(lambda: READY in first.output(), timeout=90, message="no banner")
+        job_id = await create_and_finish(target)
+
+        assert await first.interrupt() == 0
+    finally:
+        first.kill()
+    # PostgreSQL and NATS are named when ready, the services when being stopped
+    pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", first.output())]
+    assert len(pids) == 4
+    assert not [pid for pid in pids if alive(pid)]
+    assert "PostgreSQL stopped" in first.output()
+
+    second = Devstack(pg_data_dir, port, tmp_path / "second.log")
+    try:
+        await eventually(lambda: READY in second.output(), timeout=90, message="no banner")
+        async with grpc.aio.insecure_channel(target) as channel:
+            again = await Client(channel).create(key="kept", sleep_ms=10)
+        assert await second.interrupt() == 0
+    finally:
+        second.kill()
+    assert not again.created
+    assert again.job.id == job_id
+    assert again.job.status == job_pb2.JOB_STATUS_SUCCEEDED
