@@ -7,6 +7,7 @@ is checked here, before anything is written.
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -26,7 +27,7 @@ from job_service.domain.models import (
 )
 from job_service.domain.retry import RetryDecision, RetryPolicy
 from job_service.ports import CancelNotifier, JobStore, Waker
-from shared.canonical import canonical_json, content_hash
+from shared.canonical import canonical_json, check_storable, content_hash
 from shared.errors import (
     ErrorClass,
     ErrorCode,
@@ -44,6 +45,9 @@ from shared.registry import Registry
 log = logging.getLogger(__name__)
 
 MAX_ID_CHARS = 255
+MAX_ARTIFACT_TYPE_CHARS = 64
+# The class prefix decides retries (shared.errors.classify); the column holds 100 characters.
+ERROR_CODE_PATTERN = re.compile(r"[A-Z][A-Z0-9_]{0,99}")
 # The canonical JSON of a job's input may not exceed this (documented in the README).
 MAX_INPUT_BYTES = 256 * 1024
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
@@ -80,11 +84,8 @@ class JobEngine:
         priority: int | None,
     ) -> tuple[Job, bool]:
         _require_name("user_id", user_id)
-        if len(idempotency_key) > MAX_ID_CHARS:
-            raise InvalidInput(
-                "idempotency_key is too long",
-                [FieldViolation("idempotency_key", f"at most {MAX_ID_CHARS} characters")],
-            )
+        if idempotency_key:
+            _require_name("idempotency_key", idempotency_key)
         definition = self._registry.get(job_type)
         if priority is not None and not MIN_PRIORITY <= priority <= MAX_PRIORITY:
             raise InvalidInput(
@@ -215,9 +216,18 @@ class JobEngine:
     ) -> FailureOutcome:
         _require_uuid("job_id", job_id)
         _require_uuid("lease_token", lease_token)
-        _require_name("error_code", error_code)
+        if not ERROR_CODE_PATTERN.fullmatch(error_code):
+            raise InvalidInput(
+                "error_code is malformed",
+                [FieldViolation("error_code", "an upper-case code such as PROVIDER_TIMEOUT")],
+            )
         outcome = await self._store.end_attempt(
-            job_id, lease_token, error_code, error_message[:MAX_ERROR_MESSAGE_CHARS], self.decide
+            job_id,
+            lease_token,
+            error_code,
+            # operator detail: kept even when odd, but never a NUL (text columns refuse it)
+            error_message.replace("\x00", "\ufffd")[:MAX_ERROR_MESSAGE_CHARS],
+            self.decide,
         )
         self._wake_for(outcome)
         return outcome
@@ -248,10 +258,10 @@ class JobEngine:
 
 
 def not_json(field: str) -> InvalidInput:
-    """NaN and infinities fit in a protobuf Struct but are not JSON."""
+    """NaN, infinities and NUL characters fit in a protobuf Struct, not in jsonb."""
     return InvalidInput(
-        f"{field} is not valid JSON",
-        [FieldViolation(field, "numbers must be finite (no NaN or infinity)")],
+        f"{field} cannot be stored as JSON",
+        [FieldViolation(field, "finite numbers and strings without NUL characters only")],
     )
 
 
@@ -276,7 +286,25 @@ def _submission_problem(submission: Submission, seen: set[str]) -> JobsError | N
             "output_hash does not match the output",
             [FieldViolation("output_hash", "must be the sha256 of the canonical output")],
         )
+    try:
+        for artifact in submission.artifacts:
+            check_storable([artifact.artifact_type, artifact.artifact_id, artifact.payload])
+    except ValueError:
+        return not_json("artifacts")
     keys = [(a.artifact_type, a.artifact_id) for a in submission.artifacts]
+    if any(
+        not 0 < len(t) <= MAX_ARTIFACT_TYPE_CHARS or not 0 < len(i) <= MAX_ID_CHARS for t, i in keys
+    ):
+        return InvalidInput(
+            "an artifact's type or id is empty or too long",
+            [
+                FieldViolation(
+                    "artifacts",
+                    f"artifact_type 1..{MAX_ARTIFACT_TYPE_CHARS} and artifact_id "
+                    f"1..{MAX_ID_CHARS} characters",
+                )
+            ],
+        )
     if len(set(keys)) != len(keys):
         return InvalidInput(
             "artifacts repeat an (artifact_type, artifact_id)",

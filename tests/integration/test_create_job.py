@@ -61,6 +61,8 @@ async def test_create_stores_job_snapshot_event_and_dispatch_row(
         ({"padding": "x" * 300_000}, InvalidInput, "input"),
         ({"sleep_ms": float("nan")}, InvalidInput, "input"),
         ({"sleep_ms": float("inf")}, InvalidInput, "input"),
+        ({"fail": "no\x00ne"}, InvalidInput, "input"),
+        ({"key": "order\x00-1"}, InvalidInput, "idempotency_key"),
     ],
 )
 async def test_bad_input_is_refused_naming_the_field_and_writes_nothing(

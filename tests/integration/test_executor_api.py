@@ -356,3 +356,54 @@ async def test_a_cancel_pending_when_the_worker_vanishes_ends_cancelled(
         await db.fetchval("SELECT count(*) FROM outbox_events WHERE event_type = 'job.cancelled'")
         == 1
     )
+
+
+@pytest.mark.parametrize("code", ["", "provider_timeout", "A" * 101, "PROVIDER TIMEOUT"])
+async def test_a_malformed_error_code_is_refused_and_changes_nothing(
+    client: Client, db: asyncpg.Connection, code: str
+) -> None:
+    job = (await client.create()).job
+    lease = (await client.lock(job.id)).job
+    before = dict(await db.fetchrow("SELECT * FROM jobs"))
+
+    status, error = await raised_error(
+        client.executor.SubmitFailure(failure(job.id, lease.lease_token, code))
+    )
+
+    assert status == grpc.StatusCode.INVALID_ARGUMENT
+    assert [v.field for v in error.violations] == ["error_code"]
+    assert dict(await db.fetchrow("SELECT * FROM jobs")) == before
+
+
+@pytest.mark.parametrize(
+    ("artifact_type", "artifact_id"), [("t" * 65, "a"), ("t", "i" * 256), ("", "a"), ("t", "")]
+)
+async def test_an_artifact_too_long_for_its_column_is_refused_with_nothing_written(
+    client: Client, db: asyncpg.Connection, artifact_type: str, artifact_id: str
+) -> None:
+    job = (await client.create()).job
+    lease = (await client.lock(job.id)).job
+    request = result(job.id, lease.lease_token)
+    request.artifacts[0].artifact_type = artifact_type
+    request.artifacts[0].artifact_id = artifact_id
+
+    status, error = await raised_error(client.executor.SubmitResult(request))
+
+    assert status == grpc.StatusCode.INVALID_ARGUMENT
+    assert [v.field for v in error.violations] == ["artifacts"]
+    assert await db.fetchval("SELECT status FROM jobs") == "running"
+    assert await db.fetchval("SELECT count(*) FROM job_artifacts") == 0
+
+
+async def test_a_failure_report_with_a_nul_character_is_kept_readable(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    job = (await client.create()).job
+    lease = (await client.lock(job.id)).job
+
+    answer = await client.executor.SubmitFailure(
+        failure(job.id, lease.lease_token, "PROVIDER_TIMEOUT", "bad\x00byte")
+    )
+
+    assert answer.status == job_pb2.JOB_STATUS_RETRYING
+    assert await db.fetchval("SELECT internal_error_message FROM jobs") == "bad\ufffdbyte"

@@ -8,6 +8,7 @@ import asyncpg
 import grpc
 import pytest
 
+from shared.canonical import content_hash
 from shared.errors import InvalidInput, LeaseLost
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_pb2
@@ -146,26 +147,41 @@ async def test_a_repeated_batch_submit_is_idempotent(
     assert await db.fetchval("SELECT count(*) FROM job_artifacts") == 1
 
 
-async def test_an_output_that_is_not_json_is_refused_alone(
-    client: Client, db: asyncpg.Connection
+@pytest.mark.parametrize(
+    ("output", "artifact_payload", "field"),
+    [
+        ({"score": float("nan")}, {"n": 1}, "output"),
+        ({"text": "a\x00b"}, {"n": 1}, "output"),
+        ({"text": "ok"}, {"note": "a\x00b"}, "artifacts"),
+    ],
+)
+async def test_a_result_jsonb_cannot_store_is_refused_alone(
+    client: Client, db: asyncpg.Connection, output: dict, artifact_payload: dict, field: str
 ) -> None:
     job_ids = [(await client.create()).job.id for _ in range(2)]
     locked = await client.executor.LockJobs(lock_batch(job_ids))
     tokens = [r.job.lease_token for r in locked.responses]
-    not_json = epb.SubmitResultRequest(
+    bad = epb.SubmitResultRequest(
         job_id=job_ids[0],
         lease_token=tokens[0],
-        output=struct_from_dict({"score": float("nan")}),
+        output=struct_from_dict(output),
         output_hash="0" * 64,
+        artifacts=[
+            job_pb2.Artifact(
+                artifact_type="t", artifact_id="a", payload=struct_from_dict(artifact_payload)
+            )
+        ],
     )
+    if field == "artifacts":  # a valid output, so that only the artifact is wrong
+        bad.output_hash = content_hash(output)
 
     answer = await client.executor.SubmitResults(
-        epb.SubmitResultsRequest(requests=[not_json, result(job_ids[1], tokens[1], 1)])
+        epb.SubmitResultsRequest(requests=[bad, result(job_ids[1], tokens[1], 1)])
     )
 
     refused, accepted = answer.outcomes
     error = error_from_status(refused.error)
     assert isinstance(error, InvalidInput)
-    assert [v.field for v in error.violations] == ["output"]
+    assert [v.field for v in error.violations] == [field]
     assert accepted.status == job_pb2.JOB_STATUS_SUCCEEDED
     assert await db.fetchval("SELECT status FROM jobs WHERE id = $1", job_ids[0]) == "running"

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.canonical import canonical_json, content_hash
+from shared.canonical import canonical_json, check_storable, content_hash
 from shared.pbconv import dict_from_struct, struct_from_dict, timestamp
 
 # --- canonical JSON --------------------------------------------------------------------
@@ -46,17 +46,24 @@ def test_content_hash_tells_different_content_apart() -> None:
     assert content_hash({"a": None}) != content_hash({})
 
 
+# what jsonb can store: no NaN, no infinities, no NUL characters
+storable_text = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"))
 json_scalars = (
     st.none()
     | st.booleans()
     | st.integers(-(2**60), 2**60)
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text()
+    | storable_text
 )
 json_values = st.recursive(
     json_scalars,
     lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=8),
+            children,
+            max_size=4,
+        )
     ),
     max_leaves=25,
 )
@@ -74,7 +81,14 @@ def _reordered(value: Any, rng: random.Random) -> Any:
 
 
 @settings(database=None, max_examples=300)
-@given(value=st.dictionaries(st.text(max_size=8), json_values, max_size=6), seed=st.integers())
+@given(
+    value=st.dictionaries(
+        st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=8),
+        json_values,
+        max_size=6,
+    ),
+    seed=st.integers(),
+)
 def test_key_order_never_changes_the_form_or_the_hash(value: dict[str, Any], seed: int) -> None:
     shuffled = _reordered(value, random.Random(seed))
     assert shuffled == value
@@ -178,3 +192,11 @@ def test_non_finite_numbers_survive_a_struct_but_are_refused_as_json() -> None:
     assert math.isnan(value["b"][0])
     with pytest.raises(ValueError):
         canonical_json(value)
+
+
+@pytest.mark.parametrize("value", [{"a\x00": 1}, {"a": "b\x00"}, {"a": [float("nan")]}])
+def test_what_jsonb_cannot_store_is_refused(value: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        check_storable(value)
+    with pytest.raises(ValueError):
+        content_hash(value)
