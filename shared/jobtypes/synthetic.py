@@ -78,5 +78,7 @@ DEFINITION = JobDefinition(
     max_attempts=4,
     backoff_base_s=0.2,
     backoff_max_s=5.0,
-    concurrency=32,
+    # Its work is a sleep, like waiting on a provider: one worker holds many at once, and
+    # more in flight means fuller LockJobs/SubmitResults batches.
+    concurrency=128,
 )

@@ -309,4 +309,6 @@ def test_queue_concurrency_is_the_largest_of_the_queue_types() -> None:
 
 def test_queue_concurrency_lists_only_queues_with_types() -> None:
     assert Registry().queue_concurrency() == {}
-    assert default_registry().queue_concurrency() == {"ai-interactive": 32}
+    assert default_registry().queue_concurrency() == {
+        "ai-interactive": synthetic.DEFINITION.concurrency
+    }
