@@ -30,7 +30,3 @@ def dispatch_subject(queue: str) -> str:
 def dispatch_consumer(queue: str) -> str:
     """The durable pull consumer every worker of a queue shares."""
     return f"workers-{queue}"
-
-
-def event_subject(job_type: str, status: str) -> str:
-    return f"{EVENTS_SUBJECT_PREFIX}.{job_type}.{status}"

@@ -64,10 +64,6 @@ DELETE FROM outbox_events WHERE id IN (
 )
 """
 
-NEXT_DUE = """
-SELECT min(available_at) - now() FROM outbox_events WHERE status = 'pending'
-"""
-
 
 @dataclass(frozen=True)
 class OutboxMessage:
@@ -106,8 +102,3 @@ class OutboxStore:
         """Deletes up to ``limit`` rows published longer than ``retention_s`` ago."""
         status = await self._pool.execute(PRUNE, retention_s, limit)
         return int(status.split()[-1])
-
-    async def seconds_until_next_due(self) -> float | None:
-        """How long until the earliest pending row is due (negative: overdue)."""
-        delta = await self._pool.fetchval(NEXT_DUE)
-        return None if delta is None else delta.total_seconds()

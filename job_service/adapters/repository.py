@@ -11,13 +11,13 @@ ORM runs this path at a fifth of the speed); the schema itself is ``tables.py``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
-from job_service.domain.lifecycle import JobStatus, Step, sources, target
+from job_service.domain.lifecycle import JobStatus, Step, sources, transition
 from job_service.domain.models import (
     Artifact,
     AttemptFacts,
@@ -31,10 +31,9 @@ from job_service.domain.models import (
     Submission,
 )
 from job_service.domain.retry import Outcome, RetryDecision
+from job_service.ports import Decide
 from shared.constants import DISPATCH_SUBJECT_PREFIX, EVENTS_SUBJECT_PREFIX
 from shared.errors import ErrorCode, LeaseLost, public_message
-
-Decide = Callable[[AttemptFacts, str], RetryDecision]
 
 
 def _statuses(step: Step) -> list[str]:
@@ -323,7 +322,7 @@ class JobRepository:
             before = JobStatus(row["status"])
             if before not in sources(Step.CANCEL):
                 return before, before
-            after = target(Step.CANCEL, before)
+            after = transition(before, Step.CANCEL)
             changed = await conn.fetchval(
                 CANCEL,
                 job_id,
@@ -472,7 +471,7 @@ async def _end(
     else:
         decision = decide(facts, code)
     step = {Outcome.RETRY: Step.RETRY, Outcome.FAIL: Step.FAIL, Outcome.CANCEL: Step.CONFIRM_CANCEL}
-    new_status = target(step[decision.outcome], status)
+    new_status = transition(status, step[decision.outcome])
     ended = await conn.fetchrow(
         END_ATTEMPT,
         row["id"],

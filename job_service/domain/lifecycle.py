@@ -70,7 +70,3 @@ def transition(status: JobStatus, step: Step) -> JobStatus:
 def sources(step: Step) -> frozenset[JobStatus]:
     """The statuses ``step`` may start from: the ``status = ANY(:from)`` of its SQL."""
     return frozenset(status for status, s in TRANSITIONS if s is step)
-
-
-def target(step: Step, source: JobStatus) -> JobStatus:
-    return transition(source, step)
