@@ -23,7 +23,7 @@ from job_service.adapters.job_api import JobServicer
 from job_service.adapters.nats_publisher import NatsPublisher
 from job_service.adapters.outbox_store import OutboxStore
 from job_service.adapters.repository import JobRepository, create_pool
-from job_service.engine import REAP_BATCH, JobEngine
+from job_service.engine import REAP_BATCH, REDISPATCH_BATCH, JobEngine
 from job_service.outbox import OutboxDispatcher
 from job_service.periodic import Periodic
 from job_service.settings import JobServiceSettings
@@ -74,6 +74,9 @@ class JobServiceApp:
             name=f"job_service {self.instance_id}",
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.5,
+            error_cb=_nats_error,
+            disconnected_cb=_nats_disconnected,
+            reconnected_cb=_nats_reconnected,
         )
         await ensure_streams(self._nc.jetstream())
         publisher = NatsPublisher(self._nc)
@@ -99,6 +102,12 @@ class JobServiceApp:
                 engine.reap_expired_leases,
                 interval_s=s.reaper_interval_s,
                 batch=REAP_BATCH,
+            ),
+            Periodic(
+                "dispatch reconciler",
+                lambda: engine.redispatch_stranded(s.reconcile_after_s),
+                interval_s=s.reconcile_interval_s,
+                batch=REDISPATCH_BATCH,
             ),
             Periodic(
                 "outbox pruner",
@@ -197,3 +206,16 @@ class JobServiceApp:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+# One line per NATS connection event (nats-py's default logs a traceback for each).
+async def _nats_error(exc: Exception) -> None:
+    log.warning("nats: %s: %s", type(exc).__name__, exc)
+
+
+async def _nats_disconnected() -> None:
+    log.warning("nats: disconnected")
+
+
+async def _nats_reconnected() -> None:
+    log.info("nats: reconnected")

@@ -53,6 +53,7 @@ MAX_INPUT_BYTES = 256 * 1024
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 MAX_ERROR_MESSAGE_CHARS = 4000
 REAP_BATCH = 100
+REDISPATCH_BATCH = 500
 # Items one batch RPC may carry.
 MAX_BATCH = 256
 # Wake the dispatcher just after a retry becomes due, not just before.
@@ -237,6 +238,16 @@ class JobEngine:
         for outcome in outcomes:
             self._wake_for(outcome)
         return len(outcomes)
+
+    async def redispatch_stranded(self, after_s: float) -> int:
+        """The dispatch reconciler's round: waiting jobs whose dispatch left the outbox
+        ``after_s`` seconds ago and that no worker has locked since get a new one. NATS
+        may lose a message (a store lost, a stream recreated); the database decides."""
+        count = await self._store.redispatch_stranded(after_s, REDISPATCH_BATCH)
+        if count:
+            log.warning("re-dispatching %d jobs whose dispatch message was not acted on", count)
+            self._outbox.wake()
+        return count
 
     def decide(self, facts: AttemptFacts, code: str) -> RetryDecision:
         """The retry decision for a failed attempt of a RUNNING job. A worker that

@@ -36,6 +36,14 @@ class JobServiceSettings(BaseSettings):
     outbox_retention_s: float = Field(default=24 * 3600.0, gt=0)
     outbox_prune_interval_s: float = Field(default=60.0, gt=0)
 
+    # Dispatch reconciler: a waiting job (queued, or retrying and due) whose dispatch left
+    # the outbox this long ago and that no worker has locked since gets a new dispatch
+    # message, checked every reconcile_interval_s. A lost message is re-sent within
+    # reconcile_after_s + reconcile_interval_s; a job waiting longer than reconcile_after_s
+    # behind a backlog gets a harmless duplicate (LockJobs grants a job once).
+    reconcile_after_s: float = Field(default=30.0, gt=0)
+    reconcile_interval_s: float = Field(default=5.0, gt=0)
+
     # Seconds to let in-flight RPCs finish on SIGTERM.
     shutdown_grace_s: float = Field(default=10.0, ge=0)
     log_level: str = "INFO"

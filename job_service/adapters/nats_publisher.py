@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Sequence
 
 from nats.aio.client import Client as NATS
+from nats.js.errors import NoStreamResponseError
 
 from job_service.adapters.outbox_store import OutboxMessage
 from shared.constants import CANCEL_SUBJECT, MSG_ID_HEADER
+from shared.jetstream import ensure_streams
+
+log = logging.getLogger(__name__)
 
 PUBLISH_TIMEOUT_S = 5.0
 
@@ -30,8 +35,29 @@ class NatsPublisher:
         """Publishes every message at once (pipelined) and waits for each stream ack.
         Returns, per message, None when stored or the error text. The dedupe key is the
         Nats-Msg-Id, so a message published twice (a crash before marking it) is stored
-        once."""
-        results = await asyncio.gather(
+        once.
+
+        A server that lost its store (or an operator who deleted a stream) answers "no
+        stream": the streams are declared again and those messages published once more,
+        so that a NATS data loss does not dead-letter the outbox."""
+        results = await self._publish(messages)
+        missing = [i for i, r in enumerate(results) if isinstance(r, NoStreamResponseError)]
+        if missing:
+            log.warning("outbox: no stream for %d messages; declaring the streams", len(missing))
+            try:
+                await ensure_streams(self._js)
+            except Exception as exc:
+                log.warning("outbox: cannot declare the streams (%s)", type(exc).__name__)
+            else:
+                again = await self._publish([messages[i] for i in missing])
+                for i, result in zip(missing, again, strict=True):
+                    results[i] = result
+        return [
+            f"{type(r).__name__}: {r}" if isinstance(r, BaseException) else None for r in results
+        ]
+
+    async def _publish(self, messages: Sequence[OutboxMessage]) -> list[object]:
+        return await asyncio.gather(
             *(
                 self._js.publish(
                     m.subject,
@@ -43,9 +69,6 @@ class NatsPublisher:
             ),
             return_exceptions=True,
         )
-        return [
-            f"{type(r).__name__}: {r}" if isinstance(r, BaseException) else None for r in results
-        ]
 
     async def notify_cancel(self, job_id: str) -> None:
         """Best effort: a worker running the job stops at once. Heartbeats are the

@@ -261,6 +261,46 @@ WITH changed AS (
 SELECT status FROM changed
 """
 
+# Waiting jobs whose dispatch message may be lost (NATS lost its store, or a message
+# vanished): queued, or retrying and due, untouched for $1 s, and with no dispatch row still
+# in the outbox (that one is the dispatcher's business). Each gets a new dispatch row and
+# its updated_at moved, so the next round passes it over for another $1 s. SKIP LOCKED and
+# that re-check keep concurrent replicas from re-dispatching one job twice; a duplicate
+# would be harmless anyway (LockJobs grants a job once).
+REDISPATCH_STRANDED = f"""
+WITH stranded AS (
+    SELECT j.id FROM jobs j
+    WHERE j.status = ANY($3::text[])
+      AND greatest(j.updated_at, j.next_run_at) < now() - $1 * interval '1 second'
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox_events o
+          WHERE o.status = 'pending' AND o.event_type = 'job.dispatch'
+            AND o.aggregate_id = j.id::text)
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox_events o
+          WHERE o.status = 'processing' AND o.event_type = 'job.dispatch'
+            AND o.aggregate_id = j.id::text)
+    ORDER BY j.updated_at LIMIT $2
+    FOR UPDATE OF j SKIP LOCKED
+), touched AS (
+    UPDATE jobs j SET updated_at = now() FROM stranded WHERE j.id = stranded.id
+    RETURNING j.id, j.queue, j.attempt_count
+), dispatch AS (
+    {
+    _DISPATCH_ROW.format(
+        src="touched",
+        dedupe="'job.dispatch:' || src.id || ':redispatch:' || "
+        "(extract(epoch FROM now()) * 1000000)::bigint",
+        attempt="src.attempt_count + 1",
+        available_at="now()",
+    )
+}
+    ON CONFLICT (dedupe_key) DO NOTHING
+    RETURNING aggregate_id
+)
+SELECT count(*) FROM dispatch
+"""
+
 TERMINAL = sorted(s.value for s in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED))
 
 
@@ -446,6 +486,13 @@ class JobRepository:
                 await _end(conn, row, ErrorCode.LEASE_EXPIRED, "lease expired", decide)
                 for row in rows
             ]
+
+    async def redispatch_stranded(self, after_s: float, limit: int) -> int:
+        """Writes a new dispatch row for up to ``limit`` waiting jobs that nothing has
+        touched for ``after_s`` seconds although their dispatch left the outbox (see
+        REDISPATCH_STRANDED); returns how many. Safe across replicas."""
+        count: int = await self._pool.fetchval(REDISPATCH_STRANDED, after_s, limit, LOCKABLE)
+        return count
 
 
 _CANCEL = RetryDecision(Outcome.CANCEL)

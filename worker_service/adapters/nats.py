@@ -12,6 +12,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 from shared.constants import CANCEL_SUBJECT, DISPATCH_STREAM, dispatch_consumer, dispatch_subject
 from shared.jetstream import ensure_dispatch_consumer, ensure_streams
@@ -33,10 +34,13 @@ class NatsDispatchSource:
         """Declare the topology (idempotent) and bind one pull subscription per queue."""
         await ensure_streams(self._js)
         for queue in queues:
-            await ensure_dispatch_consumer(self._js, queue)
-            self._subs[queue] = await self._js.pull_subscribe(
-                dispatch_subject(queue), durable=dispatch_consumer(queue), stream=DISPATCH_STREAM
-            )
+            await self._bind(queue)
+
+    async def _bind(self, queue: str) -> None:
+        await ensure_dispatch_consumer(self._js, queue)
+        self._subs[queue] = await self._js.pull_subscribe(
+            dispatch_subject(queue), durable=dispatch_consumer(queue), stream=DISPATCH_STREAM
+        )
 
     async def fetch(self, queue: str, batch: int, wait_s: float) -> Sequence[Delivery]:
         try:
@@ -45,8 +49,28 @@ class NatsDispatchSource:
             # Nothing to do: the normal idle case. nats-py raises its own TimeoutError or,
             # when the server's answer to its no-wait probe comes late, asyncio's (2.16).
             return []
+        except (ServiceUnavailableError, NotFoundError) as exc:
+            # No one answers for the consumer: the server lost its store (or someone deleted
+            # the stream). Declare it all again, or fetches would fail forever.
+            await self._rebind(queue)
+            raise DispatchUnavailable(f"{type(exc).__name__}: {exc}") from exc
         except nats.errors.Error as exc:
             raise DispatchUnavailable(f"{type(exc).__name__}: {exc}") from exc
+
+    async def _rebind(self, queue: str) -> None:
+        old = self._subs.get(queue)
+        try:
+            await ensure_streams(self._js)
+            await self._bind(queue)
+        except (nats.errors.Error, TimeoutError) as exc:
+            log.warning("queue %s: cannot declare its consumer (%s)", queue, type(exc).__name__)
+            return
+        log.warning("queue %s: dispatch consumer declared again", queue)
+        if old is not None:
+            try:
+                await old.unsubscribe()
+            except nats.errors.Error as exc:
+                log.debug("unsubscribe failed (%s)", type(exc).__name__)
 
     async def close(self) -> None:
         """Drop the pull subscriptions; the durable consumers stay for the next worker."""

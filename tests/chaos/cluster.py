@@ -1,0 +1,184 @@
+"""The real stack as separate OS processes: PostgreSQL, NATS JetStream, job_service
+replicas and workers, each of which a fault can kill, pause, stop or restart.
+
+Processes are launched through ``tests.support.processes`` (one place builds every
+environment). Restarted processes keep their port (replicas) or get a new incarnation id
+(workers: ``w1.2`` is worker 1's second process), so that ``locked_by`` names a process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import asyncpg
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from shared.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database, free_port
+from tests.chaos.profiles import StackSettings
+from tests.support.processes import JobServiceProcess, WorkerProcess, job_service_env
+
+DATABASE = "jobs"
+# PostgreSQL durable enough for a fast shutdown (it checkpoints); fsync only guards
+# against the machine crashing, which no fault here does.
+PG_SETTINGS = {"fsync": "off", "full_page_writes": "off", "max_connections": "100"}
+SERVING_TIMEOUT_S = 60.0
+
+
+class Replica:
+    """One job_service replica: a fixed port, restarted in place."""
+
+    def __init__(self, cluster: Cluster, index: int) -> None:
+        self.cluster = cluster
+        self.name = f"js{index}"
+        self.port = free_port()
+        self.target = f"127.0.0.1:{self.port}"
+        self.incarnation = 0
+        self.process: JobServiceProcess | None = None
+
+    @property
+    def instance_id(self) -> str:
+        return f"{self.name}.{self.incarnation}"
+
+    async def start(self) -> None:
+        self.incarnation += 1
+        c = self.cluster
+        self.process = JobServiceProcess(
+            c.log_dir,
+            self.instance_id,
+            c.database_url,
+            c.nats.url,
+            self.port,
+            **c.settings.job_service_env(),
+        )
+        await wait_serving(self.target, self.process)
+
+
+class WorkerSlot:
+    """One of the workers: a process, replaced by a new incarnation after a fault."""
+
+    def __init__(self, cluster: Cluster, index: int, replica: Replica) -> None:
+        self.cluster = cluster
+        self.name = f"w{index}"
+        self.replica = replica
+        self.incarnation = 0
+        self.process: WorkerProcess | None = None
+
+    @property
+    def worker_id(self) -> str:
+        return f"{self.name}.{self.incarnation}"
+
+    def start(self) -> None:
+        self.incarnation += 1
+        c = self.cluster
+        self.process = WorkerProcess(
+            c.log_dir, self.worker_id, c.nats.url, self.replica.target, **c.settings.worker_env()
+        )
+
+
+class Cluster:
+    def __init__(
+        self, root: Path, settings: StackSettings, *, replicas: int = 2, workers: int = 3
+    ) -> None:
+        self.root = root
+        self.settings = settings
+        self.log_dir = root / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.pg = EmbeddedPostgres(root / "pg", settings=PG_SETTINGS)
+        self.nats = EmbeddedNats(root / "nats")
+        self.replicas = [Replica(self, i + 1) for i in range(replicas)]
+        # workers spread over the replicas: each talks to one, as a pod talks to a service
+        self.workers = [
+            WorkerSlot(self, i + 1, self.replicas[i % replicas]) for i in range(workers)
+        ]
+        self.database_url = ""
+        self._db: asyncpg.Pool | None = None
+
+    @property
+    def targets(self) -> list[str]:
+        return [r.target for r in self.replicas]
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.pg.start)
+        await asyncio.to_thread(self.nats.start)
+        await ensure_database(self.pg.url("postgres"), DATABASE)
+        self.database_url = self.pg.url(DATABASE)
+        env = job_service_env(self.database_url, self.nats.url, 0, "migrate")
+        await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "job_service", "migrate"],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        await asyncio.gather(*(r.start() for r in self.replicas))
+        for worker in self.workers:
+            worker.start()
+
+    async def db(self) -> asyncpg.Pool:
+        """A small pool for the harness's own queries (it survives PostgreSQL restarts:
+        asyncpg replaces broken connections)."""
+        if self._db is None:
+            self._db = await asyncpg.create_pool(self.database_url, min_size=0, max_size=3)
+        return self._db
+
+    async def db_now(self) -> float:
+        """The database clock, as a Unix timestamp: every recovery is measured on it."""
+        pool = await self.db()
+        value = await pool.fetchval("SELECT extract(epoch FROM clock_timestamp())")
+        return float(value)
+
+    # -- faults' building blocks
+
+    async def restart_postgres(self, down_s: float) -> None:
+        await asyncio.to_thread(self.pg.stop, mode="fast")
+        await asyncio.sleep(down_s)  # the outage itself
+        await asyncio.to_thread(self.pg.start)
+
+    async def restart_nats(self, *, lose_data: bool, down_s: float) -> None:
+        await asyncio.to_thread(self.nats.stop)  # no-op when already stopped
+        if lose_data:
+            shutil.rmtree(self.nats.store_dir / "jetstream", ignore_errors=True)
+        await asyncio.sleep(down_s)  # the outage itself
+        await asyncio.to_thread(self.nats.start)
+
+    async def stop(self) -> None:
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+        for worker in self.workers:
+            if worker.process is not None:
+                worker.process.close()
+        for replica in self.replicas:
+            if replica.process is not None:
+                replica.process.close()
+        await asyncio.to_thread(self.nats.stop)
+        await asyncio.to_thread(self.pg.stop)
+
+
+async def wait_serving(target: str, process: JobServiceProcess) -> None:
+    """Until job_service answers its health check with SERVING."""
+    deadline = time.monotonic() + SERVING_TIMEOUT_S
+    request = health_pb2.HealthCheckRequest(service="")
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            if process.process.poll() is not None:
+                raise RuntimeError(
+                    f"job_service on {target} exited with {process.process.returncode}:\n"
+                    + process.log()[-3000:]
+                )
+            try:
+                reply = await stub.Check(request, timeout=1.0)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.aio.AioRpcError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"job_service on {target} not serving")
+            await asyncio.sleep(0.05)  # poll interval, bounded by the deadline

@@ -1,0 +1,133 @@
+"""A chaos run: start the stack, load it, inject faults, stop, wait for quiescence, check.
+
+python -m tests.chaos                  # the short profile (what `make chaos` runs)
+python -m tests.chaos --profile long   # thousands of jobs, many faults
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import asyncpg
+
+from tests.chaos.checker import RECOVERED_AT, TERMINAL, Report, check
+from tests.chaos.cluster import Cluster
+from tests.chaos.faults import FAULT_KINDS, FAULTS, FaultContext, FaultRecord
+from tests.chaos.profiles import Profile, StackSettings
+from tests.chaos.workload import ChaosClient, Workload
+
+log = logging.getLogger(__name__)
+
+QUIESCENCE_POLL_S = 0.5
+RECOVERY_MARGIN_S = 2.0
+
+
+async def run(
+    profile: Profile,
+    seed: int,
+    *,
+    root: Path | None = None,
+    keep: bool = False,
+    say: Callable[[str], None] = print,
+) -> Report:
+    """One run; the report says whether it passed. Logs stay in ``root`` when it failed
+    or ``keep`` is set."""
+    root = root or Path(tempfile.mkdtemp(prefix="jobs-chaos-"))
+    rng = random.Random(seed)
+    report = Report(profile.name, seed)
+    started = time.monotonic()
+    cluster = Cluster(root, StackSettings(), replicas=profile.replicas, workers=profile.workers)
+    try:
+        say(f"chaos: starting the stack in {root}")
+        await cluster.start()
+        client = ChaosClient(cluster.targets)
+        workload = Workload(client, rng, profile.rate)
+        try:
+            records = await _inject(profile, FaultContext(cluster, workload, rng), say)
+            workload.stop()
+            say("chaos: faults over; waiting for every job to finish")
+            await workload.drain()
+            await _quiesce(await cluster.db(), profile.quiesce_timeout_s)
+            report.elapsed_s = time.monotonic() - started
+            await check(await cluster.db(), workload.submissions, records, cluster.log_dir, report)
+        finally:
+            workload.stop()
+            with contextlib.suppress(Exception):
+                await client.close()
+    finally:
+        await cluster.stop()
+        if report.ok and not keep:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            report.notes.append(f"logs and data kept in {root}")
+    return report
+
+
+async def _inject(
+    profile: Profile, ctx: FaultContext, say: Callable[[str], None]
+) -> list[FaultRecord]:
+    load = asyncio.create_task(ctx.workload.run(), name="workload")
+    records: list[FaultRecord] = []
+    try:
+        await asyncio.sleep(profile.settle_s)  # load before the first fault
+        deadline = time.monotonic() + profile.duration_s
+        kinds = iter(profile.schedule) if profile.schedule is not None else None
+        while True:
+            if kinds is not None:
+                kind = next(kinds, None)
+                if kind is None:
+                    break
+            elif time.monotonic() < deadline:
+                kind = ctx.rng.choice(FAULT_KINDS)
+            else:
+                break
+            try:
+                record = await FAULTS[kind](ctx)
+            except Exception as exc:  # a fault the stack made impossible is a finding too
+                log.exception("fault %s failed", kind)
+                record = FaultRecord(kind, "-", await ctx.cluster.db_now())
+                record.violations.append(f"the fault itself failed: {type(exc).__name__}: {exc}")
+            records.append(record)
+            say(f"chaos: {kind} on {record.target}" + "".join(f"; {n}" for n in record.notes))
+            # one fault at a time: the next waits until this one's jobs are back at work
+            await _recovered(await ctx.cluster.db(), record)
+            await asyncio.sleep(profile.settle_s)  # load between faults
+    finally:
+        ctx.workload.stop()
+        await load
+    return records
+
+
+async def _recovered(pool: asyncpg.Pool, record: FaultRecord) -> None:
+    """Until every job the fault affected has started again or ended (or its bound, plus a
+    margin, has passed: the checker then reports it)."""
+    deadline = time.monotonic() + (record.bound_s or 0.0) + RECOVERY_MARGIN_S
+    waiting = list(record.affected)
+    while waiting and time.monotonic() < deadline:
+        waiting = [
+            job_id
+            for job_id in waiting
+            if await pool.fetchval(RECOVERED_AT, job_id, record.injected_at, list(TERMINAL)) is None
+        ]
+        if waiting:
+            await asyncio.sleep(QUIESCENCE_POLL_S)  # poll, bounded by the deadline
+
+
+async def _quiesce(pool: asyncpg.Pool, timeout_s: float) -> None:
+    """Until no job is left unfinished, or the deadline (the checker then reports them)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        left = await pool.fetchval(
+            "SELECT count(*) FROM jobs WHERE NOT status = ANY($1::text[])", list(TERMINAL)
+        )
+        if left == 0:
+            return
+        await asyncio.sleep(QUIESCENCE_POLL_S)  # poll, bounded by the deadline

@@ -1,0 +1,104 @@
+"""How hard a chaos run pushes: the short profile (CI, ``make chaos``) and the long one.
+
+Both run the same stack settings (``STACK``): leases and loops short enough that every
+recovery fits in seconds, so a run of a few minutes goes through every fault kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tests.chaos.faults import FAULT_KINDS
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    """What every job_service replica and worker of the run is configured with."""
+
+    lease_ttl_s: float = 2.0
+    heartbeat_interval_s: float = 0.5
+    reaper_interval_s: float = 0.5
+    outbox_poll_interval_s: float = 0.2
+    # a claim left by a killed replica is taken over after this long
+    outbox_claim_ttl_s: float = 3.0
+    reconcile_after_s: float = 3.0
+    reconcile_interval_s: float = 1.0
+    service_shutdown_grace_s: float = 2.0
+    worker_shutdown_grace_s: float = 3.0
+    worker_fetch_timeout_s: float = 0.5
+    # the synthetic job type's retry backoff (shared/jobtypes/synthetic.py): the first delay
+    # after an expired lease is at most this
+    first_backoff_s: float = 0.2
+
+    def job_service_env(self) -> dict[str, str]:
+        return {
+            "JOBS_LEASE_TTL_S": str(self.lease_ttl_s),
+            "JOBS_HEARTBEAT_INTERVAL_S": str(self.heartbeat_interval_s),
+            "JOBS_REAPER_INTERVAL_S": str(self.reaper_interval_s),
+            "JOBS_OUTBOX_POLL_INTERVAL_S": str(self.outbox_poll_interval_s),
+            "JOBS_OUTBOX_CLAIM_TTL_S": str(self.outbox_claim_ttl_s),
+            "JOBS_RECONCILE_AFTER_S": str(self.reconcile_after_s),
+            "JOBS_RECONCILE_INTERVAL_S": str(self.reconcile_interval_s),
+            "JOBS_SHUTDOWN_GRACE_S": str(self.service_shutdown_grace_s),
+            "JOBS_DB_POOL_SIZE": "6",
+            "JOBS_LOG_LEVEL": "INFO",
+        }
+
+    def worker_env(self) -> dict[str, str]:
+        return {
+            "JOBS_WORKER_SHUTDOWN_GRACE_S": str(self.worker_shutdown_grace_s),
+            "JOBS_WORKER_FETCH_TIMEOUT_S": str(self.worker_fetch_timeout_s),
+            "JOBS_LOG_LEVEL": "INFO",
+        }
+
+    # -- the bounds the run holds the stack to (seconds); SLACK absorbs a loaded machine
+
+    SLACK_S = 3.0
+
+    def worker_recovery_bound_s(self) -> float:
+        """A dead or paused worker's job runs again within lease + reaper + first backoff."""
+        return self.lease_ttl_s + self.reaper_interval_s + self.first_backoff_s + self.SLACK_S
+
+    def redispatch_bound_s(self) -> float:
+        """A job whose dispatch message NATS lost runs again within the reconciler's bound."""
+        return self.reconcile_after_s + self.reconcile_interval_s + self.SLACK_S
+
+    def sigterm_bound_s(self) -> float:
+        """A SIGTERM'd worker exits within its grace period plus the hand-back round trip."""
+        return self.worker_shutdown_grace_s + self.SLACK_S
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    # CreateJob calls per second while faults are injected
+    rate: float
+    # the faults, in order (short); or None: random kinds until `duration_s` (long)
+    schedule: tuple[str, ...] | None
+    duration_s: float
+    # load without faults before the first and between two faults
+    settle_s: float
+    # how long the stack gets to finish every job once the faults stop
+    quiesce_timeout_s: float
+    workers: int = 3
+    replicas: int = 2
+
+
+PROFILES = {
+    "short": Profile(
+        name="short",
+        rate=6.0,
+        schedule=FAULT_KINDS,
+        duration_s=0.0,
+        settle_s=2.0,
+        quiesce_timeout_s=60.0,
+    ),
+    "long": Profile(
+        name="long",
+        rate=12.0,
+        schedule=None,
+        duration_s=600.0,
+        settle_s=3.0,
+        quiesce_timeout_s=120.0,
+    ),
+}

@@ -1,0 +1,256 @@
+"""The workload: a mix of job kinds created at a steady rate by a client that tolerates
+failures honestly.
+
+A create is retried with the *same* idempotency key until the service answers, so a job
+counts as acknowledged only once a replica said so; a create never acknowledged is not
+counted as lost (the checker still looks for it). Cancels are retried the same way.
+
+A job kind is one entry of ``KINDS``: its job type, how to draw its input, whether and when
+the client cancels it, and the statuses it may end in. Parent/child job types, when they
+exist, are one more entry (the checker's duplicate-child check is already generic).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from shared.pb.jobs.v1 import job_pb2, job_service_pb2_grpc
+from shared.pb.jobs.v1 import job_service_pb2 as jpb
+from shared.pbconv import struct_from_dict
+from shared.rpc_errors import error_from_rpc
+
+log = logging.getLogger(__name__)
+
+CALL_TIMEOUT_S = 3.0
+RETRY_START_S = 0.1
+RETRY_MAX_S = 1.0
+# A create or cancel is given up (never acknowledged) after this long.
+GIVE_UP_S = 60.0
+# Fast reconnects: a restarted replica is back within a second or two.
+CHANNEL_OPTIONS = (
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+# Refusals that mean the call reached the service and it decided: not worth repeating.
+FINAL_REASONS = {"JOB_NOT_CANCELLABLE", "JOB_ALREADY_CANCELLED", "JOB_NOT_FOUND"}
+
+
+@dataclass(frozen=True)
+class JobKind:
+    name: str
+    weight: int
+    job_type: str
+    draw_input: Callable[[random.Random], dict[str, Any]]
+    # the statuses a job of this kind may end in
+    ends: frozenset[str]
+    # when set, the client cancels the job this many seconds (drawn) after its create
+    cancel_after: Callable[[random.Random], float] | None = None
+
+
+def _quick(r: random.Random) -> dict[str, Any]:
+    return {"sleep_ms": r.randint(0, 50)}
+
+
+KINDS: tuple[JobKind, ...] = (
+    JobKind("quick", 40, "synthetic", _quick, frozenset({"succeeded", "failed"})),
+    JobKind(
+        "slow",
+        15,
+        "synthetic",
+        lambda r: {"sleep_ms": r.randint(500, 3000)},
+        frozenset({"succeeded", "failed"}),
+    ),
+    JobKind(
+        "flaky",
+        15,
+        "synthetic",
+        lambda r: {
+            "fail": "retryable",
+            "fail_times": r.randint(1, 2),
+            "sleep_ms": r.randint(0, 200),
+        },
+        frozenset({"succeeded", "failed"}),
+    ),
+    JobKind(
+        "fatal",
+        10,
+        "synthetic",
+        lambda r: {"fail": "fatal", "sleep_ms": r.randint(0, 100)},
+        frozenset({"failed"}),
+    ),
+    JobKind(
+        "hang-cancelled",
+        8,
+        "synthetic",
+        lambda r: {"fail": "hang"},
+        frozenset({"cancelled"}),
+        cancel_after=lambda r: r.uniform(0.3, 2.0),
+    ),
+    JobKind(
+        "cancel-race",
+        12,
+        "synthetic",
+        lambda r: {"sleep_ms": r.randint(100, 600)},
+        frozenset({"succeeded", "cancelled", "failed"}),
+        cancel_after=lambda r: r.uniform(0.0, 0.7),
+    ),
+)
+PROBE = JobKind("probe", 0, "synthetic", _quick, frozenset({"succeeded"}))
+
+
+@dataclass
+class Submission:
+    """One job the workload tried to create, and what the client learnt of it."""
+
+    key: str
+    user_id: str
+    kind: JobKind
+    job_id: str | None = None
+    # harness clock (time.monotonic) of the acknowledgement
+    acked_at: float | None = None
+    create_calls: int = 0
+    cancel_acked: bool | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+class ChaosClient:
+    """CreateJob/CancelJob/GetJob against every replica, retried across them."""
+
+    def __init__(self, targets: list[str]) -> None:
+        self._channels = [grpc.aio.insecure_channel(t, options=CHANNEL_OPTIONS) for t in targets]
+        self._stubs = [job_service_pb2_grpc.JobServiceStub(c) for c in self._channels]
+        self._next = 0
+
+    def _stub(self) -> job_service_pb2_grpc.JobServiceStub:
+        self._next = (self._next + 1) % len(self._stubs)
+        return self._stubs[self._next]
+
+    async def create(self, sub: Submission, job_input: dict[str, Any]) -> bool:
+        request = jpb.CreateJobRequest(
+            user_id=sub.user_id,
+            job_type=sub.kind.job_type,
+            input=struct_from_dict(job_input),
+            idempotency_key=sub.key,
+        )
+
+        async def call(stub: job_service_pb2_grpc.JobServiceStub) -> None:
+            response = await stub.CreateJob(request, timeout=CALL_TIMEOUT_S)
+            sub.job_id = response.job.id
+            sub.acked_at = time.monotonic()
+
+        return await self._retrying(sub, call, "create")
+
+    async def cancel(self, sub: Submission) -> bool:
+        assert sub.job_id is not None
+        request = jpb.CancelJobRequest(job_id=sub.job_id, user_id=sub.user_id)
+
+        async def call(stub: job_service_pb2_grpc.JobServiceStub) -> None:
+            await stub.CancelJob(request, timeout=CALL_TIMEOUT_S)
+
+        return await self._retrying(sub, call, "cancel")
+
+    async def succeeded(self, job_id: str, user_id: str) -> bool:
+        """Whether GetJob says the job succeeded (any failure: not yet)."""
+        try:
+            response = await self._stub().GetJob(
+                jpb.GetJobRequest(job_id=job_id, user_id=user_id), timeout=CALL_TIMEOUT_S
+            )
+        except grpc.aio.AioRpcError:
+            return False
+        return bool(response.job.status == job_pb2.JOB_STATUS_SUCCEEDED)
+
+    async def _retrying(self, sub: Submission, call: Any, what: str) -> bool:
+        deadline = time.monotonic() + GIVE_UP_S
+        delay = RETRY_START_S
+        while True:
+            sub.create_calls += what == "create"
+            try:
+                await call(self._stub())
+                return True
+            except grpc.aio.AioRpcError as exc:
+                error = error_from_rpc(exc)
+                reason = error.reason.value if error is not None else exc.code().name
+                if what == "cancel" and reason in FINAL_REASONS:
+                    return True  # it answered: the job had already ended
+                if exc.code() in (grpc.StatusCode.INVALID_ARGUMENT,):
+                    raise  # the workload is wrong, not the platform
+                sub.errors.append(f"{what}: {reason}")
+            if time.monotonic() + delay > deadline:
+                return False
+            await asyncio.sleep(delay)  # backoff between tries of a failed call
+            delay = min(delay * 2, RETRY_MAX_S)
+
+    async def close(self) -> None:
+        for channel in self._channels:
+            await channel.close()
+
+
+class Workload:
+    """Creates jobs at ``rate`` per second until stopped; remembers every one it tried."""
+
+    def __init__(self, client: ChaosClient, rng: random.Random, rate: float) -> None:
+        self.client = client
+        self.rng = rng
+        self.rate = rate
+        self.submissions: list[Submission] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stop = asyncio.Event()
+        self._weights = [k.weight for k in KINDS]
+
+    async def run(self) -> None:
+        n = 0
+        started = time.monotonic()
+        while not self._stop.is_set():
+            kind = self.rng.choices(KINDS, self._weights)[0]
+            self.submit(kind, f"chaos-{n}")
+            n += 1
+            # the n-th create is due at started + n / rate (no drift from slow calls)
+            pause = started + n / self.rate - time.monotonic()
+            if pause > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), pause)
+
+    def submit(self, kind: JobKind, key: str) -> Submission:
+        sub = Submission(key=key, user_id=f"chaos-user-{len(self.submissions) % 7}", kind=kind)
+        self.submissions.append(sub)
+        task = asyncio.create_task(self._drive(sub), name=f"submit-{key}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return sub
+
+    async def probe(self, key: str, timeout_s: float) -> float | None:
+        """Seconds for a fresh job to be created and succeed, or None within timeout_s."""
+        started = time.monotonic()
+        sub = self.submit(PROBE, key)
+        deadline = started + timeout_s
+        while time.monotonic() < deadline:
+            if sub.job_id is not None and await self.client.succeeded(sub.job_id, sub.user_id):
+                return time.monotonic() - started
+            await asyncio.sleep(0.1)  # poll interval, bounded by the deadline
+        return None
+
+    async def _drive(self, sub: Submission) -> None:
+        if not await self.client.create(sub, sub.kind.draw_input(self.rng)):
+            log.warning("create %s never acknowledged", sub.key)
+            return
+        if sub.kind.cancel_after is not None:
+            await asyncio.sleep(sub.kind.cancel_after(self.rng))  # the client's own pace
+            sub.cancel_acked = await self.client.cancel(sub)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def drain(self) -> None:
+        """Wait for every create (and cancel) in progress to be answered or given up."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
