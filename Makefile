@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck format gen check-generate bench install clean
+.PHONY: run test lint typecheck format gen check-generate bench chaos install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,13 @@ check-generate: $(STAMP)
 ## bench: end-to-end throughput and latency through the embedded stack
 bench: $(STAMP)
 	$(PY) -m bench.e2e
+
+## chaos: fault injection over the real multi-process stack, then a checker of every job
+## (PROFILE=short, the default and part of `make test`; PROFILE=long: thousands of jobs)
+PROFILE ?= short
+SEED ?= 1
+chaos: $(STAMP)
+	$(PY) -m tests.chaos --profile $(PROFILE) --seed $(SEED)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -9,10 +9,12 @@ environment). Restarted processes keep their port (replicas) or get a new incarn
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import asyncpg
@@ -28,6 +30,9 @@ DATABASE = "jobs"
 # against the machine crashing, which no fault here does.
 PG_SETTINGS = {"fsync": "off", "full_page_writes": "off", "max_connections": "100"}
 SERVING_TIMEOUT_S = 60.0
+START_TRIES = 3
+
+log = logging.getLogger(__name__)
 
 
 class Replica:
@@ -46,6 +51,8 @@ class Replica:
         return f"{self.name}.{self.incarnation}"
 
     async def start(self) -> None:
+        if self.process is not None:
+            self.process.close()
         self.incarnation += 1
         c = self.cluster
         self.process = JobServiceProcess(
@@ -74,6 +81,8 @@ class WorkerSlot:
         return f"{self.name}.{self.incarnation}"
 
     def start(self) -> None:
+        if self.process is not None:
+            self.process.close()  # the previous incarnation (kills it if still running)
         self.incarnation += 1
         c = self.cluster
         self.process = WorkerProcess(
@@ -138,14 +147,14 @@ class Cluster:
     async def restart_postgres(self, down_s: float) -> None:
         await asyncio.to_thread(self.pg.stop, mode="fast")
         await asyncio.sleep(down_s)  # the outage itself
-        await asyncio.to_thread(self.pg.start)
+        await start_with_retries(self.pg.start)
 
     async def restart_nats(self, *, lose_data: bool, down_s: float) -> None:
         await asyncio.to_thread(self.nats.stop)  # no-op when already stopped
         if lose_data:
             shutil.rmtree(self.nats.store_dir / "jetstream", ignore_errors=True)
         await asyncio.sleep(down_s)  # the outage itself
-        await asyncio.to_thread(self.nats.start)
+        await start_with_retries(self.nats.start)
 
     async def stop(self) -> None:
         if self._db is not None:
@@ -159,6 +168,19 @@ class Cluster:
                 replica.process.close()
         await asyncio.to_thread(self.nats.stop)
         await asyncio.to_thread(self.pg.stop)
+
+
+async def start_with_retries(start: Callable[[], None]) -> None:
+    """Start a server, trying again when the start itself failed: a child forked from this
+    many-threaded process (gRPC) has been seen to crash before it could exec."""
+    for attempt in range(1, START_TRIES + 1):
+        try:
+            await asyncio.to_thread(start)
+            return
+        except (RuntimeError, OSError, subprocess.SubprocessError):
+            if attempt == START_TRIES:
+                raise
+            log.warning("server start failed (try %d of %d); trying again", attempt, START_TRIES)
 
 
 async def wait_serving(target: str, process: JobServiceProcess) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import nats
 
 from shared.constants import MSG_ID_HEADER, dispatch_subject
+from tests.chaos.workload import KINDS
 
 if TYPE_CHECKING:
     from tests.chaos.cluster import Cluster, Replica, WorkerSlot
@@ -28,8 +29,10 @@ if TYPE_CHECKING:
 # violation (the stack is expected back well within this).
 PROBE_TIMEOUT_S = 30.0
 OUTAGE_S = 1.0
-# Workers frozen before a data loss: well under a lease, so no lease expires for it.
-FREEZE_S = 0.8
+# Jobs created while the workers are frozen before a data loss, and how long they get to
+# be published (the whole freeze stays well under a lease).
+BURST = 12
+BURST_WAIT_S = 0.4
 # SIGSTOP/SIGCONT tries to catch a replica between committing and publishing outbox rows.
 CATCH_TRIES = 300
 DUPLICATES = 40
@@ -161,7 +164,6 @@ async def worker_sigterm(ctx: FaultContext) -> FaultRecord:
 async def _restart(replica: Replica) -> None:
     assert replica.process is not None
     await replica.process.wait(10)
-    replica.process.close()
     await replica.start()
 
 
@@ -218,13 +220,15 @@ async def service_kill_unpublished(ctx: FaultContext) -> FaultRecord:
 # --------------------------------------------------------------------------- servers
 
 
-async def _waiting_jobs(cluster: Cluster) -> list[str]:
-    """Jobs whose dispatch message is in NATS (published) and not yet acted on."""
+async def _undelivered_since(cluster: Cluster, since: float) -> list[str]:
+    """Waiting jobs whose dispatch was published after ``since`` (database clock)."""
     pool = await cluster.db()
     rows = await pool.fetch(
-        "SELECT j.id::text FROM jobs j WHERE j.status IN ('queued', 'retrying')"
-        " AND NOT EXISTS (SELECT 1 FROM outbox_events o WHERE o.aggregate_id = j.id::text"
-        " AND o.event_type = 'job.dispatch' AND o.status IN ('pending', 'processing'))"
+        "SELECT DISTINCT j.id::text FROM jobs j JOIN outbox_events o"
+        " ON o.aggregate_id = j.id::text AND o.event_type = 'job.dispatch'"
+        " AND o.status = 'published' AND o.published_at > to_timestamp($1)"
+        " WHERE j.status IN ('queued', 'retrying')",
+        since,
     )
     return [r["id"] for r in rows]
 
@@ -240,10 +244,11 @@ async def nats_restart(ctx: FaultContext) -> FaultRecord:
 
 async def nats_data_loss(ctx: FaultContext) -> FaultRecord:
     """Stop NATS, delete its JetStream store (streams, consumers, messages), start it: every
-    dispatch message in flight is gone; the reconciler must dispatch those jobs again.
+    dispatch message in the stream is gone; the reconciler must dispatch those jobs again.
 
-    The workers are frozen for a moment first (well within a lease), so that dispatch
-    messages pile up in the stream and the loss is certain to hit some."""
+    So that the loss certainly hits some, the workers are frozen (well within a lease)
+    until their pull requests have expired, and a burst of jobs is created: their dispatch
+    messages wait in the stream, delivered to no one, when the store goes."""
     cluster = ctx.cluster
     record = FaultRecord("nats_data_loss", "nats", await cluster.db_now())
     s = cluster.settings
@@ -253,13 +258,17 @@ async def nats_data_loss(ctx: FaultContext) -> FaultRecord:
     for process in workers:
         process.signal(signal.SIGSTOP)
     try:
-        await asyncio.sleep(FREEZE_S)  # dispatch messages accumulate in the stream
-        record.affected = await _waiting_jobs(cluster)
+        await asyncio.sleep(s.worker_fetch_timeout_s + 0.1)  # their pull requests expire
+        since = await cluster.db_now()
+        for n in range(BURST):
+            ctx.workload.submit(KINDS[0], f"{ctx.probe_key()}-burst-{n}")
+        await asyncio.sleep(BURST_WAIT_S)  # created and published, delivered to no one
+        record.affected = await _undelivered_since(cluster, since)
         await asyncio.to_thread(cluster.nats.stop)
     finally:
         for process in workers:
             process.signal(signal.SIGCONT)
-    record.notes.append(f"{len(record.affected)} jobs had their dispatch message in NATS")
+    record.notes.append(f"{len(record.affected)} undelivered dispatch messages lost")
     await cluster.restart_nats(lose_data=True, down_s=OUTAGE_S)
     await _probe(ctx, record, started)
     return record

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 QUIESCENCE_POLL_S = 0.5
 RECOVERY_MARGIN_S = 2.0
+MAX_RECOVERY_WAIT_S = 30.0
 
 
 async def run(
@@ -36,6 +37,7 @@ async def run(
     *,
     root: Path | None = None,
     keep: bool = False,
+    settings: StackSettings | None = None,
     say: Callable[[str], None] = print,
 ) -> Report:
     """One run; the report says whether it passed. Logs stay in ``root`` when it failed
@@ -44,7 +46,9 @@ async def run(
     rng = random.Random(seed)
     report = Report(profile.name, seed)
     started = time.monotonic()
-    cluster = Cluster(root, StackSettings(), replicas=profile.replicas, workers=profile.workers)
+    cluster = Cluster(
+        root, settings or StackSettings(), replicas=profile.replicas, workers=profile.workers
+    )
     try:
         say(f"chaos: starting the stack in {root}")
         await cluster.start()
@@ -53,13 +57,15 @@ async def run(
         try:
             records = await _inject(profile, FaultContext(cluster, workload, rng), say)
             workload.stop()
-            say("chaos: faults over; waiting for every job to finish")
+            say("chaos: faults over; waiting for every create and cancel to be answered")
             await workload.drain()
-            await _quiesce(await cluster.db(), profile.quiesce_timeout_s)
+            left = await _quiesce(await cluster.db(), profile.quiesce_timeout_s)
+            say(f"chaos: checking ({left} jobs unfinished)")
             report.elapsed_s = time.monotonic() - started
             await check(await cluster.db(), workload.submissions, records, cluster.log_dir, report)
         finally:
             workload.stop()
+            await workload.abandon()
             with contextlib.suppress(Exception):
                 await client.close()
     finally:
@@ -109,7 +115,8 @@ async def _inject(
 async def _recovered(pool: asyncpg.Pool, record: FaultRecord) -> None:
     """Until every job the fault affected has started again or ended (or its bound, plus a
     margin, has passed: the checker then reports it)."""
-    deadline = time.monotonic() + (record.bound_s or 0.0) + RECOVERY_MARGIN_S
+    wait = min((record.bound_s or 0.0) + RECOVERY_MARGIN_S, MAX_RECOVERY_WAIT_S)
+    deadline = time.monotonic() + wait
     waiting = list(record.affected)
     while waiting and time.monotonic() < deadline:
         waiting = [
@@ -121,13 +128,14 @@ async def _recovered(pool: asyncpg.Pool, record: FaultRecord) -> None:
             await asyncio.sleep(QUIESCENCE_POLL_S)  # poll, bounded by the deadline
 
 
-async def _quiesce(pool: asyncpg.Pool, timeout_s: float) -> None:
-    """Until no job is left unfinished, or the deadline (the checker then reports them)."""
+async def _quiesce(pool: asyncpg.Pool, timeout_s: float) -> int:
+    """Until no job is left unfinished, or the deadline (the checker then reports them);
+    returns how many are left."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        left = await pool.fetchval(
+    while True:
+        left: int = await pool.fetchval(
             "SELECT count(*) FROM jobs WHERE NOT status = ANY($1::text[])", list(TERMINAL)
         )
-        if left == 0:
-            return
+        if left == 0 or time.monotonic() > deadline:
+            return left
         await asyncio.sleep(QUIESCENCE_POLL_S)  # poll, bounded by the deadline

@@ -250,6 +250,14 @@ class Workload:
     def stop(self) -> None:
         self._stop.set()
 
+    async def abandon(self) -> None:
+        """Cancel every create and cancel still in progress (the run is being torn down)."""
+        tasks = set(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
     async def drain(self) -> None:
         """Wait for every create (and cancel) in progress to be answered or given up."""
         while self._tasks:
