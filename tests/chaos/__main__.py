@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
+
+# This process forks servers (pg_ctl as another user cannot use vfork) while gRPC threads
+# run; gRPC's fork handlers then only log, or crash the child before it execs.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from tests.chaos.harness import run
 from tests.chaos.profiles import PROFILES
