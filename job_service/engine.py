@@ -26,8 +26,9 @@ from job_service.domain.models import (
     Submission,
 )
 from job_service.domain.retry import RetryDecision, RetryPolicy
-from job_service.ports import CancelNotifier, JobStore, Waker
+from job_service.ports import CancelNotifier, CredentialOwnership, JobStore, Waker
 from shared.canonical import canonical_json, check_storable, content_hash
+from shared.credentials import CredentialMode
 from shared.errors import (
     ErrorClass,
     ErrorCode,
@@ -40,7 +41,7 @@ from shared.errors import (
     JobsError,
     classify,
 )
-from shared.registry import Registry
+from shared.registry import JobDefinition, Registry
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +67,13 @@ class JobEngine:
         store: JobStore,
         notifier: CancelNotifier,
         outbox: Waker,
+        credentials: CredentialOwnership,
     ) -> None:
         self._registry = registry
         self._store = store
         self._notifier = notifier
         self._outbox = outbox
+        self._credentials = credentials
         self._policies = {d.job_type: RetryPolicy.of(d) for d in registry}
 
     # --- JobService --------------------------------------------------------------------
@@ -82,10 +85,12 @@ class JobEngine:
         raw_input: dict[str, Any],
         idempotency_key: str,
         priority: int | None,
+        credential_mode: CredentialMode = CredentialMode.PLATFORM,
+        credential_id: str = "",
     ) -> tuple[Job, bool]:
-        _require_name("user_id", user_id)
+        require_name("user_id", user_id)
         if idempotency_key:
-            _require_name("idempotency_key", idempotency_key)
+            require_name("idempotency_key", idempotency_key)
         definition = self._registry.get(job_type)
         if priority is not None and not MIN_PRIORITY <= priority <= MAX_PRIORITY:
             raise InvalidInput(
@@ -104,14 +109,16 @@ class JobEngine:
         validated = definition.validate_input(raw_input)
         snapshot = definition.snapshot(validated)
         effective_priority = definition.default_priority if priority is None else priority
+        await self._check_credential(user_id, definition, credential_mode, credential_id)
         # what "the same request" means for an idempotency key
-        request_hash = content_hash(
-            {
-                "job_type": job_type,
-                "input": validated.model_dump(mode="json"),
-                "priority": effective_priority,
-            }
-        )
+        request = {
+            "job_type": job_type,
+            "input": validated.model_dump(mode="json"),
+            "priority": effective_priority,
+        }
+        if credential_mode is CredentialMode.USER:  # platform jobs hash as they always did
+            request["credential_id"] = credential_id
+        request_hash = content_hash(request)
         job, created = await self._store.create(
             NewJob(
                 user_id=user_id,
@@ -127,6 +134,8 @@ class JobEngine:
                 definition_version=definition.version,
                 snapshot=snapshot,
                 snapshot_hash=content_hash(snapshot),
+                credential_mode=credential_mode,
+                credential_id=credential_id or None,
             )
         )
         if created:
@@ -138,17 +147,45 @@ class JobEngine:
             )
         return job, created
 
+    async def _check_credential(
+        self, user_id: str, definition: JobDefinition, mode: CredentialMode, credential_id: str
+    ) -> None:
+        """The job may run with this key: allowed by its type, and the user's own."""
+        if mode not in definition.credential_modes:
+            allowed = ", ".join(m.value for m in definition.credential_modes)
+            raise InvalidInput(
+                f"job type {definition.job_type} does not run with a {mode} key",
+                [FieldViolation("credential_mode", f"{definition.job_type} allows: {allowed}")],
+            )
+        if mode is CredentialMode.PLATFORM:
+            if credential_id:
+                raise InvalidInput(
+                    "credential_id is only for user keys",
+                    [FieldViolation("credential_id", "only with CREDENTIAL_MODE_USER")],
+                )
+            return
+        if not credential_id:
+            raise InvalidInput(
+                "a user key needs credential_id",
+                [FieldViolation("credential_id", "required with CREDENTIAL_MODE_USER")],
+            )
+        if not _is_uuid(credential_id) or not await self._credentials.owned(credential_id, user_id):
+            raise InvalidInput(
+                "no such credential for this user",
+                [FieldViolation("credential_id", "the id of one of this user's credentials")],
+            )
+
     async def get_job(self, job_id: str, user_id: str) -> Job:
-        _require_uuid("job_id", job_id)
-        _require_name("user_id", user_id)
+        require_uuid("job_id", job_id)
+        require_name("user_id", user_id)
         job = await self._store.get(job_id, user_id)
         if job is None:
             raise JobNotFound("no such job")
         return job
 
     async def cancel_job(self, job_id: str, user_id: str) -> Job:
-        _require_uuid("job_id", job_id)
-        _require_name("user_id", user_id)
+        require_uuid("job_id", job_id)
+        require_name("user_id", user_id)
         job = await self._store.get(job_id, user_id)
         if job is None:
             raise JobNotFound("no such job")
@@ -180,7 +217,7 @@ class JobEngine:
     ) -> list[LockGrant | LockRefusal]:
         """A lease on each lockable job, answered per id in order. A malformed, unknown or
         repeated id is refused: a job is never granted twice in one answer."""
-        _require_name("worker_id", worker_id)
+        require_name("worker_id", worker_id)
         _require_batch("requests", job_ids)
         distinct = list(dict.fromkeys(j for j in job_ids if _is_uuid(j)))
         answers = dict(zip(distinct, await self._store.lock(distinct, worker_id), strict=True))
@@ -188,8 +225,8 @@ class JobEngine:
         return [answers.pop(job_id, refused) for job_id in job_ids]
 
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
-        _require_uuid("job_id", job_id)
-        _require_uuid("lease_token", lease_token)
+        require_uuid("job_id", job_id)
+        require_uuid("lease_token", lease_token)
         return await self._store.heartbeat(job_id, lease_token, progress)
 
     async def submit_results(
@@ -214,8 +251,8 @@ class JobEngine:
     async def submit_failure(
         self, job_id: str, lease_token: str, error_code: str, error_message: str
     ) -> FailureOutcome:
-        _require_uuid("job_id", job_id)
-        _require_uuid("lease_token", lease_token)
+        require_uuid("job_id", job_id)
+        require_uuid("lease_token", lease_token)
         if not ERROR_CODE_PATTERN.fullmatch(error_code):
             raise InvalidInput(
                 "error_code is malformed",
@@ -268,8 +305,8 @@ def not_json(field: str) -> InvalidInput:
 def _submission_problem(submission: Submission, seen: set[str]) -> JobsError | None:
     """Why a submission cannot be stored as it is, or None."""
     try:
-        _require_uuid("job_id", submission.job_id)
-        _require_uuid("lease_token", submission.lease_token)
+        require_uuid("job_id", submission.job_id)
+        require_uuid("lease_token", submission.lease_token)
     except InvalidInput as error:
         return error
     if submission.job_id in seen:
@@ -329,12 +366,12 @@ def _is_uuid(value: str) -> bool:
     return True
 
 
-def _require_uuid(name: str, value: str) -> None:
+def require_uuid(name: str, value: str) -> None:
     if not _is_uuid(value):
         raise InvalidInput(f"{name} is not a valid id", [FieldViolation(name, "must be a UUID")])
 
 
-def _require_name(name: str, value: str) -> None:
+def require_name(name: str, value: str) -> None:
     if not value or len(value) > MAX_ID_CHARS or not value.isprintable():
         raise InvalidInput(
             f"{name} is missing or malformed",

@@ -17,6 +17,8 @@ Exceptions::
     ├── JobAlreadyCancelled        FAILED_PRECONDITION JOB_ALREADY_CANCELLED
     ├── IdempotencyKeyReused       FAILED_PRECONDITION IDEMPOTENCY_KEY_REUSED
     ├── LeaseLost                  ABORTED            LEASE_LOST
+    ├── CredentialNotFound         NOT_FOUND          CREDENTIAL_NOT_FOUND
+    ├── CredentialUnavailable      FAILED_PRECONDITION CREDENTIAL_UNAVAILABLE
     └── PlatformUnavailable        UNAVAILABLE        PLATFORM_UNAVAILABLE
     ExecutionError                 raised inside a worker; its code becomes job.error_code
 """
@@ -37,6 +39,8 @@ class Reason(StrEnum):
     JOB_ALREADY_CANCELLED = "JOB_ALREADY_CANCELLED"
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     LEASE_LOST = "LEASE_LOST"
+    CREDENTIAL_NOT_FOUND = "CREDENTIAL_NOT_FOUND"
+    CREDENTIAL_UNAVAILABLE = "CREDENTIAL_UNAVAILABLE"
     PLATFORM_UNAVAILABLE = "PLATFORM_UNAVAILABLE"
     INTERNAL = "INTERNAL"
 
@@ -86,6 +90,20 @@ class LeaseLost(JobsError):
     reason = Reason.LEASE_LOST
 
 
+class CredentialNotFound(JobsError):
+    """No such credential for this user (another user's is not found either), or the
+    credential a job was created with has been deleted since."""
+
+    reason = Reason.CREDENTIAL_NOT_FOUND
+
+
+class CredentialUnavailable(JobsError):
+    """User credentials cannot be used here: none is configured for the job, or this
+    deployment has no master key to seal or open them with."""
+
+    reason = Reason.CREDENTIAL_UNAVAILABLE
+
+
 class PlatformUnavailable(JobsError):
     reason = Reason.PLATFORM_UNAVAILABLE
 
@@ -123,6 +141,8 @@ class ErrorCode(StrEnum):
     CONTENT_SAFETY_BLOCKED = "CONTENT_SAFETY_BLOCKED"
     TIMEOUT = "TIMEOUT"
     CREDENTIAL_INVALID = "CREDENTIAL_INVALID"
+    # the user's key was deleted, or cannot be opened with this deployment's master keys
+    CREDENTIAL_UNAVAILABLE = "CREDENTIAL_UNAVAILABLE"
     CANCELLED = "CANCELLED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
     JOB_REJECTED = "JOB_REJECTED"

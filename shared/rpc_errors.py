@@ -27,6 +27,8 @@ _CODES: dict[Reason, grpc.StatusCode] = {
     Reason.JOB_ALREADY_CANCELLED: grpc.StatusCode.FAILED_PRECONDITION,
     Reason.IDEMPOTENCY_KEY_REUSED: grpc.StatusCode.FAILED_PRECONDITION,
     Reason.LEASE_LOST: grpc.StatusCode.ABORTED,
+    Reason.CREDENTIAL_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Reason.CREDENTIAL_UNAVAILABLE: grpc.StatusCode.FAILED_PRECONDITION,
     Reason.PLATFORM_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     Reason.INTERNAL: grpc.StatusCode.INTERNAL,
 }
@@ -41,6 +43,8 @@ _CLASSES: dict[Reason, type[JobsError]] = {
         errors.JobAlreadyCancelled,
         errors.IdempotencyKeyReused,
         errors.LeaseLost,
+        errors.CredentialNotFound,
+        errors.CredentialUnavailable,
         errors.PlatformUnavailable,
         errors.InternalError,
     )

@@ -37,6 +37,7 @@ ENGINE_CODES = {
     "CONTENT_SAFETY_BLOCKED": ErrorClass.CONTENT_SAFETY,
     "TIMEOUT": ErrorClass.TIMEOUT,
     "CREDENTIAL_INVALID": ErrorClass.CREDENTIAL,
+    "CREDENTIAL_UNAVAILABLE": ErrorClass.CREDENTIAL,
     "CANCELLED": ErrorClass.CANCELLED,
     "INTERNAL_ERROR": ErrorClass.INTERNAL,
     "JOB_REJECTED": ErrorClass.JOB,
@@ -169,6 +170,11 @@ EXPECTED_CODES = {
         grpc.StatusCode.FAILED_PRECONDITION,
     ),
     errors.LeaseLost: (Reason.LEASE_LOST, grpc.StatusCode.ABORTED),
+    errors.CredentialNotFound: (Reason.CREDENTIAL_NOT_FOUND, grpc.StatusCode.NOT_FOUND),
+    errors.CredentialUnavailable: (
+        Reason.CREDENTIAL_UNAVAILABLE,
+        grpc.StatusCode.FAILED_PRECONDITION,
+    ),
     errors.PlatformUnavailable: (Reason.PLATFORM_UNAVAILABLE, grpc.StatusCode.UNAVAILABLE),
     errors.InternalError: (Reason.INTERNAL, grpc.StatusCode.INTERNAL),
 }

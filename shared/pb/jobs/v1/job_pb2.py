@@ -26,19 +26,21 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11jobs/v1/job.proto\x12\x07jobs.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf5\x04\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\x10\n\x08job_type\x18\x03 \x01(\t\x12\"\n\x06status\x18\x04 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12\r\n\x05queue\x18\x05 \x01(\t\x12\x10\n\x08priority\x18\x06 \x01(\x05\x12\x15\n\rattempt_count\x18\x07 \x01(\x05\x12\x14\n\x0cmax_attempts\x18\x08 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\t \x01(\t\x12\x10\n\x08progress\x18\n \x01(\x01\x12\'\n\x06output\x18\x0b \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0boutput_hash\x18\x0c \x01(\t\x12\x12\n\nerror_code\x18\r \x01(\t\x12\x15\n\rerror_message\x18\x0e \x01(\t\x12.\n\ncreated_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bnext_run_at\x18\x13 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12$\n\tartifacts\x18\x14 \x03(\x0b\x32\x11.jobs.v1.Artifact\x12!\n\x06\x65vents\x18\x15 \x03(\x0b\x32\x11.jobs.v1.JobEvent\"q\n\x08\x41rtifact\x12\x15\n\rartifact_type\x18\x01 \x01(\t\x12\x13\n\x0b\x61rtifact_id\x18\x02 \x01(\t\x12\x0f\n\x07ordinal\x18\x03 \x01(\x05\x12(\n\x07payload\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xa3\x01\n\x08JobEvent\x12\'\n\x0b\x66rom_status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12%\n\tto_status\x18\x02 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12&\n\x02\x61t\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xf3\x01\n\tJobStatus\x12\x1a\n\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12JOB_STATUS_CREATED\x10\x01\x12\x15\n\x11JOB_STATUS_QUEUED\x10\x02\x12\x16\n\x12JOB_STATUS_RUNNING\x10\x03\x12\x17\n\x13JOB_STATUS_RETRYING\x10\x04\x12\x1f\n\x1bJOB_STATUS_CANCEL_REQUESTED\x10\x05\x12\x18\n\x14JOB_STATUS_SUCCEEDED\x10\x06\x12\x15\n\x11JOB_STATUS_FAILED\x10\x07\x12\x18\n\x14JOB_STATUS_CANCELLED\x10\x08\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11jobs/v1/job.proto\x12\x07jobs.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbe\x05\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\x10\n\x08job_type\x18\x03 \x01(\t\x12\"\n\x06status\x18\x04 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12\r\n\x05queue\x18\x05 \x01(\t\x12\x10\n\x08priority\x18\x06 \x01(\x05\x12\x15\n\rattempt_count\x18\x07 \x01(\x05\x12\x14\n\x0cmax_attempts\x18\x08 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\t \x01(\t\x12\x10\n\x08progress\x18\n \x01(\x01\x12\'\n\x06output\x18\x0b \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0boutput_hash\x18\x0c \x01(\t\x12\x12\n\nerror_code\x18\r \x01(\t\x12\x15\n\rerror_message\x18\x0e \x01(\t\x12.\n\ncreated_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bnext_run_at\x18\x13 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12$\n\tartifacts\x18\x14 \x03(\x0b\x32\x11.jobs.v1.Artifact\x12!\n\x06\x65vents\x18\x15 \x03(\x0b\x32\x11.jobs.v1.JobEvent\x12\x30\n\x0f\x63redential_mode\x18\x1e \x01(\x0e\x32\x17.jobs.v1.CredentialMode\x12\x15\n\rcredential_id\x18\x1f \x01(\t\"q\n\x08\x41rtifact\x12\x15\n\rartifact_type\x18\x01 \x01(\t\x12\x13\n\x0b\x61rtifact_id\x18\x02 \x01(\t\x12\x0f\n\x07ordinal\x18\x03 \x01(\x05\x12(\n\x07payload\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xa3\x01\n\x08JobEvent\x12\'\n\x0b\x66rom_status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12%\n\tto_status\x18\x02 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12&\n\x02\x61t\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xf3\x01\n\tJobStatus\x12\x1a\n\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12JOB_STATUS_CREATED\x10\x01\x12\x15\n\x11JOB_STATUS_QUEUED\x10\x02\x12\x16\n\x12JOB_STATUS_RUNNING\x10\x03\x12\x17\n\x13JOB_STATUS_RETRYING\x10\x04\x12\x1f\n\x1bJOB_STATUS_CANCEL_REQUESTED\x10\x05\x12\x18\n\x14JOB_STATUS_SUCCEEDED\x10\x06\x12\x15\n\x11JOB_STATUS_FAILED\x10\x07\x12\x18\n\x14JOB_STATUS_CANCELLED\x10\x08*i\n\x0e\x43redentialMode\x12\x1f\n\x1b\x43REDENTIAL_MODE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x43REDENTIAL_MODE_PLATFORM\x10\x01\x12\x18\n\x14\x43REDENTIAL_MODE_USER\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobs.v1.job_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_JOBSTATUS']._serialized_start=1007
-  _globals['_JOBSTATUS']._serialized_end=1250
+  _globals['_JOBSTATUS']._serialized_start=1080
+  _globals['_JOBSTATUS']._serialized_end=1323
+  _globals['_CREDENTIALMODE']._serialized_start=1325
+  _globals['_CREDENTIALMODE']._serialized_end=1430
   _globals['_JOB']._serialized_start=94
-  _globals['_JOB']._serialized_end=723
-  _globals['_ARTIFACT']._serialized_start=725
-  _globals['_ARTIFACT']._serialized_end=838
-  _globals['_JOBEVENT']._serialized_start=841
-  _globals['_JOBEVENT']._serialized_end=1004
+  _globals['_JOB']._serialized_end=796
+  _globals['_ARTIFACT']._serialized_start=798
+  _globals['_ARTIFACT']._serialized_end=911
+  _globals['_JOBEVENT']._serialized_start=914
+  _globals['_JOBEVENT']._serialized_end=1077
 # @@protoc_insertion_point(module_scope)
