@@ -9,7 +9,8 @@ from job_service.domain.credentials import Keyring, parse_master_key
 
 
 class JobServiceSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
+    # hide_input_in_errors: a complaint about a URL or a master key never quotes it
+    model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore", hide_input_in_errors=True)
 
     # libpq-style URL: postgresql://user:pass@host:port/db (or ?host=/socket/dir).
     database_url: str
