@@ -12,9 +12,13 @@ import grpc
 from job_service.app import JobServiceApp
 from job_service.settings import JobServiceSettings
 from shared.canonical import content_hash
-from shared.pb.jobs.v1 import credential_service_pb2_grpc
+from shared.pb.jobs.v1 import (
+    credential_service_pb2_grpc,
+    executor_service_pb2_grpc,
+    job_pb2,
+    job_service_pb2_grpc,
+)
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
-from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_pb2, job_service_pb2_grpc
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
 
