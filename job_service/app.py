@@ -212,3 +212,16 @@ class JobServiceApp:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+async def reseal_credentials(settings: JobServiceSettings) -> int:
+    """Re-seal every stored user key under the current master key (after a rotation, so
+    that the retired key can be dropped); how many were re-sealed."""
+    keyring = settings.keyring()
+    if keyring is None:
+        raise ValueError("JOBS_CREDENTIALS_MASTER_KEY is not set")
+    pool = await create_pool(settings.database_url, 2)
+    try:
+        return await CredentialVault(CredentialRepository(pool), keyring).reseal_all()
+    finally:
+        await pool.close()

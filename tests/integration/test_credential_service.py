@@ -7,15 +7,20 @@ import asyncpg
 import grpc
 import pytest
 
-from job_service.adapters.credential_repository import CredentialRepository
-from job_service.adapters.repository import create_pool
-from job_service.credentials import CredentialVault, MasterKeyMissing
-from job_service.domain.credentials import Keyring, key_id, new_master_key, parse_master_key
+from job_service.app import reseal_credentials
+from job_service.credentials import MasterKeyMissing
+from job_service.domain.credentials import key_id, new_master_key, parse_master_key
 from shared.credentials import fingerprint
 from shared.errors import CredentialNotFound, CredentialUnavailable, InvalidInput
 from shared.pb.jobs.v1 import credential_service_pb2 as cpb
 from shared.rpc_errors import error_from_rpc
-from tests.support.stack import TEST_MASTER_KEY, Client, count_rows, running_job_service
+from tests.support.stack import (
+    TEST_MASTER_KEY,
+    Client,
+    count_rows,
+    running_job_service,
+    settings,
+)
 
 API_KEY = "sk-integration-7f3a9c1e5b-PUT"
 
@@ -174,19 +179,19 @@ async def test_rotation_reseals_every_key_under_the_new_master_key(
     for n in range(3):
         await put(client, user_id=f"user-{n}", api_key=f"{API_KEY}-{n}")
     new = new_master_key()
-    pool = await create_pool(database_url, 2)
-    try:
-        store = CredentialRepository(pool)
-        keyring = Keyring.from_text(new, retired=TEST_MASTER_KEY)
-        vault = CredentialVault(store, keyring)
+    rotated = settings(
+        database_url,
+        nats_url,
+        credentials_master_key=new,
+        credentials_retired_master_keys=TEST_MASTER_KEY,
+    )
 
-        assert await vault.reseal_all() == 3
-        assert await vault.reseal_all() == 0
-    finally:
-        await pool.close()
+    # python -m job_service reseal-credentials
+    assert await reseal_credentials(rotated) == 3
+    assert await reseal_credentials(rotated) == 0
 
     assert await db.fetchval("SELECT array_agg(DISTINCT key_id) FROM credentials") == [
-        keyring.current_id
+        key_id(parse_master_key(new))
     ]
     # the retired key is no longer needed: the service starts with the new one alone
     async with running_job_service(database_url, nats_url, credentials_master_key=new):
