@@ -54,7 +54,7 @@ async def test_reflection_describes_every_service(job_service: JobServiceApp) ->
         "jobs.v1.ExecutorService",
         "jobs.v1.JobService",
     ]
-    assert methods == ["CreateJob", "GetJob", "CancelJob"]
+    assert methods == ["CreateJob", "GetJob", "CancelJob", "ListJobs", "WatchJob"]
 
 
 async def test_streams_and_consumers_can_be_declared_again(nats_client: NatsClient) -> None:
