@@ -21,6 +21,7 @@ from shared.pb.jobs.v1 import (
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
+from shared.registry import Registry
 
 # Short leases so that expiry tests take seconds, not minutes.
 FAST = {
@@ -46,9 +47,9 @@ def settings(database_url: str, nats_url: str, **overrides: Any) -> JobServiceSe
 
 @asynccontextmanager
 async def running_job_service(
-    database_url: str, nats_url: str, **overrides: Any
+    database_url: str, nats_url: str, registry: Registry | None = None, **overrides: Any
 ) -> AsyncIterator[JobServiceApp]:
-    async with JobServiceApp(settings(database_url, nats_url, **overrides)) as app:
+    async with JobServiceApp(settings(database_url, nats_url, **overrides), registry) as app:
         yield app
 
 
