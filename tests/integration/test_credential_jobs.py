@@ -282,3 +282,18 @@ async def test_a_ciphertext_moved_to_another_users_row_does_not_decrypt(
     assert isinstance(error, CredentialUnavailable)
     assert API_KEY not in caplog.text
     assert attacker in caplog.text  # operators learn which credential is broken
+
+
+async def test_the_database_refuses_a_mode_and_id_that_disagree(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    job = (await create(client, mode=PLATFORM)).job
+
+    for mode, credential_id in (("user", None), ("platform", str(uuid.uuid4())), ("other", None)):
+        with pytest.raises(asyncpg.CheckViolationError):
+            await db.execute(
+                "UPDATE jobs SET credential_mode = $2, credential_id = $3 WHERE id = $1",
+                job.id,
+                mode,
+                credential_id,
+            )

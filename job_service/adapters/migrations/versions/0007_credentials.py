@@ -47,12 +47,13 @@ def upgrade() -> None:
         ),
     )
     op.add_column("jobs", sa.Column("credential_id", sa.UUID(as_uuid=False), nullable=True))
-    op.create_check_constraint(
-        "jobs_credential_consistent",
-        "jobs",
+    # NOT VALID, then VALIDATE: the scan of existing rows runs without blocking writes.
+    op.execute(
+        "ALTER TABLE jobs ADD CONSTRAINT jobs_credential_consistent CHECK ("
         "credential_mode IN ('platform', 'user')"
-        " AND (credential_mode = 'user') = (credential_id IS NOT NULL)",
+        " AND (credential_mode = 'user') = (credential_id IS NOT NULL)) NOT VALID"
     )
+    op.execute("ALTER TABLE jobs VALIDATE CONSTRAINT jobs_credential_consistent")
 
 
 def downgrade() -> None:
