@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
-from pydantic import Field, SecretStr
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.registry import Registry
@@ -16,8 +16,7 @@ def _default_worker_id() -> str:
 
 
 class WorkerSettings(BaseSettings):
-    # hide_input_in_errors: a complaint about a provider key never quotes it
-    model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore", hide_input_in_errors=True)
+    model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
 
     nats_url: str = "nats://127.0.0.1:4222"
     # host:port of the job service's gRPC server (ExecutorService).
@@ -33,19 +32,6 @@ class WorkerSettings(BaseSettings):
     # How long one fetch waits for messages; also bounds how long stopping intake takes.
     worker_fetch_timeout_s: float = Field(default=1.0, gt=0, le=30)
     log_level: str = "INFO"
-    # The platform's provider keys (CREDENTIAL_MODE_PLATFORM jobs): per model tier,
-    # JOBS_PROVIDER_API_KEY_PRIMARY / _CHEAP, else JOBS_PROVIDER_API_KEY for every tier.
-    # Jobs on their owner's key never use them (worker_service.credentials).
-    provider_api_key: SecretStr | None = None
-    provider_api_key_primary: SecretStr | None = None
-    provider_api_key_cheap: SecretStr | None = None
-
-    def platform_api_key(self, tier: str) -> str | None:
-        """The platform's key for a model tier ("primary", "cheap"), or None if unset."""
-        for key in (getattr(self, f"provider_api_key_{tier}", None), self.provider_api_key):
-            if isinstance(key, SecretStr) and key.get_secret_value():
-                return key.get_secret_value()
-        return None
 
     def queue_slots(self, registry: Registry) -> dict[str, int]:
         """The queues to consume and the concurrent jobs each may run; ValueError when a

@@ -41,19 +41,3 @@ def test_the_worker_refuses_an_empty_fetch_batch(monkeypatch: pytest.MonkeyPatch
         WorkerSettings()
 
     assert describe(raised.value).startswith("  JOBS_WORKER_FETCH_BATCH:")
-
-
-def test_platform_keys_are_per_tier_with_a_default_and_never_shown(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("JOBS_PROVIDER_API_KEY", "sk-platform-default")
-    monkeypatch.setenv("JOBS_PROVIDER_API_KEY_CHEAP", "sk-platform-cheap")
-
-    configured = WorkerSettings()
-
-    assert configured.platform_api_key("cheap") == "sk-platform-cheap"
-    assert configured.platform_api_key("primary") == "sk-platform-default"
-    assert configured.platform_api_key("unknown") == "sk-platform-default"
-    assert "sk-platform" not in repr(configured)
-    monkeypatch.delenv("JOBS_PROVIDER_API_KEY")
-    assert WorkerSettings().platform_api_key("primary") is None
