@@ -18,7 +18,7 @@ class Attempt:
 
     __slots__ = ("_api_key", "_credentials", "_progress", "_resolved", "_task", "cause", "job")
 
-    def __init__(self, job: LockedJob, credentials: CredentialResolver) -> None:
+    def __init__(self, job: LockedJob, *, credentials: CredentialResolver) -> None:
         self.job = job
         self.cause: CancelCause | None = None
         self._task: asyncio.Task[object] | None = None

@@ -103,7 +103,7 @@ class Pipeline:
     # --- execution ----------------------------------------------------------------------
 
     async def _execute(self, job: LockedJob, lease: Lease) -> Outcome | None:
-        attempt = Attempt(job, self._credentials)
+        attempt = Attempt(job, credentials=self._credentials)
         self._running[job.job_id] = attempt
         early = self._early_cancels.pop(job.job_id, None)
         if early is not None and early > self._clock():

@@ -160,7 +160,7 @@ async def test_an_attempt_fetches_its_key_once(
     resolver: CredentialResolver, executor: FakeExecutor
 ) -> None:
     executor.credentials["j1"] = [UserKey(API_KEY, "deepseek", "cred-1")]
-    attempt = Attempt(on_user_key(), resolver)
+    attempt = Attempt(on_user_key(), credentials=resolver)
 
     assert [await attempt.api_key(), await attempt.api_key()] == [API_KEY, API_KEY]
     assert len(executor.resolve_calls) == 1
