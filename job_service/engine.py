@@ -88,9 +88,9 @@ class JobEngine:
         credential_mode: CredentialMode = CredentialMode.PLATFORM,
         credential_id: str = "",
     ) -> tuple[Job, bool]:
-        require_name("user_id", user_id)
+        _require_name("user_id", user_id)
         if idempotency_key:
-            require_name("idempotency_key", idempotency_key)
+            _require_name("idempotency_key", idempotency_key)
         definition = self._registry.get(job_type)
         if priority is not None and not MIN_PRIORITY <= priority <= MAX_PRIORITY:
             raise InvalidInput(
@@ -176,16 +176,16 @@ class JobEngine:
             )
 
     async def get_job(self, job_id: str, user_id: str) -> Job:
-        require_uuid("job_id", job_id)
-        require_name("user_id", user_id)
+        _require_uuid("job_id", job_id)
+        _require_name("user_id", user_id)
         job = await self._store.get(job_id, user_id)
         if job is None:
             raise JobNotFound("no such job")
         return job
 
     async def cancel_job(self, job_id: str, user_id: str) -> Job:
-        require_uuid("job_id", job_id)
-        require_name("user_id", user_id)
+        _require_uuid("job_id", job_id)
+        _require_name("user_id", user_id)
         job = await self._store.get(job_id, user_id)
         if job is None:
             raise JobNotFound("no such job")
@@ -217,7 +217,7 @@ class JobEngine:
     ) -> list[LockGrant | LockRefusal]:
         """A lease on each lockable job, answered per id in order. A malformed, unknown or
         repeated id is refused: a job is never granted twice in one answer."""
-        require_name("worker_id", worker_id)
+        _require_name("worker_id", worker_id)
         _require_batch("requests", job_ids)
         distinct = list(dict.fromkeys(j for j in job_ids if _is_uuid(j)))
         answers = dict(zip(distinct, await self._store.lock(distinct, worker_id), strict=True))
@@ -225,8 +225,8 @@ class JobEngine:
         return [answers.pop(job_id, refused) for job_id in job_ids]
 
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
-        require_uuid("job_id", job_id)
-        require_uuid("lease_token", lease_token)
+        _require_uuid("job_id", job_id)
+        _require_uuid("lease_token", lease_token)
         return await self._store.heartbeat(job_id, lease_token, progress)
 
     async def submit_results(
@@ -251,8 +251,8 @@ class JobEngine:
     async def submit_failure(
         self, job_id: str, lease_token: str, error_code: str, error_message: str
     ) -> FailureOutcome:
-        require_uuid("job_id", job_id)
-        require_uuid("lease_token", lease_token)
+        _require_uuid("job_id", job_id)
+        _require_uuid("lease_token", lease_token)
         if not ERROR_CODE_PATTERN.fullmatch(error_code):
             raise InvalidInput(
                 "error_code is malformed",
@@ -305,8 +305,8 @@ def not_json(field: str) -> InvalidInput:
 def _submission_problem(submission: Submission, seen: set[str]) -> JobsError | None:
     """Why a submission cannot be stored as it is, or None."""
     try:
-        require_uuid("job_id", submission.job_id)
-        require_uuid("lease_token", submission.lease_token)
+        _require_uuid("job_id", submission.job_id)
+        _require_uuid("lease_token", submission.lease_token)
     except InvalidInput as error:
         return error
     if submission.job_id in seen:
@@ -366,14 +366,19 @@ def _is_uuid(value: str) -> bool:
     return True
 
 
-def require_uuid(name: str, value: str) -> None:
+def _require_uuid(name: str, value: str) -> None:
     if not _is_uuid(value):
         raise InvalidInput(f"{name} is not a valid id", [FieldViolation(name, "must be a UUID")])
 
 
-def require_name(name: str, value: str) -> None:
+def _require_name(name: str, value: str) -> None:
     if not value or len(value) > MAX_ID_CHARS or not value.isprintable():
         raise InvalidInput(
             f"{name} is missing or malformed",
             [FieldViolation(name, f"1..{MAX_ID_CHARS} printable characters")],
         )
+
+
+# For the other use cases (job_service.operations): the same checks, one spelling.
+require_name = _require_name
+require_uuid = _require_uuid
