@@ -13,12 +13,12 @@ Exceptions::
     JobsError                      (reason, public message, optional field violations)
     ├── InvalidInput               INVALID_ARGUMENT   INVALID_INPUT / UNKNOWN_JOB_TYPE
     ├── JobNotFound                NOT_FOUND          JOB_NOT_FOUND
+    ├── CredentialNotFound         NOT_FOUND          CREDENTIAL_NOT_FOUND
+    ├── CredentialUnavailable      FAILED_PRECONDITION CREDENTIAL_UNAVAILABLE
     ├── JobNotCancellable          FAILED_PRECONDITION JOB_NOT_CANCELLABLE
     ├── JobAlreadyCancelled        FAILED_PRECONDITION JOB_ALREADY_CANCELLED
     ├── IdempotencyKeyReused       FAILED_PRECONDITION IDEMPOTENCY_KEY_REUSED
     ├── LeaseLost                  ABORTED            LEASE_LOST
-    ├── CredentialNotFound         NOT_FOUND          CREDENTIAL_NOT_FOUND
-    ├── CredentialUnavailable      FAILED_PRECONDITION CREDENTIAL_UNAVAILABLE
     └── PlatformUnavailable        UNAVAILABLE        PLATFORM_UNAVAILABLE
     ExecutionError                 raised inside a worker; its code becomes job.error_code
 """
@@ -35,12 +35,12 @@ class Reason(StrEnum):
     INVALID_INPUT = "INVALID_INPUT"
     UNKNOWN_JOB_TYPE = "UNKNOWN_JOB_TYPE"
     JOB_NOT_FOUND = "JOB_NOT_FOUND"
+    CREDENTIAL_NOT_FOUND = "CREDENTIAL_NOT_FOUND"
+    CREDENTIAL_UNAVAILABLE = "CREDENTIAL_UNAVAILABLE"
     JOB_NOT_CANCELLABLE = "JOB_NOT_CANCELLABLE"
     JOB_ALREADY_CANCELLED = "JOB_ALREADY_CANCELLED"
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     LEASE_LOST = "LEASE_LOST"
-    CREDENTIAL_NOT_FOUND = "CREDENTIAL_NOT_FOUND"
-    CREDENTIAL_UNAVAILABLE = "CREDENTIAL_UNAVAILABLE"
     PLATFORM_UNAVAILABLE = "PLATFORM_UNAVAILABLE"
     INTERNAL = "INTERNAL"
 
@@ -74,6 +74,20 @@ class JobNotFound(JobsError):
     reason = Reason.JOB_NOT_FOUND
 
 
+class CredentialNotFound(JobsError):
+    """No such credential for this user (another user's is not found either), or the
+    credential a job was created with has been deleted since."""
+
+    reason = Reason.CREDENTIAL_NOT_FOUND
+
+
+class CredentialUnavailable(JobsError):
+    """User credentials cannot be used here: none is configured for the job, or this
+    deployment has no master key to seal or open them with."""
+
+    reason = Reason.CREDENTIAL_UNAVAILABLE
+
+
 class JobNotCancellable(JobsError):
     reason = Reason.JOB_NOT_CANCELLABLE
 
@@ -88,20 +102,6 @@ class IdempotencyKeyReused(JobsError):
 
 class LeaseLost(JobsError):
     reason = Reason.LEASE_LOST
-
-
-class CredentialNotFound(JobsError):
-    """No such credential for this user (another user's is not found either), or the
-    credential a job was created with has been deleted since."""
-
-    reason = Reason.CREDENTIAL_NOT_FOUND
-
-
-class CredentialUnavailable(JobsError):
-    """User credentials cannot be used here: none is configured for the job, or this
-    deployment has no master key to seal or open them with."""
-
-    reason = Reason.CREDENTIAL_UNAVAILABLE
 
 
 class PlatformUnavailable(JobsError):
@@ -141,13 +141,13 @@ class ErrorCode(StrEnum):
     CONTENT_SAFETY_BLOCKED = "CONTENT_SAFETY_BLOCKED"
     TIMEOUT = "TIMEOUT"
     CREDENTIAL_INVALID = "CREDENTIAL_INVALID"
-    # the user's key was deleted, or cannot be opened with this deployment's master keys
-    CREDENTIAL_UNAVAILABLE = "CREDENTIAL_UNAVAILABLE"
     CANCELLED = "CANCELLED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
     JOB_REJECTED = "JOB_REJECTED"
     LEASE_EXPIRED = "LEASE_EXPIRED"
     WORKER_SHUTDOWN = "WORKER_SHUTDOWN"
+    # A user's key was deleted, or cannot be opened with this deployment's master keys.
+    CREDENTIAL_UNAVAILABLE = "CREDENTIAL_UNAVAILABLE"
 
 
 def classify(code: str) -> ErrorClass:

@@ -37,12 +37,12 @@ ENGINE_CODES = {
     "CONTENT_SAFETY_BLOCKED": ErrorClass.CONTENT_SAFETY,
     "TIMEOUT": ErrorClass.TIMEOUT,
     "CREDENTIAL_INVALID": ErrorClass.CREDENTIAL,
-    "CREDENTIAL_UNAVAILABLE": ErrorClass.CREDENTIAL,
     "CANCELLED": ErrorClass.CANCELLED,
     "INTERNAL_ERROR": ErrorClass.INTERNAL,
     "JOB_REJECTED": ErrorClass.JOB,
     "LEASE_EXPIRED": ErrorClass.LEASE,
     "WORKER_SHUTDOWN": ErrorClass.WORKER_SHUTDOWN,
+    "CREDENTIAL_UNAVAILABLE": ErrorClass.CREDENTIAL,
 }
 
 
@@ -160,6 +160,11 @@ EXPECTED_CODES = {
     errors.InvalidInput: (Reason.INVALID_INPUT, grpc.StatusCode.INVALID_ARGUMENT),
     errors.UnknownJobType: (Reason.UNKNOWN_JOB_TYPE, grpc.StatusCode.INVALID_ARGUMENT),
     errors.JobNotFound: (Reason.JOB_NOT_FOUND, grpc.StatusCode.NOT_FOUND),
+    errors.CredentialNotFound: (Reason.CREDENTIAL_NOT_FOUND, grpc.StatusCode.NOT_FOUND),
+    errors.CredentialUnavailable: (
+        Reason.CREDENTIAL_UNAVAILABLE,
+        grpc.StatusCode.FAILED_PRECONDITION,
+    ),
     errors.JobNotCancellable: (Reason.JOB_NOT_CANCELLABLE, grpc.StatusCode.FAILED_PRECONDITION),
     errors.JobAlreadyCancelled: (
         Reason.JOB_ALREADY_CANCELLED,
@@ -170,11 +175,6 @@ EXPECTED_CODES = {
         grpc.StatusCode.FAILED_PRECONDITION,
     ),
     errors.LeaseLost: (Reason.LEASE_LOST, grpc.StatusCode.ABORTED),
-    errors.CredentialNotFound: (Reason.CREDENTIAL_NOT_FOUND, grpc.StatusCode.NOT_FOUND),
-    errors.CredentialUnavailable: (
-        Reason.CREDENTIAL_UNAVAILABLE,
-        grpc.StatusCode.FAILED_PRECONDITION,
-    ),
     errors.PlatformUnavailable: (Reason.PLATFORM_UNAVAILABLE, grpc.StatusCode.UNAVAILABLE),
     errors.InternalError: (Reason.INTERNAL, grpc.StatusCode.INTERNAL),
 }
