@@ -109,15 +109,17 @@ class JobEngine:
         validated = definition.validate_input(raw_input)
         snapshot = definition.snapshot(validated)
         effective_priority = definition.default_priority if priority is None else priority
-        await self._check_credential(user_id, definition, credential_mode, credential_id)
+        credential = await self._check_credential(
+            user_id, definition, credential_mode, credential_id
+        )
         # what "the same request" means for an idempotency key
         request = {
             "job_type": job_type,
             "input": validated.model_dump(mode="json"),
             "priority": effective_priority,
         }
-        if credential_mode is CredentialMode.USER:  # platform jobs hash as they always did
-            request["credential_id"] = credential_id
+        if credential is not None:  # platform jobs hash as they always did
+            request["credential_id"] = credential
         request_hash = content_hash(request)
         job, created = await self._store.create(
             NewJob(
@@ -135,7 +137,7 @@ class JobEngine:
                 snapshot=snapshot,
                 snapshot_hash=content_hash(snapshot),
                 credential_mode=credential_mode,
-                credential_id=credential_id or None,
+                credential_id=credential,
             )
         )
         if created:
@@ -149,8 +151,9 @@ class JobEngine:
 
     async def _check_credential(
         self, user_id: str, definition: JobDefinition, mode: CredentialMode, credential_id: str
-    ) -> None:
-        """The job may run with this key: allowed by its type, and the user's own."""
+    ) -> str | None:
+        """The job may run with this key: allowed by its type, and the user's own. The
+        credential's id in canonical form, or None for the platform's key."""
         if mode not in definition.credential_modes:
             allowed = ", ".join(m.value for m in definition.credential_modes)
             raise InvalidInput(
@@ -163,7 +166,7 @@ class JobEngine:
                     "credential_id is only for user keys",
                     [FieldViolation("credential_id", "only with CREDENTIAL_MODE_USER")],
                 )
-            return
+            return None
         if not credential_id:
             raise InvalidInput(
                 "a user key needs credential_id",
@@ -174,6 +177,7 @@ class JobEngine:
                 "no such credential for this user",
                 [FieldViolation("credential_id", "the id of one of this user's credentials")],
             )
+        return str(uuid.UUID(credential_id))
 
     async def get_job(self, job_id: str, user_id: str) -> Job:
         _require_uuid("job_id", job_id)

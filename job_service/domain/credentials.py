@@ -4,7 +4,7 @@ A sealed key is bound to its row: the associated data is (user id, credential id
 provider), so a ciphertext copied to another row — another user's, another id — fails to
 open. Each seal records the id of the master key used (derived from the key itself), so the
 master key can be rotated: new seals use the current key, and retired keys still open what
-they sealed until ``rotate`` re-seals it.
+they sealed until it is re-sealed (``python -m job_service reseal-credentials``).
 
 Master keys are 32 random bytes, written as unpadded or padded URL-safe base64
 (``python -c "import os,base64;print(base64.urlsafe_b64encode(os.urandom(32)).decode())"``).

@@ -177,6 +177,18 @@ async def test_an_idempotency_key_reused_with_another_credential_is_refused(
         assert isinstance(error, IdempotencyKeyReused)
 
 
+async def test_a_credential_id_spelled_in_upper_case_is_the_same_credential(
+    client: Client,
+) -> None:
+    credential_id = await put(client)
+
+    first = await create(client, credential_id.upper(), key="order-2")
+    again = await create(client, credential_id, key="order-2")
+
+    assert first.job.credential_id == credential_id
+    assert (again.created, again.job.id) == (False, first.job.id)
+
+
 # --- ResolveCredential --------------------------------------------------------------------
 
 
