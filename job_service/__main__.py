@@ -61,7 +61,13 @@ def main() -> int:
             return 2
         print(f"job_service: re-sealed {count} credential(s) under the current master key")
         return 0
-    uvloop.run(serve(settings))
+    from job_service.credentials import MasterKeyMissing
+
+    try:
+        uvloop.run(serve(settings))
+    except MasterKeyMissing as error:  # configuration, not a crash: one sentence
+        print(f"job_service: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

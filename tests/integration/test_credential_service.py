@@ -3,6 +3,11 @@ user sees only their own, and the master keys are checked at start-up and rotate
 
 from __future__ import annotations
 
+import asyncio
+import os
+import subprocess
+import sys
+
 import asyncpg
 import grpc
 import pytest
@@ -196,3 +201,25 @@ async def test_rotation_reseals_every_key_under_the_new_master_key(
     # the retired key is no longer needed: the service starts with the new one alone
     async with running_job_service(database_url, nats_url, credentials_master_key=new):
         pass
+
+
+@pytest.mark.slow
+async def test_serve_without_the_master_key_exits_with_one_sentence(
+    client: Client, database_url: str, nats_url: str
+) -> None:
+    await put(client)
+    env = {**os.environ, "JOBS_DATABASE_URL": database_url, "JOBS_NATS_URL": nats_url}
+    env.pop("JOBS_CREDENTIALS_MASTER_KEY", None)
+
+    run = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "job_service", "serve"],
+        env={**env, "JOBS_GRPC_PORT": "0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1].startswith("job_service: user credentials are")
+    assert "JOBS_CREDENTIALS_MASTER_KEY" in run.stderr and "Traceback" not in run.stderr
