@@ -6,14 +6,27 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
+from collections.abc import Coroutine
+from typing import Any
 
 # This process forks servers (pg_ctl as another user cannot use vfork) while gRPC threads
 # run; gRPC's fork handlers then only log, or crash the child before it execs.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
+from tests.chaos.checker import Report
 from tests.chaos.harness import run
 from tests.chaos.profiles import PROFILES
+
+
+async def _until_signalled(coro: Coroutine[Any, Any, Report]) -> Report:
+    """SIGTERM/SIGINT cancel the run, so that it stops every process it started."""
+    task = asyncio.ensure_future(coro)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    return await task
 
 
 def main() -> int:
@@ -23,7 +36,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep logs and data afterwards")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
-    report = asyncio.run(run(PROFILES[args.profile], args.seed, keep=args.keep))
+    report = asyncio.run(_until_signalled(run(PROFILES[args.profile], args.seed, keep=args.keep)))
     print(report.table(), flush=True)
     return 0 if report.ok else 1
 
