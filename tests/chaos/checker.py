@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
