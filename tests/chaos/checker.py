@@ -61,6 +61,7 @@ WHERE job_id = ANY($1::uuid[]) AND worker_id = $2 AND reason = 'LEASE_EXPIRED'
   AND created_at > to_timestamp($3)
 """
 
+MAX_DETAIL_LINES = 30
 STALE_REFUSED = re.compile(r"refused, the lease is lost; dropping the outcome")
 STALE_STOPPED = re.compile(
     r"lease lost; stopping without reporting|lease ran out without a heartbeat getting through"
@@ -74,6 +75,8 @@ class Recovery:
     seconds: float | None
     bound_s: float | None
     what: str
+    # jobs the fault hit whose recovery this is (0: a fresh job's, the client's view)
+    jobs: int = 0
 
 
 @dataclass
@@ -104,6 +107,25 @@ class Report:
     def longest_recovery(self) -> Recovery | None:
         measured = [r for r in self.recoveries if r.seconds is not None]
         return max(measured, key=lambda r: r.seconds or 0.0, default=None)
+
+    def _per_kind(self) -> list[str]:
+        """Per fault kind: how often, how many jobs it hit, the slowest recovery of those
+        jobs against its bound, and the slowest fresh job through afterwards."""
+        lines = [
+            "| fault | injected | jobs hit | slowest back at work (bound) | fresh job through |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for kind, count in sorted(self.faults.items()):
+            ours = [r for r in self.recoveries if r.kind == kind]
+            hit = [r for r in ours if r.jobs]
+            bounds = {r.bound_s for r in hit if r.bound_s is not None}
+            bound = f" (≤ {max(bounds):.1f} s)" if bounds else ""
+            fresh = [r for r in ours if not r.jobs]
+            lines.append(
+                f"| {kind} | {count} | {sum(r.jobs for r in hit)} | {_slowest(hit)}{bound}"
+                f" | {_slowest(fresh)} |"
+            )
+        return lines
 
     def table(self) -> str:
         longest = self.longest_recovery()
@@ -140,11 +162,13 @@ class Report:
             f"|{'-' * (width + 2)}|{'-' * 10}|-------",
         ]
         lines += [f"| {a:<{width}} | {b:>8} | {c}" for a, b, c in rows]
-        lines += ["", "recovery per fault (seconds; bound where the stack promises one):"]
-        for r in self.recoveries:
-            took = f"{r.seconds:6.1f}" if r.seconds is not None else "     -"
-            bound = f"≤ {r.bound_s:.1f}" if r.bound_s is not None else ""
-            lines.append(f"  {r.kind:<26} {r.target:<8} {took} {bound:<8} {r.what}")
+        lines += ["", *self._per_kind()]
+        if len(self.recoveries) <= MAX_DETAIL_LINES:
+            lines += ["", "recovery per fault (seconds; bound where the stack promises one):"]
+            for r in self.recoveries:
+                took = f"{r.seconds:6.1f}" if r.seconds is not None else "     -"
+                bound = f"≤ {r.bound_s:.1f}" if r.bound_s is not None else ""
+                lines.append(f"  {r.kind:<26} {r.target:<8} {took} {bound:<8} {r.what}")
         for title, items in (
             ("LOST", self.lost),
             ("DUPLICATED", self.duplicated),
@@ -197,6 +221,11 @@ async def check(
 
 def _worker_logs(log_dir: Path) -> str:
     return "\n".join(p.read_text(errors="replace") for p in sorted(log_dir.glob("w*.log")))
+
+
+def _slowest(recoveries: list[Recovery]) -> str:
+    times = [r.seconds for r in recoveries if r.seconds is not None]
+    return f"{max(times):.1f} s" if times else "-"
 
 
 def classify_job(
@@ -273,5 +302,6 @@ async def _recoveries(pool: asyncpg.Pool, record: FaultRecord, report: Report) -
                 slowest,
                 record.bound_s,
                 f"slowest of {len(record.affected)} affected jobs back at work",
+                jobs=len(record.affected),
             )
         )

@@ -34,7 +34,10 @@ OUTAGE_S = 1.0
 BURST = 12
 BURST_WAIT_S = 0.4
 # SIGSTOP/SIGCONT tries to catch a replica between committing and publishing outbox rows.
-CATCH_TRIES = 300
+CATCH_TRIES = 600
+# jobs created every CATCH_BURST_EVERY tries, so that there are rows to catch in flight
+CATCH_BURST = 8
+CATCH_BURST_EVERY = 50
 DUPLICATES = 40
 
 LEASED = "status IN ('running', 'cancel_requested')"
@@ -187,7 +190,10 @@ async def service_kill_unpublished(ctx: FaultContext) -> FaultRecord:
     assert replica.process is not None
     pool = await ctx.cluster.db()
     caught: list[str] = []
-    for _ in range(CATCH_TRIES):
+    for n in range(CATCH_TRIES):
+        if n % CATCH_BURST_EVERY == 0:  # keep the dispatchers busy while we try
+            for i in range(CATCH_BURST):
+                ctx.workload.submit(KINDS[0], f"{ctx.probe_key()}-catch-{i}")
         replica.process.signal(signal.SIGSTOP)
         rows = await pool.fetch(
             "SELECT aggregate_id FROM outbox_events WHERE status = 'processing'"
