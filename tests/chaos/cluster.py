@@ -22,8 +22,14 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from shared.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database, free_port
+from shared.grpc_client import aio_channel
 from tests.chaos.profiles import StackSettings
-from tests.support.processes import JobServiceProcess, WorkerProcess, job_service_env
+from tests.support.processes import (
+    JobServiceProcess,
+    WorkerProcess,
+    client_config,
+    job_service_env,
+)
 
 DATABASE = "jobs"
 # PostgreSQL durable enough for a fast shutdown (it checkpoints); fsync only guards
@@ -187,7 +193,7 @@ async def wait_serving(target: str, process: JobServiceProcess) -> None:
     """Until job_service answers its health check with SERVING."""
     deadline = time.monotonic() + SERVING_TIMEOUT_S
     request = health_pb2.HealthCheckRequest(service="")
-    async with grpc.aio.insecure_channel(target) as channel:
+    async with aio_channel(client_config(target)) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
             if process.process.poll() is not None:

@@ -23,10 +23,12 @@ from typing import Any
 
 import grpc
 
+from shared.grpc_client import aio_channel
 from shared.pb.jobs.v1 import job_pb2, job_service_pb2_grpc
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
 from shared.rpc_errors import error_from_rpc
+from tests.support.processes import client_config
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +129,7 @@ class ChaosClient:
     """CreateJob/CancelJob/GetJob against every replica, retried across them."""
 
     def __init__(self, targets: list[str]) -> None:
-        self._channels = [grpc.aio.insecure_channel(t, options=CHANNEL_OPTIONS) for t in targets]
+        self._channels = [aio_channel(client_config(t), CHANNEL_OPTIONS) for t in targets]
         self._stubs = [job_service_pb2_grpc.JobServiceStub(c) for c in self._channels]
         self._next = 0
 

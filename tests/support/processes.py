@@ -1,7 +1,8 @@
 """The services as separate OS processes, for the tests that kill, pause or terminate them.
 
-Every process environment is built here (``job_service_env``, ``worker_env``), so that
-settings every process needs (credentials, TLS files) are added in one place.
+Every process environment is built here (``job_service_env``, ``worker_env``), and the
+harness's own client settings too (``client_config``), so that settings every process and
+client needs (tokens, TLS files) are added in one place.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+
+from shared.grpc_client import ChannelConfig
 
 
 def job_service_env(
@@ -39,6 +42,11 @@ def worker_env(nats_url: str, target: str, worker_id: str, **env: str) -> dict[s
         "JOBS_WORKER_ID": worker_id,
         **env,
     }
+
+
+def client_config(target: str) -> ChannelConfig:
+    """How a test client outside the services (the chaos workload) reaches ``target``."""
+    return ChannelConfig.from_env(target)
 
 
 class ServiceProcess:
