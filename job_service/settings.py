@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.logs import LogFormat
+from shared.metrics import port_or_disabled
 
 
 class JobServiceSettings(BaseSettings):
@@ -39,6 +42,21 @@ class JobServiceSettings(BaseSettings):
     # Seconds to let in-flight RPCs finish on SIGTERM.
     shutdown_grace_s: float = Field(default=10.0, ge=0)
     log_level: str = "INFO"
+
+    # Operability (issue 6): see the configuration reference in the README.
+    # /metrics on this port; empty or "off" disables it, 0 binds an ephemeral port.
+    metrics_port: int | None = Field(default=9464, ge=0, le=65535)
+    metrics_host: str = "0.0.0.0"
+    # How often queue depth and the outbox backlog are read from the database.
+    metrics_collect_interval_s: float = Field(default=5.0, gt=0)
+    # On SIGTERM: health says NOT_SERVING at once; new RPCs are refused after this delay,
+    # so that load balancers and clients see the change first.
+    shutdown_delay_s: float = Field(default=1.0, ge=0)
+    # PostgreSQL and NATS must be reachable within this at start-up, or the process exits.
+    startup_timeout_s: float = Field(default=30.0, gt=0)
+    log_format: LogFormat = "json"
+
+    _port = field_validator("metrics_port", mode="before")(port_or_disabled)
 
     @model_validator(mode="after")
     def _heartbeats_fit_in_a_lease(self) -> JobServiceSettings:

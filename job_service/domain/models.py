@@ -28,6 +28,8 @@ class NewJob:
     definition_version: str
     snapshot: dict[str, Any]
     snapshot_hash: str
+    # The W3C trace context of the CreateJob span (tracing on), carried by the outbox row.
+    trace: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
