@@ -15,6 +15,7 @@ import grpc
 
 from shared.embedded import free_port
 from shared.pb.jobs.v1 import job_pb2
+from tests.support.metrics import scrape, value
 from tests.support.stack import Client
 from tests.support.wait import eventually
 
@@ -82,6 +83,14 @@ async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
     try:
         await eventually(lambda: READY in first.output(), timeout=90, message="no banner")
         job_id = await create_and_finish(target)
+        # both services serve /metrics, on the ports the banner names
+        ports = re.findall(
+            r"(?:job_service|worker)\s+http://127.0.0.1:(\d+)/metrics", first.output()
+        )
+        service, work = [await scrape(int(port)) for port in ports]
+        done = {"job_type": "synthetic", "outcome": "succeeded"}
+        assert value(service, "jobs_finished_total", **done) == 1
+        assert value(work, "jobs_worker_attempts_total", **done) == 1
 
         assert await first.interrupt() == 0
     finally:
