@@ -1,7 +1,8 @@
 """`python -m job_service [serve|migrate]`: parse configuration and run.
 
-Exit status: 0 after a clean stop (SIGTERM/SIGINT), 2 for invalid configuration, 3 when
-PostgreSQL or NATS stayed unreachable for JOBS_STARTUP_TIMEOUT_S at start-up.
+Exit status: 0 after a clean stop (SIGTERM/SIGINT), 2 for invalid configuration, 3 when it
+cannot start: PostgreSQL or NATS stayed unreachable for JOBS_STARTUP_TIMEOUT_S, or the
+metrics port cannot be bound.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 from job_service.settings import JobServiceSettings
 from shared import logs, tracing
 from shared.settings_errors import describe
-from shared.startup import DependencyUnavailable
+from shared.startup import StartupError
 
 EXIT_CONFIG = 2
 EXIT_UNAVAILABLE = 3
@@ -54,7 +55,7 @@ def main() -> int:
     tracing.configure("job_service")
     try:
         uvloop.run(serve(settings))
-    except DependencyUnavailable as error:
+    except StartupError as error:
         print(f"job_service: cannot start: {error}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     finally:

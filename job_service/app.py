@@ -71,13 +71,16 @@ class JobServiceApp:
 
     async def start(self) -> None:
         s = self.settings
+        self.metrics.start()  # first: a port in use fails fast
         # Unreachable dependencies at start-up: retried until startup_timeout_s, then
         # DependencyUnavailable (the process exits non-zero with that message).
         self._pool = await within_startup(
             "PostgreSQL", s.startup_timeout_s, lambda: create_pool(s.database_url, s.db_pool_size)
         )
         self._nc = await within_startup(
-            "NATS", s.startup_timeout_s, lambda: connect_nats(s.nats_url, self.instance_id)
+            "NATS",
+            s.startup_timeout_s,
+            lambda: connect_nats(s.nats_url, f"job_service {self.instance_id}"),
         )
         await ensure_streams(self._nc.jetstream())
         publisher = NatsPublisher(self._nc)
@@ -128,7 +131,6 @@ class JobServiceApp:
             self._tasks.append(task)
         for service in ("", *SERVICE_NAMES):
             await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
-        self.metrics.start()
         log.info(
             "job_service %s serving gRPC on %s:%d, metrics on %s",
             self.instance_id,

@@ -21,6 +21,8 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import Counter, Histogram, start_http_server
 
+from shared.startup import StartupError
+
 # Seconds: from a few milliseconds (a lock) up to the longest job timeout (600 s).
 DURATION_BUCKETS = (
     0.005,
@@ -98,7 +100,11 @@ class MetricsServer:
     def start(self) -> int | None:
         if self._requested is None or self._server is not None:
             return self.port
-        self._server, self._thread = start_http_server(self._requested, addr=self._host)
+        try:
+            self._server, self._thread = start_http_server(self._requested, addr=self._host)
+        except OSError as error:
+            where = f"{self._host}:{self._requested}"
+            raise StartupError(f"cannot serve metrics on {where}: {error.strerror}") from None
         self.port = int(self._server.server_port)
         return self.port
 

@@ -20,7 +20,11 @@ T = TypeVar("T")
 RETRY_INTERVAL_S = 0.5
 
 
-class DependencyUnavailable(Exception):
+class StartupError(Exception):
+    """The process cannot start; the message says why in one sentence."""
+
+
+class DependencyUnavailable(StartupError):
     """A dependency stayed unreachable for the whole start-up timeout."""
 
 

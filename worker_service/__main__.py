@@ -1,8 +1,9 @@
 """`python -m worker_service`: parse the configuration and run the worker.
 
 Exit status: 0 after a clean stop (SIGTERM/SIGINT: intake stops, in-flight jobs finish or
-are handed back), 2 for invalid configuration, 3 when NATS or job_service stayed
-unreachable for JOBS_STARTUP_TIMEOUT_S at start-up.
+are handed back), 2 for invalid configuration, 3 when it cannot start: NATS or
+job_service stayed unreachable for JOBS_STARTUP_TIMEOUT_S, or the metrics port cannot be
+bound.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pydantic import ValidationError
 
 from shared import logs, tracing
 from shared.settings_errors import describe
-from shared.startup import DependencyUnavailable
+from shared.startup import StartupError
 from worker_service.app import main
 from worker_service.settings import WorkerSettings
 
@@ -33,7 +34,7 @@ def run() -> None:
     tracing.configure("worker_service")
     try:
         uvloop.run(main(settings))
-    except DependencyUnavailable as error:
+    except StartupError as error:
         print(f"worker_service: cannot start: {error}", file=sys.stderr)
         sys.exit(EXIT_UNAVAILABLE)
     finally:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pty
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,3 +147,44 @@ async def test_retry_creates_a_new_job_from_a_failed_one(target: str, worker: Wo
     assert retried.status == 0, retried.err
     assert retried.json()["retried_from_job_id"] == job_id
     assert retried.json()["id"] != job_id
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def test_watch_on_a_terminal_draws_a_live_progress_bar(
+    target: str, worker: WorkerApp
+) -> None:
+    created = await jobctl(target, "create", "synthetic", "-i", '{"sleep_ms": 1200}', "--json")
+    job_id = created.json()["job"]["id"]
+    controller, terminal = pty.openpty()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            JOBCTL,
+            "watch",
+            job_id,
+            env={**os.environ, "JOBS_JOB_SERVICE_TARGET": target, "JOBS_USER_ID": "cli-user"},
+            stdout=terminal,
+        )
+        os.close(terminal)
+        terminal = -1
+        screen = (await asyncio.to_thread(_read_all, controller)).decode()
+        assert await process.wait() == 0
+    finally:
+        os.close(controller)
+        if terminal >= 0:
+            os.close(terminal)
+
+    assert "\r\033[K" in screen  # the bar is redrawn in place
+    assert re.search(r"\[[#-]{24}\]\s+\d+%\s+running\s+attempt 1/4", screen)
+    assert screen.rstrip().splitlines()[-1].split()[1] == "succeeded"

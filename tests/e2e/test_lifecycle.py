@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -199,4 +200,23 @@ async def test_an_unreachable_dependency_at_start_up_ends_the_process_clearly(
     output = service.output()
     assert f"{module}: cannot start: " in output
     assert message in output
+    assert "Traceback" not in output
+
+
+async def test_a_metrics_port_in_use_ends_the_process_clearly(
+    start: Callable[..., Service],
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        service = start(
+            "job_service",
+            JOBS_DATABASE_URL=_closed_port_url("postgresql") + "/jobs",
+            JOBS_METRICS_HOST="127.0.0.1",
+            JOBS_METRICS_PORT=str(port),
+        )
+        assert await service.wait(30) == EXIT_UNAVAILABLE
+    output = service.output()
+    assert f"job_service: cannot start: cannot serve metrics on 127.0.0.1:{port}" in output
     assert "Traceback" not in output
