@@ -24,6 +24,7 @@ from pydantic import SecretStr, ValidationError
 from jobctl import commands
 from jobctl.connection import ClientSettings, open_channel
 from jobctl.exits import Exit, describe, for_status
+from shared.grpc_client import ClientConfigError
 from shared.rpc_errors import error_from_rpc
 from shared.settings_errors import describe as describe_settings
 
@@ -159,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except commands.UsageError as error:
         print(f"jobctl: {error}", file=sys.stderr)
         return Exit.USAGE
-    except OSError as error:  # an unreadable TLS or input file
+    except (OSError, ClientConfigError) as error:  # an unreadable TLS or input file
         print(f"jobctl: {error}", file=sys.stderr)
         return Exit.USAGE
     except grpc.aio.AioRpcError as error:
