@@ -11,7 +11,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from job_service.domain.lifecycle import JobStatus
 from shared.errors import ErrorCode, classify
-from shared.metrics import DURATION_BUCKETS
+from shared.metrics import DURATION_BUCKETS, child
 
 CREATED = Counter(
     "jobs_created_total", "Jobs created (idempotent repeats not counted).", ["job_type", "queue"]
@@ -76,37 +76,37 @@ UNFINISHED = tuple(s for s in JobStatus if not s.terminal and s is not JobStatus
 
 
 def job_created(job_type: str, queue: str) -> None:
-    CREATED.labels(job_type, queue).inc()
+    child(CREATED, job_type, queue).inc()
 
 
 def job_cancelled(job_type: str, before: JobStatus, after: JobStatus) -> None:
     """A CancelJob that changed the job (from ``before`` to ``after``)."""
-    CANCELLATIONS.labels(job_type, "running" if before is JobStatus.RUNNING else "waiting").inc()
+    child(CANCELLATIONS, job_type, "running" if before is JobStatus.RUNNING else "waiting").inc()
     if after is JobStatus.CANCELLED:
-        FINISHED.labels(job_type, after.value).inc()
+        child(FINISHED, job_type, after.value).inc()
 
 
 def job_succeeded(job_type: str) -> None:
-    FINISHED.labels(job_type, JobStatus.SUCCEEDED.value).inc()
+    child(FINISHED, job_type, JobStatus.SUCCEEDED.value).inc()
 
 
 def attempt_ended(job_type: str, code: str, status: JobStatus) -> None:
     """A failed attempt's end as written: retrying, or a terminal status."""
     if code == ErrorCode.LEASE_EXPIRED:
-        LEASE_EXPIRIES.labels(job_type).inc()
+        child(LEASE_EXPIRIES, job_type).inc()
     if status is JobStatus.RETRYING:
-        RETRIES.labels(job_type, classify(code).value).inc()
+        child(RETRIES, job_type, classify(code).value).inc()
     elif status.terminal:
-        FINISHED.labels(job_type, status.value).inc()
+        child(FINISHED, job_type, status.value).inc()
 
 
 def picked_up(job_type: str, waited_s: float) -> None:
-    PICKUP_LATENCY.labels(job_type).observe(max(0.0, waited_s))
+    child(PICKUP_LATENCY, job_type).observe(max(0.0, waited_s))
 
 
 def stale_submit(rpc: str, count: int = 1) -> None:
     if count:
-        STALE_SUBMITS.labels(rpc).inc(count)
+        child(STALE_SUBMITS, rpc).inc(count)
 
 
 def outbox_published(lags_s: list[float]) -> None:

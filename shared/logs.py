@@ -12,12 +12,10 @@ checks that no log line does).
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import json
 import logging
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -32,14 +30,20 @@ _worker_id: str | None = None
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-@contextlib.contextmanager
-def job_context(job_id: str, attempt: int | None = None) -> Iterator[None]:
+class job_context:  # a context manager named like the function it stands for
     """Log records made inside (and in tasks started inside) name this job and attempt."""
-    job_token = _job_id.set(job_id)
-    attempt_token = _attempt.set(attempt)
-    try:
-        yield
-    finally:
+
+    __slots__ = ("_attempt", "_job_id", "_tokens")
+
+    def __init__(self, job_id: str, attempt: int | None = None) -> None:
+        self._job_id = job_id
+        self._attempt = attempt
+
+    def __enter__(self) -> None:
+        self._tokens = (_job_id.set(self._job_id), _attempt.set(self._attempt))
+
+    def __exit__(self, *exc: object) -> None:
+        job_token, attempt_token = self._tokens
         _attempt.reset(attempt_token)
         _job_id.reset(job_token)
 

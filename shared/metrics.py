@@ -17,9 +17,11 @@ with a plain import; the service metric modules are ``job_service.metrics`` and
 from __future__ import annotations
 
 import threading
+from typing import TypeVar
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client.metrics import MetricWrapperBase
 
 from shared.startup import StartupError
 
@@ -42,6 +44,21 @@ DURATION_BUCKETS = (
     300.0,
     600.0,
 )
+
+M = TypeVar("M", bound=MetricWrapperBase)
+_children: dict[tuple[int, tuple[str, ...]], MetricWrapperBase] = {}
+
+
+def child(metric: M, *values: str) -> M:
+    """``metric.labels(*values)``, remembered: the client library validates and locks on
+    every ``labels`` call, which the hot path should not pay per job. Label sets are small
+    and fixed, so the cache stays small."""
+    key = (id(metric), values)
+    found = _children.get(key)
+    if found is None:
+        found = _children[key] = metric.labels(*values)
+    return found  # type: ignore[return-value]
+
 
 PROVIDER_REQUEST_SECONDS = Histogram(
     "jobs_provider_request_duration_seconds",
@@ -75,13 +92,13 @@ def record_provider_call(
     ``error_code`` is the product's code for a failed request (``PROVIDER_TIMEOUT`` ...),
     None for a successful one."""
     outcome = error_code or "ok"
-    PROVIDER_REQUEST_SECONDS.labels(provider, model, outcome).observe(max(0.0, duration_s))
+    child(PROVIDER_REQUEST_SECONDS, provider, model, outcome).observe(max(0.0, duration_s))
     if input_tokens > 0:
-        PROVIDER_TOKENS.labels(provider, model, "input").inc(input_tokens)
+        child(PROVIDER_TOKENS, provider, model, "input").inc(input_tokens)
     if output_tokens > 0:
-        PROVIDER_TOKENS.labels(provider, model, "output").inc(output_tokens)
+        child(PROVIDER_TOKENS, provider, model, "output").inc(output_tokens)
     if cost_usd > 0:
-        PROVIDER_COST.labels(provider, model).inc(cost_usd)
+        child(PROVIDER_COST, provider, model).inc(cost_usd)
 
 
 class MetricsServer:

@@ -94,19 +94,32 @@ def enabled() -> bool:
     return _tracer is not None
 
 
-@contextlib.contextmanager
+_OFF: contextlib.nullcontext[None] = contextlib.nullcontext()
+
+
 def span(
     name: str,
     *,
     parent: Mapping[str, str] | None = None,
     kind: SpanKind = INTERNAL,
     attributes: Mapping[str, Any] | None = None,
-) -> Iterator[Span | None]:
+) -> contextlib.AbstractContextManager[Span | None]:
     """A span around the block, current inside it; its parent is ``parent`` (a carrier
-    from another process) or else the current span. Yields None while tracing is off."""
+    from another process) or else the current span. Yields None while tracing is off (a
+    shared no-op context: nothing is allocated per call)."""
     if _tracer is None:
-        yield None
-        return
+        return _OFF
+    return _span(name, parent, kind, attributes)
+
+
+@contextlib.contextmanager
+def _span(
+    name: str,
+    parent: Mapping[str, str] | None,
+    kind: SpanKind,
+    attributes: Mapping[str, Any] | None,
+) -> Iterator[Span | None]:
+    assert _tracer is not None
     context = _propagator.extract(dict(parent)) if parent else None
     with _tracer.start_as_current_span(
         name, context=context, kind=kind, attributes=dict(attributes or {})

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from shared.metrics import DURATION_BUCKETS
+from shared.metrics import DURATION_BUCKETS, child
 
 ATTEMPTS = Counter(
     "jobs_worker_attempts_total",
@@ -35,10 +35,10 @@ SLOTS_IN_USE = Gauge(
 
 def watch_slots(queue: str, slots: int, in_use: Callable[[], float]) -> None:
     """Report a queue's slots; ``in_use`` is read at scrape time."""
-    SLOTS.labels(queue).set(slots)
-    SLOTS_IN_USE.labels(queue).set_function(in_use)
+    child(SLOTS, queue).set(slots)
+    child(SLOTS_IN_USE, queue).set_function(in_use)
 
 
 def attempt_ended(job_type: str, outcome: str, duration_s: float) -> None:
-    ATTEMPTS.labels(job_type, outcome).inc()
-    RUN_DURATION.labels(job_type, outcome).observe(max(0.0, duration_s))
+    child(ATTEMPTS, job_type, outcome).inc()
+    child(RUN_DURATION, job_type, outcome).observe(max(0.0, duration_s))

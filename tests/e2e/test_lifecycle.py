@@ -95,7 +95,7 @@ async def test_sigterm_turns_not_serving_then_refuses_rpcs_and_lets_in_flight_on
         JOBS_DATABASE_URL=database_url,
         JOBS_NATS_URL=nats_url,
         JOBS_GRPC_PORT=str(port),
-        JOBS_SHUTDOWN_DELAY_S="2",
+        JOBS_SHUTDOWN_DELAY_S="3",
         JOBS_SHUTDOWN_GRACE_S="20",
     )
     await eventually(lambda: health_is(target, Health.SERVING), timeout=30, message="never SERVING")
@@ -153,6 +153,7 @@ async def test_a_terminated_worker_fetches_no_new_work(
     )
 
     worker.signal(signal.SIGTERM)
+    await eventually(lambda: "shutting down" in worker.log(), message="signal not handled")
     second = await client.create(sleep_ms=1)
 
     assert await worker.wait(25) == 0
