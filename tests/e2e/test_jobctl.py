@@ -50,17 +50,18 @@ async def jobctl(target: str, *args: str, timeout: float = 30) -> Run:
 
 
 async def test_create_get_and_watch_a_job_to_success(target: str, worker: WorkerApp) -> None:
-    created = await jobctl(target, "create", "synthetic", "-i", '{"sleep_ms": 700}', "--json")
-    assert created.status == 0, created.err
-    job_id = created.json()["job"]["id"]
-    assert created.json()["created"] is True
-
-    watched = await jobctl(target, "watch", job_id)
+    # watching from the moment of creation: the 1.5 s run cannot pass unseen
+    watched = await jobctl(target, "create", "synthetic", "-i", '{"sleep_ms": 1500}', "--watch")
 
     assert watched.status == 0, watched.err
-    changes = [line.split()[1] for line in watched.out.splitlines()]
+    first, *rest = watched.out.splitlines()
+    assert first.startswith("created ")
+    job_id = first.split()[1]
+    changes = [line.split()[1] for line in rest]
     assert changes[-1] == "succeeded"
     assert "running" in changes
+    again = await jobctl(target, "watch", job_id)
+    assert (again.status, again.out.split()[1]) == (0, "succeeded")
     got = await jobctl(target, "get", job_id, "--json")
     assert got.json()["status"] == "JOB_STATUS_SUCCEEDED"
     assert got.json()["user_id"] == "cli-user"
@@ -165,14 +166,15 @@ def _read_all(fd: int) -> bytes:
 async def test_watch_on_a_terminal_draws_a_live_progress_bar(
     target: str, worker: WorkerApp
 ) -> None:
-    created = await jobctl(target, "create", "synthetic", "-i", '{"sleep_ms": 1200}', "--json")
-    job_id = created.json()["job"]["id"]
     controller, terminal = pty.openpty()
     try:
         process = await asyncio.create_subprocess_exec(
             JOBCTL,
-            "watch",
-            job_id,
+            "create",
+            "synthetic",
+            "-i",
+            '{"sleep_ms": 1500}',
+            "--watch",
             env={**os.environ, "JOBS_JOB_SERVICE_TARGET": target, "JOBS_USER_ID": "cli-user"},
             stdout=terminal,
         )

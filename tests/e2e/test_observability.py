@@ -56,7 +56,7 @@ async def test_both_metrics_endpoints_move_while_a_job_runs(
                 lambda: metrics_port_in(worker.log()), timeout=20, message="no worker metrics"
             )
             before = await scrape(app.metrics.port)
-            created = await client.create(sleep_ms=1500)
+            created = await client.create(sleep_ms=2000)
 
             async def running_everywhere() -> bool:
                 service, work = await scrape(app.metrics.port), await scrape(worker_port)
@@ -94,7 +94,7 @@ async def test_both_metrics_endpoints_move_while_a_job_runs(
             done = {"job_type": "synthetic", "outcome": "succeeded"}
             assert value(work, "jobs_worker_attempts_total", **done) == 1
             assert value(work, "jobs_run_duration_seconds_count", **done) == 1
-            assert value(work, "jobs_run_duration_seconds_sum", **done) >= 1.5
+            assert value(work, "jobs_run_duration_seconds_sum", **done) >= 2.0
             assert value(work, "jobs_worker_slots_in_use", queue=QUEUE) == 0
             assert value(work, "jobs_worker_slots", queue=QUEUE) == synthetic.DEFINITION.concurrency
 
