@@ -34,6 +34,7 @@ from job_service.domain.models import (
 from job_service.domain.retry import Outcome, RetryDecision
 from job_service.ports import Decide
 from shared.constants import DISPATCH_SUBJECT_PREFIX, EVENTS_SUBJECT_PREFIX
+from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, LeaseLost, public_message
 
 
@@ -48,7 +49,8 @@ JOB_COLUMNS = """
     j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
     j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
     j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
-    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at
+    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
+    j.credential_mode, j.credential_id::text AS credential_id
 """
 
 # Inserts the dispatch outbox row for a job in `src` (a CTE with id, queue), available at
@@ -84,8 +86,9 @@ CREATE_JOB = f"""
 WITH inserted AS (
     INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash,
                       status, max_attempts, timeout_ms, input_schema_version,
-                      output_schema_version, definition_version, queued_at)
-    VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11, now())
+                      output_schema_version, definition_version, queued_at,
+                      credential_mode, credential_id)
+    VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11, now(), $14, $15)
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
     RETURNING {JOB_COLUMNS}
@@ -144,14 +147,15 @@ WITH prior AS (
         next_run_at = NULL, progress = 0, updated_at = now()
     FROM prior WHERE j.id = prior.id
     RETURNING j.id, j.job_type, j.lease_token::text AS lease_token, j.attempt_count,
-              j.lock_until, prior.status AS from_status,
+              j.lock_until, prior.status AS from_status, j.credential_mode,
+              j.credential_id::text AS credential_id,
               extract(epoch FROM now() - prior.due_at)::float8 AS waited_s
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
     SELECT id, from_status, 'running', attempt_count, $2 FROM locked
 )
 SELECT l.id::text AS id, l.job_type, l.lease_token, l.attempt_count, l.lock_until, s.payload,
-       l.waited_s
+       l.credential_mode, l.credential_id, l.waited_s
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
 """
 
@@ -303,6 +307,8 @@ class JobRepository:
                 new.definition_version,
                 new.snapshot,
                 new.snapshot_hash,
+                new.credential_mode.value,
+                new.credential_id,
                 new.trace,
             )
             if row is not None:
@@ -364,6 +370,8 @@ class JobRepository:
                     attempt=row["attempt_count"],
                     lease_expires_at=row["lock_until"],
                     input=row["payload"],
+                    credential_mode=CredentialMode(row["credential_mode"]),
+                    credential_id=row["credential_id"],
                 )
                 for row in rows
             }
@@ -538,6 +546,8 @@ def _job(
         next_run_at=row["next_run_at"],
         artifacts=artifacts or [],
         events=events or [],
+        credential_mode=CredentialMode(row["credential_mode"]),
+        credential_id=row["credential_id"],
     )
 
 

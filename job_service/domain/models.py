@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from job_service.domain.lifecycle import JobStatus
+from shared.credentials import CredentialMode
 from shared.registry import ArtifactDraft
 
 
@@ -30,6 +31,9 @@ class NewJob:
     snapshot_hash: str
     # The W3C trace context of the CreateJob span (tracing on), carried by the outbox row.
     trace: dict[str, str] | None = None
+    # a user's key by id only; checked to be the user's before the job is stored
+    credential_mode: CredentialMode = CredentialMode.PLATFORM
+    credential_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,8 @@ class Job:
     next_run_at: datetime | None
     artifacts: list[Artifact] = field(default_factory=list)
     events: list[JobEvent] = field(default_factory=list)
+    credential_mode: CredentialMode = CredentialMode.PLATFORM
+    credential_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,9 @@ class LockGrant:
     attempt: int
     lease_expires_at: datetime
     input: dict[str, Any]
+    # USER: the worker fetches the key with ResolveCredential under this lease
+    credential_mode: CredentialMode = CredentialMode.PLATFORM
+    credential_id: str | None = None
 
 
 @dataclass(frozen=True)

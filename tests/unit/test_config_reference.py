@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 from pydantic_core import PydanticUndefined
 
 from job_service.settings import JobServiceSettings
@@ -51,6 +52,8 @@ def shown(default: Any) -> str | None:
     """How the table shows a default; None when it is described in words instead."""
     if default is PydanticUndefined:
         return "required"
+    if isinstance(default, SecretStr):
+        default = default.get_secret_value()
     if default in (None, "", "<factory>"):
         return None
     if isinstance(default, float):
