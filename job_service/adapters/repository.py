@@ -105,7 +105,7 @@ WITH inserted AS (
         dedupe="'job.dispatch:' || src.id || ':create'",
         attempt="1",
         available_at="now()",
-        trace="$14::jsonb",
+        trace="$16::jsonb",
     )
 }
 )
