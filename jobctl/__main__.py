@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-file", help="read the input from a file (- for stdin)")
     p.add_argument("--key", help="idempotency key")
     p.add_argument("--priority", type=int)
+    p.add_argument("--credential", help="run on your own stored provider key (its id)")
     p.add_argument("--watch", action="store_true", help="then watch it until it ends")
 
     p = command("get", commands.get, "show a job with its output and timeline")

@@ -68,6 +68,9 @@ async def create(args: argparse.Namespace, stubs: Stubs, out: TextIO) -> Exit:
     )
     if args.priority is not None:
         request.priority = args.priority
+    if args.credential:  # the user's own provider key (CredentialService), by id
+        request.credential_mode = job_pb2.CREDENTIAL_MODE_USER
+        request.credential_id = args.credential
     response = await stubs.jobs.CreateJob(request, timeout=CALL_TIMEOUT_S)
     if args.watch:
         if not args.json:

@@ -104,6 +104,12 @@ async def test_refusals_have_distinct_exit_statuses_and_say_why(target: str) -> 
     assert "INVALID_INPUT" in invalid.err
     assert "input.sleep_ms" in invalid.err
 
+    no_key = await jobctl(
+        target, "create", "synthetic", "--credential", "00000000-0000-0000-0000-000000000000"
+    )
+    assert no_key.status == 6, no_key.err  # not a key of this user's: bad input
+    assert "credential_id: " in no_key.err
+
     assert (await jobctl(target, "create")).status == 2
     not_json = await jobctl(target, "create", "synthetic", "-i", "{oops")
     assert not_json.status == 2
