@@ -243,3 +243,36 @@ async def test_logs_carry_ids_but_never_job_input_or_output(
     assert echoing[0]["attempt"] == 1
     assert echoing[0]["worker_id"] == "logged"
     assert len(echoing[0]["trace_id"]) == 32
+
+
+async def test_a_retry_continues_the_jobs_trace(
+    database_url: str, nats_url: str, spans: InMemorySpanExporter
+) -> None:
+    async with (
+        running_job_service(database_url, nats_url) as app,
+        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+        WorkerApp(
+            WorkerSettings(
+                nats_url=nats_url,
+                job_service_target=f"127.0.0.1:{app.port}",
+                worker_id="retried",
+                worker_metrics_port=None,
+            )
+        ),
+    ):
+        client = Client(channel)
+        await client.create(fail="retryable", fail_times=1)
+
+        def both_attempts() -> bool:
+            finished = spans.get_finished_spans()
+            return any(s.name == "SubmitResult" for s in finished) and (
+                sum(s.name == "SubmitFailure" for s in finished) == 1
+            )
+
+        await eventually(both_attempts, timeout=15, message="no retry and success")
+
+    finished = spans.get_finished_spans()
+    [create] = [s for s in finished if s.name == "CreateJob"]
+    jobs = [s for s in finished if s.name == "job"]
+    assert len(jobs) == 2
+    assert {s.context.trace_id for s in jobs} == {create.context.trace_id}
