@@ -29,6 +29,8 @@ def job_service_env(
         "JOBS_GRPC_HOST": "127.0.0.1",
         "JOBS_GRPC_PORT": str(port),
         "JOBS_INSTANCE_ID": instance_id,
+        # off unless a test asks (many processes run at once)
+        "JOBS_METRICS_PORT": "off",
         **env,
     }
 
@@ -40,6 +42,8 @@ def worker_env(nats_url: str, target: str, worker_id: str, **env: str) -> dict[s
         "JOBS_NATS_URL": nats_url,
         "JOBS_JOB_SERVICE_TARGET": target,
         "JOBS_WORKER_ID": worker_id,
+        # off unless a test asks (port 0: many workers run at once)
+        "JOBS_WORKER_METRICS_PORT": "off",
         **env,
     }
 

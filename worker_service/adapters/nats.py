@@ -34,13 +34,10 @@ class NatsDispatchSource:
         """Declare the topology (idempotent) and bind one pull subscription per queue."""
         await ensure_streams(self._js)
         for queue in queues:
-            await self._bind(queue)
-
-    async def _bind(self, queue: str) -> None:
-        await ensure_dispatch_consumer(self._js, queue)
-        self._subs[queue] = await self._js.pull_subscribe(
-            dispatch_subject(queue), durable=dispatch_consumer(queue), stream=DISPATCH_STREAM
-        )
+            await ensure_dispatch_consumer(self._js, queue)
+            self._subs[queue] = await self._js.pull_subscribe(
+                dispatch_subject(queue), durable=dispatch_consumer(queue), stream=DISPATCH_STREAM
+            )
 
     async def fetch(self, queue: str, batch: int, wait_s: float) -> Sequence[Delivery]:
         try:
@@ -52,25 +49,30 @@ class NatsDispatchSource:
         except (ServiceUnavailableError, NotFoundError) as exc:
             # No one answers for the consumer: the server lost its store (or someone deleted
             # the stream). Declare it all again, or fetches would fail forever.
-            await self._rebind(queue)
+            await self._declare(queue)
             raise DispatchUnavailable(f"{type(exc).__name__}: {exc}") from exc
         except nats.errors.Error as exc:
             raise DispatchUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
-    async def _rebind(self, queue: str) -> None:
-        old = self._subs.get(queue)
+    async def declare_again(self) -> None:
+        """Declare the stream and every queue's consumer again (after a reconnect: the
+        server may have lost its store). Subscriptions stay: a pull request names the
+        consumer, so it reaches the new one."""
+        for queue in list(self._subs):
+            await self._declare(queue, quiet=True)
+
+    async def _declare(self, queue: str, *, quiet: bool = False) -> None:
         try:
             await ensure_streams(self._js)
-            await self._bind(queue)
+            await ensure_dispatch_consumer(self._js, queue)
         except (nats.errors.Error, TimeoutError) as exc:
             log.warning("queue %s: cannot declare its consumer (%s)", queue, type(exc).__name__)
             return
-        log.warning("queue %s: dispatch consumer declared again", queue)
-        if old is not None:
-            try:
-                await old.unsubscribe()
-            except nats.errors.Error as exc:
-                log.debug("unsubscribe failed (%s)", type(exc).__name__)
+        log.log(
+            logging.INFO if quiet else logging.WARNING,
+            "queue %s: dispatch consumer declared again",
+            queue,
+        )
 
     async def close(self) -> None:
         """Drop the pull subscriptions; the durable consumers stay for the next worker."""
