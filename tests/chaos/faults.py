@@ -67,9 +67,10 @@ class FaultContext:
     rng: random.Random
     counter: int = 0
 
-    def probe_key(self) -> str:
+    def key(self, what: str) -> str:
+        """A fresh idempotency key for a job a fault creates itself."""
         self.counter += 1
-        return f"probe-{self.counter}"
+        return f"{what}-{self.counter}"
 
 
 async def _leased_by(cluster: Cluster, worker_id: str) -> list[str]:
@@ -93,7 +94,7 @@ async def _busiest_worker(ctx: FaultContext) -> WorkerSlot:
 
 
 async def _probe(ctx: FaultContext, record: FaultRecord, started: float) -> None:
-    took = await ctx.workload.probe(ctx.probe_key(), PROBE_TIMEOUT_S)
+    took = await ctx.workload.probe(ctx.key("probe"), PROBE_TIMEOUT_S)
     if took is None:
         record.violations.append(f"no fresh job succeeded within {PROBE_TIMEOUT_S}s")
     else:
@@ -192,8 +193,8 @@ async def service_kill_unpublished(ctx: FaultContext) -> FaultRecord:
     caught: list[str] = []
     for n in range(CATCH_TRIES):
         if n % CATCH_BURST_EVERY == 0:  # keep the dispatchers busy while we try
-            for i in range(CATCH_BURST):
-                ctx.workload.submit(KINDS[0], f"{ctx.probe_key()}-catch-{i}")
+            for _ in range(CATCH_BURST):
+                ctx.workload.submit(KINDS[0], ctx.key("catch"))
         replica.process.signal(signal.SIGSTOP)
         rows = await pool.fetch(
             "SELECT aggregate_id FROM outbox_events WHERE status = 'processing'"
@@ -266,8 +267,8 @@ async def nats_data_loss(ctx: FaultContext) -> FaultRecord:
     try:
         await asyncio.sleep(s.worker_fetch_timeout_s + 0.1)  # their pull requests expire
         since = await cluster.db_now()
-        for n in range(BURST):
-            ctx.workload.submit(KINDS[0], f"{ctx.probe_key()}-burst-{n}")
+        for _ in range(BURST):
+            ctx.workload.submit(KINDS[0], ctx.key("burst"))
         await asyncio.sleep(BURST_WAIT_S)  # created and published, delivered to no one
         record.affected = await _undelivered_since(cluster, since)
         await asyncio.to_thread(cluster.nats.stop)
