@@ -119,12 +119,18 @@ class ErrorCode(StrEnum):
     PROVIDER_TIMEOUT = "PROVIDER_TIMEOUT"
     PROVIDER_UNAVAILABLE = "PROVIDER_UNAVAILABLE"
     PROVIDER_RATE_LIMITED = "PROVIDER_RATE_LIMITED"
+    PROVIDER_REQUEST_REJECTED = "PROVIDER_REQUEST_REJECTED"
     VALIDATION_OUTPUT_SCHEMA = "VALIDATION_OUTPUT_SCHEMA"
+    VALIDATION_OUTPUT_MALFORMED = "VALIDATION_OUTPUT_MALFORMED"
+    VALIDATION_OUTPUT_REJECTED = "VALIDATION_OUTPUT_REJECTED"
     CONTENT_SAFETY_BLOCKED = "CONTENT_SAFETY_BLOCKED"
     TIMEOUT = "TIMEOUT"
     CREDENTIAL_INVALID = "CREDENTIAL_INVALID"
+    CREDENTIAL_FORBIDDEN = "CREDENTIAL_FORBIDDEN"
     CANCELLED = "CANCELLED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+    # The job service refused an attempt's projection (a child job it may not create, ...).
+    INTERNAL_PROJECTION_REFUSED = "INTERNAL_PROJECTION_REFUSED"
     JOB_REJECTED = "JOB_REJECTED"
     LEASE_EXPIRED = "LEASE_EXPIRED"
     WORKER_SHUTDOWN = "WORKER_SHUTDOWN"
@@ -166,6 +172,8 @@ class ExecutionError(Exception):
     code: str
     detail: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    # The earliest a retry makes sense (a provider's Retry-After), in seconds.
+    retry_after_s: float | None = None
 
     def __str__(self) -> str:
         return f"{self.code}: {self.detail}" if self.detail else self.code
