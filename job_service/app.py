@@ -23,7 +23,7 @@ from job_service.adapters.job_api import JobServicer
 from job_service.adapters.nats_publisher import NatsPublisher
 from job_service.adapters.outbox_store import OutboxStore
 from job_service.adapters.repository import JobRepository, create_pool
-from job_service.engine import REAP_BATCH, JobEngine
+from job_service.engine import REAP_BATCH, SNAPSHOT_CLEAN_BATCH, JobEngine
 from job_service.outbox import OutboxDispatcher
 from job_service.periodic import Periodic
 from job_service.settings import JobServiceSettings
@@ -105,6 +105,12 @@ class JobServiceApp:
                 lambda: outbox.prune(s.outbox_retention_s, PRUNE_BATCH),
                 interval_s=s.outbox_prune_interval_s,
                 batch=PRUNE_BATCH,
+            ),
+            Periodic(
+                "snapshot cleaner",
+                engine.delete_expired_snapshots,
+                interval_s=s.snapshot_clean_interval_s,
+                batch=SNAPSHOT_CLEAN_BATCH,
             ),
         ]
         self._server = self._build_server(engine)

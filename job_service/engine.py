@@ -22,11 +22,13 @@ from job_service.domain.models import (
     Job,
     LockGrant,
     LockRefusal,
+    NewChild,
     NewJob,
     Submission,
 )
-from job_service.domain.retry import RetryDecision, RetryPolicy
-from job_service.ports import CancelNotifier, JobStore, Waker
+from job_service.domain.retry import Outcome, RetryDecision, RetryPolicy
+from job_service.ports import CancelNotifier, Decide, JobStore, Waker
+from shared.ai.provider import UsageRecord
 from shared.canonical import canonical_json, check_storable, content_hash
 from shared.errors import (
     ErrorClass,
@@ -38,9 +40,10 @@ from shared.errors import (
     JobNotCancellable,
     JobNotFound,
     JobsError,
+    LeaseLost,
     classify,
 )
-from shared.registry import Registry
+from shared.registry import ChildJobDraft, JobDefinition, Registry
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,9 @@ REAP_BATCH = 100
 MAX_BATCH = 256
 # Wake the dispatcher just after a retry becomes due, not just before.
 WAKE_MARGIN_S = 0.01
+# A provider's Retry-After delays a retry by at most this much.
+MAX_RETRY_AFTER_S = 600.0
+SNAPSHOT_CLEAN_BATCH = 500
 
 
 class JobEngine:
@@ -101,37 +107,11 @@ class JobEngine:
                 "input is too large",
                 [FieldViolation("input", f"at most {MAX_INPUT_BYTES} bytes of JSON")],
             )
-        validated = definition.validate_input(raw_input)
-        snapshot = definition.snapshot(validated)
-        effective_priority = definition.default_priority if priority is None else priority
-        # what "the same request" means for an idempotency key
-        request_hash = content_hash(
-            {
-                "job_type": job_type,
-                "input": validated.model_dump(mode="json"),
-                "priority": effective_priority,
-            }
-        )
-        job, created = await self._store.create(
-            NewJob(
-                user_id=user_id,
-                job_type=job_type,
-                queue=definition.queue,
-                priority=effective_priority,
-                idempotency_key=idempotency_key or None,
-                request_hash=request_hash,
-                max_attempts=definition.max_attempts,
-                timeout_ms=int(definition.timeout_s * 1000),
-                input_schema_version=definition.input_schema_version,
-                output_schema_version=definition.output_schema_version,
-                definition_version=definition.version,
-                snapshot=snapshot,
-                snapshot_hash=content_hash(snapshot),
-            )
-        )
+        new = _new_job(definition, raw_input, user_id, idempotency_key, priority)
+        job, created = await self._store.create(new)
         if created:
             self._outbox.wake()
-        elif job.request_hash != request_hash:
+        elif job.request_hash != new.request_hash:
             raise IdempotencyKeyReused(
                 "this idempotency key was used for a different request",
                 [FieldViolation("idempotency_key", "already used with other parameters")],
@@ -152,26 +132,38 @@ class JobEngine:
         job = await self._store.get(job_id, user_id)
         if job is None:
             raise JobNotFound("no such job")
-        if job.status is JobStatus.CANCELLED:
-            raise JobAlreadyCancelled("the job is already cancelled")
         if job.status.terminal or not self._registry.get(job.job_type).cancellable:
+            # A finished parent's unfinished children are still cancelled with it.
+            cascaded = await self._store.cancel_descendants(job_id, user_id)
+            if cascaded:
+                await self._notify_cancel(
+                    [j for j, status in cascaded if status is JobStatus.CANCEL_REQUESTED]
+                )
+                self._outbox.wake()
+                return await self.get_job(job_id, user_id)
+            if job.status is JobStatus.CANCELLED:
+                raise JobAlreadyCancelled("the job is already cancelled")
             raise JobNotCancellable(f"a {job.status} job cannot be cancelled")
         changed = await self._store.cancel(job_id, user_id)
         assert changed is not None, "a job vanished between read and cancel"
-        before, after = changed
+        before, after, requested = changed
         if after is JobStatus.CANCEL_REQUESTED and before is JobStatus.RUNNING:
-            try:
-                await self._notifier.notify_cancel(job_id)
-            except Exception:  # the worker's next heartbeat carries the cancel too
-                log.warning("cancel notice for job %s not sent", job_id, exc_info=True)
-        elif after is before and before.terminal:
+            requested = [job_id, *requested]
+        await self._notify_cancel(requested)
+        if after is before and before.terminal:
             # finished between our read and the locked re-read
             if before is JobStatus.CANCELLED:
                 raise JobAlreadyCancelled("the job is already cancelled")
             raise JobNotCancellable(f"a {before} job cannot be cancelled")
-        if after is JobStatus.CANCELLED:
-            self._outbox.wake()
+        self._outbox.wake()
         return await self.get_job(job_id, user_id)
+
+    async def _notify_cancel(self, job_ids: Sequence[str]) -> None:
+        for job_id in job_ids:
+            try:
+                await self._notifier.notify_cancel(job_id)
+            except Exception:  # the worker's next heartbeat carries the cancel too
+                log.warning("cancel notice for job %s not sent", job_id, exc_info=True)
 
     # --- ExecutorService ---------------------------------------------------------------
 
@@ -207,12 +199,74 @@ class JobEngine:
             if problem is None:
                 valid.append(submission)
                 seen.add(submission.job_id)
-        stored = iter(await self._store.submit_results(valid) if valid else [])
+        refused: dict[str, str] = {}
+        children: list[NewChild] = []
+        with_children = [s for s in valid if s.children]
+        if with_children:
+            types = await self._store.job_types([s.job_id for s in with_children])
+            for submission in with_children:
+                try:
+                    children += self._children(submission, types.get(submission.job_id))
+                except InvalidInput as error:
+                    refused[submission.job_id] = error.message
+        to_store = [s for s in valid if s.job_id not in refused]
+        stored = iter(await self._store.submit_results(to_store, children) if to_store else [])
         self._outbox.wake()
-        return [answer if answer is not None else next(stored) for answer in answers]
+        results: list[JobStatus | JobsError] = []
+        for submission, answer in zip(submissions, answers, strict=True):
+            if answer is not None:
+                results.append(answer)
+            elif submission.job_id in refused:
+                results.append(await self._refuse(submission, refused[submission.job_id]))
+            else:
+                results.append(next(stored))
+        return results
+
+    def _children(self, submission: Submission, parent_type: str | None) -> list[NewChild]:
+        """The submission's child jobs, validated as CreateJob would validate them and
+        allowed by the parent's definition; InvalidInput says why not."""
+        if parent_type is None:
+            return []  # no such job: its submit is refused as a lost lease anyway
+        allowed = self._registry.get(parent_type).child_job_types
+        keys: set[tuple[str, str]] = set()
+        children = []
+        for draft in submission.children:
+            if draft.job_type not in allowed:
+                raise InvalidInput(f"a {parent_type} job may not create {draft.job_type!r} jobs")
+            if (draft.job_type, draft.idempotency_key) in keys:
+                raise InvalidInput("two child jobs share a type and idempotency key")
+            keys.add((draft.job_type, draft.idempotency_key))
+            children.append(NewChild(submission.job_id, _new_child(self._registry, draft)))
+        return children
+
+    async def _refuse(self, submission: Submission, reason: str) -> JobStatus | JobsError:
+        """A projection the job service cannot store fails its attempt (the parent's
+        result, artifacts and children are all dropped together)."""
+        try:
+            outcome = await self._store.end_attempt(
+                submission.job_id,
+                submission.lease_token,
+                ErrorCode.INTERNAL_PROJECTION_REFUSED,
+                reason[:MAX_ERROR_MESSAGE_CHARS],
+                self.decide,
+                submission.usage,
+            )
+        except LeaseLost as error:
+            return error
+        self._wake_for(outcome)
+        return outcome.status
+
+    async def delete_expired_snapshots(self) -> int:
+        return await self._store.delete_expired_snapshots(SNAPSHOT_CLEAN_BATCH)
 
     async def submit_failure(
-        self, job_id: str, lease_token: str, error_code: str, error_message: str
+        self,
+        job_id: str,
+        lease_token: str,
+        error_code: str,
+        error_message: str,
+        usage: Sequence[UsageRecord] = (),
+        retry_after_s: float = 0.0,
     ) -> FailureOutcome:
         _require_uuid("job_id", job_id)
         _require_uuid("lease_token", lease_token)
@@ -227,10 +281,25 @@ class JobEngine:
             error_code,
             # operator detail: kept even when odd, but never a NUL (text columns refuse it)
             error_message.replace("\x00", "\ufffd")[:MAX_ERROR_MESSAGE_CHARS],
-            self.decide,
+            self._deciding_no_sooner_than(retry_after_s),
+            usage,
         )
         self._wake_for(outcome)
         return outcome
+
+    def _deciding_no_sooner_than(self, retry_after_s: float) -> Decide:
+        """``decide``, with a retry scheduled no sooner than a provider's Retry-After."""
+        floor = min(max(0.0, retry_after_s), MAX_RETRY_AFTER_S)
+        if floor <= 0:
+            return self.decide
+
+        def decide(facts: AttemptFacts, code: str) -> RetryDecision:
+            decision = self.decide(facts, code)
+            if decision.outcome is Outcome.RETRY and decision.delay_s < floor:
+                return replace(decision, delay_s=floor)
+            return decision
+
+        return decide
 
     async def reap_expired_leases(self) -> int:
         outcomes = await self._store.reap_expired_leases(REAP_BATCH, self.decide)
@@ -255,6 +324,60 @@ class JobEngine:
             self._outbox.wake(after_s=max(0.0, delay) + WAKE_MARGIN_S)
         else:
             self._outbox.wake()
+
+
+def _new_job(
+    definition: JobDefinition,
+    raw_input: dict[str, Any],
+    user_id: str,
+    idempotency_key: str,
+    priority: int | None,
+) -> NewJob:
+    """A validated job of ``definition`` (InvalidInput naming every bad field)."""
+    validated = definition.validate_input(raw_input)
+    snapshot = definition.snapshot(validated)
+    effective_priority = definition.default_priority if priority is None else priority
+    # what "the same request" means for an idempotency key
+    request_hash = content_hash(
+        {
+            "job_type": definition.job_type,
+            "input": validated.model_dump(mode="json"),
+            "priority": effective_priority,
+        }
+    )
+    return NewJob(
+        user_id=user_id,
+        job_type=definition.job_type,
+        queue=definition.queue,
+        priority=effective_priority,
+        idempotency_key=idempotency_key or None,
+        request_hash=request_hash,
+        max_attempts=definition.max_attempts,
+        timeout_ms=int(definition.timeout_s * 1000),
+        input_schema_version=definition.input_schema_version,
+        output_schema_version=definition.output_schema_version,
+        definition_version=definition.version,
+        snapshot=snapshot,
+        snapshot_hash=content_hash(snapshot),
+        snapshot_ttl_s=definition.snapshot_ttl_s,
+        prompt_key=definition.prompt_key or None,
+        prompt_version=definition.prompt_version or None,
+        model_tier=definition.model_tier or None,
+    )
+
+
+def _new_child(registry: Registry, draft: ChildJobDraft) -> NewJob:
+    """A projection's child, held to what CreateJob demands (its user is the parent's)."""
+    _require_name("child_jobs.idempotency_key", draft.idempotency_key)
+    if draft.priority is not None and not MIN_PRIORITY <= draft.priority <= MAX_PRIORITY:
+        raise InvalidInput("a child job's priority is out of range")
+    try:
+        if len(canonical_json(draft.input).encode()) > MAX_INPUT_BYTES:
+            raise InvalidInput("a child job's input is too large")
+    except ValueError:
+        raise not_json("child_jobs.input") from None
+    definition = registry.get(draft.job_type)
+    return _new_job(definition, draft.input, "", draft.idempotency_key, draft.priority)
 
 
 def not_json(field: str) -> InvalidInput:

@@ -13,10 +13,12 @@ from job_service.domain.models import (
     Job,
     LockGrant,
     LockRefusal,
+    NewChild,
     NewJob,
     Submission,
 )
 from job_service.domain.retry import RetryDecision
+from shared.ai.provider import UsageRecord
 from shared.errors import LeaseLost
 
 
@@ -29,7 +31,17 @@ class JobStore(Protocol):
 
     async def get(self, job_id: str, user_id: str) -> Job | None: ...
 
-    async def cancel(self, job_id: str, user_id: str) -> tuple[JobStatus, JobStatus] | None: ...
+    async def cancel(
+        self, job_id: str, user_id: str
+    ) -> tuple[JobStatus, JobStatus, list[str]] | None: ...
+
+    async def cancel_descendants(
+        self, job_id: str, user_id: str
+    ) -> list[tuple[str, JobStatus]]: ...
+
+    async def job_types(self, job_ids: Sequence[str]) -> dict[str, str]: ...
+
+    async def delete_expired_snapshots(self, limit: int) -> int: ...
 
     async def lock(
         self, job_ids: Sequence[str], worker_id: str
@@ -38,11 +50,17 @@ class JobStore(Protocol):
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck: ...
 
     async def submit_results(
-        self, results: Sequence[Submission]
+        self, results: Sequence[Submission], children: Sequence[NewChild] = ()
     ) -> list[JobStatus | LeaseLost]: ...
 
     async def end_attempt(
-        self, job_id: str, lease_token: str, code: str, message: str, decide: Decide
+        self,
+        job_id: str,
+        lease_token: str,
+        code: str,
+        message: str,
+        decide: Decide,
+        usage: Sequence[UsageRecord] = (),
     ) -> FailureOutcome: ...
 
     async def reap_expired_leases(self, limit: int, decide: Decide) -> list[FailureOutcome]: ...

@@ -35,6 +35,8 @@ class JobServiceSettings(BaseSettings):
     # Published rows are kept this long (for diagnosis), then deleted.
     outbox_retention_s: float = Field(default=24 * 3600.0, gt=0)
     outbox_prune_interval_s: float = Field(default=60.0, gt=0)
+    # How often snapshots past their expiry (finished jobs only) are deleted.
+    snapshot_clean_interval_s: float = Field(default=300.0, gt=0)
 
     # Seconds to let in-flight RPCs finish on SIGTERM.
     shutdown_grace_s: float = Field(default=10.0, ge=0)

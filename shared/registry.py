@@ -162,9 +162,7 @@ class JobDefinition:
             for name, info in self.input_model.model_fields.items()
             if name not in allowed
             or SECRET_NAME.search(name)
-            or (
-                isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("secret")
-            )
+            or (isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("secret"))
         }
         data = validated.model_dump(mode="json", exclude=excluded)
         return {k: v for k, v in data.items() if k in allowed}

@@ -17,9 +17,11 @@ from types import TracebackType
 
 import nats
 
+from shared.ai.router import ModelRouter, ModelSettings
 from shared.registry import Registry, default_registry
 from worker_service.adapters.grpc_executor import GrpcExecutorClient, open_channel
 from worker_service.adapters.nats import CancelListener, NatsDispatchSource
+from worker_service.gateway import ModelGateway
 from worker_service.settings import WorkerSettings
 from worker_service.worker import Worker
 
@@ -31,9 +33,16 @@ class WorkerApp:
     ``stop()``, drains, and closes; ``stop()`` is idempotent and waits for all of that;
     ``async with`` returns once consuming has started and stops on exit."""
 
-    def __init__(self, settings: WorkerSettings, registry: Registry | None = None) -> None:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        registry: Registry | None = None,
+        models: ModelSettings | None = None,
+    ) -> None:
         self.settings = settings
         self.registry = registry or default_registry()
+        # Providers per model tier (JOBS_MODEL_*): the fake provider unless configured.
+        self.models = models or ModelSettings()
         self.slots = settings.queue_slots(self.registry)
         self.worker: Worker | None = None
         self._stop_requested = asyncio.Event()
@@ -123,6 +132,8 @@ class WorkerApp:
         stack.push_async_callback(source.close)
         channel = open_channel(s.job_service_target)
         stack.push_async_callback(channel.close)
+        router = ModelRouter.from_settings(self.models)
+        stack.push_async_callback(router.aclose)
         worker = Worker(
             executor=GrpcExecutorClient(channel),
             source=source,
@@ -132,6 +143,7 @@ class WorkerApp:
             fetch_batch=s.worker_fetch_batch,
             fetch_timeout_s=s.worker_fetch_timeout_s,
             shutdown_grace_s=s.worker_shutdown_grace_s,
+            gateway=ModelGateway(router),
         )
         await stack.enter_async_context(CancelListener(nc, worker.cancel_job))
         return worker

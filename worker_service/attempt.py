@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import TYPE_CHECKING
 
+from shared.ai.prompts import RenderedPrompt
+from shared.ai.provider import ProviderResponse, UsageRecord
+from shared.errors import ErrorCode, ExecutionError
 from worker_service.domain.model import CancelCause, LockedJob
+
+if TYPE_CHECKING:
+    from worker_service.gateway import ModelGateway
 
 NO_PROGRESS = -1.0
 
@@ -14,11 +21,14 @@ class Attempt:
     """Created per locked job. ``cancel`` stops the execution task at once (asyncio
     cancellation reaches the awaiting provider call) and records why."""
 
-    __slots__ = ("_progress", "_task", "cause", "job")
+    __slots__ = ("_gateway", "_progress", "_task", "cause", "job", "usage")
 
-    def __init__(self, job: LockedJob) -> None:
+    def __init__(self, job: LockedJob, gateway: ModelGateway | None = None) -> None:
         self.job = job
         self.cause: CancelCause | None = None
+        # One record per provider call of this attempt, submitted with its outcome.
+        self.usage: list[UsageRecord] = []
+        self._gateway = gateway
         self._task: asyncio.Task[object] | None = None
         self._progress: float | None = None
 
@@ -31,6 +41,16 @@ class Attempt:
     @property
     def attempt(self) -> int:
         return self.job.attempt
+
+    @property
+    def user_id(self) -> str:
+        return self.job.user_id
+
+    async def generate(self, tier: str, prompt: RenderedPrompt) -> ProviderResponse:
+        if self._gateway is None:
+            raise ExecutionError(ErrorCode.INTERNAL_ERROR, "this worker has no model gateway")
+        # The platform key (None) until a job's own credential is resolved here.
+        return await self._gateway.generate(tier, prompt, self.usage, api_key=None)
 
     def report_progress(self, fraction: float) -> None:
         """Keep the latest progress (0..1); the next heartbeat carries it."""

@@ -51,6 +51,14 @@ def job_to_pb(job: Job) -> job_pb2.Job:
             )
             for e in job.events
         ],
+        parent_job_id=job.parent_job_id or "",
+        child_job_ids=job.child_job_ids,
+        total_input_tokens=job.total_input_tokens,
+        total_output_tokens=job.total_output_tokens,
+        total_cost_usd=job.total_cost_usd,
+        prompt_key=job.prompt_key or "",
+        prompt_version=job.prompt_version or "",
+        model_tier=job.model_tier or "",
     )
     if job.validated_output is not None:
         message.output.update(job.validated_output)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
@@ -27,11 +28,13 @@ from job_service.domain.models import (
     JobEvent,
     LockGrant,
     LockRefusal,
+    NewChild,
     NewJob,
     Submission,
 )
 from job_service.domain.retry import Outcome, RetryDecision
 from job_service.ports import Decide
+from shared.ai.provider import UsageRecord
 from shared.constants import DISPATCH_SUBJECT_PREFIX, EVENTS_SUBJECT_PREFIX
 from shared.errors import ErrorCode, LeaseLost, public_message
 
@@ -47,7 +50,8 @@ JOB_COLUMNS = """
     j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
     j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
     j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
-    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at
+    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
+    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier
 """
 
 # Inserts the dispatch outbox row for a job in `src` (a CTE with id, queue), available at
@@ -77,14 +81,15 @@ CREATE_JOB = f"""
 WITH inserted AS (
     INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash,
                       status, max_attempts, timeout_ms, input_schema_version,
-                      output_schema_version, definition_version, queued_at)
-    VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11, now())
+                      output_schema_version, definition_version, queued_at, prompt_key,
+                      prompt_version, model_tier)
+    VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11, now(), $15, $16, $17)
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
     RETURNING {JOB_COLUMNS}
 ), snapshot AS (
-    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version)
-    SELECT id::uuid, $12, $13, $9 FROM inserted
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at)
+    SELECT id::uuid, $12, $13, $9, now() + $14 * interval '1 second' FROM inserted
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt)
     SELECT id::uuid, NULL, 'queued', 0 FROM inserted
@@ -115,8 +120,18 @@ SELECT {JOB_COLUMNS},
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'from', e.from_status, 'to', e.to_status, 'attempt', e.attempt,
                 'reason', e.reason, 'at', e.created_at) ORDER BY e.id), '[]')
-     FROM job_events e WHERE e.job_id = j.id) AS events
-FROM jobs j WHERE j.id = $1 AND j.user_id = $2
+     FROM job_events e WHERE e.job_id = j.id) AS events,
+    (SELECT coalesce(array_agg(c.id::text ORDER BY c.created_at, c.id), '{{}}')
+     FROM jobs c WHERE c.parent_job_id = j.id) AS child_job_ids,
+    usage.*
+FROM jobs j
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(u.input_tokens), 0)::bigint AS total_input_tokens,
+           coalesce(sum(u.output_tokens), 0)::bigint AS total_output_tokens,
+           coalesce(sum(u.cost_usd), 0)::float8 AS total_cost_usd
+    FROM usage_logs u WHERE u.job_id = j.id
+) usage
+WHERE j.id = $1 AND j.user_id = $2
 """
 
 # Locks every lockable job of $1 (rows taken in id order, so that concurrent batches
@@ -135,13 +150,14 @@ WITH prior AS (
         attempt_count = j.attempt_count + 1, started_at = coalesce(j.started_at, now()),
         next_run_at = NULL, progress = 0, updated_at = now()
     FROM prior WHERE j.id = prior.id
-    RETURNING j.id, j.job_type, j.lease_token::text AS lease_token, j.attempt_count,
-              j.lock_until, prior.status AS from_status
+    RETURNING j.id, j.job_type, j.user_id, j.lease_token::text AS lease_token,
+              j.attempt_count, j.lock_until, prior.status AS from_status
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
     SELECT id, from_status, 'running', attempt_count, $2 FROM locked
 )
-SELECT l.id::text AS id, l.job_type, l.lease_token, l.attempt_count, l.lock_until, s.payload
+SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
+       s.payload
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
 """
 
@@ -157,8 +173,15 @@ WHERE id = $1 AND lease_token = $2 AND status = ANY($5::text[])
 RETURNING lock_until, status
 """
 
-# Commits each result whose lease token is current, with its artifacts, timeline event and
-# domain event; $1 and $2 are JSON arrays (one element per result, per artifact).
+_USAGE_COLUMNS = """
+    job_id uuid, provider text, model text, credential_mode text, input_tokens int,
+    output_tokens int, cost_usd numeric, latency_ms int, error_code text
+"""
+
+# Commits each result whose lease token is current, with its artifacts, timeline event,
+# domain event, child jobs (each with its snapshot, timeline event and dispatch row; a child
+# whose idempotency key exists already is left as it is) and usage rows. $1..$4 are JSON
+# arrays: one element per result, artifact, child, provider call.
 SUBMIT_RESULTS = f"""
 WITH input AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb)
@@ -169,7 +192,7 @@ WITH input AS (
         lock_until = NULL, error_code = NULL, public_error_message = NULL
     FROM input i
     WHERE j.id = i.job_id AND j.lease_token = i.lease_token AND j.status = 'running'
-    RETURNING j.id, j.job_type, j.status, j.attempt_count, j.locked_by
+    RETURNING j.id, j.user_id, j.job_type, j.status, j.attempt_count, j.locked_by
 ), artifacts AS (
     INSERT INTO job_artifacts (job_id, artifact_type, artifact_id, ordinal, payload)
     SELECT a.job_id, a.artifact_type, a.artifact_id, a.ordinal, a.payload
@@ -181,8 +204,101 @@ WITH input AS (
     SELECT id, 'running', 'succeeded', attempt_count, locked_by FROM done
 ), domain_event AS (
     {_DOMAIN_EVENT_ROW.format(src="done")}
+), children_in AS (
+    SELECT c.*, done.user_id FROM jsonb_to_recordset($3::jsonb) AS c(
+        parent_job_id uuid, job_type text, queue text, priority int, idempotency_key text,
+        request_hash text, max_attempts int, timeout_ms int, input_schema_version text,
+        output_schema_version text, definition_version text, prompt_key text,
+        prompt_version text, model_tier text, snapshot jsonb, snapshot_hash text,
+        snapshot_ttl_s float8)
+    JOIN done ON done.id = c.parent_job_id
+), children AS (
+    INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, idempotency_key,
+                      request_hash, parent_job_id, status, max_attempts, timeout_ms,
+                      input_schema_version, output_schema_version, definition_version,
+                      prompt_key, prompt_version, model_tier, queued_at)
+    SELECT user_id, job_type, 'child_job', queue, priority, idempotency_key, request_hash,
+           parent_job_id, 'queued', max_attempts, timeout_ms, input_schema_version,
+           output_schema_version, definition_version, prompt_key, prompt_version, model_tier,
+           now()
+    FROM children_in
+    ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
+        DO NOTHING
+    RETURNING j.id, j.queue, j.parent_job_id, j.job_type, j.idempotency_key
+), child_snapshots AS (
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at)
+    SELECT ch.id, c.snapshot, c.snapshot_hash, c.input_schema_version,
+           now() + c.snapshot_ttl_s * interval '1 second'
+    FROM children ch JOIN children_in c
+        ON c.parent_job_id = ch.parent_job_id AND c.job_type = ch.job_type
+       AND c.idempotency_key = ch.idempotency_key
+), child_events AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id, NULL, 'queued', 0, 'child_job' FROM children
+), child_dispatch AS (
+    {
+    _DISPATCH_ROW.format(
+        src="children",
+        dedupe="'job.dispatch:' || src.id || ':create'",
+        attempt="1",
+        available_at="now()",
+    )
+}
+), usage AS (
+    INSERT INTO usage_logs (job_id, attempt, provider, model, credential_mode, input_tokens,
+                            output_tokens, cost_usd, latency_ms, error_code)
+    SELECT u.job_id, done.attempt_count, u.provider, u.model, u.credential_mode,
+           u.input_tokens, u.output_tokens, u.cost_usd, u.latency_ms, nullif(u.error_code, '')
+    FROM jsonb_to_recordset($4::jsonb) AS u({_USAGE_COLUMNS}) JOIN done ON done.id = u.job_id
 )
 SELECT id::text FROM done
+"""
+
+INSERT_USAGE = f"""
+INSERT INTO usage_logs (job_id, attempt, provider, model, credential_mode, input_tokens,
+                        output_tokens, cost_usd, latency_ms, error_code)
+SELECT u.job_id, $2, u.provider, u.model, u.credential_mode, u.input_tokens,
+       u.output_tokens, u.cost_usd, u.latency_ms, nullif(u.error_code, '')
+FROM jsonb_to_recordset($1::jsonb) AS u({_USAGE_COLUMNS})
+"""
+
+# Cancels the unfinished descendants of job $1: each moves as the lifecycle's CANCEL step
+# says ($2: a JSON map from status to status), with its timeline and domain events.
+CANCEL_DESCENDANTS = f"""
+WITH RECURSIVE tree AS (
+    SELECT id FROM jobs WHERE parent_job_id = $1
+    UNION
+    SELECT c.id FROM jobs c JOIN tree ON c.parent_job_id = tree.id
+), targets AS (
+    SELECT j.id, j.status FROM jobs j JOIN tree ON tree.id = j.id
+    WHERE $2::jsonb ? j.status
+    ORDER BY j.id
+    FOR UPDATE OF j
+), changed AS (
+    UPDATE jobs j SET status = $2::jsonb ->> t.status, cancel_requested_at = now(),
+        updated_at = now(), next_run_at = NULL,
+        finished_at = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN now() END,
+        error_code = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN $3 END,
+        public_error_message = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN $4 END
+    FROM targets t WHERE j.id = t.id
+    RETURNING j.id, j.job_type, j.status, j.attempt_count, t.status AS from_status
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id, from_status, status, attempt_count, 'parent_cancelled' FROM changed
+), domain_event AS (
+    {_DOMAIN_EVENT_ROW.format(src="(SELECT * FROM changed WHERE status = 'cancelled')")}
+)
+SELECT id::text AS id, status FROM changed
+"""
+
+# Removes expired snapshots of finished jobs (an unfinished job still needs its input).
+DELETE_EXPIRED_SNAPSHOTS = """
+DELETE FROM job_snapshots WHERE job_id IN (
+    SELECT s.job_id FROM job_snapshots s JOIN jobs j ON j.id = s.job_id
+    WHERE s.expires_at < now() AND j.status = ANY($1::text[])
+    ORDER BY s.expires_at LIMIT $2
+    FOR UPDATE OF s SKIP LOCKED
+)
 """
 
 SUBMIT_STATE = """
@@ -292,6 +408,10 @@ class JobRepository:
                 new.definition_version,
                 new.snapshot,
                 new.snapshot_hash,
+                new.snapshot_ttl_s,
+                new.prompt_key,
+                new.prompt_version,
+                new.model_tier,
             )
             if row is not None:
                 return _job(row), True
@@ -306,22 +426,32 @@ class JobRepository:
         row = await self._pool.fetchrow(GET_JOB, job_id, user_id)
         if row is None:
             return None
-        return _job(
-            row,
-            artifacts=[Artifact(**a) for a in row["artifacts"]],
-            events=[_event(e) for e in row["events"]],
+        return replace(
+            _job(
+                row,
+                artifacts=[Artifact(**a) for a in row["artifacts"]],
+                events=[_event(e) for e in row["events"]],
+            ),
+            child_job_ids=list(row["child_job_ids"]),
+            total_input_tokens=row["total_input_tokens"],
+            total_output_tokens=row["total_output_tokens"],
+            total_cost_usd=row["total_cost_usd"],
         )
 
-    async def cancel(self, job_id: str, user_id: str) -> tuple[JobStatus, JobStatus] | None:
-        """Applies CancelJob; returns (status before, status after), or None when the user
-        has no such job. The caller judges statuses that cannot be cancelled."""
+    async def cancel(
+        self, job_id: str, user_id: str
+    ) -> tuple[JobStatus, JobStatus, list[str]] | None:
+        """Applies CancelJob to the job and, in the same transaction, its unfinished
+        descendants; returns (status before, status after, descendants now
+        CANCEL_REQUESTED), or None when the user has no such job. The caller judges
+        statuses that cannot be cancelled (the descendants are then left alone)."""
         async with self._pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(CANCEL_STATE, job_id, user_id)
             if row is None:
                 return None
             before = JobStatus(row["status"])
             if before not in sources(Step.CANCEL):
-                return before, before
+                return before, before, []
             after = transition(before, Step.CANCEL)
             changed = await conn.fetchval(
                 CANCEL,
@@ -332,7 +462,34 @@ class JobRepository:
                 public_message(ErrorCode.CANCELLED),
             )
             assert changed == after.value, "cancel raced although the row was locked"
-            return before, after
+            return before, after, await _cancel_descendants(conn, job_id)
+
+    async def cancel_descendants(self, job_id: str, user_id: str) -> list[tuple[str, JobStatus]]:
+        """Cancels the unfinished descendants of a (finished) job of the user; returns each
+        one changed with its new status."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            if await conn.fetchrow(CANCEL_STATE, job_id, user_id) is None:
+                return []
+            rows = await conn.fetch(
+                CANCEL_DESCENDANTS,
+                job_id,
+                _CANCEL_STEP,
+                ErrorCode.CANCELLED.value,
+                public_message(ErrorCode.CANCELLED),
+            )
+        return [(r["id"], JobStatus(r["status"])) for r in rows]
+
+    async def job_types(self, job_ids: Sequence[str]) -> dict[str, str]:
+        rows = await self._pool.fetch(
+            "SELECT id::text AS id, job_type FROM jobs WHERE id = ANY($1::text[]::uuid[])",
+            list(job_ids),
+        )
+        return {r["id"]: r["job_type"] for r in rows}
+
+    async def delete_expired_snapshots(self, limit: int) -> int:
+        """Removes up to ``limit`` expired snapshots of finished jobs; returns how many."""
+        done = await self._pool.execute(DELETE_EXPIRED_SNAPSHOTS, TERMINAL, limit)
+        return int(done.split()[-1])
 
     # --- workers -----------------------------------------------------------------------
 
@@ -352,6 +509,7 @@ class JobRepository:
                     attempt=row["attempt_count"],
                     lease_expires_at=row["lock_until"],
                     input=row["payload"],
+                    user_id=row["user_id"],
                 )
                 for row in rows
             }
@@ -374,11 +532,14 @@ class JobRepository:
             cancel_requested=row["status"] == JobStatus.CANCEL_REQUESTED,
         )
 
-    async def submit_results(self, results: Sequence[Submission]) -> list[JobStatus | LeaseLost]:
+    async def submit_results(
+        self, results: Sequence[Submission], children: Sequence[NewChild] = ()
+    ) -> list[JobStatus | LeaseLost]:
         """Commits each result (distinct jobs) with its current lease, exactly once, in one
-        statement; answers per result, in order. A repeat of a committed submit is answered
-        SUCCEEDED again; a cancel that won the race ends the job CANCELLED and drops the
-        result; anything else is LeaseLost."""
+        statement with its artifacts, ``children`` (of these results) and usage rows;
+        answers per result, in order. A repeat of a committed submit is answered SUCCEEDED
+        again (and adds nothing); a cancel that won the race ends the job CANCELLED and
+        drops the result; anything else is LeaseLost."""
         items = [
             {
                 "job_id": r.job_id,
@@ -399,8 +560,13 @@ class JobRepository:
             for r in results
             for a in r.artifacts
         ]
+        child_rows = [_child_row(c) for c in children]
+        usage = [_usage_row(r.job_id, u) for r in results for u in r.usage]
         async with self._pool.acquire() as conn:
-            done = {row["id"] for row in await conn.fetch(SUBMIT_RESULTS, items, artifacts)}
+            done = {
+                row["id"]
+                for row in await conn.fetch(SUBMIT_RESULTS, items, artifacts, child_rows, usage)
+            }
         return [
             JobStatus.SUCCEEDED if r.job_id in done else await self._settle_refused(r)
             for r in results
@@ -422,13 +588,26 @@ class JobRepository:
         return LeaseLost("the lease on this job is no longer held")
 
     async def end_attempt(
-        self, job_id: str, lease_token: str, code: str, message: str, decide: Decide
+        self,
+        job_id: str,
+        lease_token: str,
+        code: str,
+        message: str,
+        decide: Decide,
+        usage: Sequence[UsageRecord] = (),
     ) -> FailureOutcome:
-        """Ends a failed attempt as ``decide`` says (a cancel pending wins). A repeat of
-        the same report is answered with the status it led to; otherwise LeaseLost."""
+        """Ends a failed attempt as ``decide`` says (a cancel pending wins), storing its
+        usage rows in the same transaction. A repeat of the same report is answered with
+        the status it led to (and stores nothing); otherwise LeaseLost."""
         async with self._pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(ATTEMPT_FOR_UPDATE, job_id, lease_token, LEASED)
             if row is not None:
+                if usage:
+                    await conn.execute(
+                        INSERT_USAGE,
+                        [_usage_row(job_id, u) for u in usage],
+                        row["attempt_count"],
+                    )
                 return await _end(conn, row, code, message, decide)
             state = await conn.fetchrow(SUBMIT_STATE, job_id)
         if state is not None and state["lease_token"] == lease_token:
@@ -449,6 +628,49 @@ class JobRepository:
 
 
 _CANCEL = RetryDecision(Outcome.CANCEL)
+_CANCEL_STEP = {s.value: transition(s, Step.CANCEL).value for s in sources(Step.CANCEL)}
+
+
+async def _cancel_descendants(
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], job_id: str
+) -> list[str]:
+    """Cancels the job's unfinished descendants; the ids of those now CANCEL_REQUESTED
+    (their workers must be told)."""
+    rows = await conn.fetch(
+        CANCEL_DESCENDANTS,
+        job_id,
+        _CANCEL_STEP,
+        ErrorCode.CANCELLED.value,
+        public_message(ErrorCode.CANCELLED),
+    )
+    return [r["id"] for r in rows if r["status"] == JobStatus.CANCEL_REQUESTED]
+
+
+def _child_row(child: NewChild) -> dict[str, Any]:
+    new = child.job
+    return {
+        "parent_job_id": child.parent_job_id,
+        "job_type": new.job_type,
+        "queue": new.queue,
+        "priority": new.priority,
+        "idempotency_key": new.idempotency_key,
+        "request_hash": new.request_hash,
+        "max_attempts": new.max_attempts,
+        "timeout_ms": new.timeout_ms,
+        "input_schema_version": new.input_schema_version,
+        "output_schema_version": new.output_schema_version,
+        "definition_version": new.definition_version,
+        "prompt_key": new.prompt_key,
+        "prompt_version": new.prompt_version,
+        "model_tier": new.model_tier,
+        "snapshot": new.snapshot,
+        "snapshot_hash": new.snapshot_hash,
+        "snapshot_ttl_s": new.snapshot_ttl_s,
+    }
+
+
+def _usage_row(job_id: str, usage: UsageRecord) -> dict[str, Any]:
+    return {"job_id": job_id, **asdict(usage)}
 
 
 def _always_cancel(facts: AttemptFacts, code: str) -> RetryDecision:
@@ -518,6 +740,10 @@ def _job(
         next_run_at=row["next_run_at"],
         artifacts=artifacts or [],
         events=events or [],
+        parent_job_id=row["parent_job_id"],
+        prompt_key=row["prompt_key"],
+        prompt_version=row["prompt_version"],
+        model_tier=row["model_tier"],
     )
 
 

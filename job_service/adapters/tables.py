@@ -13,6 +13,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    Numeric,
     SmallInteger,
     String,
     Table,
@@ -66,6 +67,10 @@ jobs = Table(
     Column("input_schema_version", String(100), nullable=False),
     Column("output_schema_version", String(100), nullable=False),
     Column("definition_version", String(100), nullable=False),
+    # the prompt template and model tier the job runs with (AI job types)
+    Column("prompt_key", String(100)),
+    Column("prompt_version", String(50)),
+    Column("model_tier", String(16)),
     # errors and output
     Column("error_code", String(100)),
     Column("public_error_message", String(500)),
@@ -107,6 +112,8 @@ job_snapshots = Table(
     Column("schema_version", String(100), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("expires_at", DateTime(timezone=True)),
+    # the cleaner's scan
+    Index("job_snapshots_expiry", "expires_at", postgresql_where=text("expires_at IS NOT NULL")),
 )
 
 job_artifacts = Table(
@@ -167,4 +174,24 @@ outbox_events = Table(
     Index("outbox_pending", "available_at", "id", postgresql_where=text("status = 'pending'")),
     Index("outbox_processing", "locked_at", postgresql_where=text("status = 'processing'")),
     Index("outbox_published", "published_at", postgresql_where=text("status = 'published'")),
+)
+
+# One row per provider call, failed calls included; kept when its job is deleted.
+usage_logs = Table(
+    "usage_logs",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("job_id", UUID(as_uuid=False), ForeignKey("jobs.id", ondelete="SET NULL")),
+    Column("attempt", Integer, nullable=False),
+    Column("provider", String(64), nullable=False),
+    Column("model", String(255), nullable=False),
+    Column("credential_mode", String(16), nullable=False),
+    Column("input_tokens", Integer, nullable=False, server_default="0"),
+    Column("output_tokens", Integer, nullable=False, server_default="0"),
+    Column("cost_usd", Numeric(14, 6), nullable=False, server_default="0"),
+    Column("latency_ms", Integer, nullable=False, server_default="0"),
+    Column("error_code", String(100)),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("usage_logs_job", "job_id"),
+    Index("usage_logs_created", "created_at"),
 )

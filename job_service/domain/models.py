@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from job_service.domain.lifecycle import JobStatus
-from shared.registry import ArtifactDraft
+from shared.ai.provider import UsageRecord
+from shared.registry import ArtifactDraft, ChildJobDraft
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,18 @@ class NewJob:
     definition_version: str
     snapshot: dict[str, Any]
     snapshot_hash: str
+    snapshot_ttl_s: float = 30 * 24 * 3600.0
+    prompt_key: str | None = None
+    prompt_version: str | None = None
+    model_tier: str | None = None
+
+
+@dataclass(frozen=True)
+class NewChild:
+    """A validated child job of a projection; it belongs to its parent's user."""
+
+    parent_job_id: str
+    job: NewJob
 
 
 @dataclass(frozen=True)
@@ -74,6 +87,14 @@ class Job:
     next_run_at: datetime | None
     artifacts: list[Artifact] = field(default_factory=list)
     events: list[JobEvent] = field(default_factory=list)
+    parent_job_id: str | None = None
+    child_job_ids: list[str] = field(default_factory=list)
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    total_cost_usd: float = 0.0
+    prompt_key: str | None = None
+    prompt_version: str | None = None
+    model_tier: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +107,7 @@ class LockGrant:
     attempt: int
     lease_expires_at: datetime
     input: dict[str, Any]
+    user_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,3 +151,5 @@ class Submission:
     output: dict[str, Any]
     output_hash: str
     artifacts: Sequence[ArtifactDraft]
+    children: Sequence[ChildJobDraft] = ()
+    usage: Sequence[UsageRecord] = ()

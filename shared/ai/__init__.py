@@ -1,1 +1,2 @@
-"""AI execution: the provider port and its adapters, the model router, prompts, the AI job pipeline."""
+"""AI execution: the provider port, its adapters, the model router, prompts and the
+AI job pipeline."""

@@ -41,8 +41,10 @@ class PromptTemplate:
             k: json.dumps(v, ensure_ascii=False) if isinstance(v, list | dict) else v
             for k, v in variables.items()
         }
-        user = self.user.format(**values) + INPUT_MARKER + json.dumps(
-            variables, ensure_ascii=False, sort_keys=True
+        user = (
+            self.user.format(**values)
+            + INPUT_MARKER
+            + json.dumps(variables, ensure_ascii=False, sort_keys=True)
         )
         return RenderedPrompt(
             key=self.key,

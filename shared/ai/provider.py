@@ -53,7 +53,9 @@ class ProviderRequest:
     max_tokens: int | None = None
 
     def __repr__(self) -> str:  # never show a key (or the prompt) in a log line or traceback
-        return f"ProviderRequest(model={self.model!r}, prompt={self.prompt_key}@{self.prompt_version})"
+        return (
+            f"ProviderRequest(model={self.model!r}, prompt={self.prompt_key}@{self.prompt_version})"
+        )
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,21 @@ class ProviderResponse:
     output_tokens: int
     latency_ms: int
     model: str
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """One provider call as accounted: stored as a usage row with the attempt's outcome."""
+
+    provider: str
+    model: str
+    credential_mode: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: int = 0
+    # Empty when the call succeeded.
+    error_code: str = ""
 
 
 class Provider(Protocol):

@@ -77,17 +77,14 @@ class PriceTable:
 
 @dataclass(frozen=True)
 class Route:
+    """A tier's provider (which holds the tier's platform key) and model."""
+
     provider: Provider
     model: str
-    # The platform key of the tier; None when the provider needs none (fake).
-    platform_key: str | None
-
-    def __repr__(self) -> str:
-        return f"Route(provider={self.provider.name}, model={self.model!r})"
 
 
 class ModelRouter:
-    """Routes per tier; providers with the same kind and base URL share one client."""
+    """Routes per tier; tiers with the same provider, base URL and key share one client."""
 
     def __init__(self, routes: dict[ModelTier, Route], prices: PriceTable) -> None:
         self._routes = routes
@@ -95,16 +92,16 @@ class ModelRouter:
 
     @classmethod
     def from_settings(cls, settings: ModelSettings) -> ModelRouter:
-        built: dict[tuple[ProviderKind, str], Provider] = {}
+        built: dict[tuple[ProviderKind, str, str | None], Provider] = {}
         routes = {}
         for tier in ModelTier:
             kind, base_url, model, key = settings.tier(tier)
             if kind is ProviderKind.OPENAI and not base_url:
                 raise ValueError(f"JOBS_MODEL_{tier.name}_BASE_URL is required for openai")
-            provider = built.get((kind, base_url))
+            provider = built.get((kind, base_url, key))
             if provider is None:
-                provider = built[(kind, base_url)] = _provider(settings, kind, base_url)
-            routes[tier] = Route(provider, model, key)
+                provider = built[(kind, base_url, key)] = _provider(settings, kind, base_url, key)
+            routes[tier] = Route(provider, model)
         return cls(routes, PriceTable(dict(settings.model_prices)))
 
     def route(self, tier: str) -> Route:
@@ -115,10 +112,13 @@ class ModelRouter:
             await provider.aclose()
 
 
-def _provider(settings: ModelSettings, kind: ProviderKind, base_url: str) -> Provider:
+def _provider(
+    settings: ModelSettings, kind: ProviderKind, base_url: str, key: str | None
+) -> Provider:
     if kind is ProviderKind.OPENAI:
         return OpenAICompatibleProvider(
             base_url,
+            default_api_key=key,
             connect_timeout_s=settings.provider_connect_timeout_s,
             read_timeout_s=settings.provider_read_timeout_s,
         )

@@ -132,8 +132,10 @@ def validate_cards(raw: dict[str, Any], job_input: ReviewCardInput) -> dict[str,
             continue  # an exact duplicate
         seen.add((front, back))
         difficulty = card.get("difficulty")
-        raw_tags = card.get("tags") if isinstance(card.get("tags"), list) else []
-        tags = [t.strip() for t in raw_tags if isinstance(t, str) and t.strip()]
+        raw_tags = card.get("tags")
+        tags = [t.strip() for t in raw_tags or [] if isinstance(t, str) and t.strip()]
+        if not isinstance(raw_tags, list):
+            tags = []
         kept.append(
             {
                 "frontText": front,

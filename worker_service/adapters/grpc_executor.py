@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import grpc
 
+from shared.ai.provider import UsageRecord
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_pb2
 from shared.pbconv import dict_from_struct, struct_from_dict
@@ -131,12 +132,16 @@ class GrpcExecutorClient:
         error_message: str,
         *,
         timeout_s: float,
+        usage: Sequence[UsageRecord] = (),
+        retry_after_s: float | None = None,
     ) -> str:
         request = pb.SubmitFailureRequest(
             job_id=job_id,
             lease_token=lease_token,
             error_code=error_code,
             error_message=error_message,
+            usage=[_usage(u) for u in usage],
+            retry_after_ms=round((retry_after_s or 0) * 1000),
         )
         try:
             response = await self._stub.SubmitFailure(request, timeout=timeout_s)
@@ -194,6 +199,29 @@ def _result_request(submission: ResultSubmission) -> pb.SubmitResultRequest:
             )
             for a in result.artifacts
         ],
+        child_jobs=[
+            pb.ChildJob(
+                job_type=c.job_type,
+                input=struct_from_dict(c.input),
+                idempotency_key=c.idempotency_key,
+                priority=c.priority,
+            )
+            for c in result.children
+        ],
+        usage=[_usage(u) for u in result.usage],
+    )
+
+
+def _usage(usage: UsageRecord) -> pb.ProviderUsage:
+    return pb.ProviderUsage(
+        provider=usage.provider,
+        model=usage.model,
+        credential_mode=usage.credential_mode,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cost_usd=usage.cost_usd,
+        latency_ms=usage.latency_ms,
+        error_code=usage.error_code,
     )
 
 
@@ -220,6 +248,7 @@ def _locked_job(job: pb.LockedJob) -> LockedJob:
         input=dict_from_struct(job.input),
         lease_ttl_ms=job.lease_ttl_ms,
         heartbeat_interval_ms=job.heartbeat_interval_ms,
+        user_id=job.user_id,
     )
 
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from shared.registry import ArtifactDraft
+from shared.ai.provider import UsageRecord
+from shared.registry import ArtifactDraft, ChildJobDraft
 
 # Used when the job service leaves the heartbeat interval unset.
 DEFAULT_HEARTBEAT_INTERVAL_S = 1.0
@@ -32,6 +33,8 @@ class LockedJob:
     input: dict[str, Any]
     lease_ttl_ms: int
     heartbeat_interval_ms: int
+    # The job's owner; a projection's child jobs belong to it too.
+    user_id: str = ""
 
     @property
     def lease_ttl_s(self) -> float:
@@ -107,6 +110,8 @@ class Succeeded:
     output: dict[str, Any]
     output_hash: str
     artifacts: list[ArtifactDraft] = field(default_factory=list)
+    children: list[ChildJobDraft] = field(default_factory=list)
+    usage: tuple[UsageRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +119,9 @@ class Failed:
     code: str
     # Internal detail for operators; never logged by the worker.
     message: str = ""
+    usage: tuple[UsageRecord, ...] = ()
+    # A provider's Retry-After, in seconds.
+    retry_after_s: float | None = None
 
 
 Outcome = Succeeded | Failed
