@@ -94,7 +94,7 @@ class GrpcExecutorClient:
         self, submissions: Sequence[ResultSubmission], *, timeout_s: float
     ) -> list[str | Exception]:
         _check_batch(len(submissions))
-        parts = _parts([_result_request(s) for s in submissions])
+        parts = _parts([result_message(s) for s in submissions])
         if len(parts) == 1:
             return await self._submit_results(parts[0], timeout_s)
         answered = await asyncio.gather(
@@ -183,7 +183,8 @@ def _lock_result(response: pb.LockJobResponse) -> LockResult | Exception:
     return LockResult(outcome)
 
 
-def _result_request(submission: ResultSubmission) -> pb.SubmitResultRequest:
+def result_message(submission: ResultSubmission) -> pb.SubmitResultRequest:
+    """One SubmitResult item as the wire carries it (also used by tests playing a worker)."""
     result = submission.result
     return pb.SubmitResultRequest(
         job_id=submission.job_id,
