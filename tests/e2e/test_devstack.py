@@ -15,6 +15,7 @@ import grpc
 
 from shared.embedded import free_port
 from shared.pb.jobs.v1 import job_pb2
+from tests.support.ai import feynman_flow, review_cards
 from tests.support.stack import Client
 from tests.support.wait import eventually
 
@@ -70,6 +71,11 @@ async def create_and_finish(target: str) -> str:
             return (await client.get(job.id)).status == job_pb2.JOB_STATUS_SUCCEEDED
 
         await eventually(succeeded, timeout=20, message="the job did not finish")
+        # the reference AI flow on the default (fake) provider: parent, child, cards
+        parent, child = await feynman_flow(client)
+        assert child.status == job_pb2.JOB_STATUS_SUCCEEDED
+        assert 1 <= len(review_cards(child)) <= 3
+        assert child.parent_job_id == parent.id
         return job.id
 
 

@@ -85,3 +85,35 @@ async def worker_result(
     result = await definition.execute(job_input, HandContext(locked))
     outcome = dataclasses.replace(succeeded(definition, result), usage=tuple(usage))
     return result_message(ResultSubmission(locked.job_id, locked.lease_token, outcome))
+
+
+async def feynman_flow(client: Any, timeout: float = 30.0) -> tuple[Any, Any]:
+    """Creates a feynman_evaluation through ``client`` (tests.support.stack.Client) and
+    waits until it and its review-card child finished; returns both job views."""
+    from shared.pb.jobs.v1 import job_pb2
+    from tests.support.wait import eventually
+
+    terminal = (
+        job_pb2.JOB_STATUS_SUCCEEDED,
+        job_pb2.JOB_STATUS_FAILED,
+        job_pb2.JOB_STATUS_CANCELLED,
+    )
+    created = await client.create(job_type="feynman_evaluation", **FEYNMAN_INPUT)
+
+    async def finished(job_id: str) -> Any:
+        job = await client.get(job_id)
+        return job if job.status in terminal else None
+
+    parent = await eventually(
+        lambda: finished(created.job.id), timeout=timeout, message="the parent did not finish"
+    )
+    assert parent.status == job_pb2.JOB_STATUS_SUCCEEDED, parent.error_code
+    [child_id] = parent.child_job_ids
+    child = await eventually(
+        lambda: finished(child_id), timeout=timeout, message="the child did not finish"
+    )
+    return parent, child
+
+
+def review_cards(job: Any) -> list[Any]:
+    return [a for a in job.artifacts if a.artifact_type == "review_card"]

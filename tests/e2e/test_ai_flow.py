@@ -1,0 +1,94 @@
+"""The reference AI flow end to end — CreateJob(feynman_evaluation) → worker → projection
+→ review_card_generation child → worker → cards — on the fake provider and on the real
+HTTP provider against the local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from shared.ai.openai_server import LocalOpenAIServer
+from shared.ai.router import ModelSettings
+from shared.pb.jobs.v1 import job_pb2
+from tests.support.ai import FEYNMAN_INPUT, feynman_flow, review_cards
+from tests.support.stack import Client
+from worker_service.app import WorkerApp
+from worker_service.settings import WorkerSettings
+
+S = job_pb2
+PRIMARY_KEY = "sk-primary-platform-key-0123456789"
+CHEAP_KEY = "sk-cheap-platform-key-0123456789ab"
+
+
+def assert_complete_flow(parent: job_pb2.Job, child: job_pb2.Job) -> None:
+    assert parent.status == S.JOB_STATUS_SUCCEEDED
+    assert child.status == S.JOB_STATUS_SUCCEEDED
+    assert child.parent_job_id == parent.id
+    cards = review_cards(child)
+    weaknesses = list(dict(parent.output)["weaknesses"])
+    assert len(cards) == min(3, max(1, len(weaknesses)))
+    assert [c.ordinal for c in cards] == list(range(len(cards)))
+    assert dict(child.output)["totalCount"] == len(cards)
+    assert {a.artifact_type for a in parent.artifacts} >= {"feynman_result"}
+    assert parent.total_input_tokens > 0 and child.total_output_tokens > 0
+
+
+async def test_feynman_flow_on_the_fake_provider(client: Client, worker: WorkerApp) -> None:
+    parent, child = await feynman_flow(client)
+
+    assert_complete_flow(parent, child)
+
+
+@pytest.fixture
+async def openai_server() -> AsyncIterator[LocalOpenAIServer]:
+    async with LocalOpenAIServer() as server:
+        yield server
+
+
+async def test_feynman_flow_on_the_local_openai_compatible_server(
+    client: Client, nats_url: str, target: str, openai_server: LocalOpenAIServer
+) -> None:
+    models = ModelSettings(
+        model_primary_provider="openai",
+        model_primary_base_url=openai_server.url,
+        model_primary_model="big-model",
+        model_primary_api_key=PRIMARY_KEY,
+        model_cheap_provider="openai",
+        model_cheap_base_url=openai_server.url,
+        model_cheap_model="small-model",
+        model_cheap_api_key=CHEAP_KEY,
+        model_prices={"big-model": (0.5, 1.5), "small-model": (0.1, 0.2)},
+    )
+    settings = WorkerSettings(nats_url=nats_url, job_service_target=target, worker_id="w-http")
+    async with WorkerApp(settings, models=models):
+        parent, child = await feynman_flow(client)
+
+    assert_complete_flow(parent, child)
+    assert parent.total_cost_usd > 0 and child.total_cost_usd > 0
+    seen = [(r.body["model"], r.headers["authorization"]) for r in openai_server.requests]
+    assert seen == [("big-model", f"Bearer {PRIMARY_KEY}"), ("small-model", f"Bearer {CHEAP_KEY}")]
+    # what went over the wire: the prompt, never ids or keys of the job's owner
+    assert FEYNMAN_INPUT["explanation"] in openai_server.requests[0].body["messages"][1]["content"]
+
+
+async def test_provider_failures_are_retried_and_counted(
+    client: Client, nats_url: str, target: str, openai_server: LocalOpenAIServer
+) -> None:
+    from shared.ai.openai_server import Reply
+
+    openai_server.script(Reply(status=503), Reply(status=429, headers={"Retry-After": "0"}))
+    models = ModelSettings(
+        model_primary_provider="openai",
+        model_primary_base_url=openai_server.url,
+        model_cheap_provider="openai",
+        model_cheap_base_url=openai_server.url,
+    )
+    settings = WorkerSettings(nats_url=nats_url, job_service_target=target, worker_id="w-retry")
+    async with WorkerApp(settings, models=models):
+        parent, child = await feynman_flow(client, timeout=30)
+
+    assert_complete_flow(parent, child)
+    assert parent.attempt_count == 3
+    retried = [e.reason for e in parent.events if e.to_status == S.JOB_STATUS_RETRYING]
+    assert retried == ["PROVIDER_UNAVAILABLE", "PROVIDER_RATE_LIMITED"]
