@@ -54,9 +54,9 @@ class ModelSettings(BaseSettings):
     def _prices_from_json(cls, value: object) -> object:
         return json.loads(value) if isinstance(value, str) else value
 
-    def tier(self, tier: ModelTier) -> tuple[ProviderKind, str, str, str | None]:
+    def tier(self, tier: ModelTier | str) -> tuple[ProviderKind, str, str, str | None]:
         """(provider kind, base URL, model, platform key) configured for ``tier``."""
-        prefix = f"model_{tier.value}_"
+        prefix = f"model_{ModelTier(tier).value}_"
         key: SecretStr | None = getattr(self, prefix + "api_key")
         return (
             getattr(self, prefix + "provider"),

@@ -13,9 +13,11 @@ import pytest
 from job_service.adapters.repository import init_connection
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_pb2
+from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
-from tests.support.ai import FEYNMAN_INPUT, USAGE, worker_result
-from tests.support.stack import Client
+from tests.support.ai import FEYNMAN_INPUT, worker_result
+from tests.support.stack import Client, running_job_service
+from tests.support.wait import eventually
 
 S = job_pb2
 
@@ -110,8 +112,7 @@ async def test_a_feynman_projection_commits_result_focus_items_and_one_child(
         "cheap",
     )
     dispatch = await db.fetch(
-        "SELECT subject FROM outbox_events WHERE event_type = 'job.dispatch'"
-        " AND aggregate_id = $1",
+        "SELECT subject FROM outbox_events WHERE event_type = 'job.dispatch' AND aggregate_id = $1",
         child_id,
     )
     assert [r["subject"] for r in dispatch] == ["jobs.dispatch.ai-background"]
@@ -201,9 +202,7 @@ async def test_a_snapshot_holds_only_allow_listed_fields_and_hashes_stably(
 async def test_expired_snapshots_of_finished_jobs_are_cleaned(
     client: Client, db: asyncpg.Connection, database_url: str, nats_url: str
 ) -> None:
-    from tests.support.stack import running_job_service
-
-    parent_id, child_id = await feynman_succeeded(client)
+    _, child_id = await feynman_succeeded(client)
     await db.execute("UPDATE job_snapshots SET expires_at = now() - interval '1 second'")
 
     async with running_job_service(database_url, nats_url, snapshot_clean_interval_s=0.1):
@@ -211,8 +210,6 @@ async def test_expired_snapshots_of_finished_jobs_are_cleaned(
         async def cleaned() -> bool:
             left = await db.fetch("SELECT job_id::text AS id FROM job_snapshots")
             return [r["id"] for r in left] == [child_id]
-
-        from tests.support.wait import eventually
 
         await eventually(cleaned, timeout=10, message="the finished job's snapshot stayed")
     # the queued child keeps its expired snapshot: it still needs its input
@@ -464,7 +461,5 @@ async def test_cancelling_a_parent_without_unfinished_children_is_refused_as_bef
     assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
 
-def _cancel(job_id: str) -> Any:
-    from shared.pb.jobs.v1 import job_service_pb2 as jpb
-
+def _cancel(job_id: str) -> jpb.CancelJobRequest:
     return jpb.CancelJobRequest(job_id=job_id, user_id="user-1")
