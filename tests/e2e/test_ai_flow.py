@@ -4,15 +4,19 @@ HTTP provider against the local OpenAI-compatible server."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 
-from shared.ai.openai_server import LocalOpenAIServer
+from shared.ai.openai_server import LocalOpenAIServer, Reply
 from shared.ai.router import ModelSettings
 from shared.pb.jobs.v1 import job_pb2
 from tests.support.ai import FEYNMAN_INPUT, feynman_flow, review_cards
 from tests.support.stack import Client
+from tests.support.wait import eventually
 from worker_service.app import WorkerApp
 from worker_service.settings import WorkerSettings
 
@@ -46,9 +50,23 @@ async def openai_server() -> AsyncIterator[LocalOpenAIServer]:
         yield server
 
 
+def http_models(server: LocalOpenAIServer) -> ModelSettings:
+    return ModelSettings(
+        model_primary_provider="openai",
+        model_primary_base_url=server.url,
+        model_cheap_provider="openai",
+        model_cheap_base_url=server.url,
+    )
+
+
 async def test_feynman_flow_on_the_local_openai_compatible_server(
-    client: Client, nats_url: str, target: str, openai_server: LocalOpenAIServer
+    client: Client,
+    nats_url: str,
+    target: str,
+    openai_server: LocalOpenAIServer,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     models = ModelSettings(
         model_primary_provider="openai",
         model_primary_base_url=openai_server.url,
@@ -68,22 +86,18 @@ async def test_feynman_flow_on_the_local_openai_compatible_server(
     assert parent.total_cost_usd > 0 and child.total_cost_usd > 0
     seen = [(r.body["model"], r.headers["authorization"]) for r in openai_server.requests]
     assert seen == [("big-model", f"Bearer {PRIMARY_KEY}"), ("small-model", f"Bearer {CHEAP_KEY}")]
-    # what went over the wire: the prompt, never ids or keys of the job's owner
     assert FEYNMAN_INPUT["explanation"] in openai_server.requests[0].body["messages"][1]["content"]
+    # neither the platform keys nor the job's input reach a log line
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert PRIMARY_KEY not in logged and CHEAP_KEY not in logged
+    assert FEYNMAN_INPUT["explanation"] not in logged
 
 
 async def test_provider_failures_are_retried_and_counted(
     client: Client, nats_url: str, target: str, openai_server: LocalOpenAIServer
 ) -> None:
-    from shared.ai.openai_server import Reply
-
     openai_server.script(Reply(status=503), Reply(status=429, headers={"Retry-After": "0"}))
-    models = ModelSettings(
-        model_primary_provider="openai",
-        model_primary_base_url=openai_server.url,
-        model_cheap_provider="openai",
-        model_cheap_base_url=openai_server.url,
-    )
+    models = http_models(openai_server)
     settings = WorkerSettings(nats_url=nats_url, job_service_target=target, worker_id="w-retry")
     async with WorkerApp(settings, models=models):
         parent, child = await feynman_flow(client, timeout=30)
@@ -92,3 +106,30 @@ async def test_provider_failures_are_retried_and_counted(
     assert parent.attempt_count == 3
     retried = [e.reason for e in parent.events if e.to_status == S.JOB_STATUS_RETRYING]
     assert retried == ["PROVIDER_UNAVAILABLE", "PROVIDER_RATE_LIMITED"]
+
+
+async def test_cancelling_a_job_abandons_its_provider_call(
+    client: Client,
+    nats_url: str,
+    target: str,
+    openai_server: LocalOpenAIServer,
+    db: asyncpg.Connection,
+) -> None:
+    from shared.pb.jobs.v1 import job_service_pb2 as jpb
+
+    openai_server.delay_s = 60.0  # the model never answers in time
+    settings = WorkerSettings(nats_url=nats_url, job_service_target=target, worker_id="w-cancel")
+    async with WorkerApp(settings, models=http_models(openai_server)):
+        job = (await client.create(job_type="feynman_evaluation", **FEYNMAN_INPUT)).job
+        await eventually(lambda: openai_server.requests, timeout=10, message="no provider call")
+
+        await client.jobs.CancelJob(jpb.CancelJobRequest(job_id=job.id, user_id="user-1"))
+
+        await asyncio.wait_for(openai_server.disconnected.wait(), 5)
+
+        async def cancelled() -> bool:
+            return (await client.get(job.id)).status == S.JOB_STATUS_CANCELLED
+
+        await eventually(cancelled, timeout=10, message="the job was not cancelled")
+    row = await db.fetchrow("SELECT error_code, input_tokens FROM usage_logs")
+    assert tuple(row) == ("CANCELLED", 0)  # the abandoned call is accounted for
