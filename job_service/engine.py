@@ -133,30 +133,34 @@ class JobEngine:
         if job is None:
             raise JobNotFound("no such job")
         if job.status.terminal or not self._registry.get(job.job_type).cancellable:
-            # A finished parent's unfinished children are still cancelled with it.
-            cascaded = await self._store.cancel_descendants(job_id, user_id)
-            if cascaded:
-                await self._notify_cancel(
-                    [j for j, status in cascaded if status is JobStatus.CANCEL_REQUESTED]
-                )
-                self._outbox.wake()
-                return await self.get_job(job_id, user_id)
-            if job.status is JobStatus.CANCELLED:
-                raise JobAlreadyCancelled("the job is already cancelled")
-            raise JobNotCancellable(f"a {job.status} job cannot be cancelled")
+            return await self._cancel_children_of_uncancellable(job_id, user_id, job.status)
         changed = await self._store.cancel(job_id, user_id)
         assert changed is not None, "a job vanished between read and cancel"
         before, after, requested = changed
+        if after is before and before.terminal:
+            # finished between our read and the locked re-read (its children may be new)
+            return await self._cancel_children_of_uncancellable(job_id, user_id, before)
         if after is JobStatus.CANCEL_REQUESTED and before is JobStatus.RUNNING:
             requested = [job_id, *requested]
         await self._notify_cancel(requested)
-        if after is before and before.terminal:
-            # finished between our read and the locked re-read
-            if before is JobStatus.CANCELLED:
-                raise JobAlreadyCancelled("the job is already cancelled")
-            raise JobNotCancellable(f"a {before} job cannot be cancelled")
         self._outbox.wake()
         return await self.get_job(job_id, user_id)
+
+    async def _cancel_children_of_uncancellable(
+        self, job_id: str, user_id: str, status: JobStatus
+    ) -> Job:
+        """A finished (or uncancellable) parent's unfinished descendants are cancelled with
+        it and the parent is returned as it is; with none, the cancel is refused."""
+        cascaded = await self._store.cancel_descendants(job_id, user_id)
+        if cascaded:
+            await self._notify_cancel(
+                [j for j, after in cascaded if after is JobStatus.CANCEL_REQUESTED]
+            )
+            self._outbox.wake()
+            return await self.get_job(job_id, user_id)
+        if status is JobStatus.CANCELLED:
+            raise JobAlreadyCancelled("the job is already cancelled")
+        raise JobNotCancellable(f"a {status} job cannot be cancelled")
 
     async def _notify_cancel(self, job_ids: Sequence[str]) -> None:
         for job_id in job_ids:

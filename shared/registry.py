@@ -90,6 +90,11 @@ class ExecutionContext(Protocol):
     @property
     def user_id(self) -> str: ...
 
+    @property
+    def prompt(self) -> tuple[str, str]:
+        """(prompt_key, prompt_version) the job was created with; ("", "") if none."""
+        ...
+
     def report_progress(self, fraction: float) -> None: ...
 
     async def generate(self, tier: str, prompt: RenderedPrompt) -> ProviderResponse:

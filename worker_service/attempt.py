@@ -46,6 +46,10 @@ class Attempt:
     def user_id(self) -> str:
         return self.job.user_id
 
+    @property
+    def prompt(self) -> tuple[str, str]:
+        return self.job.prompt_key, self.job.prompt_version
+
     async def generate(self, tier: str, prompt: RenderedPrompt) -> ProviderResponse:
         if self._gateway is None:
             raise ExecutionError(ErrorCode.INTERNAL_ERROR, "this worker has no model gateway")

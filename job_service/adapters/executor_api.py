@@ -58,6 +58,8 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
                     lease_ttl_ms=self._lease_ttl_ms,
                     heartbeat_interval_ms=self._heartbeat_interval_ms,
                     user_id=answer.user_id,
+                    prompt_key=answer.prompt_key,
+                    prompt_version=answer.prompt_version,
                 ),
             )
         if answer.retry_after is not None:

@@ -151,13 +151,14 @@ WITH prior AS (
         next_run_at = NULL, progress = 0, updated_at = now()
     FROM prior WHERE j.id = prior.id
     RETURNING j.id, j.job_type, j.user_id, j.lease_token::text AS lease_token,
-              j.attempt_count, j.lock_until, prior.status AS from_status
+              j.attempt_count, j.lock_until, j.prompt_key, j.prompt_version,
+              prior.status AS from_status
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
     SELECT id, from_status, 'running', attempt_count, $2 FROM locked
 )
 SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
-       s.payload
+       l.prompt_key, l.prompt_version, s.payload
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
 """
 
@@ -510,6 +511,8 @@ class JobRepository:
                     lease_expires_at=row["lock_until"],
                     input=row["payload"],
                     user_id=row["user_id"],
+                    prompt_key=row["prompt_key"] or "",
+                    prompt_version=row["prompt_version"] or "",
                 )
                 for row in rows
             }

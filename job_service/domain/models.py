@@ -108,6 +108,8 @@ class LockGrant:
     lease_expires_at: datetime
     input: dict[str, Any]
     user_id: str = ""
+    prompt_key: str = ""
+    prompt_version: str = ""
 
 
 @dataclass(frozen=True)

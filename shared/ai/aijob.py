@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from shared.ai.prompts import PromptTemplate
+from shared.ai.prompts import PromptNotFound, PromptTemplate, get_prompt
 from shared.ai.safety import SafetyChecker
 from shared.canonical import canonical_json
 from shared.errors import ErrorCode, ExecutionError
@@ -78,7 +78,7 @@ def ai_job_definition(
     JobDefinition fields (label, domain, version, queue, timeout_s, ...)."""
 
     async def execute(job_input: BaseModel, ctx: ExecutionContext) -> JobResult:
-        rendered = prompt.render(variables(job_input))
+        rendered = _template(prompt, ctx).render(variables(job_input))
         if content_safety is not None:
             for message in rendered.messages:
                 _check(content_safety, message.content, "prompt")
@@ -114,6 +114,20 @@ def ai_job_definition(
         model_tier=model_tier,
         **definition,
     )
+
+
+def _template(default: PromptTemplate, ctx: ExecutionContext) -> PromptTemplate:
+    """The version the job was created with: a job queued before a prompt change still
+    runs with the prompt it recorded."""
+    key, version = ctx.prompt
+    if not key or (key, version) == (default.key, default.version):
+        return default
+    try:
+        return get_prompt(key, version)
+    except PromptNotFound:
+        raise ExecutionError(
+            ErrorCode.INTERNAL_ERROR, f"prompt {key}@{version} is not deployed here"
+        ) from None
 
 
 def _check(checker: SafetyChecker, text: str, where: str) -> None:

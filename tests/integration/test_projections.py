@@ -116,6 +116,13 @@ async def test_a_feynman_projection_commits_result_focus_items_and_one_child(
         child_id,
     )
     assert [r["subject"] for r in dispatch] == ["jobs.dispatch.ai-background"]
+    # the worker is told whose job it is and which prompt version it was created with
+    lease = (await client.lock(child_id)).job
+    assert (lease.user_id, lease.prompt_key, lease.prompt_version) == (
+        "user-1",
+        "review-card-generation",
+        "1.0.0",
+    )
 
 
 async def test_get_job_totals_usage_of_every_provider_call_including_failed_ones(

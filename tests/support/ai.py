@@ -61,6 +61,10 @@ class HandContext:
     def user_id(self) -> str:
         return self._locked.user_id
 
+    @property
+    def prompt(self) -> tuple[str, str]:
+        return self._locked.prompt_key, self._locked.prompt_version
+
     def report_progress(self, fraction: float) -> None:
         return None
 

@@ -162,6 +162,7 @@ class ScriptedContext:
     job_id = "00000000-0000-0000-0000-000000000001"
     attempt = 1
     user_id = "u"
+    prompt = ("", "")
 
     def report_progress(self, fraction: float) -> None:
         return None
@@ -348,3 +349,31 @@ def test_the_locked_job_tells_the_attempt_its_user() -> None:
     job = LockedJob("j", "feynman_evaluation", "t", 1, {}, 1000, 100, user_id="u-9")
 
     assert Attempt(job).user_id == "u-9"
+
+
+async def test_a_job_runs_with_the_prompt_version_it_was_created_with() -> None:
+    older = register_prompt(
+        PromptTemplate(
+            key="feynman-evaluation",
+            version="0.9.0",
+            system="An older system prompt.",
+            user="{explanation}",
+        )
+    )
+    seen: list[Any] = []
+
+    class Recording(ScriptedContext):
+        async def generate(self, tier: str, prompt: Any) -> ProviderResponse:
+            seen.append(prompt)
+            return await super().generate(tier, prompt)
+
+    answer = {"score": 1, "summary": "s", "strengths": [], "weaknesses": []}
+    ctx = Recording(answer)
+    ctx.prompt = ("feynman-evaluation", "0.9.0")  # type: ignore[misc]
+    await run(feynman.DEFINITION, FEYNMAN_INPUT, ctx)
+    assert (seen[0].version, seen[0].messages[0].content) == ("0.9.0", older.system)
+
+    ctx.prompt = ("feynman-evaluation", "7.0.0")  # type: ignore[misc]
+    with pytest.raises(ExecutionError) as raised:
+        await run(feynman.DEFINITION, FEYNMAN_INPUT, ctx)
+    assert raised.value.code == "INTERNAL_ERROR"

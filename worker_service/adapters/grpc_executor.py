@@ -250,6 +250,8 @@ def _locked_job(job: pb.LockedJob) -> LockedJob:
         lease_ttl_ms=job.lease_ttl_ms,
         heartbeat_interval_ms=job.heartbeat_interval_ms,
         user_id=job.user_id,
+        prompt_key=job.prompt_key,
+        prompt_version=job.prompt_version,
     )
 
 

@@ -35,6 +35,9 @@ class LockedJob:
     heartbeat_interval_ms: int
     # The job's owner; a projection's child jobs belong to it too.
     user_id: str = ""
+    # The prompt template the job was created with (AI job types).
+    prompt_key: str = ""
+    prompt_version: str = ""
 
     @property
     def lease_ttl_s(self) -> float:
