@@ -179,11 +179,10 @@ _USAGE_COLUMNS = """
     output_tokens int, cost_usd numeric, latency_ms int, error_code text
 """
 
-# Commits each result whose lease token is current, with its artifacts, timeline event,
-# domain event, child jobs (each with its snapshot, timeline event and dispatch row; a child
-# whose idempotency key exists already is left as it is) and usage rows. $1..$4 are JSON
+# Commits each result whose lease token is current, with its artifacts, timeline event and
+# domain event (and, with _PROJECTION, its child jobs and usage rows). $1..$4 are JSON
 # arrays: one element per result, artifact, child, provider call.
-SUBMIT_RESULTS = f"""
+_SUBMIT_CORE = f"""
 WITH input AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb)
         AS i(job_id uuid, lease_token uuid, output jsonb, output_hash text)
@@ -205,6 +204,11 @@ WITH input AS (
     SELECT id, 'running', 'succeeded', attempt_count, locked_by FROM done
 ), domain_event AS (
     {_DOMAIN_EVENT_ROW.format(src="done")}
+"""
+
+# Child jobs (each with its snapshot, timeline event and dispatch row; a child whose
+# idempotency key exists already is left as it is) and usage rows of the results `done`.
+_PROJECTION = f"""
 ), children_in AS (
     SELECT c.*, done.user_id FROM jsonb_to_recordset($3::jsonb) AS c(
         parent_job_id uuid, job_type text, queue text, priority int, idempotency_key text,
@@ -252,8 +256,12 @@ WITH input AS (
            u.input_tokens, u.output_tokens, u.cost_usd, u.latency_ms, nullif(u.error_code, '')
     FROM jsonb_to_recordset($4::jsonb) AS u({_USAGE_COLUMNS}) JOIN done ON done.id = u.job_id
 )
-SELECT id::text FROM done
 """
+
+SUBMIT_RESULTS = _SUBMIT_CORE + ")\nSELECT id::text FROM done"
+# The same with projections: only batches that carry children or usage pay for it.
+SUBMIT_RESULTS_PROJECTED = _SUBMIT_CORE + _PROJECTION + "SELECT id::text FROM done"
+
 
 INSERT_USAGE = f"""
 INSERT INTO usage_logs (job_id, attempt, provider, model, credential_mode, input_tokens,
@@ -566,10 +574,13 @@ class JobRepository:
         child_rows = [_child_row(c) for c in children]
         usage = [_usage_row(r.job_id, u) for r in results for u in r.usage]
         async with self._pool.acquire() as conn:
-            done = {
-                row["id"]
-                for row in await conn.fetch(SUBMIT_RESULTS, items, artifacts, child_rows, usage)
-            }
+            if child_rows or usage:
+                rows = await conn.fetch(
+                    SUBMIT_RESULTS_PROJECTED, items, artifacts, child_rows, usage
+                )
+            else:
+                rows = await conn.fetch(SUBMIT_RESULTS, items, artifacts)
+            done = {row["id"] for row in rows}
         return [
             JobStatus.SUCCEEDED if r.job_id in done else await self._settle_refused(r)
             for r in results
