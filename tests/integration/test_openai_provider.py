@@ -130,12 +130,13 @@ async def test_a_wrong_key_is_refused_by_the_server_as_401() -> None:
     assert raised.value.code == "CREDENTIAL_INVALID"
 
 
-async def test_a_slow_answer_is_a_provider_timeout(
-    server: LocalOpenAIServer, provider: OpenAICompatibleProvider
-) -> None:
-    server.script(Reply(delay_s=5.0))  # the client reads for 2 s at most
-
-    error = await failure_of(provider)
+async def test_a_slow_answer_is_a_provider_timeout(server: LocalOpenAIServer) -> None:
+    server.script(Reply(delay_s=5.0))
+    impatient = OpenAICompatibleProvider(server.url, read_timeout_s=0.3)
+    try:
+        error = await failure_of(impatient)
+    finally:
+        await impatient.aclose()
 
     assert error.code == "PROVIDER_TIMEOUT"
     await eventually(lambda: server.disconnects == 1, timeout=5)
