@@ -29,6 +29,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from shared.ai.provider import ModelTier
+from shared.ai.router import ModelSettings
 from shared.embedded import (
     EmbeddedNats,
     EmbeddedPostgres,
@@ -192,6 +194,19 @@ def banner(config: DevstackConfig, target: str, database_url: str, nats_url: str
         """grpcurl -plaintext -d '{"user_id":"u1","job_id":"<id from CreateJob>"}' """
         f"{target} jobs.v1.JobService/GetJob"
     )
+    feynman = (
+        """grpcurl -plaintext -d '{"user_id":"u1","job_type":"feynman_evaluation","input":"""
+        """{"knowledge_item_id":"ki-1","knowledge_base_id":"kb-1","title":"Osmosis","""
+        """"content":"Water moves through a membrane towards higher solute concentration","""
+        """"explanation":"Water moves through a membrane"}}' """
+        f"{target} jobs.v1.JobService/CreateJob"
+    )
+    models = ModelSettings()
+    tiers = ", ".join(
+        f"{tier.value}: {kind.value} {model}{' at ' + url if url else ''}"
+        for tier in ModelTier
+        for kind, url, model, _ in [models.tier(tier)]
+    )
     return "\n".join(
         [
             "",
@@ -206,6 +221,9 @@ def banner(config: DevstackConfig, target: str, database_url: str, nats_url: str
             f"    {create}",
             "  Read it back:",
             f"    {get}",
+            "  An AI job (its review-card child follows; GetJob shows child_job_ids):",
+            f"    {feynman}",
+            f"  Models             {tiers} (JOBS_MODEL_* to change)",
             "",
             "  Ctrl-C stops everything.",
             "",

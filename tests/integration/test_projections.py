@@ -15,6 +15,7 @@ from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
+from shared.rpc_errors import error_from_rpc
 from tests.support.ai import FEYNMAN_INPUT, worker_result
 from tests.support.stack import Client, running_job_service
 from tests.support.wait import eventually
@@ -470,3 +471,18 @@ async def test_cancelling_a_parent_without_unfinished_children_is_refused_as_bef
 
 def _cancel(job_id: str) -> jpb.CancelJobRequest:
     return jpb.CancelJobRequest(job_id=job_id, user_id="user-1")
+
+
+async def test_bad_feynman_input_is_refused_by_field_and_writes_nothing(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    bad = {k: v for k, v in FEYNMAN_INPUT.items() if k != "explanation"} | {"title": ""}
+
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await client.create(job_type="feynman_evaluation", **bad)
+
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    error = error_from_rpc(raised.value)
+    assert error is not None
+    assert sorted(v.field for v in error.violations) == ["input.explanation", "input.title"]
+    assert await db.fetchval("SELECT count(*) FROM jobs") == 0
