@@ -17,18 +17,23 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from nats.aio.client import Client as NATS
 
+from job_service.adapters.credential_api import CredentialServicer
+from job_service.adapters.credential_repository import CredentialRepository
 from job_service.adapters.executor_api import ExecutorServicer
 from job_service.adapters.grpc_errors import ErrorInterceptor
 from job_service.adapters.job_api import JobServicer
 from job_service.adapters.nats_publisher import NatsPublisher
 from job_service.adapters.outbox_store import OutboxStore
 from job_service.adapters.repository import JobRepository, create_pool
+from job_service.credentials import CredentialVault
 from job_service.engine import REAP_BATCH, SNAPSHOT_CLEAN_BATCH, JobEngine
 from job_service.outbox import OutboxDispatcher
 from job_service.periodic import Periodic
 from job_service.settings import JobServiceSettings
 from shared.jetstream import ensure_streams
 from shared.pb.jobs.v1 import (
+    credential_service_pb2,
+    credential_service_pb2_grpc,
     executor_service_pb2,
     executor_service_pb2_grpc,
     job_service_pb2,
@@ -44,6 +49,7 @@ PRUNE_BATCH = 1000
 SERVICE_NAMES = (
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
     executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name,
+    credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"].full_name,
 )
 
 
@@ -68,6 +74,10 @@ class JobServiceApp:
     async def start(self) -> None:
         s = self.settings
         self._pool = await create_pool(s.database_url, s.db_pool_size)
+        credentials = CredentialRepository(self._pool)
+        vault = CredentialVault(credentials, s.keyring())
+        # Refuse to start rather than fail every job whose key cannot be opened.
+        await vault.check_master_keys()
         # Reconnect forever: while NATS is away the outbox simply holds the rows.
         self._nc = await nats.connect(
             s.nats_url,
@@ -92,6 +102,7 @@ class JobServiceApp:
             JobRepository(self._pool, lease_ttl_s=s.lease_ttl_s),
             publisher,
             self._dispatcher,
+            credentials,
         )
         self._housekeeping = [
             Periodic(
@@ -113,7 +124,7 @@ class JobServiceApp:
                 batch=SNAPSHOT_CLEAN_BATCH,
             ),
         ]
-        self._server = self._build_server(engine)
+        self._server = self._build_server(engine, vault)
         self.port = self._server.add_insecure_port(f"{s.grpc_host}:{s.grpc_port}")
         await self._server.start()
         loops = [("outbox dispatcher", self._dispatcher.run)]
@@ -126,7 +137,7 @@ class JobServiceApp:
             await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
         log.info("job_service %s serving gRPC on %s:%d", self.instance_id, s.grpc_host, self.port)
 
-    def _build_server(self, engine: JobEngine) -> grpc.aio.Server:
+    def _build_server(self, engine: JobEngine, vault: CredentialVault) -> grpc.aio.Server:
         server = grpc.aio.server(
             interceptors=[ErrorInterceptor()],
             # batch submits carry many outputs; the default 4 MiB would refuse a few large ones
@@ -141,10 +152,14 @@ class JobServiceApp:
         executor_service_pb2_grpc.add_ExecutorServiceServicer_to_server(  # type: ignore[no-untyped-call]
             ExecutorServicer(
                 engine,
+                vault,
                 lease_ttl_s=self.settings.lease_ttl_s,
                 heartbeat_interval_s=self.settings.heartbeat_interval_s,
             ),
             server,
+        )
+        credential_service_pb2_grpc.add_CredentialServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            CredentialServicer(vault), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection(
@@ -203,3 +218,16 @@ class JobServiceApp:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+async def reseal_credentials(settings: JobServiceSettings) -> int:
+    """Re-seal every stored user key under the current master key (after a rotation, so
+    that the retired key can be dropped); how many were re-sealed."""
+    keyring = settings.keyring()
+    if keyring is None:
+        raise ValueError("JOBS_CREDENTIALS_MASTER_KEY is not set")
+    pool = await create_pool(settings.database_url, 2)
+    try:
+        return await CredentialVault(CredentialRepository(pool), keyring).reseal_all()
+    finally:
+        await pool.close()

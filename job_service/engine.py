@@ -27,9 +27,10 @@ from job_service.domain.models import (
     Submission,
 )
 from job_service.domain.retry import Outcome, RetryDecision, RetryPolicy
-from job_service.ports import CancelNotifier, Decide, JobStore, Waker
+from job_service.ports import CancelNotifier, CredentialOwnership, Decide, JobStore, Waker
 from shared.ai.provider import UsageRecord
 from shared.canonical import canonical_json, check_storable, content_hash
+from shared.credentials import CredentialMode
 from shared.errors import (
     ErrorClass,
     ErrorCode,
@@ -72,11 +73,13 @@ class JobEngine:
         store: JobStore,
         notifier: CancelNotifier,
         outbox: Waker,
+        credentials: CredentialOwnership,
     ) -> None:
         self._registry = registry
         self._store = store
         self._notifier = notifier
         self._outbox = outbox
+        self._credentials = credentials
         self._policies = {d.job_type: RetryPolicy.of(d) for d in registry}
 
     # --- JobService --------------------------------------------------------------------
@@ -88,6 +91,8 @@ class JobEngine:
         raw_input: dict[str, Any],
         idempotency_key: str,
         priority: int | None,
+        credential_mode: CredentialMode = CredentialMode.PLATFORM,
+        credential_id: str = "",
     ) -> tuple[Job, bool]:
         _require_name("user_id", user_id)
         if idempotency_key:
@@ -107,7 +112,12 @@ class JobEngine:
                 "input is too large",
                 [FieldViolation("input", f"at most {MAX_INPUT_BYTES} bytes of JSON")],
             )
-        new = _new_job(definition, raw_input, user_id, idempotency_key, priority)
+        credential = await self._check_credential(
+            user_id, definition, credential_mode, credential_id
+        )
+        new = _new_job(
+            definition, raw_input, user_id, idempotency_key, priority, credential_mode, credential
+        )
         job, created = await self._store.create(new)
         if created:
             self._outbox.wake()
@@ -117,6 +127,36 @@ class JobEngine:
                 [FieldViolation("idempotency_key", "already used with other parameters")],
             )
         return job, created
+
+    async def _check_credential(
+        self, user_id: str, definition: JobDefinition, mode: CredentialMode, credential_id: str
+    ) -> str | None:
+        """The job may run with this key: allowed by its type, and the user's own. The
+        credential's id in canonical form, or None for the platform's key."""
+        if mode not in definition.credential_modes:
+            allowed = ", ".join(m.value for m in definition.credential_modes)
+            raise InvalidInput(
+                f"job type {definition.job_type} does not run with a {mode} key",
+                [FieldViolation("credential_mode", f"{definition.job_type} allows: {allowed}")],
+            )
+        if mode is CredentialMode.PLATFORM:
+            if credential_id:
+                raise InvalidInput(
+                    "credential_id is only for user keys",
+                    [FieldViolation("credential_id", "only with CREDENTIAL_MODE_USER")],
+                )
+            return None
+        if not credential_id:
+            raise InvalidInput(
+                "a user key needs credential_id",
+                [FieldViolation("credential_id", "required with CREDENTIAL_MODE_USER")],
+            )
+        if not _is_uuid(credential_id) or not await self._credentials.owned(credential_id, user_id):
+            raise InvalidInput(
+                "no such credential for this user",
+                [FieldViolation("credential_id", "the id of one of this user's credentials")],
+            )
+        return str(uuid.UUID(credential_id))
 
     async def get_job(self, job_id: str, user_id: str) -> Job:
         _require_uuid("job_id", job_id)
@@ -240,7 +280,10 @@ class JobEngine:
             if (draft.job_type, draft.idempotency_key) in keys:
                 raise InvalidInput("two child jobs share a type and idempotency key")
             keys.add((draft.job_type, draft.idempotency_key))
-            children.append(NewChild(submission.job_id, _new_child(self._registry, draft)))
+            inherits = CredentialMode.USER in self._registry.get(draft.job_type).credential_modes
+            children.append(
+                NewChild(submission.job_id, _new_child(self._registry, draft), inherits)
+            )
         return children
 
     async def _refuse(self, submission: Submission, reason: str) -> JobStatus | JobsError:
@@ -336,19 +379,22 @@ def _new_job(
     user_id: str,
     idempotency_key: str,
     priority: int | None,
+    credential_mode: CredentialMode = CredentialMode.PLATFORM,
+    credential_id: str | None = None,
 ) -> NewJob:
     """A validated job of ``definition`` (InvalidInput naming every bad field)."""
     validated = definition.validate_input(raw_input)
     snapshot = definition.snapshot(validated)
     effective_priority = definition.default_priority if priority is None else priority
     # what "the same request" means for an idempotency key
-    request_hash = content_hash(
-        {
-            "job_type": definition.job_type,
-            "input": validated.model_dump(mode="json"),
-            "priority": effective_priority,
-        }
-    )
+    request: dict[str, Any] = {
+        "job_type": definition.job_type,
+        "input": validated.model_dump(mode="json"),
+        "priority": effective_priority,
+    }
+    if credential_id is not None:  # platform jobs hash as they always did
+        request["credential_id"] = credential_id
+    request_hash = content_hash(request)
     return NewJob(
         user_id=user_id,
         job_type=definition.job_type,
@@ -367,6 +413,8 @@ def _new_job(
         prompt_key=definition.prompt_key or None,
         prompt_version=definition.prompt_version or None,
         model_tier=definition.model_tier or None,
+        credential_mode=credential_mode,
+        credential_id=credential_id,
     )
 
 
@@ -467,3 +515,8 @@ def _require_name(name: str, value: str) -> None:
             f"{name} is missing or malformed",
             [FieldViolation(name, f"1..{MAX_ID_CHARS} printable characters")],
         )
+
+
+# For the other use cases (job_service.operations): the same checks, one spelling.
+require_name = _require_name
+require_uuid = _require_uuid

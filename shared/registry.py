@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ValidationError
 
 from shared.constants import Queue
+from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput, UnknownJobType
 
 if TYPE_CHECKING:
@@ -102,6 +103,12 @@ class ExecutionContext(Protocol):
         with the attempt whether it succeeds or not."""
         ...
 
+    async def api_key(self) -> str | None:
+        """The provider key this attempt must use: the job owner's own key (fetched from
+        the job service under the attempt's lease, at most once), or None for the platform's
+        key. Secret: pass it to the provider only; never log, return or store it."""
+        ...
+
 
 Execute = Callable[[Any, ExecutionContext], Awaitable[JobResult]]
 
@@ -139,6 +146,8 @@ class JobDefinition:
     model_tier: str = ""
     # Job types this type's projection may create as children.
     child_job_types: frozenset[str] = frozenset()
+    # Whose provider keys a job of this type may run with (CreateJob's credential_mode).
+    credential_modes: tuple[CredentialMode, ...] = (CredentialMode.PLATFORM,)
 
     def validate_input(self, raw: dict[str, Any]) -> BaseModel:
         """The input as the definition's model, or InvalidInput naming every bad field."""
@@ -233,6 +242,8 @@ def _problems(d: JobDefinition) -> list[str]:
         problems.append("prompt_key and prompt_version go together")
     if d.snapshot_ttl_s <= 0:
         problems.append("snapshot_ttl_s must be positive")
+    if not d.credential_modes or not all(isinstance(m, CredentialMode) for m in d.credential_modes):
+        problems.append("credential_modes must name at least one CredentialMode")
     return problems
 
 

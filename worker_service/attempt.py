@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from shared.ai.prompts import RenderedPrompt
 from shared.ai.provider import ProviderResponse, UsageRecord
 from shared.errors import ErrorCode, ExecutionError
+from worker_service.credentials import CredentialResolver
+from worker_service.domain.errors import means_lease_lost
 from worker_service.domain.model import CancelCause, LockedJob
 
 if TYPE_CHECKING:
@@ -21,9 +23,25 @@ class Attempt:
     """Created per locked job. ``cancel`` stops the execution task at once (asyncio
     cancellation reaches the awaiting provider call) and records why."""
 
-    __slots__ = ("_gateway", "_progress", "_task", "cause", "job", "usage")
+    __slots__ = (
+        "_api_key",
+        "_credentials",
+        "_gateway",
+        "_progress",
+        "_resolved",
+        "_task",
+        "cause",
+        "job",
+        "usage",
+    )
 
-    def __init__(self, job: LockedJob, gateway: ModelGateway | None = None) -> None:
+    def __init__(
+        self,
+        job: LockedJob,
+        *,
+        credentials: CredentialResolver,
+        gateway: ModelGateway | None = None,
+    ) -> None:
         self.job = job
         self.cause: CancelCause | None = None
         # One record per provider call of this attempt, submitted with its outcome.
@@ -31,6 +49,9 @@ class Attempt:
         self._gateway = gateway
         self._task: asyncio.Task[object] | None = None
         self._progress: float | None = None
+        self._credentials = credentials
+        self._api_key: str | None = None
+        self._resolved = False
 
     # --- ExecutionContext ---------------------------------------------------------------
 
@@ -53,13 +74,26 @@ class Attempt:
     async def generate(self, tier: str, prompt: RenderedPrompt) -> ProviderResponse:
         if self._gateway is None:
             raise ExecutionError(ErrorCode.INTERNAL_ERROR, "this worker has no model gateway")
-        # The platform key (None) until a job's own credential is resolved here.
-        return await self._gateway.generate(tier, prompt, self.usage, api_key=None)
+        # the owner's own key (fetched under this lease) or None: the tier's platform key
+        return await self._gateway.generate(tier, prompt, self.usage, api_key=await self.api_key())
 
     def report_progress(self, fraction: float) -> None:
         """Keep the latest progress (0..1); the next heartbeat carries it."""
         if math.isfinite(fraction):
             self._progress = min(1.0, max(0.0, fraction))
+
+    async def api_key(self) -> str | None:
+        """The key to call the provider with (None: the platform's); fetched once per
+        attempt. A lost lease stops the attempt, which then reports nothing."""
+        if not self._resolved:
+            try:
+                self._api_key = await self._credentials.resolve(self.job)
+            except Exception as exc:
+                if means_lease_lost(exc):
+                    self.cancel(CancelCause.LEASE_LOST)
+                raise
+            self._resolved = True
+        return self._api_key
 
     # --- control ------------------------------------------------------------------------
 

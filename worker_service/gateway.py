@@ -8,8 +8,9 @@ import asyncio
 import time
 
 from shared.ai.prompts import RenderedPrompt
-from shared.ai.provider import CredentialMode, ProviderRequest, ProviderResponse, UsageRecord
+from shared.ai.provider import ProviderRequest, ProviderResponse, UsageRecord
 from shared.ai.router import ModelRouter
+from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, ExecutionError
 
 

@@ -14,6 +14,7 @@ from typing import TypeVar
 from shared.errors import ErrorCode
 from shared.registry import JobDefinition
 from worker_service.attempt import Attempt
+from worker_service.credentials import CredentialResolver
 from worker_service.domain.errors import is_transient, means_lease_lost
 from worker_service.domain.model import (
     CancelCause,
@@ -60,6 +61,7 @@ class Pipeline:
     ) -> None:
         self._executor = executor
         self._gateway = gateway
+        self._credentials = CredentialResolver(executor)
         self._results = results
         self._lookup = lookup
         self._worker_id = worker_id
@@ -105,7 +107,7 @@ class Pipeline:
     # --- execution ----------------------------------------------------------------------
 
     async def _execute(self, job: LockedJob, lease: Lease) -> Outcome | None:
-        attempt = Attempt(job, self._gateway)
+        attempt = Attempt(job, credentials=self._credentials, gateway=self._gateway)
         self._running[job.job_id] = attempt
         early = self._early_cancels.pop(job.job_id, None)
         if early is not None and early > self._clock():

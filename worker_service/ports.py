@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from shared.ai.provider import UsageRecord
-from worker_service.domain.model import HeartbeatReply, LockResult, ResultSubmission
+from worker_service.domain.model import HeartbeatReply, LockResult, ResultSubmission, UserKey
 
 # The job service takes at most this many items in one LockJobs or SubmitResults call.
 MAX_BATCH = 256
@@ -56,6 +56,14 @@ class ExecutorApi(Protocol):
     ) -> str:
         """The job's resulting status name: "RETRYING", "FAILED" or "CANCELLED". ``usage``
         is stored with the failure; ``retry_after_s`` delays a retry at least that long."""
+        ...
+
+    async def resolve_credential(
+        self, job_id: str, lease_token: str, *, timeout_s: float
+    ) -> UserKey:
+        """The job owner's key, while ``lease_token`` is the job's current lease (else
+        ``LeaseLost``); ``CredentialNotFound`` / ``CredentialUnavailable`` when the job has
+        no usable user key."""
         ...
 
 

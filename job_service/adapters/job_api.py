@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import grpc
 
-from job_service.adapters.convert import job_to_pb
+from job_service.adapters.convert import credential_mode_from_pb, job_to_pb
 from job_service.engine import JobEngine
 from shared.pb.jobs.v1 import job_service_pb2 as pb
 from shared.pb.jobs.v1 import job_service_pb2_grpc
@@ -25,6 +25,8 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             raw_input=dict_from_struct(request.input),
             idempotency_key=request.idempotency_key,
             priority=request.priority if request.HasField("priority") else None,
+            credential_mode=credential_mode_from_pb(request.credential_mode),
+            credential_id=request.credential_id,
         )
         return pb.CreateJobResponse(job=job_to_pb(job), created=created)
 

@@ -36,6 +36,7 @@ from job_service.domain.retry import Outcome, RetryDecision
 from job_service.ports import Decide
 from shared.ai.provider import UsageRecord
 from shared.constants import DISPATCH_SUBJECT_PREFIX, EVENTS_SUBJECT_PREFIX
+from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, LeaseLost, public_message
 
 
@@ -51,7 +52,8 @@ JOB_COLUMNS = """
     j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
     j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
     j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
-    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier
+    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
+    j.credential_mode, j.credential_id::text AS credential_id
 """
 
 # Inserts the dispatch outbox row for a job in `src` (a CTE with id, queue), available at
@@ -82,8 +84,9 @@ WITH inserted AS (
     INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash,
                       status, max_attempts, timeout_ms, input_schema_version,
                       output_schema_version, definition_version, queued_at, prompt_key,
-                      prompt_version, model_tier)
-    VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11, now(), $15, $16, $17)
+                      prompt_version, model_tier, credential_mode, credential_id)
+    VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11, now(), $15, $16, $17,
+            $18, $19)
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
     RETURNING {JOB_COLUMNS}
@@ -152,13 +155,14 @@ WITH prior AS (
     FROM prior WHERE j.id = prior.id
     RETURNING j.id, j.job_type, j.user_id, j.lease_token::text AS lease_token,
               j.attempt_count, j.lock_until, j.prompt_key, j.prompt_version,
-              prior.status AS from_status
+              prior.status AS from_status, j.credential_mode,
+              j.credential_id::text AS credential_id
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
     SELECT id, from_status, 'running', attempt_count, $2 FROM locked
 )
 SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
-       l.prompt_key, l.prompt_version, s.payload
+       l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
 """
 
@@ -192,7 +196,8 @@ WITH input AS (
         lock_until = NULL, error_code = NULL, public_error_message = NULL
     FROM input i
     WHERE j.id = i.job_id AND j.lease_token = i.lease_token AND j.status = 'running'
-    RETURNING j.id, j.user_id, j.job_type, j.status, j.attempt_count, j.locked_by
+    RETURNING j.id, j.user_id, j.job_type, j.status, j.attempt_count, j.locked_by,
+              j.credential_mode, j.credential_id
 ), artifacts AS (
     INSERT INTO job_artifacts (job_id, artifact_type, artifact_id, ordinal, payload)
     SELECT a.job_id, a.artifact_type, a.artifact_id, a.ordinal, a.payload
@@ -210,22 +215,27 @@ WITH input AS (
 # idempotency key exists already is left as it is) and usage rows of the results `done`.
 _PROJECTION = f"""
 ), children_in AS (
-    SELECT c.*, done.user_id FROM jsonb_to_recordset($3::jsonb) AS c(
+    SELECT c.*, done.user_id,
+           CASE WHEN c.inherits_credential THEN done.credential_mode ELSE 'platform'
+           END AS credential_mode,
+           CASE WHEN c.inherits_credential THEN done.credential_id END AS credential_id
+    FROM jsonb_to_recordset($3::jsonb) AS c(
         parent_job_id uuid, job_type text, queue text, priority int, idempotency_key text,
         request_hash text, max_attempts int, timeout_ms int, input_schema_version text,
         output_schema_version text, definition_version text, prompt_key text,
         prompt_version text, model_tier text, snapshot jsonb, snapshot_hash text,
-        snapshot_ttl_s float8)
+        snapshot_ttl_s float8, inherits_credential bool)
     JOIN done ON done.id = c.parent_job_id
 ), children AS (
     INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, idempotency_key,
                       request_hash, parent_job_id, status, max_attempts, timeout_ms,
                       input_schema_version, output_schema_version, definition_version,
-                      prompt_key, prompt_version, model_tier, queued_at)
+                      prompt_key, prompt_version, model_tier, queued_at, credential_mode,
+                      credential_id)
     SELECT user_id, job_type, 'child_job', queue, priority, idempotency_key, request_hash,
            parent_job_id, 'queued', max_attempts, timeout_ms, input_schema_version,
            output_schema_version, definition_version, prompt_key, prompt_version, model_tier,
-           now()
+           now(), credential_mode, credential_id
     FROM children_in
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
@@ -421,6 +431,8 @@ class JobRepository:
                 new.prompt_key,
                 new.prompt_version,
                 new.model_tier,
+                new.credential_mode.value,
+                new.credential_id,
             )
             if row is not None:
                 return _job(row), True
@@ -521,6 +533,8 @@ class JobRepository:
                     user_id=row["user_id"],
                     prompt_key=row["prompt_key"] or "",
                     prompt_version=row["prompt_version"] or "",
+                    credential_mode=CredentialMode(row["credential_mode"]),
+                    credential_id=row["credential_id"],
                 )
                 for row in rows
             }
@@ -680,6 +694,7 @@ def _child_row(child: NewChild) -> dict[str, Any]:
         "snapshot": new.snapshot,
         "snapshot_hash": new.snapshot_hash,
         "snapshot_ttl_s": new.snapshot_ttl_s,
+        "inherits_credential": child.inherits_credential,
     }
 
 
@@ -758,6 +773,8 @@ def _job(
         prompt_key=row["prompt_key"],
         prompt_version=row["prompt_version"],
         model_tier=row["model_tier"],
+        credential_mode=CredentialMode(row["credential_mode"]),
+        credential_id=row["credential_id"],
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from job_service.domain.lifecycle import JobStatus
 from shared.ai.provider import UsageRecord
+from shared.credentials import CredentialMode
 from shared.registry import ArtifactDraft, ChildJobDraft
 
 
@@ -33,6 +34,9 @@ class NewJob:
     prompt_key: str | None = None
     prompt_version: str | None = None
     model_tier: str | None = None
+    # a user's key by id only; checked to be the user's before the job is stored
+    credential_mode: CredentialMode = CredentialMode.PLATFORM
+    credential_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,9 @@ class NewChild:
 
     parent_job_id: str
     job: NewJob
+    # The child runs with its parent's key (a user's own key too) when its type allows
+    # user keys; otherwise with the platform's.
+    inherits_credential: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,8 @@ class Job:
     prompt_key: str | None = None
     prompt_version: str | None = None
     model_tier: str | None = None
+    credential_mode: CredentialMode = CredentialMode.PLATFORM
+    credential_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,9 @@ class LockGrant:
     user_id: str = ""
     prompt_key: str = ""
     prompt_version: str = ""
+    # USER: the worker fetches the key with ResolveCredential under this lease
+    credential_mode: CredentialMode = CredentialMode.PLATFORM
+    credential_id: str | None = None
 
 
 @dataclass(frozen=True)

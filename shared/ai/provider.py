@@ -26,11 +26,6 @@ class ModelTier(StrEnum):
     CHEAP = "cheap"
 
 
-class CredentialMode(StrEnum):
-    PLATFORM = "platform"  # the deployment's key for the tier, from the environment
-    USER = "user"  # the job owner's own key ("bring your own key")
-
-
 @dataclass(frozen=True)
 class Message:
     role: str  # system | user | assistant

@@ -12,10 +12,16 @@ import grpc
 from job_service.app import JobServiceApp
 from job_service.settings import JobServiceSettings
 from shared.canonical import content_hash
+from shared.pb.jobs.v1 import (
+    credential_service_pb2_grpc,
+    executor_service_pb2_grpc,
+    job_pb2,
+    job_service_pb2_grpc,
+)
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
-from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_pb2, job_service_pb2_grpc
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
+from shared.registry import Registry
 
 # Short leases so that expiry tests take seconds, not minutes.
 FAST = {
@@ -26,21 +32,24 @@ FAST = {
     "shutdown_grace_s": 2.0,
 }
 
+# The master key users' provider keys are sealed under in tests (32 bytes, base64).
+TEST_MASTER_KEY = "dGVzdC1tYXN0ZXIta2V5LTMyLWJ5dGVzLWxvbmchISE="
+
 
 def settings(database_url: str, nats_url: str, **overrides: Any) -> JobServiceSettings:
     return JobServiceSettings(
         database_url=database_url,
         nats_url=nats_url,
         grpc_port=0,
-        **{**FAST, **overrides},
+        **{**FAST, "credentials_master_key": TEST_MASTER_KEY, **overrides},
     )
 
 
 @asynccontextmanager
 async def running_job_service(
-    database_url: str, nats_url: str, **overrides: Any
+    database_url: str, nats_url: str, registry: Registry | None = None, **overrides: Any
 ) -> AsyncIterator[JobServiceApp]:
-    async with JobServiceApp(settings(database_url, nats_url, **overrides)) as app:
+    async with JobServiceApp(settings(database_url, nats_url, **overrides), registry) as app:
         yield app
 
 
@@ -50,6 +59,7 @@ class Client:
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self.jobs = job_service_pb2_grpc.JobServiceStub(channel)
         self.executor = executor_service_pb2_grpc.ExecutorServiceStub(channel)
+        self.credentials = credential_service_pb2_grpc.CredentialServiceStub(channel)
 
     async def create(
         self, user_id: str = "user-1", job_type: str = "synthetic", key: str = "", **job_input: Any
@@ -95,7 +105,14 @@ async def count_rows(database_url: str) -> dict[str, int]:
     try:
         return {
             table: await conn.fetchval(f"SELECT count(*) FROM {table}")
-            for table in ("jobs", "job_snapshots", "job_artifacts", "job_events", "outbox_events")
+            for table in (
+                "jobs",
+                "job_snapshots",
+                "job_artifacts",
+                "job_events",
+                "outbox_events",
+                "credentials",
+            )
         }
     finally:
         await conn.close()

@@ -345,10 +345,12 @@ def test_a_snapshot_keeps_allow_listed_fields_and_drops_secret_names() -> None:
 
 def test_the_locked_job_tells_the_attempt_its_user() -> None:
     from worker_service.attempt import Attempt
+    from worker_service.credentials import CredentialResolver
 
     job = LockedJob("j", "feynman_evaluation", "t", 1, {}, 1000, 100, user_id="u-9")
 
-    assert Attempt(job).user_id == "u-9"
+    attempt = Attempt(job, credentials=CredentialResolver(None))  # type: ignore[arg-type]
+    assert attempt.user_id == "u-9"
 
 
 async def test_a_job_runs_with_the_prompt_version_it_was_created_with() -> None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import grpc
 
 from shared.ai.provider import UsageRecord
+from shared.credentials import CredentialMode
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_pb2
 from shared.pbconv import dict_from_struct, struct_from_dict
@@ -19,6 +20,7 @@ from worker_service.domain.model import (
     LockOutcome,
     LockResult,
     ResultSubmission,
+    UserKey,
 )
 from worker_service.ports import MAX_BATCH
 
@@ -149,6 +151,16 @@ class GrpcExecutorClient:
             raise _translate(exc) from exc
         return _status_name(response.status)
 
+    async def resolve_credential(
+        self, job_id: str, lease_token: str, *, timeout_s: float
+    ) -> UserKey:
+        request = pb.ResolveCredentialRequest(job_id=job_id, lease_token=lease_token)
+        try:
+            response = await self._stub.ResolveCredential(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from exc
+        return UserKey(response.api_key, response.provider, response.credential_id)
+
 
 def _check_batch(size: int) -> None:
     if size > MAX_BATCH:
@@ -252,6 +264,12 @@ def _locked_job(job: pb.LockedJob) -> LockedJob:
         user_id=job.user_id,
         prompt_key=job.prompt_key,
         prompt_version=job.prompt_version,
+        credential_mode=(
+            CredentialMode.USER
+            if job.credential_mode == job_pb2.CREDENTIAL_MODE_USER
+            else CredentialMode.PLATFORM
+        ),
+        credential_id=job.credential_id,
     )
 
 

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from shared.ai.provider import UsageRecord
+from shared.credentials import CredentialMode
 from shared.registry import ArtifactDraft, ChildJobDraft
 
 # Used when the job service leaves the heartbeat interval unset.
@@ -38,6 +39,9 @@ class LockedJob:
     # The prompt template the job was created with (AI job types).
     prompt_key: str = ""
     prompt_version: str = ""
+    # USER: the attempt fetches the owner's key with ResolveCredential (worker_service.credentials)
+    credential_mode: CredentialMode = CredentialMode.PLATFORM
+    credential_id: str = ""
 
     @property
     def lease_ttl_s(self) -> float:
@@ -63,6 +67,15 @@ class LockResult:
     job: LockedJob | None = None
     # Set when NOT_DUE: when the job becomes eligible, in seconds since the epoch.
     retry_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UserKey:
+    """A job owner's provider key, as ResolveCredential returns it. Its repr hides the key."""
+
+    api_key: str = field(repr=False)
+    provider: str
+    credential_id: str
 
 
 @dataclass(frozen=True, slots=True)

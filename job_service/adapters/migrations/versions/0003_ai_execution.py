@@ -2,7 +2,7 @@
 expiry index
 
 Revision ID: 0003
-Revises: 0002
+Revises: 0007
 Create Date: 2026-11-30 01:50:00
 """
 
@@ -13,7 +13,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "0003"
-down_revision = "0002"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -1,25 +1,30 @@
 from google.protobuf import struct_pb2 as _struct_pb2
 from shared.pb.jobs.v1 import job_pb2 as _job_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateJobRequest(_message.Message):
-    __slots__ = ("user_id", "job_type", "input", "idempotency_key", "priority")
+    __slots__ = ("user_id", "job_type", "input", "idempotency_key", "priority", "credential_mode", "credential_id")
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_MODE_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
     user_id: str
     job_type: str
     input: _struct_pb2.Struct
     idempotency_key: str
     priority: int
-    def __init__(self, user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+    credential_mode: _job_pb2.CredentialMode
+    credential_id: str
+    def __init__(self, user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[_Union[_job_pb2.CredentialMode, str]] = ..., credential_id: _Optional[str] = ...) -> None: ...
 
 class CreateJobResponse(_message.Message):
     __slots__ = ("job", "created")
@@ -52,6 +57,38 @@ class CancelJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., user_id: _Optional[str] = ...) -> None: ...
 
 class CancelJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("user_id", "page_size", "page_token")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    page_size: int
+    page_token: str
+    def __init__(self, user_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs", "next_page_token")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[_job_pb2.Job]
+    next_page_token: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class WatchJobRequest(_message.Message):
+    __slots__ = ("job_id", "user_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    user_id: str
+    def __init__(self, job_id: _Optional[str] = ..., user_id: _Optional[str] = ...) -> None: ...
+
+class WatchJobResponse(_message.Message):
     __slots__ = ("job",)
     JOB_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job

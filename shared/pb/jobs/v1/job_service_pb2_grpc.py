@@ -50,6 +50,16 @@ class JobServiceStub:
                 request_serializer=jobs_dot_v1_dot_job__service__pb2.CancelJobRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_job__service__pb2.CancelJobResponse.FromString,
                 _registered_method=True)
+        self.ListJobs = channel.unary_unary(
+                '/jobs.v1.JobService/ListJobs',
+                request_serializer=jobs_dot_v1_dot_job__service__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_job__service__pb2.ListJobsResponse.FromString,
+                _registered_method=True)
+        self.WatchJob = channel.unary_stream(
+                '/jobs.v1.JobService/WatchJob',
+                request_serializer=jobs_dot_v1_dot_job__service__pb2.WatchJobRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_job__service__pb2.WatchJobResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -81,6 +91,21 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListJobs(self, request, context):
+        """Lists the caller's jobs for one user, newest first, a page at a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchJob(self, request, context):
+        """Streams a job: its current state first, then each change; the stream ends after a
+        terminal state. A client that reconnects gets the current state again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -98,6 +123,16 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.CancelJob,
                     request_deserializer=jobs_dot_v1_dot_job__service__pb2.CancelJobRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_job__service__pb2.CancelJobResponse.SerializeToString,
+            ),
+            'ListJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobs,
+                    request_deserializer=jobs_dot_v1_dot_job__service__pb2.ListJobsRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_job__service__pb2.ListJobsResponse.SerializeToString,
+            ),
+            'WatchJob': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchJob,
+                    request_deserializer=jobs_dot_v1_dot_job__service__pb2.WatchJobRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_job__service__pb2.WatchJobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -182,6 +217,60 @@ class JobService:
             '/jobs.v1.JobService/CancelJob',
             jobs_dot_v1_dot_job__service__pb2.CancelJobRequest.SerializeToString,
             jobs_dot_v1_dot_job__service__pb2.CancelJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.JobService/ListJobs',
+            jobs_dot_v1_dot_job__service__pb2.ListJobsRequest.SerializeToString,
+            jobs_dot_v1_dot_job__service__pb2.ListJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/jobs.v1.JobService/WatchJob',
+            jobs_dot_v1_dot_job__service__pb2.WatchJobRequest.SerializeToString,
+            jobs_dot_v1_dot_job__service__pb2.WatchJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,235 @@
+"""The one way every client opens a channel to job_service: the worker's executor client,
+the jobctl CLI, the benchmark and the tests.
+
+``ChannelConfig.from_env(target)`` reads the client side of the auth/TLS contract:
+
+* ``JOBS_AUTH_TOKEN`` — sent on every call as ``authorization: Bearer <token>``;
+* ``JOBS_TLS_CA_FILE`` — set: TLS, the server's certificate checked against this CA;
+* ``JOBS_TLS_CLIENT_CERT_FILE`` / ``JOBS_TLS_CLIENT_KEY_FILE`` — both set: mutual TLS.
+
+``aio_channel(config)`` / ``sync_channel(config)`` open the channel. The token travels as
+call metadata added by a client interceptor, so it works on plaintext channels too (gRPC's
+own call credentials refuse to leave a channel that is not encrypted).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+# Inputs and outputs travel as Structs; allow more than gRPC's default 4 MiB both ways.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+DEFAULT_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+)
+
+Options = Sequence[tuple[str, Any]]
+
+
+class ClientConfigError(ValueError):
+    """The client-side auth/TLS settings are incomplete or unreadable; the message names the
+    variable."""
+
+
+@dataclass(frozen=True)
+class ChannelConfig:
+    """Where job_service listens and how to prove who we are to it."""
+
+    target: str
+    token: str = ""
+    ca_file: str = ""
+    client_cert_file: str = ""
+    client_key_file: str = ""
+
+    @classmethod
+    def from_env(cls, target: str, env: Mapping[str, str] = os.environ) -> ChannelConfig:
+        return cls(
+            target=target,
+            token=env.get("JOBS_AUTH_TOKEN", "").strip(),
+            ca_file=env.get("JOBS_TLS_CA_FILE", ""),
+            client_cert_file=env.get("JOBS_TLS_CLIENT_CERT_FILE", ""),
+            client_key_file=env.get("JOBS_TLS_CLIENT_KEY_FILE", ""),
+        )
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.ca_file)
+
+    def credentials(self) -> grpc.ChannelCredentials | None:
+        """TLS credentials, or None for a plaintext channel."""
+        if bool(self.client_cert_file) != bool(self.client_key_file):
+            raise ClientConfigError(
+                "JOBS_TLS_CLIENT_CERT_FILE and JOBS_TLS_CLIENT_KEY_FILE must be set together"
+            )
+        if not self.ca_file:
+            if self.client_cert_file:
+                raise ClientConfigError("mutual TLS needs JOBS_TLS_CA_FILE as well")
+            return None
+        return grpc.ssl_channel_credentials(
+            root_certificates=_read("JOBS_TLS_CA_FILE", self.ca_file),
+            private_key=_read("JOBS_TLS_CLIENT_KEY_FILE", self.client_key_file)
+            if self.client_key_file
+            else None,
+            certificate_chain=_read("JOBS_TLS_CLIENT_CERT_FILE", self.client_cert_file)
+            if self.client_cert_file
+            else None,
+        )
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.token}"),) if self.token else ()
+
+
+def _read(variable: str, path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise ClientConfigError(f"{variable}: cannot read {path}: {error.strerror}") from None
+
+
+def _merged(options: Options) -> list[tuple[str, Any]]:
+    chosen = dict(DEFAULT_OPTIONS)
+    chosen.update(dict(options))
+    return list(chosen.items())
+
+
+def aio_channel(config: ChannelConfig, options: Options = ()) -> grpc.aio.Channel:
+    """An asyncio channel; every call on it carries the token (when there is one)."""
+    credentials = config.credentials()
+    interceptors = _aio_bearers(config.metadata()) if config.token else None
+    if credentials is None:
+        return grpc.aio.insecure_channel(
+            config.target, options=_merged(options), interceptors=interceptors
+        )
+    return grpc.aio.secure_channel(
+        config.target, credentials, options=_merged(options), interceptors=interceptors
+    )
+
+
+def sync_channel(config: ChannelConfig, options: Options = ()) -> grpc.Channel:
+    """A blocking channel (for command-line tools); every call carries the token."""
+    credentials = config.credentials()
+    if credentials is None:
+        channel = grpc.insecure_channel(config.target, options=_merged(options))
+    else:
+        channel = grpc.secure_channel(config.target, credentials, options=_merged(options))
+    if not config.token:
+        return channel
+    return grpc.intercept_channel(channel, _SyncBearer(config.metadata()))
+
+
+def _with_metadata(existing: Any, extra: tuple[tuple[str, str], ...]) -> list[tuple[str, Any]]:
+    return [*(existing or ()), *extra]
+
+
+class _AioBearer:
+    """Adds the token to a call's metadata. grpc.aio files an interceptor under the first
+    call shape it implements, so each shape gets its own subclass (``_aio_bearers``)."""
+
+    def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
+        self._metadata = metadata
+
+    def _details(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+        return grpc.aio.ClientCallDetails(
+            method=details.method,
+            timeout=details.timeout,
+            metadata=grpc.aio.Metadata(*_with_metadata(details.metadata, self._metadata)),
+            credentials=details.credentials,
+            wait_for_ready=details.wait_for_ready,
+        )
+
+
+class _AioUnaryUnary(_AioBearer, grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    async def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
+    ) -> Any:
+        return await continuation(self._details(details), request)
+
+
+class _AioUnaryStream(_AioBearer, grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    async def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, request: Any
+    ) -> Any:
+        return await continuation(self._details(details), request)
+
+
+class _AioStreamUnary(_AioBearer, grpc.aio.StreamUnaryClientInterceptor):  # type: ignore[misc]
+    async def intercept_stream_unary(
+        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, requests: Any
+    ) -> Any:
+        return await continuation(self._details(details), requests)
+
+
+class _AioStreamStream(_AioBearer, grpc.aio.StreamStreamClientInterceptor):  # type: ignore[misc]
+    async def intercept_stream_stream(
+        self, continuation: Callable[..., Any], details: grpc.aio.ClientCallDetails, requests: Any
+    ) -> Any:
+        return await continuation(self._details(details), requests)
+
+
+def _aio_bearers(metadata: tuple[tuple[str, str], ...]) -> list[_AioBearer]:
+    return [
+        shape(metadata)
+        for shape in (_AioUnaryUnary, _AioUnaryStream, _AioStreamUnary, _AioStreamStream)
+    ]
+
+
+@dataclass(frozen=True)
+class _SyncDetails(grpc.ClientCallDetails):  # type: ignore[misc]
+    method: str
+    timeout: float | None
+    metadata: Any
+    credentials: Any
+    wait_for_ready: bool | None
+    compression: Any
+
+
+class _SyncBearer(
+    grpc.UnaryUnaryClientInterceptor,  # type: ignore[misc]
+    grpc.UnaryStreamClientInterceptor,  # type: ignore[misc]
+    grpc.StreamUnaryClientInterceptor,  # type: ignore[misc]
+    grpc.StreamStreamClientInterceptor,  # type: ignore[misc]
+):
+    def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
+        self._metadata = metadata
+
+    def _details(self, details: grpc.ClientCallDetails) -> _SyncDetails:
+        return _SyncDetails(
+            method=details.method,
+            timeout=details.timeout,
+            metadata=_with_metadata(details.metadata, self._metadata),
+            credentials=details.credentials,
+            wait_for_ready=getattr(details, "wait_for_ready", None),
+            compression=getattr(details, "compression", None),
+        )
+
+    def intercept_unary_unary(
+        self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, request: Any
+    ) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(
+        self, continuation: Callable[..., Any], details: grpc.ClientCallDetails, request: Any
+    ) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(
+        self,
+        continuation: Callable[..., Any],
+        details: grpc.ClientCallDetails,
+        requests: Iterator[Any],
+    ) -> Any:
+        return continuation(self._details(details), requests)
+
+    def intercept_stream_stream(
+        self,
+        continuation: Callable[..., Any],
+        details: grpc.ClientCallDetails,
+        requests: Iterator[Any],
+    ) -> Any:
+        return continuation(self._details(details), requests)

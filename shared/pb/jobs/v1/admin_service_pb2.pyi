@@ -1,0 +1,145 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from shared.pb.jobs.v1 import job_pb2 as _job_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AdminListJobsRequest(_message.Message):
+    __slots__ = ("job_type", "status", "queue", "user_id", "created_after", "created_before", "page_size", "page_token")
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    job_type: str
+    status: _job_pb2.JobStatus
+    queue: str
+    user_id: str
+    created_after: _timestamp_pb2.Timestamp
+    created_before: _timestamp_pb2.Timestamp
+    page_size: int
+    page_token: str
+    def __init__(self, job_type: _Optional[str] = ..., status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., queue: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class AdminListJobsResponse(_message.Message):
+    __slots__ = ("jobs", "next_page_token")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[_job_pb2.Job]
+    next_page_token: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class AdminGetJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class AdminGetJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class RetryJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class RetryJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class ListDeadLettersRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class DeadOutboxEvent(_message.Message):
+    __slots__ = ("id", "job_id", "subject", "attempts", "last_error", "created_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    job_id: str
+    subject: str
+    attempts: int
+    last_error: str
+    created_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[int] = ..., job_id: _Optional[str] = ..., subject: _Optional[str] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListDeadLettersResponse(_message.Message):
+    __slots__ = ("failed_jobs", "dead_events", "next_page_token")
+    FAILED_JOBS_FIELD_NUMBER: _ClassVar[int]
+    DEAD_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    failed_jobs: _containers.RepeatedCompositeFieldContainer[_job_pb2.Job]
+    dead_events: _containers.RepeatedCompositeFieldContainer[DeadOutboxEvent]
+    next_page_token: str
+    def __init__(self, failed_jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., dead_events: _Optional[_Iterable[_Union[DeadOutboxEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class RedriveDeadLettersRequest(_message.Message):
+    __slots__ = ("event_ids",)
+    EVENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    event_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, event_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class RedriveDeadLettersResponse(_message.Message):
+    __slots__ = ("redriven",)
+    REDRIVEN_FIELD_NUMBER: _ClassVar[int]
+    redriven: int
+    def __init__(self, redriven: _Optional[int] = ...) -> None: ...
+
+class ListJobDefinitionsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class JobDefinitionInfo(_message.Message):
+    __slots__ = ("job_type", "label", "domain", "version", "queue", "default_priority", "timeout_seconds", "max_attempts", "max_concurrency", "input_schema_json", "output_schema_json")
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    job_type: str
+    label: str
+    domain: str
+    version: str
+    queue: str
+    default_priority: int
+    timeout_seconds: float
+    max_attempts: int
+    max_concurrency: int
+    input_schema_json: str
+    output_schema_json: str
+    def __init__(self, job_type: _Optional[str] = ..., label: _Optional[str] = ..., domain: _Optional[str] = ..., version: _Optional[str] = ..., queue: _Optional[str] = ..., default_priority: _Optional[int] = ..., timeout_seconds: _Optional[float] = ..., max_attempts: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ...) -> None: ...
+
+class ListJobDefinitionsResponse(_message.Message):
+    __slots__ = ("definitions",)
+    DEFINITIONS_FIELD_NUMBER: _ClassVar[int]
+    definitions: _containers.RepeatedCompositeFieldContainer[JobDefinitionInfo]
+    def __init__(self, definitions: _Optional[_Iterable[_Union[JobDefinitionInfo, _Mapping]]] = ...) -> None: ...
