@@ -21,6 +21,7 @@ from shared.ai.aijob import Projection, ProjectionInput, ai_job_definition
 from shared.ai.prompts import PromptTemplate, register_prompt
 from shared.ai.safety import DEFAULT_CHECKER
 from shared.constants import Queue
+from shared.credentials import CredentialMode
 from shared.jobtypes import review_card_generation as cards
 from shared.registry import AbortStrategy, ArtifactDraft, ChildJobDraft
 
@@ -183,6 +184,8 @@ DEFINITION = ai_job_definition(
     content_safety=DEFAULT_CHECKER,
     snapshot_fields=frozenset(FeynmanInput.model_fields),
     child_job_types=frozenset({cards.JOB_TYPE}),
+    # the platform key, or the owner's own (a child runs with its parent's)
+    credential_modes=(CredentialMode.PLATFORM, CredentialMode.USER),
     timeout_s=60.0,
     max_attempts=3,
     backoff_base_s=1.0,

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shared.ai.aijob import Projection, ProjectionInput, ai_job_definition
 from shared.ai.prompts import PromptTemplate, register_prompt
 from shared.constants import Queue
+from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, ExecutionError
 from shared.registry import AbortStrategy, ArtifactDraft
 
@@ -235,6 +236,8 @@ DEFINITION = ai_job_definition(
     validator=validate_cards,
     projector=project,
     input_schema_version=INPUT_SCHEMA_VERSION,
+    # the platform key, or the owner's own (a child runs with its parent's)
+    credential_modes=(CredentialMode.PLATFORM, CredentialMode.USER),
     output_schema_version=OUTPUT_SCHEMA_VERSION,
     timeout_s=120.0,
     max_attempts=3,

@@ -133,3 +133,44 @@ async def test_cancelling_a_job_abandons_its_provider_call(
         await eventually(cancelled, timeout=10, message="the job was not cancelled")
     row = await db.fetchrow("SELECT error_code, input_tokens FROM usage_logs")
     assert tuple(row) == ("CANCELLED", 0)  # the abandoned call is accounted for
+
+
+async def test_a_users_own_key_serves_the_parent_and_its_child(
+    client: Client,
+    nats_url: str,
+    target: str,
+    openai_server: LocalOpenAIServer,
+    db: asyncpg.Connection,
+) -> None:
+    from shared.pb.jobs.v1 import credential_service_pb2 as cpb
+    from shared.pb.jobs.v1 import job_service_pb2 as jpb
+    from shared.pbconv import struct_from_dict
+
+    user_key = "sk-users-own-key-7f3a9c0d1e2b4a5c6d"
+    stored = await client.credentials.PutCredential(
+        cpb.PutCredentialRequest(user_id="user-1", provider="openai", api_key=user_key)
+    )
+    created = await client.jobs.CreateJob(
+        jpb.CreateJobRequest(
+            user_id="user-1",
+            job_type="feynman_evaluation",
+            input=struct_from_dict(FEYNMAN_INPUT),
+            credential_mode=job_pb2.CREDENTIAL_MODE_USER,
+            credential_id=stored.credential.id,
+        )
+    )
+    settings = WorkerSettings(nats_url=nats_url, job_service_target=target, worker_id="w-byok")
+    async with WorkerApp(settings, models=http_models(openai_server)):
+        parent, child = await feynman_flow(client, job_id=created.job.id)
+
+    assert_complete_flow(parent, child)
+    assert child.credential_mode == job_pb2.CREDENTIAL_MODE_USER
+    assert child.credential_id == stored.credential.id
+    assert [r.headers["authorization"] for r in openai_server.requests] == [
+        f"Bearer {user_key}",
+        f"Bearer {user_key}",
+    ]
+    modes = await db.fetch("SELECT DISTINCT credential_mode FROM usage_logs")
+    assert [r["credential_mode"] for r in modes] == ["user"]
+    snapshots = await db.fetchval("SELECT string_agg(payload::text, '') FROM job_snapshots")
+    assert user_key not in snapshots and stored.credential.id not in snapshots

@@ -91,9 +91,12 @@ async def worker_result(
     return result_message(ResultSubmission(locked.job_id, locked.lease_token, outcome))
 
 
-async def feynman_flow(client: Any, timeout: float = 30.0) -> tuple[Any, Any]:
-    """Creates a feynman_evaluation through ``client`` (tests.support.stack.Client) and
-    waits until it and its review-card child finished; returns both job views."""
+async def feynman_flow(
+    client: Any, timeout: float = 30.0, job_id: str | None = None
+) -> tuple[Any, Any]:
+    """Creates a feynman_evaluation through ``client`` (tests.support.stack.Client) — or
+    takes ``job_id``, created already — and waits until it and its review-card child
+    finished; returns both job views."""
     from shared.pb.jobs.v1 import job_pb2
     from tests.support.wait import eventually
 
@@ -102,14 +105,15 @@ async def feynman_flow(client: Any, timeout: float = 30.0) -> tuple[Any, Any]:
         job_pb2.JOB_STATUS_FAILED,
         job_pb2.JOB_STATUS_CANCELLED,
     )
-    created = await client.create(job_type="feynman_evaluation", **FEYNMAN_INPUT)
+    if job_id is None:
+        job_id = (await client.create(job_type="feynman_evaluation", **FEYNMAN_INPUT)).job.id
 
     async def finished(job_id: str) -> Any:
         job = await client.get(job_id)
         return job if job.status in terminal else None
 
     parent = await eventually(
-        lambda: finished(created.job.id), timeout=timeout, message="the parent did not finish"
+        lambda: finished(job_id), timeout=timeout, message="the parent did not finish"
     )
     assert parent.status == job_pb2.JOB_STATUS_SUCCEEDED, parent.error_code
     [child_id] = parent.child_job_ids
