@@ -156,9 +156,9 @@ class WorkerApp:
         log.log(level, "nats: disconnected")
 
 
-async def main(settings: WorkerSettings) -> None:
+async def main(settings: WorkerSettings, models: ModelSettings | None = None) -> None:
     """Run a worker until SIGTERM or SIGINT, then shut down gracefully."""
-    app = WorkerApp(settings)
+    app = WorkerApp(settings, models=models)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from enum import StrEnum
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.ai.fake import FakeProvider, FakeSettings
@@ -53,6 +53,14 @@ class ModelSettings(BaseSettings):
     @classmethod
     def _prices_from_json(cls, value: object) -> object:
         return json.loads(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _openai_tiers_have_a_base_url(self) -> ModelSettings:
+        for tier in ModelTier:
+            kind, base_url, _, _ = self.tier(tier)
+            if kind is ProviderKind.OPENAI and not base_url:
+                raise ValueError(f"JOBS_MODEL_{tier.name}_BASE_URL is required for openai")
+        return self
 
     def tier(self, tier: ModelTier | str) -> tuple[ProviderKind, str, str, str | None]:
         """(provider kind, base URL, model, platform key) configured for ``tier``."""

@@ -127,7 +127,7 @@ def test_the_router_defaults_every_tier_to_the_fake_provider() -> None:
 
 def test_the_router_needs_a_base_url_for_an_openai_tier() -> None:
     with pytest.raises(ValueError, match="JOBS_MODEL_CHEAP_BASE_URL"):
-        ModelRouter.from_settings(ModelSettings(model_cheap_provider="openai"))
+        ModelSettings(model_cheap_provider="openai")
 
 
 def test_model_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
