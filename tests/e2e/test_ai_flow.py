@@ -94,7 +94,11 @@ async def test_feynman_flow_on_the_local_openai_compatible_server(
 
 
 async def test_provider_failures_are_retried_and_counted(
-    client: Client, nats_url: str, target: str, openai_server: LocalOpenAIServer
+    client: Client,
+    nats_url: str,
+    target: str,
+    openai_server: LocalOpenAIServer,
+    db: asyncpg.Connection,
 ) -> None:
     openai_server.script(Reply(status=503), Reply(status=429, headers={"Retry-After": "0"}))
     models = http_models(openai_server)
@@ -106,6 +110,14 @@ async def test_provider_failures_are_retried_and_counted(
     assert parent.attempt_count == 3
     retried = [e.reason for e in parent.events if e.to_status == S.JOB_STATUS_RETRYING]
     assert retried == ["PROVIDER_UNAVAILABLE", "PROVIDER_RATE_LIMITED"]
+    calls = await db.fetch(
+        "SELECT attempt, error_code FROM usage_logs WHERE job_id = $1 ORDER BY id", parent.id
+    )
+    assert [tuple(c) for c in calls] == [
+        (1, "PROVIDER_UNAVAILABLE"),
+        (2, "PROVIDER_RATE_LIMITED"),
+        (3, None),
+    ]
 
 
 async def test_cancelling_a_job_abandons_its_provider_call(
