@@ -91,6 +91,9 @@ class Stack:
             "JOBS_GRPC_PORT": str(self.port),
             "JOBS_JOB_SERVICE_TARGET": f"127.0.0.1:{self.port}",
             "JOBS_LOG_LEVEL": "WARNING",
+            # served (as in production) on ephemeral ports: several workers run at once
+            "JOBS_METRICS_PORT": "0",
+            "JOBS_WORKER_METRICS_PORT": "0",
         }
 
     def _spawn(self, *args: str) -> subprocess.Popen[bytes]:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
+from job_service import metrics
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import (
     AttemptFacts,
@@ -28,6 +29,7 @@ from job_service.domain.models import (
 )
 from job_service.domain.retry import Outcome, RetryDecision, RetryPolicy
 from job_service.ports import CancelNotifier, CredentialOwnership, Decide, JobStore, Waker
+from shared import tracing
 from shared.ai.provider import UsageRecord
 from shared.canonical import canonical_json, check_storable, content_hash
 from shared.credentials import CredentialMode
@@ -47,6 +49,8 @@ from shared.errors import (
 from shared.registry import ChildJobDraft, JobDefinition, Registry
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 MAX_ID_CHARS = 255
 MAX_ARTIFACT_TYPE_CHARS = 64
@@ -94,6 +98,29 @@ class JobEngine:
         credential_mode: CredentialMode = CredentialMode.PLATFORM,
         credential_id: str = "",
     ) -> tuple[Job, bool]:
+        with tracing.span("CreateJob", kind=tracing.SERVER, attributes={"jobs.job_type": job_type}):
+            job, created = await self._create_job(
+                user_id,
+                job_type,
+                raw_input,
+                idempotency_key,
+                priority,
+                credential_mode,
+                credential_id,
+            )
+            tracing.set_attribute("jobs.job_id", job.id)
+            return job, created
+
+    async def _create_job(
+        self,
+        user_id: str,
+        job_type: str,
+        raw_input: dict[str, Any],
+        idempotency_key: str,
+        priority: int | None,
+        credential_mode: CredentialMode,
+        credential_id: str,
+    ) -> tuple[Job, bool]:
         _require_name("user_id", user_id)
         if idempotency_key:
             _require_name("idempotency_key", idempotency_key)
@@ -115,11 +142,21 @@ class JobEngine:
         credential = await self._check_credential(
             user_id, definition, credential_mode, credential_id
         )
-        new = _new_job(
-            definition, raw_input, user_id, idempotency_key, priority, credential_mode, credential
+        new = replace(
+            _new_job(
+                definition,
+                raw_input,
+                user_id,
+                idempotency_key,
+                priority,
+                credential_mode,
+                credential,
+            ),
+            trace=tracing.carrier(),
         )
         job, created = await self._store.create(new)
         if created:
+            metrics.job_created(job_type, definition.queue)
             self._outbox.wake()
         elif job.request_hash != new.request_hash:
             raise IdempotencyKeyReused(
@@ -177,6 +214,8 @@ class JobEngine:
         changed = await self._store.cancel(job_id, user_id)
         assert changed is not None, "a job vanished between read and cancel"
         before, after, requested = changed
+        if after is not before:
+            metrics.job_cancelled(job.job_type, before, after)
         if after is before and before.terminal:
             # finished between our read and the locked re-read (its children may be new)
             return await self._cancel_children_of_uncancellable(job_id, user_id, before)
@@ -226,7 +265,9 @@ class JobEngine:
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
         _require_uuid("job_id", job_id)
         _require_uuid("lease_token", lease_token)
-        return await self._store.heartbeat(job_id, lease_token, progress)
+        return await self._counting_stale(
+            "Heartbeat", self._store.heartbeat(job_id, lease_token, progress)
+        )
 
     async def submit_results(
         self, submissions: Sequence[Submission]
@@ -254,7 +295,9 @@ class JobEngine:
                 except InvalidInput as error:
                     refused[submission.job_id] = error.message
         to_store = [s for s in valid if s.job_id not in refused]
-        stored = iter(await self._store.submit_results(to_store, children) if to_store else [])
+        stored_answers = await self._store.submit_results(to_store, children) if to_store else []
+        metrics.stale_submit("SubmitResult", sum(isinstance(a, LeaseLost) for a in stored_answers))
+        stored = iter(stored_answers)
         self._outbox.wake()
         results: list[JobStatus | JobsError] = []
         for submission, answer in zip(submissions, answers, strict=True):
@@ -322,14 +365,17 @@ class JobEngine:
                 "error_code is malformed",
                 [FieldViolation("error_code", "an upper-case code such as PROVIDER_TIMEOUT")],
             )
-        outcome = await self._store.end_attempt(
-            job_id,
-            lease_token,
-            error_code,
-            # operator detail: kept even when odd, but never a NUL (text columns refuse it)
-            error_message.replace("\x00", "\ufffd")[:MAX_ERROR_MESSAGE_CHARS],
-            self._deciding_no_sooner_than(retry_after_s),
-            usage,
+        outcome = await self._counting_stale(
+            "SubmitFailure",
+            self._store.end_attempt(
+                job_id,
+                lease_token,
+                error_code,
+                # operator detail: kept even when odd, but never a NUL (text columns refuse it)
+                error_message.replace("\x00", "\ufffd")[:MAX_ERROR_MESSAGE_CHARS],
+                self._deciding_no_sooner_than(retry_after_s),
+                usage,
+            ),
         )
         self._wake_for(outcome)
         return outcome
@@ -362,6 +408,14 @@ class JobEngine:
             code = ErrorCode.INTERNAL_ERROR
         policy = replace(self._policies[facts.job_type], max_attempts=facts.max_attempts)
         return policy.decide(facts.attempt, code)
+
+    @staticmethod
+    async def _counting_stale(rpc: str, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except LeaseLost:
+            metrics.stale_submit(rpc)
+            raise
 
     def _wake_for(self, outcome: FailureOutcome) -> None:
         """A retry's dispatch row is due at next_run_at; a terminal status wrote a domain

@@ -8,7 +8,9 @@ runs ``python -m job_service serve`` and one ``python -m worker_service`` as chi
 Environment: ``JOBS_DATA_DIR`` (default ``./.jobs-data``; data survives restarts),
 ``JOBS_GRPC_PORT`` (default 50051), ``JOBS_DATABASE_URL``, ``JOBS_NATS_URL``,
 ``JOBS_CREDENTIALS_MASTER_KEY`` (default: one generated on first start and kept in the data
-directory, so that stored user keys open again after a restart).
+directory, so that stored user keys open again after a restart),
+``JOBS_METRICS_PORT`` / ``JOBS_WORKER_METRICS_PORT`` (default 9464 / 9465, or a free port
+when that one is taken). Logs are plain text unless ``JOBS_LOG_FORMAT`` says otherwise.
 
 Ctrl-C or SIGTERM stops the worker, then job_service (each given a bounded grace period),
 then NATS, then PostgreSQL, and exits 0. If a child dies on its own, everything is stopped
@@ -44,6 +46,8 @@ from shared.embedded import (
 
 DATABASE = "jobs"
 DEFAULT_NATS_PORT = 4222
+DEFAULT_METRICS_PORT = 9464
+DEFAULT_WORKER_METRICS_PORT = 9465
 HEALTH_TIMEOUT_S = 60.0
 MIGRATE_TIMEOUT_S = 120.0
 # Per child: the worker may be finishing a job, job_service draining RPCs.
@@ -66,6 +70,8 @@ class DevstackConfig:
     database_url: str | None
     nats_url: str | None
     credentials_master_key: str | None = None
+    metrics_port: int | None = None
+    worker_metrics_port: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> DevstackConfig:
@@ -75,7 +81,21 @@ class DevstackConfig:
             database_url=env.get("JOBS_DATABASE_URL") or None,
             nats_url=env.get("JOBS_NATS_URL") or None,
             credentials_master_key=env.get("JOBS_CREDENTIALS_MASTER_KEY") or None,
+            metrics_port=_port(env.get("JOBS_METRICS_PORT")),
+            worker_metrics_port=_port(env.get("JOBS_WORKER_METRICS_PORT")),
         )
+
+
+def _port(value: str | None) -> int | None:
+    return int(value) if value else None
+
+
+def metrics_port(configured: int | None, default: int) -> int:
+    """The configured port, else the default when free, else any free port (so that two
+    stacks on one machine do not collide)."""
+    if configured is not None:
+        return configured
+    return default if port_is_free(default) else free_port()
 
 
 def dev_master_key(data_dir: Path) -> str:
@@ -204,7 +224,13 @@ async def start_server(name: str, start: Callable[[], None]) -> None:
         raise DevstackError(f"{name} did not start: {exc}") from exc
 
 
-def banner(config: DevstackConfig, target: str, database_url: str, nats_url: str) -> str:
+def banner(
+    config: DevstackConfig,
+    target: str,
+    database_url: str,
+    nats_url: str,
+    metrics_ports: tuple[int, int] | None = None,
+) -> str:
     create = (
         "grpcurl -plaintext -d "
         """'{"user_id":"u1","job_type":"synthetic","input":{"sleep_ms":100}}' """
@@ -236,6 +262,18 @@ def banner(config: DevstackConfig, target: str, database_url: str, nats_url: str
             f"  PostgreSQL         {database_url}",
             f"  NATS JetStream     {nats_url}",
             f"  data               {config.data_dir}",
+            *(
+                [
+                    f"  metrics            job_service http://127.0.0.1:{metrics_ports[0]}/metrics",
+                    f"                     worker      http://127.0.0.1:{metrics_ports[1]}/metrics",
+                ]
+                if metrics_ports
+                else []
+            ),
+            "",
+            "  Or with jobctl (installed with the package):",
+            f"    jobctl --target {target} create synthetic -i '{{\"sleep_ms\": 500}}' --watch",
+            f"    jobctl --target {target} list",
             "",
             "  Create a job:",
             f"    {create}",
@@ -301,6 +339,11 @@ async def run(config: DevstackConfig) -> int:
                 if status != 0:
                     raise DevstackError(f"migrations failed (status {status})")
 
+                ports = (
+                    metrics_port(config.metrics_port, DEFAULT_METRICS_PORT),
+                    metrics_port(config.worker_metrics_port, DEFAULT_WORKER_METRICS_PORT),
+                )
+                log_format = {"JOBS_LOG_FORMAT": os.environ.get("JOBS_LOG_FORMAT", "text")}
                 job_service = await children.spawn(
                     "job_service",
                     ["-m", "job_service", "serve"],
@@ -311,15 +354,24 @@ async def run(config: DevstackConfig) -> int:
                         "JOBS_GRPC_PORT": str(config.grpc_port),
                         "JOBS_CREDENTIALS_MASTER_KEY": config.credentials_master_key
                         or dev_master_key(config.data_dir),
+                        "JOBS_METRICS_HOST": "127.0.0.1",
+                        "JOBS_METRICS_PORT": str(ports[0]),
+                        **log_format,
                     },
                 )
                 await wait_until_serving(target, job_service, stop)
                 await children.spawn(
                     "worker_service",
                     ["-m", "worker_service"],
-                    {"JOBS_NATS_URL": nats_url, "JOBS_JOB_SERVICE_TARGET": target},
+                    {
+                        "JOBS_NATS_URL": nats_url,
+                        "JOBS_JOB_SERVICE_TARGET": target,
+                        "JOBS_WORKER_METRICS_HOST": "127.0.0.1",
+                        "JOBS_WORKER_METRICS_PORT": str(ports[1]),
+                        **log_format,
+                    },
                 )
-                print(banner(config, target, database_url, nats_url), flush=True)
+                print(banner(config, target, database_url, nats_url, ports), flush=True)
 
                 died = await children.first_exit_or_stop()
                 if died is not None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import asyncpg
 
+from job_service import metrics
 from job_service.domain.lifecycle import JobStatus, Step, sources, transition
 from job_service.domain.models import (
     Artifact,
@@ -57,13 +58,15 @@ JOB_COLUMNS = """
 """
 
 # Inserts the dispatch outbox row for a job in `src` (a CTE with id, queue), available at
-# `available_at`, deduplicated by `dedupe`. Shared by create and retry.
+# `available_at`, deduplicated by `dedupe`. Shared by create and retry. `trace` is a jsonb
+# trace-context carrier or NULL: kept in the payload under "trace", sent as NATS headers.
 _DISPATCH_ROW = f"""
     INSERT INTO outbox_events
         (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at)
     SELECT 'job.dispatch', 'job', src.id::text, {{dedupe}},
            '{DISPATCH_SUBJECT_PREFIX}.' || src.queue,
-           jsonb_build_object('job_id', src.id::text, 'attempt', {{attempt}}),
+           jsonb_strip_nulls(jsonb_build_object('job_id', src.id::text, 'attempt', {{attempt}},
+                                                'trace', {{trace}})),
            {{available_at}}
     FROM {{src}} src
 """
@@ -78,6 +81,10 @@ _DOMAIN_EVENT_ROW = f"""
                               'status', src.status)
     FROM {{src}} src
 """
+
+# A retry's dispatch continues the job's trace: the create row's context (while it is kept).
+RETRY_TRACE = """(SELECT o.payload->'trace' FROM outbox_events o
+    WHERE o.dedupe_key = 'job.dispatch:' || src.id || ':create')"""
 
 CREATE_JOB = f"""
 WITH inserted AS (
@@ -103,6 +110,7 @@ WITH inserted AS (
         dedupe="'job.dispatch:' || src.id || ':create'",
         attempt="1",
         available_at="now()",
+        trace="$20::jsonb",
     )
 }
 )
@@ -142,7 +150,7 @@ WHERE j.id = $1 AND j.user_id = $2
 # dispatch would then be dropped).
 LOCK_JOBS = """
 WITH prior AS (
-    SELECT id, status FROM jobs
+    SELECT id, status, coalesce(next_run_at, queued_at) AS due_at FROM jobs
     WHERE id = ANY($1::text[]::uuid[]) AND status = ANY($4::text[])
       AND (status = 'queued' OR next_run_at <= now())
     ORDER BY id
@@ -156,13 +164,14 @@ WITH prior AS (
     RETURNING j.id, j.job_type, j.user_id, j.lease_token::text AS lease_token,
               j.attempt_count, j.lock_until, j.prompt_key, j.prompt_version,
               prior.status AS from_status, j.credential_mode,
-              j.credential_id::text AS credential_id
+              j.credential_id::text AS credential_id,
+              extract(epoch FROM now() - prior.due_at)::float8 AS waited_s
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
     SELECT id, from_status, 'running', attempt_count, $2 FROM locked
 )
 SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
-       l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id
+       l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
 """
 
@@ -257,6 +266,7 @@ _PROJECTION = f"""
         dedupe="'job.dispatch:' || src.id || ':create'",
         attempt="1",
         available_at="now()",
+        trace="NULL::jsonb",
     )
 }
 ), usage AS (
@@ -268,9 +278,9 @@ _PROJECTION = f"""
 )
 """
 
-SUBMIT_RESULTS = _SUBMIT_CORE + ")\nSELECT id::text FROM done"
+SUBMIT_RESULTS = _SUBMIT_CORE + ")\nSELECT id::text AS id, job_type FROM done"
 # The same with projections: only batches that carry children or usage pay for it.
-SUBMIT_RESULTS_PROJECTED = _SUBMIT_CORE + _PROJECTION + "SELECT id::text FROM done"
+SUBMIT_RESULTS_PROJECTED = _SUBMIT_CORE + _PROJECTION + "SELECT id::text AS id, job_type FROM done"
 
 
 INSERT_USAGE = f"""
@@ -364,6 +374,7 @@ WITH ended AS (
         dedupe="'job.dispatch:' || src.id || ':retry:' || $2",
         attempt="src.attempt_count + 1",
         available_at="src.next_run_at",
+        trace=RETRY_TRACE,
     )
 }
 ), domain_event AS (
@@ -433,6 +444,7 @@ class JobRepository:
                 new.model_tier,
                 new.credential_mode.value,
                 new.credential_id,
+                new.trace,
             )
             if row is not None:
                 return _job(row), True
@@ -538,6 +550,8 @@ class JobRepository:
                 )
                 for row in rows
             }
+            for row in rows:
+                metrics.picked_up(row["job_type"], row["waited_s"] or 0.0)
             refused = [job_id for job_id in job_ids if job_id not in grants]
             not_due = (
                 {r["id"]: r["next_run_at"] for r in await conn.fetch(NOT_DUE, refused)}
@@ -594,7 +608,9 @@ class JobRepository:
                 )
             else:
                 rows = await conn.fetch(SUBMIT_RESULTS, items, artifacts)
-            done = {row["id"] for row in rows}
+            done = {row["id"]: row["job_type"] for row in rows}
+        for job_type in done.values():
+            metrics.job_succeeded(job_type)
         return [
             JobStatus.SUCCEEDED if r.job_id in done else await self._settle_refused(r)
             for r in results
@@ -737,6 +753,7 @@ async def _end(
         TERMINAL,
     )
     assert ended is not None, "attempt changed although its row was locked"
+    metrics.attempt_ended(row["job_type"], code, JobStatus(ended["status"]))
     return FailureOutcome(JobStatus(ended["status"]), ended["next_run_at"])
 
 

@@ -14,7 +14,10 @@ from worker_service.settings import WorkerSettings
 async def worker(nats_url: str, target: str) -> AsyncIterator[WorkerApp]:
     """One worker in this process."""
     settings = WorkerSettings(
-        nats_url=nats_url, job_service_target=target, worker_id="inproc-worker"
+        nats_url=nats_url,
+        job_service_target=target,
+        worker_id="inproc-worker",
+        worker_metrics_port=None,
     )
     async with WorkerApp(settings) as app:
         yield app

@@ -24,6 +24,8 @@ class WorkerProcess:
                 "JOBS_NATS_URL": nats_url,
                 "JOBS_JOB_SERVICE_TARGET": target,
                 "JOBS_WORKER_ID": worker_id,
+                # off unless a test asks (port 0: many workers run at once)
+                "JOBS_WORKER_METRICS_PORT": "off",
                 **env,
             },
             stdout=self._log,
