@@ -11,7 +11,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from job_service.domain.lifecycle import JobStatus
@@ -23,6 +23,8 @@ from job_service.domain.models import (
     LockGrant,
     LockRefusal,
     NewJob,
+    QuotaRefusal,
+    Quotas,
     Submission,
 )
 from job_service.domain.retry import RetryDecision, RetryPolicy
@@ -38,6 +40,8 @@ from shared.errors import (
     JobNotCancellable,
     JobNotFound,
     JobsError,
+    QuotaExceeded,
+    TooManyJobs,
     classify,
 )
 from shared.registry import Registry
@@ -53,6 +57,9 @@ MAX_INPUT_BYTES = 256 * 1024
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 MAX_ERROR_MESSAGE_CHARS = 4000
 REAP_BATCH = 100
+# A user at the unfinished-jobs limit is told to come back after this (a guess: jobs
+# finish in seconds to minutes).
+ACTIVE_RETRY_AFTER_S = 5.0
 # Items one batch RPC may carry.
 MAX_BATCH = 256
 # Wake the dispatcher just after a retry becomes due, not just before.
@@ -66,11 +73,13 @@ class JobEngine:
         store: JobStore,
         notifier: CancelNotifier,
         outbox: Waker,
+        quotas: Quotas | None = None,
     ) -> None:
         self._registry = registry
         self._store = store
         self._notifier = notifier
         self._outbox = outbox
+        self._quotas = quotas or Quotas()
         self._policies = {d.job_type: RetryPolicy.of(d) for d in registry}
 
     # --- JobService --------------------------------------------------------------------
@@ -112,7 +121,7 @@ class JobEngine:
                 "priority": effective_priority,
             }
         )
-        job, created = await self._store.create(
+        stored = await self._store.create(
             NewJob(
                 user_id=user_id,
                 job_type=job_type,
@@ -127,8 +136,12 @@ class JobEngine:
                 definition_version=definition.version,
                 snapshot=snapshot,
                 snapshot_hash=content_hash(snapshot),
-            )
+            ),
+            self._quotas,
         )
+        if isinstance(stored, QuotaRefusal):
+            raise self._quota_error(stored)
+        job, created = stored
         if created:
             self._outbox.wake()
         elif job.request_hash != request_hash:
@@ -138,6 +151,20 @@ class JobEngine:
             )
         return job, created
 
+    def _quota_error(self, refusal: QuotaRefusal) -> JobsError:
+        limits = self._quotas
+        if limits.max_active and refusal.active >= limits.max_active:
+            return TooManyJobs(
+                f"at most {limits.max_active} unfinished jobs per user",
+                retry_after_s=ACTIVE_RETRY_AFTER_S,
+            )
+        now = datetime.now(UTC)
+        midnight = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        return QuotaExceeded(
+            f"at most {limits.daily} jobs per user per day (UTC)",
+            retry_after_s=round((midnight - now).total_seconds(), 3),
+        )
+
     async def get_job(self, job_id: str, user_id: str) -> Job:
         _require_uuid("job_id", job_id)
         _require_name("user_id", user_id)
@@ -145,6 +172,10 @@ class JobEngine:
         if job is None:
             raise JobNotFound("no such job")
         return job
+
+    async def find_job(self, job_id: str, user_id: str) -> Job | None:
+        """The job, or None when it is gone (ids already checked by get_job)."""
+        return await self._store.get(job_id, user_id)
 
     async def cancel_job(self, job_id: str, user_id: str) -> Job:
         _require_uuid("job_id", job_id)
@@ -340,3 +371,8 @@ def _require_name(name: str, value: str) -> None:
             f"{name} is missing or malformed",
             [FieldViolation(name, f"1..{MAX_ID_CHARS} printable characters")],
         )
+
+
+# For the other use cases (job_service.operations): the same checks, one spelling.
+require_name = _require_name
+require_uuid = _require_uuid

@@ -121,7 +121,7 @@ class WorkerApp:
         source = NatsDispatchSource(nc.jetstream())
         await source.subscribe(self.slots)
         stack.push_async_callback(source.close)
-        channel = open_channel(s.job_service_target)
+        channel = open_channel(s.channel_config())
         stack.push_async_callback(channel.close)
         worker = Worker(
             executor=GrpcExecutorClient(channel),

@@ -8,6 +8,7 @@ import socket
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.grpc_client import ChannelConfig
 from shared.registry import Registry
 
 
@@ -21,6 +22,12 @@ class WorkerSettings(BaseSettings):
     nats_url: str = "nats://127.0.0.1:4222"
     # host:port of the job service's gRPC server (ExecutorService).
     job_service_target: str = "127.0.0.1:50051"
+    # Bearer token with the `worker` role, and TLS towards the job service (CA set → TLS;
+    # client certificate and key set → mutual TLS). See shared.grpc_client.
+    auth_token: str = ""
+    tls_ca_file: str = ""
+    tls_client_cert_file: str = ""
+    tls_client_key_file: str = ""
     # Shown as the job's `locked_by`; unique per process.
     worker_id: str = Field(default_factory=_default_worker_id, min_length=1)
     # Comma-separated queue names; empty means every queue the registry's job types use.
@@ -32,6 +39,15 @@ class WorkerSettings(BaseSettings):
     # How long one fetch waits for messages; also bounds how long stopping intake takes.
     worker_fetch_timeout_s: float = Field(default=1.0, gt=0, le=30)
     log_level: str = "INFO"
+
+    def channel_config(self) -> ChannelConfig:
+        return ChannelConfig(
+            target=self.job_service_target,
+            token=self.auth_token,
+            ca_file=self.tls_ca_file,
+            client_cert_file=self.tls_client_cert_file,
+            client_key_file=self.tls_client_key_file,
+        )
 
     def queue_slots(self, registry: Registry) -> dict[str, int]:
         """The queues to consume and the concurrent jobs each may run; ValueError when a

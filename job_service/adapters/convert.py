@@ -12,7 +12,9 @@ STATUS_TO_PB: dict[JobStatus, int] = {
 }
 
 
-def job_to_pb(job: Job) -> job_pb2.Job:
+def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
+    """``internal``: an operator's view, with the internal error message. Never set it
+    for an answer a job's owner receives."""
     message = job_pb2.Job(
         id=job.id,
         user_id=job.user_id,
@@ -51,6 +53,9 @@ def job_to_pb(job: Job) -> job_pb2.Job:
             )
             for e in job.events
         ],
+        trigger=job.trigger,
+        retried_from_job_id=job.retried_from_job_id or "",
+        internal_error_message=(job.internal_error_message or "") if internal else "",
     )
     if job.validated_output is not None:
         message.output.update(job.validated_output)

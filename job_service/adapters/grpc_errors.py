@@ -5,9 +5,10 @@ request id, its details logged here and nowhere else."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -49,21 +50,44 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
-            return handler
-        behavior = handler.unary_unary
         method = handler_call_details.method
+        if handler is None:
+            return handler
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                _guarded_unary(handler.unary_unary, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None and inspect.isasyncgenfunction(handler.unary_stream):
+            return grpc.unary_stream_rpc_method_handler(
+                _guarded_stream(handler.unary_stream, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler  # streams written with context.write (health Watch) report their own
 
-        async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            try:
-                return await behavior(request, context)
-            except _ABORTED:
-                raise  # a handler outside this product (health) already set the status
-            except Exception as error:  # this is the translation point
-                await context.abort_with_status(status_for(_translate(error, method)))
 
-        return grpc.unary_unary_rpc_method_handler(
-            guarded,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+def _guarded_unary(behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
+    async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await behavior(request, context)
+        except _ABORTED:
+            raise  # a handler outside this product (health) already set the status
+        except Exception as error:  # this is the translation point
+            await context.abort_with_status(status_for(_translate(error, method)))
+
+    return guarded
+
+
+def _guarded_stream(behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
+    async def guarded(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        try:
+            async for response in behavior(request, context):
+                yield response
+        except _ABORTED:
+            raise
+        except Exception as error:  # this is the translation point
+            await context.abort_with_status(status_for(_translate(error, method)))
+
+    return guarded

@@ -28,6 +28,9 @@ from job_service.domain.models import (
     LockGrant,
     LockRefusal,
     NewJob,
+    QuotaRefusal,
+    Quotas,
+    RetrySpec,
     Submission,
 )
 from job_service.domain.retry import Outcome, RetryDecision
@@ -47,8 +50,12 @@ JOB_COLUMNS = """
     j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
     j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
     j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
-    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at
+    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
+    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id
 """
+
+# Unfinished statuses, spelled as the partial index jobs_user_active spells them.
+ACTIVE_SQL = "('created', 'queued', 'running', 'retrying', 'cancel_requested')"
 
 # Inserts the dispatch outbox row for a job in `src` (a CTE with id, queue), available at
 # `available_at`, deduplicated by `dedupe`. Shared by create and retry.
@@ -73,12 +80,24 @@ _DOMAIN_EVENT_ROW = f"""
     FROM {{src}} src
 """
 
+# The quota counts stop at the limit ($14 unfinished jobs, $15 created today (UTC); a
+# limit of 0 counts nothing), so a check costs at most `limit` index entries.
 CREATE_JOB = f"""
-WITH inserted AS (
+WITH usage AS (
+    SELECT
+        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = $1
+                               AND status IN {ACTIVE_SQL} LIMIT $14) a) AS active,
+        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = $1
+                               AND created_at >= date_trunc('day', now(), 'UTC')
+                               LIMIT $15) d) AS today
+), inserted AS (
     INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash,
                       status, max_attempts, timeout_ms, input_schema_version,
                       output_schema_version, definition_version, queued_at)
-    VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11, now())
+    SELECT $1::varchar, $2::varchar, $3::varchar, $4::smallint, $5::varchar, $6::varchar,
+           'queued', $7::int, $8::int, $9::varchar, $10::varchar, $11::varchar, now()
+    FROM usage
+    WHERE ($14::int = 0 OR usage.active < $14::int) AND ($15::int = 0 OR usage.today < $15::int)
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
     RETURNING {JOB_COLUMNS}
@@ -88,6 +107,42 @@ WITH inserted AS (
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt)
     SELECT id::uuid, NULL, 'queued', 0 FROM inserted
+), dispatch AS (
+    {
+    _DISPATCH_ROW.format(
+        src="inserted",
+        dedupe="'job.dispatch:' || src.id || ':create'",
+        attempt="1",
+        available_at="now()",
+    )
+}
+)
+SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today
+FROM usage LEFT JOIN inserted ON true
+"""
+
+# A new job from a finished one's snapshot ($1, in a status of $2), trigger "retry".
+RETRY_JOB = f"""
+WITH src AS (
+    SELECT j.*, s.payload, s.content_hash, s.schema_version
+    FROM jobs j JOIN job_snapshots s ON s.job_id = j.id
+    WHERE j.id = $1 AND j.status = ANY($2::text[])
+), inserted AS (
+    INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, request_hash,
+                      retried_from_job_id, status, max_attempts, timeout_ms,
+                      input_schema_version, output_schema_version, definition_version,
+                      queued_at)
+    SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, 'queued',
+           $3::int, $4::int, input_schema_version, output_schema_version, $5::varchar, now()
+    FROM src
+    RETURNING {JOB_COLUMNS}
+), snapshot AS (
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version)
+    SELECT inserted.id::uuid, src.payload, src.content_hash, src.schema_version
+    FROM inserted, src
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id::uuid, NULL, 'queued', 0, 'retry' FROM inserted
 ), dispatch AS (
     {
     _DISPATCH_ROW.format(
@@ -116,7 +171,7 @@ SELECT {JOB_COLUMNS},
                 'from', e.from_status, 'to', e.to_status, 'attempt', e.attempt,
                 'reason', e.reason, 'at', e.created_at) ORDER BY e.id), '[]')
      FROM job_events e WHERE e.job_id = j.id) AS events
-FROM jobs j WHERE j.id = $1 AND j.user_id = $2
+FROM jobs j WHERE j.id = $1 AND ($2::text IS NULL OR j.user_id = $2)
 """
 
 # Locks every lockable job of $1 (rows taken in id order, so that concurrent batches
@@ -262,6 +317,7 @@ SELECT status FROM changed
 """
 
 TERMINAL = sorted(s.value for s in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED))
+RETRYABLE = sorted(s.value for s in (JobStatus.FAILED, JobStatus.CANCELLED))
 
 
 class JobRepository:
@@ -273,9 +329,10 @@ class JobRepository:
 
     # --- clients -----------------------------------------------------------------------
 
-    async def create(self, new: NewJob) -> tuple[Job, bool]:
+    async def create(self, new: NewJob, quotas: Quotas) -> tuple[Job, bool] | QuotaRefusal:
         """Stores the job, its snapshot, its first timeline event and its dispatch row.
-        Returns the existing job instead when the idempotency key was used before."""
+        Returns the existing job instead when the idempotency key was used before (even at
+        a quota limit), and a QuotaRefusal (nothing stored) when the user is at a limit."""
         async with self._pool.acquire() as conn:
             row = await conn.fetchrow(
                 CREATE_JOB,
@@ -292,17 +349,38 @@ class JobRepository:
                 new.definition_version,
                 new.snapshot,
                 new.snapshot_hash,
+                quotas.max_active,
+                quotas.daily,
             )
-            if row is not None:
+            assert row is not None, "the usage row is always there"
+            if row["id"] is not None:
                 return _job(row), True
+            refusal = QuotaRefusal(active=row["quota_active"], today=row["quota_today"])
+            if new.idempotency_key is None:
+                return refusal
             # The key exists: ON CONFLICT waited for its writer to commit, so it is visible.
-            row = await conn.fetchrow(
+            existing = await conn.fetchrow(
                 FIND_BY_IDEMPOTENCY_KEY, new.user_id, new.job_type, new.idempotency_key
             )
-        assert row is not None, "conflict on the idempotency index without a row"
-        return _job(row), False
+        if existing is None:
+            return refusal  # not a conflict: the quota kept the row out
+        return _job(existing), False
 
-    async def get(self, job_id: str, user_id: str) -> Job | None:
+    async def retry(self, job_id: str, spec: RetrySpec) -> Job | None:
+        """A new job from a failed or cancelled job's snapshot; None when that job is not
+        (or no longer) failed or cancelled, or its snapshot is gone."""
+        row = await self._pool.fetchrow(
+            RETRY_JOB,
+            job_id,
+            RETRYABLE,
+            spec.max_attempts,
+            spec.timeout_ms,
+            spec.definition_version,
+        )
+        return None if row is None else _job(row)
+
+    async def get(self, job_id: str, user_id: str | None) -> Job | None:
+        """The job with artifacts and timeline; ``user_id`` None reads any user's job."""
         row = await self._pool.fetchrow(GET_JOB, job_id, user_id)
         if row is None:
             return None
@@ -518,6 +596,8 @@ def _job(
         next_run_at=row["next_run_at"],
         artifacts=artifacts or [],
         events=events or [],
+        trigger=row["trigger_type"],
+        retried_from_job_id=row["retried_from_job_id"],
     )
 
 
@@ -550,3 +630,6 @@ async def create_pool(database_url: str, size: int) -> asyncpg.Pool:
         init=init_connection,
         reset=keep_session,
     )
+
+
+job_from_row = _job

@@ -88,6 +88,18 @@ jobs = Table(
     Index("jobs_status_created", "status", "created_at"),
     Index("jobs_queue_status_created", "queue", "status", "created_at"),
     Index("jobs_parent", "parent_job_id"),
+    # ListJobs, newest first, and the daily quota (migration 0004)
+    Index("jobs_user_created_id", "user_id", "created_at", "id"),
+    # the active-jobs quota: unfinished jobs only
+    Index(
+        "jobs_user_active",
+        "user_id",
+        postgresql_where=text(
+            "status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested')"
+        ),
+    ),
+    # AdminService.ListJobs across users
+    Index("jobs_created_id", "created_at", "id"),
     # the reaper's scan: only leased jobs, by expiry
     Index(
         "jobs_lease_expiry",
@@ -167,4 +179,14 @@ outbox_events = Table(
     Index("outbox_pending", "available_at", "id", postgresql_where=text("status = 'pending'")),
     Index("outbox_processing", "locked_at", postgresql_where=text("status = 'processing'")),
     Index("outbox_published", "published_at", postgresql_where=text("status = 'published'")),
+    Index("outbox_dead", "id", postgresql_where=text("status = 'dead'")),
+)
+
+# Secrets every replica shares; "page_token" signs ListJobs page tokens (migration 0004).
+api_secrets = Table(
+    "api_secrets",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("secret", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )

@@ -74,6 +74,66 @@ class Job:
     next_run_at: datetime | None
     artifacts: list[Artifact] = field(default_factory=list)
     events: list[JobEvent] = field(default_factory=list)
+    # What created it ("api", "retry", "child_job") and the job it was retried from.
+    trigger: str = "api"
+    retried_from_job_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """Per-user CreateJob limits; 0 turns one off."""
+
+    max_active: int = 0
+    daily: int = 0
+
+
+@dataclass(frozen=True)
+class QuotaRefusal:
+    """CreateJob stored nothing: the user is at a limit (``active`` / ``today`` say which)."""
+
+    active: int
+    today: int
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Which jobs a listing shows; every field optional (None matches all)."""
+
+    user_id: str | None = None
+    job_type: str | None = None
+    status: JobStatus | None = None
+    queue: str | None = None
+    created_after: datetime | None = None  # inclusive
+    created_before: datetime | None = None  # exclusive
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a newest-first listing continues: strictly after this (created_at, id)."""
+
+    created_at: datetime
+    id: str
+
+
+@dataclass(frozen=True)
+class DeadEvent:
+    """An outbox row that failed to publish too many times."""
+
+    id: int
+    job_id: str
+    subject: str
+    attempts: int
+    last_error: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class RetrySpec:
+    """What a retried job takes from today's definition of its type."""
+
+    max_attempts: int
+    timeout_ms: int
+    definition_version: str
 
 
 @dataclass(frozen=True)

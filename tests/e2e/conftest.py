@@ -6,17 +6,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.processes import WorkerProcess
+from tests.support.stack import worker_settings
 from worker_service.app import WorkerApp
-from worker_service.settings import WorkerSettings
 
 
 @pytest.fixture
 async def worker(nats_url: str, target: str) -> AsyncIterator[WorkerApp]:
     """One worker in this process."""
-    settings = WorkerSettings(
-        nats_url=nats_url, job_service_target=target, worker_id="inproc-worker"
-    )
-    async with WorkerApp(settings) as app:
+    async with WorkerApp(worker_settings(nats_url, target, worker_id="inproc-worker")) as app:
         yield app
 
 

@@ -22,7 +22,12 @@ async def test_health_reports_serving_for_the_server_and_each_service(
 ) -> None:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{job_service.port}") as channel:
         stub = health_pb2_grpc.HealthStub(channel)
-        for service in ("", "jobs.v1.JobService", "jobs.v1.ExecutorService"):
+        for service in (
+            "",
+            "jobs.v1.JobService",
+            "jobs.v1.ExecutorService",
+            "jobs.v1.AdminService",
+        ):
             answer = await stub.Check(health_pb2.HealthCheckRequest(service=service))
             assert answer.status == health_pb2.HealthCheckResponse.SERVING
 
@@ -45,10 +50,11 @@ async def test_reflection_describes_every_service(job_service: JobServiceApp) ->
     assert services == [
         "grpc.health.v1.Health",
         "grpc.reflection.v1alpha.ServerReflection",
+        "jobs.v1.AdminService",
         "jobs.v1.ExecutorService",
         "jobs.v1.JobService",
     ]
-    assert methods == ["CreateJob", "GetJob", "CancelJob"]
+    assert methods == ["CreateJob", "GetJob", "CancelJob", "ListJobs", "WatchJob"]
 
 
 async def test_streams_and_consumers_can_be_declared_again(nats_client: NatsClient) -> None:
