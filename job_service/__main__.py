@@ -45,6 +45,13 @@ def main() -> int:
 
         upgrade(settings.database_url)
         return 0
+    from job_service.adapters.auth import AuthConfigError, TokenTable
+
+    try:
+        TokenTable.from_settings(settings)
+    except AuthConfigError as error:
+        print(f"job_service: refusing to start: {error}", file=sys.stderr)
+        return 2
     uvloop.run(serve(settings))
     return 0
 

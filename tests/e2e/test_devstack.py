@@ -12,10 +12,11 @@ import sys
 from pathlib import Path
 
 import grpc
+import pytest
 
 from shared.embedded import free_port
 from shared.pb.jobs.v1 import job_pb2
-from tests.support.stack import Client
+from tests.support.stack import Client, open_channel
 from tests.support.wait import eventually
 
 READY = "The job engine is running."
@@ -50,7 +51,7 @@ class Devstack:
         self._log.close()
 
 
-_EXTERNAL = ("JOBS_DATABASE_URL", "JOBS_NATS_URL")
+_EXTERNAL = ("JOBS_DATABASE_URL", "JOBS_NATS_URL", "JOBS_AUTH_TOKENS", "JOBS_AUTH_TOKENS_FILE")
 
 
 def alive(pid: int) -> bool:
@@ -61,8 +62,12 @@ def alive(pid: int) -> bool:
     return state != "Z"  # a zombie has exited; only its parent's bookkeeping is left
 
 
-async def create_and_finish(target: str) -> str:
-    async with grpc.aio.insecure_channel(target) as channel:
+def dev_token(data_dir: Path, role: str) -> str:
+    return (data_dir / f"{role}.token").read_text().strip()
+
+
+async def create_and_finish(target: str, token: str) -> str:
+    async with open_channel(target, token) as channel:
         client = Client(channel)
         job = (await client.create(key="kept", sleep_ms=10)).job
 
@@ -81,7 +86,17 @@ async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
     first = Devstack(pg_data_dir, port, tmp_path / "first.log")
     try:
         await eventually(lambda: READY in first.output(), timeout=90, message="no banner")
-        job_id = await create_and_finish(target)
+        # the banner says where the generated tokens are; the worker got its own
+        assert f"{pg_data_dir}/{{client,admin,worker}}.token" in first.output()
+        tokens = {role: dev_token(pg_data_dir, role) for role in ("client", "admin", "worker")}
+        assert len(set(tokens.values())) == 3
+        assert (pg_data_dir / "client.token").stat().st_mode & 0o077 == 0
+        job_id = await create_and_finish(target, tokens["client"])
+        # a client token is not a worker's
+        async with open_channel(target, tokens["client"]) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as denied:
+                await Client(channel).lock(job_id)
+        assert denied.value.code() is grpc.StatusCode.PERMISSION_DENIED
 
         assert await first.interrupt() == 0
     finally:
@@ -95,7 +110,8 @@ async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
     second = Devstack(pg_data_dir, port, tmp_path / "second.log")
     try:
         await eventually(lambda: READY in second.output(), timeout=90, message="no banner")
-        async with grpc.aio.insecure_channel(target) as channel:
+        # the same tokens again after a restart
+        async with open_channel(target, dev_token(pg_data_dir, "client")) as channel:
             again = await Client(channel).create(key="kept", sleep_ms=10)
         assert await second.interrupt() == 0
     finally:

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import grpc
 
+from shared.grpc_client import ChannelConfig, aio_channel
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_pb2
-from shared.grpc_client import ChannelConfig, aio_channel
 from shared.pbconv import dict_from_struct, struct_from_dict
 from shared.rpc_errors import error_from_rpc, error_from_status
 from worker_service.domain.errors import ExecutorCallFailed, ExecutorUnreachable
