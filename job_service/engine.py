@@ -54,6 +54,9 @@ MAX_ARTIFACT_TYPE_CHARS = 64
 ERROR_CODE_PATTERN = re.compile(r"[A-Z][A-Z0-9_]{0,99}")
 # The canonical JSON of a job's input may not exceed this (documented in the README).
 MAX_INPUT_BYTES = 256 * 1024
+# Nesting of a job's input (objects and lists); deeper is refused before validation.
+# (Protobuf itself stops a Struct near 32 levels: 3 message levels per JSON level.)
+MAX_INPUT_DEPTH = 20
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 MAX_ERROR_MESSAGE_CHARS = 4000
 REAP_BATCH = 100
@@ -105,6 +108,11 @@ class JobEngine:
             encoded = canonical_json(raw_input).encode()
         except ValueError:
             raise not_json("input") from None
+        if _depth(raw_input) > MAX_INPUT_DEPTH:
+            raise InvalidInput(
+                "input is nested too deeply",
+                [FieldViolation("input", f"at most {MAX_INPUT_DEPTH} levels of objects/lists")],
+            )
         if len(encoded) > MAX_INPUT_BYTES:
             raise InvalidInput(
                 "input is too large",
@@ -294,6 +302,23 @@ def not_json(field: str) -> InvalidInput:
         f"{field} cannot be stored as JSON",
         [FieldViolation(field, "finite numbers and strings without NUL characters only")],
     )
+
+
+def _depth(value: Any) -> int:
+    """Levels of nesting of a JSON-like value, without recursion (deep input is hostile)."""
+    deepest = 0
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+        else:
+            deepest = max(deepest, level)
+            continue
+        deepest = max(deepest, level + 1)
+    return deepest
 
 
 def _submission_problem(submission: Submission, seen: set[str]) -> JobsError | None:

@@ -14,7 +14,13 @@ from typing import Any
 import asyncpg
 import grpc
 
-from shared.errors import InternalError, JobsError, PlatformUnavailable
+from shared.errors import (
+    FieldViolation,
+    InternalError,
+    InvalidInput,
+    JobsError,
+    PlatformUnavailable,
+)
 from shared.rpc_errors import status_for
 
 log = logging.getLogger(__name__)
@@ -56,21 +62,52 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 _guarded_unary(handler.unary_unary, method),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None and inspect.isasyncgenfunction(handler.unary_stream):
             return grpc.unary_stream_rpc_method_handler(
                 _guarded_stream(handler.unary_stream, method),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         return handler  # streams written with context.write (health Watch) report their own
 
 
+class _Undecodable:
+    """A request that is not a valid message (e.g. a string field that is not UTF-8, or
+    nesting deeper than protobuf's limit): refused as bad input, not as INTERNAL, which is
+    what gRPC answers when a deserializer raises."""
+
+
+_UNDECODABLE = _Undecodable()
+
+
+def _tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserialize is None:
+        return None
+
+    def tolerant(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except Exception:
+            return _UNDECODABLE
+
+    return tolerant
+
+
+def _check_decoded(request: Any) -> None:
+    if request is _UNDECODABLE:
+        raise InvalidInput(
+            "the request is not a valid message",
+            [FieldViolation("request", "valid protobuf: UTF-8 strings, nesting under 100")],
+        )
+
+
 def _guarded_unary(behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
     async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
+            _check_decoded(request)
             return await behavior(request, context)
         except _ABORTED:
             raise  # a handler outside this product (health) already set the status
@@ -83,6 +120,7 @@ def _guarded_unary(behavior: Callable[..., Any], method: str) -> Callable[..., A
 def _guarded_stream(behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
     async def guarded(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
+            _check_decoded(request)
             async for response in behavior(request, context):
                 yield response
         except _ABORTED:
