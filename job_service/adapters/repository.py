@@ -622,9 +622,22 @@ async def keep_session(conn: asyncpg.Connection) -> None:
     create; an open transaction is still rolled back by asyncpg itself."""
 
 
+class DatabaseUnreachable(ConnectionError):
+    """No new connection to PostgreSQL could be made (down, restarting, refusing, at its
+    connection limit): an outage to report as PLATFORM_UNAVAILABLE, whatever the cause."""
+
+
+async def _connect(*args: Any, **kwargs: Any) -> asyncpg.Connection:
+    try:
+        return await asyncpg.connect(*args, **kwargs)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        raise DatabaseUnreachable(f"cannot connect to PostgreSQL: {error}") from error
+
+
 async def create_pool(database_url: str, size: int) -> asyncpg.Pool:
     return await asyncpg.create_pool(
         database_url,
+        connect=_connect,
         min_size=min(2, size),
         max_size=size,
         init=init_connection,
