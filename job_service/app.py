@@ -77,6 +77,7 @@ class JobServiceApp:
         self._stopped = asyncio.Event()
         self._dispatcher: OutboxDispatcher | None = None
         self._housekeeping: list[Periodic] = []
+        self._watches: WatchHub | None = None
 
     async def start(self) -> None:
         s = self.settings
@@ -119,7 +120,7 @@ class JobServiceApp:
             PageTokens(await _page_token_secret(s, listing)),
             self._dispatcher,
         )
-        watches = WatchHub(listing)
+        watches = self._watches = WatchHub(listing)
         self._housekeeping = [
             Periodic(
                 "lease reaper",
@@ -206,6 +207,8 @@ class JobServiceApp:
         """Not serving → refuse new RPCs, let in-flight ones finish (grace) → stop loops
         → close NATS and the pool. Idempotent."""
         self._stopped.set()
+        if self._watches is not None:
+            self._watches.close()  # streams would otherwise hold the grace period
         if self._server is not None:
             await self._health.enter_graceful_shutdown()
             await self._server.stop(self.settings.shutdown_grace_s)

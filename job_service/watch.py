@@ -8,6 +8,10 @@ row differs from the state it last sent, so a change between its first read and 
 poll is not missed, and then reads the whole job again. Latency is at most one interval
 (``JOBS_WATCH_POLL_INTERVAL_S``, 0.25 s by default); the cost is one small query per
 interval per replica while anyone watches, and nothing when no one does.
+
+A replica that shuts down ends its watches at once with UNAVAILABLE (PLATFORM_UNAVAILABLE),
+instead of holding its shutdown for the grace period: the client watches again, on another
+replica, and gets the current state first as always.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 from job_service.domain.models import Job
 from job_service.ports import JobListingStore
-from shared.errors import JobNotFound
+from shared.errors import JobNotFound, PlatformUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +43,14 @@ class WatchHub:
     def __init__(self, listing: JobListingStore) -> None:
         self._listing = listing
         self._watchers: dict[str, set[_Watcher]] = {}
+        self._closed = False
+
+    def close(self) -> None:
+        """Ends every watch (and refuses new ones): the replica is shutting down."""
+        self._closed = True
+        for watchers in self._watchers.values():
+            for watcher in watchers:
+                watcher.changed.set()
 
     @property
     def watching(self) -> int:
@@ -64,6 +76,8 @@ class WatchHub:
         job = await read()
         if job is None:
             raise JobNotFound("no such job")
+        if self._closed:
+            raise _shutting_down()
         watcher = _Watcher(fingerprint(job))
         self._watchers.setdefault(job_id, set()).add(watcher)
         try:
@@ -71,6 +85,8 @@ class WatchHub:
             while not job.status.terminal:
                 await watcher.changed.wait()
                 watcher.changed.clear()
+                if self._closed:
+                    raise _shutting_down()
                 fresh = await read()
                 if fresh is None:
                     return  # deleted (retention) while watched
@@ -84,3 +100,7 @@ class WatchHub:
                 watchers.discard(watcher)
                 if not watchers:
                     del self._watchers[job_id]
+
+
+def _shutting_down() -> PlatformUnavailable:
+    return PlatformUnavailable("this server is shutting down; watch the job again")

@@ -115,3 +115,24 @@ async def test_a_change_made_through_another_replica_reaches_the_watcher(
         await via_b.jobs.CancelJob(jpb.CancelJobRequest(job_id=job.id, user_id="user-1"))
         await watch.seen(S.JOB_STATUS_CANCEL_REQUESTED)
         watch.task.cancel()
+
+
+async def test_a_stopping_replica_ends_its_watches_instead_of_waiting_for_them(
+    database_url: str, nats_url: str
+) -> None:
+    app = running_job_service(database_url, nats_url, shutdown_grace_s=120)
+    service = await app.__aenter__()
+    try:
+        async with open_channel(f"127.0.0.1:{service.port}") as channel:
+            client = Client(channel)
+            job = (await client.create()).job
+            watch = Watch(client, job.id)
+            await watch.seen(S.JOB_STATUS_QUEUED)
+            # far less than the 120 s grace: the open stream does not hold the shutdown
+            await asyncio.wait_for(service.stop(), 20)
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                await watch.task
+    finally:
+        await app.__aexit__(None, None, None)
+    assert raised.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert raised.value.details() == "this server is shutting down; watch the job again"
