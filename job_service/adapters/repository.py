@@ -601,6 +601,10 @@ def _job(
     )
 
 
+# The listing queries (adapters/listing.py) build summaries the same way.
+job_from_row = _job
+
+
 def _event(raw: dict[str, Any]) -> JobEvent:
     return JobEvent(
         from_status=JobStatus(raw["from"]) if raw["from"] else None,
@@ -645,4 +649,3 @@ async def create_pool(database_url: str, size: int) -> asyncpg.Pool:
     )
 
 
-job_from_row = _job
