@@ -14,7 +14,7 @@ and worker processes exactly as ``make run`` does, and measures:
 The stack runs as deployed: every call authenticated (bearer tokens, role checks) and the
 per-user quotas on at their defaults; each phase spreads its jobs over USERS users, as a
 product's traffic would be (one user with thousands of unfinished jobs would hit the
-default limit of 1,000).
+default limit of 100).
 
 Timings of jobs come from the database clock (created_at, started_at, finished_at). The
 machine is shared and noisy, so the figures that matter are ratios within one run: each

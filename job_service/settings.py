@@ -49,7 +49,7 @@ class JobServiceSettings(BaseSettings):
     # Per-user limits on CreateJob (0 turns a limit off): unfinished jobs at once, and jobs
     # created per UTC day. Soft under concurrency: creates racing each other may pass a
     # limit by the number in flight.
-    max_active_jobs_per_user: int = Field(default=1000, ge=0)
+    max_active_jobs_per_user: int = Field(default=100, ge=0)
     daily_job_quota_per_user: int = Field(default=10_000, ge=0)
     # Signs ListJobs page tokens; unset: the secret stored in the database by migration
     # 0004, shared by every replica.

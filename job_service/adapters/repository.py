@@ -80,16 +80,17 @@ _DOMAIN_EVENT_ROW = f"""
     FROM {{src}} src
 """
 
-# The quota counts stop at the limit ($14 unfinished jobs, $15 created today (UTC); a
-# limit of 0 counts nothing), so a check costs at most `limit` index entries.
+# Quotas: the unfinished-jobs count stops at its limit ($14; 0 counts nothing), so it
+# costs at most that many index entries; jobs created today (UTC) are a counter row per
+# user and day ($15 the limit; 0 leaves the counter alone), bumped in the same statement.
 CREATE_JOB = f"""
 WITH usage AS (
     SELECT
         (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = $1
                                AND status IN {ACTIVE_SQL} LIMIT $14) a) AS active,
-        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = $1
-                               AND created_at >= date_trunc('day', now(), 'UTC')
-                               LIMIT $15) d) AS today
+        coalesce((SELECT created FROM job_quota_usage
+                  WHERE $15::int > 0 AND user_id = $1
+                    AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today
 ), inserted AS (
     INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash,
                       status, max_attempts, timeout_ms, input_schema_version,
@@ -116,6 +117,10 @@ WITH usage AS (
         available_at="now()",
     )
 }
+), counted AS (
+    INSERT INTO job_quota_usage AS q (user_id, day, created)
+    SELECT $1, (now() AT TIME ZONE 'UTC')::date, 1 FROM inserted WHERE $15::int > 0
+    ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + 1
 )
 SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today
 FROM usage LEFT JOIN inserted ON true
@@ -647,5 +652,3 @@ async def create_pool(database_url: str, size: int) -> asyncpg.Pool:
         init=init_connection,
         reset=keep_session,
     )
-
-

@@ -182,6 +182,7 @@ async def test_any_request_is_answered_as_documented_and_refusals_change_nothing
     delta = _delta(before, await count_rows(shared_stack.database_url))
     if method.endswith("CreateJob"):
         created = jpb.CreateJobResponse.FromString(answer).created
+        delta.pop("job_quota_usage", None)  # a user's first job of the day adds its counter
         assert delta == (ONE_JOB if created else NOTHING)
     elif method.endswith("RetryJob"):
         assert delta == ONE_JOB

@@ -3,6 +3,7 @@ day (QUOTA_EXCEEDED), both RESOURCE_EXHAUSTED with RetryInfo, and nothing writte
 
 from __future__ import annotations
 
+import asyncpg
 import grpc
 import pytest
 
@@ -61,6 +62,12 @@ async def test_the_daily_quota(database_url: str, nats_url: str) -> None:
         # until the next UTC midnight
         assert error.retry_after_s is not None and 0 < error.retry_after_s <= 86_400
         assert await count_rows(database_url) == before
+        db = await asyncpg.connect(database_url)
+        try:
+            counters = await db.fetch("SELECT user_id, created FROM job_quota_usage")
+        finally:
+            await db.close()
+        assert [tuple(r) for r in counters] == [("user-1", 2)]
 
 
 async def test_limits_of_zero_are_off(database_url: str, nats_url: str) -> None:

@@ -161,6 +161,7 @@ async def count_rows(database_url: str) -> dict[str, int]:
                 "job_events",
                 "outbox_events",
                 "api_secrets",
+                "job_quota_usage",
             )
         }
     finally:

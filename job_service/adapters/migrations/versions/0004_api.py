@@ -1,4 +1,5 @@
-"""the API: listing and quota indexes, dead-letter index, the page token secret
+"""the API: listing and quota indexes, daily quota counters, dead-letter index, the page
+token secret
 
 Revision ID: 0004
 Revises: 0002
@@ -19,12 +20,17 @@ ACTIVE = "status IN ('created', 'queued', 'running', 'retrying', 'cancel_request
 
 
 def upgrade() -> None:
-    # ListJobs (a user's jobs newest first) and the daily creation quota.
+    # ListJobs: a user's jobs, newest first.
     op.create_index("jobs_user_created_id", "jobs", ["user_id", "created_at", "id"])
     # The active-jobs quota counts only unfinished jobs.
     op.create_index("jobs_user_active", "jobs", ["user_id"], postgresql_where=sa.text(ACTIVE))
-    # AdminService.ListJobs without a user filter.
-    op.create_index("jobs_created_id", "jobs", ["created_at", "id"])
+    # The daily quota: one counter per user and UTC day, bumped by CreateJob's statement.
+    op.create_table(
+        "job_quota_usage",
+        sa.Column("user_id", sa.String(255), primary_key=True),
+        sa.Column("day", sa.Date(), primary_key=True),
+        sa.Column("created", sa.Integer(), nullable=False),
+    )
     op.create_index(
         "outbox_dead", "outbox_events", ["id"], postgresql_where=sa.text("status = 'dead'")
     )
@@ -47,6 +53,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("api_secrets")
     op.drop_index("outbox_dead", table_name="outbox_events")
-    op.drop_index("jobs_created_id", table_name="jobs")
+    op.drop_table("job_quota_usage")
     op.drop_index("jobs_user_active", table_name="jobs")
     op.drop_index("jobs_user_created_id", table_name="jobs")
