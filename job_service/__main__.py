@@ -27,7 +27,13 @@ async def serve(settings: JobServiceSettings) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m job_service")
-    parser.add_argument("command", nargs="?", default="serve", choices=["serve", "migrate"])
+    parser.add_argument(
+        "command",
+        nargs="?",
+        default="serve",
+        choices=["serve", "migrate", "reseal-credentials"],
+        help="reseal-credentials: re-seal stored user keys under the current master key",
+    )
     command = parser.parse_args().command
     try:
         settings = JobServiceSettings()
@@ -45,14 +51,29 @@ def main() -> int:
 
         upgrade(settings.database_url)
         return 0
+    if command == "reseal-credentials":
+        from job_service.app import reseal_credentials
+
+        try:
+            count = uvloop.run(reseal_credentials(settings))
+        except ValueError as error:
+            print(f"job_service: {error}", file=sys.stderr)
+            return 2
+        print(f"job_service: re-sealed {count} credential(s) under the current master key")
+        return 0
     from job_service.adapters.auth import AuthConfigError, TokenTable
+    from job_service.credentials import MasterKeyMissing
 
     try:
         TokenTable.from_settings(settings)
     except AuthConfigError as error:
         print(f"job_service: refusing to start: {error}", file=sys.stderr)
         return 2
-    uvloop.run(serve(settings))
+    try:
+        uvloop.run(serve(settings))
+    except MasterKeyMissing as error:  # configuration, not a crash: one sentence
+        print(f"job_service: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -20,6 +20,8 @@ from nats.aio.client import Client as NATS
 
 from job_service.adapters.admin_api import AdminServicer
 from job_service.adapters.auth import AuthInterceptor, TokenTable
+from job_service.adapters.credential_api import CredentialServicer
+from job_service.adapters.credential_repository import CredentialRepository
 from job_service.adapters.executor_api import ExecutorServicer
 from job_service.adapters.grpc_errors import ErrorInterceptor
 from job_service.adapters.job_api import JobServicer
@@ -27,6 +29,7 @@ from job_service.adapters.listing import JobListing
 from job_service.adapters.nats_publisher import NatsPublisher
 from job_service.adapters.outbox_store import OutboxStore
 from job_service.adapters.repository import JobRepository, create_pool
+from job_service.credentials import CredentialVault
 from job_service.domain.models import Quotas
 from job_service.domain.paging import PageTokens
 from job_service.engine import REAP_BATCH, JobEngine
@@ -39,6 +42,8 @@ from shared.jetstream import ensure_streams
 from shared.pb.jobs.v1 import (
     admin_service_pb2,
     admin_service_pb2_grpc,
+    credential_service_pb2,
+    credential_service_pb2_grpc,
     executor_service_pb2,
     executor_service_pb2_grpc,
     job_service_pb2,
@@ -55,6 +60,7 @@ SERVICE_NAMES = (
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
     executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name,
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+    credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"].full_name,
 )
 # Stands for "no interval": the watch poller never runs again at once.
 _NEVER_FULL = 1 << 30
@@ -83,8 +89,12 @@ class JobServiceApp:
         s = self.settings
         # before anything starts: a server nobody may call is a configuration mistake
         tokens = TokenTable.from_settings(s)
-        credentials = _server_credentials(s)
+        tls = _server_credentials(s)
         self._pool = await create_pool(s.database_url, s.db_pool_size)
+        credentials = CredentialRepository(self._pool)
+        vault = CredentialVault(credentials, s.keyring())
+        # Refuse to start rather than fail every job whose key cannot be opened.
+        await vault.check_master_keys()
         # Reconnect forever: while NATS is away the outbox simply holds the rows.
         self._nc = await nats.connect(
             s.nats_url,
@@ -110,6 +120,7 @@ class JobServiceApp:
             repository,
             publisher,
             self._dispatcher,
+            credentials,
             Quotas(max_active=s.max_active_jobs_per_user, daily=s.daily_job_quota_per_user),
         )
         listing = JobListing(self._pool)
@@ -141,12 +152,12 @@ class JobServiceApp:
                 batch=_NEVER_FULL,
             ),
         ]
-        self._server = self._build_server(engine, operations, watches, tokens)
+        self._server = self._build_server(engine, vault, operations, watches, tokens)
         address = f"{s.grpc_host}:{s.grpc_port}"
-        if credentials is None:
+        if tls is None:
             self.port = self._server.add_insecure_port(address)
         else:
-            self.port = self._server.add_secure_port(address, credentials)
+            self.port = self._server.add_secure_port(address, tls)
         await self._server.start()
         loops = [("outbox dispatcher", self._dispatcher.run)]
         loops += [(periodic.name, periodic.run) for periodic in self._housekeeping]
@@ -159,7 +170,12 @@ class JobServiceApp:
         log.info("job_service %s serving gRPC on %s:%d", self.instance_id, s.grpc_host, self.port)
 
     def _build_server(
-        self, engine: JobEngine, operations: Operations, watches: WatchHub, tokens: TokenTable
+        self,
+        engine: JobEngine,
+        vault: CredentialVault,
+        operations: Operations,
+        watches: WatchHub,
+        tokens: TokenTable,
     ) -> grpc.aio.Server:
         server = grpc.aio.server(
             # outermost first: the error interceptor translates the auth refusals too
@@ -179,10 +195,14 @@ class JobServiceApp:
         executor_service_pb2_grpc.add_ExecutorServiceServicer_to_server(  # type: ignore[no-untyped-call]
             ExecutorServicer(
                 engine,
+                vault,
                 lease_ttl_s=self.settings.lease_ttl_s,
                 heartbeat_interval_s=self.settings.heartbeat_interval_s,
             ),
             server,
+        )
+        credential_service_pb2_grpc.add_CredentialServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            CredentialServicer(vault), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection(
@@ -247,6 +267,19 @@ class JobServiceApp:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+async def reseal_credentials(settings: JobServiceSettings) -> int:
+    """Re-seal every stored user key under the current master key (after a rotation, so
+    that the retired key can be dropped); how many were re-sealed."""
+    keyring = settings.keyring()
+    if keyring is None:
+        raise ValueError("JOBS_CREDENTIALS_MASTER_KEY is not set")
+    pool = await create_pool(settings.database_url, 2)
+    try:
+        return await CredentialVault(CredentialRepository(pool), keyring).reseal_all()
+    finally:
+        await pool.close()
 
 
 def _server_credentials(s: JobServiceSettings) -> grpc.ServerCredentials | None:

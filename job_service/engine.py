@@ -28,8 +28,9 @@ from job_service.domain.models import (
     Submission,
 )
 from job_service.domain.retry import RetryDecision, RetryPolicy
-from job_service.ports import CancelNotifier, JobStore, Waker
+from job_service.ports import CancelNotifier, CredentialOwnership, JobStore, Waker
 from shared.canonical import canonical_json, check_storable, content_hash
+from shared.credentials import CredentialMode
 from shared.errors import (
     ErrorClass,
     ErrorCode,
@@ -44,7 +45,7 @@ from shared.errors import (
     TooManyJobs,
     classify,
 )
-from shared.registry import Registry
+from shared.registry import JobDefinition, Registry
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +77,14 @@ class JobEngine:
         store: JobStore,
         notifier: CancelNotifier,
         outbox: Waker,
+        credentials: CredentialOwnership,
         quotas: Quotas | None = None,
     ) -> None:
         self._registry = registry
         self._store = store
         self._notifier = notifier
         self._outbox = outbox
+        self._credentials = credentials
         self._quotas = quotas or Quotas()
         self._policies = {d.job_type: RetryPolicy.of(d) for d in registry}
 
@@ -94,6 +97,8 @@ class JobEngine:
         raw_input: dict[str, Any],
         idempotency_key: str,
         priority: int | None,
+        credential_mode: CredentialMode = CredentialMode.PLATFORM,
+        credential_id: str = "",
     ) -> tuple[Job, bool]:
         _require_name("user_id", user_id)
         if idempotency_key:
@@ -121,14 +126,18 @@ class JobEngine:
         validated = definition.validate_input(raw_input)
         snapshot = definition.snapshot(validated)
         effective_priority = definition.default_priority if priority is None else priority
-        # what "the same request" means for an idempotency key
-        request_hash = content_hash(
-            {
-                "job_type": job_type,
-                "input": validated.model_dump(mode="json"),
-                "priority": effective_priority,
-            }
+        credential = await self._check_credential(
+            user_id, definition, credential_mode, credential_id
         )
+        # what "the same request" means for an idempotency key
+        request = {
+            "job_type": job_type,
+            "input": validated.model_dump(mode="json"),
+            "priority": effective_priority,
+        }
+        if credential is not None:  # platform jobs hash as they always did
+            request["credential_id"] = credential
+        request_hash = content_hash(request)
         stored = await self._store.create(
             NewJob(
                 user_id=user_id,
@@ -144,6 +153,8 @@ class JobEngine:
                 definition_version=definition.version,
                 snapshot=snapshot,
                 snapshot_hash=content_hash(snapshot),
+                credential_mode=credential_mode,
+                credential_id=credential,
             ),
             self._quotas,
         )
@@ -172,6 +183,36 @@ class JobEngine:
             f"at most {limits.daily} jobs per user per day (UTC)",
             retry_after_s=round((midnight - now).total_seconds(), 3),
         )
+
+    async def _check_credential(
+        self, user_id: str, definition: JobDefinition, mode: CredentialMode, credential_id: str
+    ) -> str | None:
+        """The job may run with this key: allowed by its type, and the user's own. The
+        credential's id in canonical form, or None for the platform's key."""
+        if mode not in definition.credential_modes:
+            allowed = ", ".join(m.value for m in definition.credential_modes)
+            raise InvalidInput(
+                f"job type {definition.job_type} does not run with a {mode} key",
+                [FieldViolation("credential_mode", f"{definition.job_type} allows: {allowed}")],
+            )
+        if mode is CredentialMode.PLATFORM:
+            if credential_id:
+                raise InvalidInput(
+                    "credential_id is only for user keys",
+                    [FieldViolation("credential_id", "only with CREDENTIAL_MODE_USER")],
+                )
+            return None
+        if not credential_id:
+            raise InvalidInput(
+                "a user key needs credential_id",
+                [FieldViolation("credential_id", "required with CREDENTIAL_MODE_USER")],
+            )
+        if not _is_uuid(credential_id) or not await self._credentials.owned(credential_id, user_id):
+            raise InvalidInput(
+                "no such credential for this user",
+                [FieldViolation("credential_id", "the id of one of this user's credentials")],
+            )
+        return str(uuid.UUID(credential_id))
 
     async def get_job(self, job_id: str, user_id: str) -> Job:
         _require_uuid("job_id", job_id)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from job_service.domain.credentials import Keyring, parse_master_key
 
 
 class JobServiceSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
+    # hide_input_in_errors: a complaint about a URL or a master key never quotes it
+    model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore", hide_input_in_errors=True)
 
     # libpq-style URL: postgresql://user:pass@host:port/db (or ?host=/socket/dir).
     database_url: str
@@ -56,10 +59,43 @@ class JobServiceSettings(BaseSettings):
     page_token_secret: str = ""
     # WatchJob: how often the jobs being watched are looked at (one query per replica).
     watch_poll_interval_s: float = Field(default=0.25, gt=0, le=10)
+    # Users' own provider keys are sealed under this (32 bytes, URL-safe base64). Unset:
+    # CredentialService refuses to store keys, and start-up refuses if keys are stored.
+    credentials_master_key: SecretStr | None = None
+    # Comma-separated former master keys: they still open what they sealed (rotation).
+    credentials_retired_master_keys: SecretStr = SecretStr("")
 
     # Seconds to let in-flight RPCs finish on SIGTERM.
     shutdown_grace_s: float = Field(default=10.0, ge=0)
     log_level: str = "INFO"
+
+    # MasterKeyError is a ValueError: the variable is named, the value never quoted.
+    @field_validator("credentials_master_key")
+    @classmethod
+    def _master_key_parses(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and value.get_secret_value():
+            parse_master_key(value.get_secret_value())
+        return value
+
+    @field_validator("credentials_retired_master_keys")
+    @classmethod
+    def _retired_keys_parse(cls, value: SecretStr) -> SecretStr:
+        for key in value.get_secret_value().split(","):
+            if key.strip():
+                parse_master_key(key)
+        return value
+
+    def keyring(self) -> Keyring | None:
+        """The master keys, or None when user credentials are not configured."""
+        if (
+            self.credentials_master_key is None
+            or not self.credentials_master_key.get_secret_value()
+        ):
+            return None
+        return Keyring.from_text(
+            self.credentials_master_key.get_secret_value(),
+            self.credentials_retired_master_keys.get_secret_value(),
+        )
 
     @model_validator(mode="after")
     def _heartbeats_fit_in_a_lease(self) -> JobServiceSettings:

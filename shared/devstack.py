@@ -6,7 +6,9 @@ runs ``python -m job_service serve`` and one ``python -m worker_service`` as chi
 — by module name, so that ``shared`` imports neither service.
 
 Environment: ``JOBS_DATA_DIR`` (default ``./.jobs-data``; data survives restarts),
-``JOBS_GRPC_PORT`` (default 50051), ``JOBS_DATABASE_URL``, ``JOBS_NATS_URL``.
+``JOBS_GRPC_PORT`` (default 50051), ``JOBS_DATABASE_URL``, ``JOBS_NATS_URL``,
+``JOBS_CREDENTIALS_MASTER_KEY`` (default: one generated on first start and kept in the data
+directory, so that stored user keys open again after a restart).
 
 Auth: unless ``JOBS_AUTH_TOKENS`` / ``JOBS_AUTH_TOKENS_FILE`` say otherwise, one token per
 role is generated on the first start and kept in the data directory (``auth-tokens.json``
@@ -21,6 +23,7 @@ and the exit status is 1.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import fcntl
 import json
@@ -51,6 +54,7 @@ HEALTH_TIMEOUT_S = 60.0
 MIGRATE_TIMEOUT_S = 120.0
 # Per child: the worker may be finishing a job, job_service draining RPCs.
 STOP_GRACE_S = 20.0
+MASTER_KEY_FILE = "credentials-master-key"
 
 
 class DevstackError(Exception):
@@ -67,6 +71,7 @@ class DevstackConfig:
     grpc_port: int
     database_url: str | None
     nats_url: str | None
+    credentials_master_key: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> DevstackConfig:
@@ -75,7 +80,22 @@ class DevstackConfig:
             grpc_port=int(env.get("JOBS_GRPC_PORT") or 50051),
             database_url=env.get("JOBS_DATABASE_URL") or None,
             nats_url=env.get("JOBS_NATS_URL") or None,
+            credentials_master_key=env.get("JOBS_CREDENTIALS_MASTER_KEY") or None,
         )
+
+
+def dev_master_key(data_dir: Path) -> str:
+    """The data directory's master key for users' provider keys, created on first use
+    (readable by this user only). A development convenience: production passes
+    JOBS_CREDENTIALS_MASTER_KEY from its secret store."""
+    path = data_dir / MASTER_KEY_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as file:
+        file.write(base64.urlsafe_b64encode(os.urandom(32)).decode() + "\n")
+    return path.read_text().strip()
 
 
 ROLES = ("client", "admin", "worker")
@@ -345,6 +365,8 @@ async def run(config: DevstackConfig) -> int:
                         "JOBS_GRPC_HOST": "127.0.0.1",
                         "JOBS_GRPC_PORT": str(config.grpc_port),
                         **auth_env,
+                        "JOBS_CREDENTIALS_MASTER_KEY": config.credentials_master_key
+                        or dev_master_key(config.data_dir),
                     },
                 )
                 await wait_until_serving(target, job_service, stop)

@@ -13,6 +13,8 @@ Exceptions::
     JobsError                      (reason, public message, optional field violations)
     ├── InvalidInput               INVALID_ARGUMENT   INVALID_INPUT / UNKNOWN_JOB_TYPE
     ├── JobNotFound                NOT_FOUND          JOB_NOT_FOUND
+    ├── CredentialNotFound         NOT_FOUND          CREDENTIAL_NOT_FOUND
+    ├── CredentialUnavailable      FAILED_PRECONDITION CREDENTIAL_UNAVAILABLE
     ├── JobNotCancellable          FAILED_PRECONDITION JOB_NOT_CANCELLABLE
     ├── JobAlreadyCancelled        FAILED_PRECONDITION JOB_ALREADY_CANCELLED
     ├── JobNotRetryable            FAILED_PRECONDITION JOB_NOT_RETRYABLE
@@ -39,6 +41,8 @@ class Reason(StrEnum):
     INVALID_INPUT = "INVALID_INPUT"
     UNKNOWN_JOB_TYPE = "UNKNOWN_JOB_TYPE"
     JOB_NOT_FOUND = "JOB_NOT_FOUND"
+    CREDENTIAL_NOT_FOUND = "CREDENTIAL_NOT_FOUND"
+    CREDENTIAL_UNAVAILABLE = "CREDENTIAL_UNAVAILABLE"
     JOB_NOT_CANCELLABLE = "JOB_NOT_CANCELLABLE"
     JOB_ALREADY_CANCELLED = "JOB_ALREADY_CANCELLED"
     JOB_NOT_RETRYABLE = "JOB_NOT_RETRYABLE"
@@ -86,6 +90,20 @@ class UnknownJobType(InvalidInput):
 
 class JobNotFound(JobsError):
     reason = Reason.JOB_NOT_FOUND
+
+
+class CredentialNotFound(JobsError):
+    """No such credential for this user (another user's is not found either), or the
+    credential a job was created with has been deleted since."""
+
+    reason = Reason.CREDENTIAL_NOT_FOUND
+
+
+class CredentialUnavailable(JobsError):
+    """User credentials cannot be used here: none is configured for the job, or this
+    deployment has no master key to seal or open them with."""
+
+    reason = Reason.CREDENTIAL_UNAVAILABLE
 
 
 class JobNotCancellable(JobsError):
@@ -170,6 +188,8 @@ class ErrorCode(StrEnum):
     JOB_REJECTED = "JOB_REJECTED"
     LEASE_EXPIRED = "LEASE_EXPIRED"
     WORKER_SHUTDOWN = "WORKER_SHUTDOWN"
+    # A user's key was deleted, or cannot be opened with this deployment's master keys.
+    CREDENTIAL_UNAVAILABLE = "CREDENTIAL_UNAVAILABLE"
 
 
 def classify(code: str) -> ErrorClass:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ValidationError
 
 from shared.constants import Queue
+from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput, UnknownJobType
 
 JOB_TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_]{1,63}")
@@ -58,6 +59,12 @@ class ExecutionContext(Protocol):
 
     def report_progress(self, fraction: float) -> None: ...
 
+    async def api_key(self) -> str | None:
+        """The provider key this attempt must use: the job owner's own key (fetched from
+        the job service under the attempt's lease, at most once), or None for the platform's
+        key. Secret: pass it to the provider only; never log, return or store it."""
+        ...
+
 
 Execute = Callable[[Any, ExecutionContext], Awaitable[JobResult]]
 
@@ -84,6 +91,8 @@ class JobDefinition:
     abort_strategy: AbortStrategy = AbortStrategy.FAIL
     # Jobs of this type one worker runs at once; a queue's slots are its types' maximum.
     concurrency: int = 8
+    # Whose provider keys a job of this type may run with (CreateJob's credential_mode).
+    credential_modes: tuple[CredentialMode, ...] = (CredentialMode.PLATFORM,)
 
     def validate_input(self, raw: dict[str, Any]) -> BaseModel:
         """The input as the definition's model, or InvalidInput naming every bad field."""
@@ -165,6 +174,8 @@ def _problems(d: JobDefinition) -> list[str]:
         problems.append("concurrency must be at least 1")
     if d.backoff_base_s <= 0 or d.backoff_max_s < d.backoff_base_s:
         problems.append("backoff must satisfy 0 < base <= max")
+    if not d.credential_modes or not all(isinstance(m, CredentialMode) for m in d.credential_modes):
+        problems.append("credential_modes must name at least one CredentialMode")
     return problems
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import math
 
+from worker_service.credentials import CredentialResolver
+from worker_service.domain.errors import means_lease_lost
 from worker_service.domain.model import CancelCause, LockedJob
 
 NO_PROGRESS = -1.0
@@ -14,13 +16,16 @@ class Attempt:
     """Created per locked job. ``cancel`` stops the execution task at once (asyncio
     cancellation reaches the awaiting provider call) and records why."""
 
-    __slots__ = ("_progress", "_task", "cause", "job")
+    __slots__ = ("_api_key", "_credentials", "_progress", "_resolved", "_task", "cause", "job")
 
-    def __init__(self, job: LockedJob) -> None:
+    def __init__(self, job: LockedJob, *, credentials: CredentialResolver) -> None:
         self.job = job
         self.cause: CancelCause | None = None
         self._task: asyncio.Task[object] | None = None
         self._progress: float | None = None
+        self._credentials = credentials
+        self._api_key: str | None = None
+        self._resolved = False
 
     # --- ExecutionContext ---------------------------------------------------------------
 
@@ -36,6 +41,19 @@ class Attempt:
         """Keep the latest progress (0..1); the next heartbeat carries it."""
         if math.isfinite(fraction):
             self._progress = min(1.0, max(0.0, fraction))
+
+    async def api_key(self) -> str | None:
+        """The key to call the provider with (None: the platform's); fetched once per
+        attempt. A lost lease stops the attempt, which then reports nothing."""
+        if not self._resolved:
+            try:
+                self._api_key = await self._credentials.resolve(self.job)
+            except Exception as exc:
+                if means_lease_lost(exc):
+                    self.cancel(CancelCause.LEASE_LOST)
+                raise
+            self._resolved = True
+        return self._api_key
 
     # --- control ------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from typing import TypeVar
 from shared.errors import ErrorCode
 from shared.registry import JobDefinition
 from worker_service.attempt import Attempt
+from worker_service.credentials import CredentialResolver
 from worker_service.domain.errors import is_transient, means_lease_lost
 from worker_service.domain.model import (
     CancelCause,
@@ -56,6 +57,7 @@ class Pipeline:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._executor = executor
+        self._credentials = CredentialResolver(executor)
         self._results = results
         self._lookup = lookup
         self._worker_id = worker_id
@@ -101,7 +103,7 @@ class Pipeline:
     # --- execution ----------------------------------------------------------------------
 
     async def _execute(self, job: LockedJob, lease: Lease) -> Outcome | None:
-        attempt = Attempt(job)
+        attempt = Attempt(job, credentials=self._credentials)
         self._running[job.job_id] = attempt
         early = self._early_cancels.pop(job.job_id, None)
         if early is not None and early > self._clock():

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from worker_service.domain.model import HeartbeatReply, LockResult, ResultSubmission
+from worker_service.domain.model import HeartbeatReply, LockResult, ResultSubmission, UserKey
 
 # The job service takes at most this many items in one LockJobs or SubmitResults call.
 MAX_BATCH = 256
@@ -52,6 +52,14 @@ class ExecutorApi(Protocol):
         timeout_s: float,
     ) -> str:
         """The job's resulting status name: "RETRYING", "FAILED" or "CANCELLED"."""
+        ...
+
+    async def resolve_credential(
+        self, job_id: str, lease_token: str, *, timeout_s: float
+    ) -> UserKey:
+        """The job owner's key, while ``lease_token`` is the job's current lease (else
+        ``LeaseLost``); ``CredentialNotFound`` / ``CredentialUnavailable`` when the job has
+        no usable user key."""
         ...
 
 

@@ -4,12 +4,34 @@ from __future__ import annotations
 
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import Job
+from shared.credentials import CredentialMode
+from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import job_pb2
 from shared.pbconv import struct_from_dict, timestamp
 
 STATUS_TO_PB: dict[JobStatus, int] = {
     status: job_pb2.JobStatus.Value(f"JOB_STATUS_{status.name}") for status in JobStatus
 }
+
+CREDENTIAL_MODE_TO_PB: dict[CredentialMode, int] = {
+    mode: job_pb2.CredentialMode.Value(f"CREDENTIAL_MODE_{mode.name}") for mode in CredentialMode
+}
+# UNSPECIFIED is the platform's key.
+_CREDENTIAL_MODE_FROM_PB = {
+    job_pb2.CREDENTIAL_MODE_UNSPECIFIED: CredentialMode.PLATFORM,
+    **{number: mode for mode, number in CREDENTIAL_MODE_TO_PB.items()},
+}
+
+
+def credential_mode_from_pb(number: int) -> CredentialMode:
+    """A request's credential_mode; InvalidInput for a number this build does not know."""
+    try:
+        return _CREDENTIAL_MODE_FROM_PB[number]
+    except KeyError:
+        raise InvalidInput(
+            "credential_mode is not a known mode",
+            [FieldViolation("credential_mode", "CREDENTIAL_MODE_PLATFORM or CREDENTIAL_MODE_USER")],
+        ) from None
 
 
 def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
@@ -56,6 +78,8 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         trigger=job.trigger,
         retried_from_job_id=job.retried_from_job_id or "",
         internal_error_message=(job.internal_error_message or "") if internal else "",
+        credential_mode=CREDENTIAL_MODE_TO_PB[job.credential_mode],  # type: ignore[arg-type]
+        credential_id=job.credential_id or "",
     )
     if job.validated_output is not None:
         message.output.update(job.validated_output)

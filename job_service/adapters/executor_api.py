@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import grpc
 
-from job_service.adapters.convert import STATUS_TO_PB
+from job_service.adapters.convert import CREDENTIAL_MODE_TO_PB, STATUS_TO_PB
+from job_service.credentials import CredentialVault
 from job_service.domain.models import LockGrant, LockRefusal, Submission
 from job_service.engine import JobEngine
 from shared.errors import FieldViolation, InvalidInput, JobsError
@@ -18,8 +19,16 @@ from shared.rpc_errors import status_proto_for
 
 
 class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
-    def __init__(self, engine: JobEngine, *, lease_ttl_s: float, heartbeat_interval_s: float):
+    def __init__(
+        self,
+        engine: JobEngine,
+        vault: CredentialVault,
+        *,
+        lease_ttl_s: float,
+        heartbeat_interval_s: float,
+    ):
         self._engine = engine
+        self._vault = vault
         self._lease_ttl_ms = int(lease_ttl_s * 1000)
         self._heartbeat_interval_ms = int(heartbeat_interval_s * 1000)
 
@@ -56,6 +65,8 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
                     lease_expires_at=timestamp(answer.lease_expires_at),
                     lease_ttl_ms=self._lease_ttl_ms,
                     heartbeat_interval_ms=self._heartbeat_interval_ms,
+                    credential_mode=CREDENTIAL_MODE_TO_PB[answer.credential_mode],  # type: ignore[arg-type]
+                    credential_id=answer.credential_id or "",
                 ),
             )
         if answer.retry_after is not None:
@@ -103,6 +114,16 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         return pb.SubmitFailureResponse(
             status=STATUS_TO_PB[outcome.status],  # type: ignore[arg-type]
             next_run_at=timestamp(outcome.next_run_at),
+        )
+
+    async def ResolveCredential(
+        self, request: pb.ResolveCredentialRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ResolveCredentialResponse:
+        resolved = await self._vault.resolve(request.job_id, request.lease_token)
+        return pb.ResolveCredentialResponse(
+            api_key=resolved.api_key,
+            provider=resolved.provider,
+            credential_id=resolved.credential_id,
         )
 
 

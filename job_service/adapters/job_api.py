@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from job_service.adapters.convert import job_to_pb
+from job_service.adapters.convert import credential_mode_from_pb, job_to_pb
 from job_service.domain.models import Job
 from job_service.engine import JobEngine
 from job_service.operations import Operations
@@ -32,6 +32,8 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             raw_input=dict_from_struct(request.input),
             idempotency_key=request.idempotency_key,
             priority=request.priority if request.HasField("priority") else None,
+            credential_mode=credential_mode_from_pb(request.credential_mode),
+            credential_id=request.credential_id,
         )
         return pb.CreateJobResponse(job=job_to_pb(job), created=created)
 

@@ -36,6 +36,7 @@ from job_service.domain.models import (
 from job_service.domain.retry import Outcome, RetryDecision
 from job_service.ports import Decide
 from shared.constants import DISPATCH_SUBJECT_PREFIX, EVENTS_SUBJECT_PREFIX
+from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, LeaseLost, public_message
 
 
@@ -51,7 +52,8 @@ JOB_COLUMNS = """
     j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
     j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
     j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
-    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id
+    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
+    j.credential_mode, j.credential_id::text AS credential_id
 """
 
 # Unfinished statuses, spelled as the partial index jobs_user_active spells them.
@@ -80,25 +82,27 @@ _DOMAIN_EVENT_ROW = f"""
     FROM {{src}} src
 """
 
-# Quotas: the unfinished-jobs count stops at its limit ($14; 0 counts nothing), so it
+# Quotas: the unfinished-jobs count stops at its limit ($16; 0 counts nothing), so it
 # costs at most that many index entries; jobs created today (UTC) are a counter row per
-# user and day ($15 the limit; 0 leaves the counter alone), bumped in the same statement.
+# user and day ($17 the limit; 0 leaves the counter alone), bumped in the same statement.
 CREATE_JOB = f"""
 WITH usage AS (
     SELECT
         (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = $1
-                               AND status IN {ACTIVE_SQL} LIMIT $14) a) AS active,
+                               AND status IN {ACTIVE_SQL} LIMIT $16) a) AS active,
         coalesce((SELECT created FROM job_quota_usage
-                  WHERE $15::int > 0 AND user_id = $1
+                  WHERE $17::int > 0 AND user_id = $1
                     AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today
 ), inserted AS (
     INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash,
                       status, max_attempts, timeout_ms, input_schema_version,
-                      output_schema_version, definition_version, queued_at)
+                      output_schema_version, definition_version, queued_at,
+                      credential_mode, credential_id)
     SELECT $1::varchar, $2::varchar, $3::varchar, $4::smallint, $5::varchar, $6::varchar,
-           'queued', $7::int, $8::int, $9::varchar, $10::varchar, $11::varchar, now()
+           'queued', $7::int, $8::int, $9::varchar, $10::varchar, $11::varchar, now(),
+           $14::varchar, $15::uuid
     FROM usage
-    WHERE ($14::int = 0 OR usage.active < $14::int) AND ($15::int = 0 OR usage.today < $15::int)
+    WHERE ($16::int = 0 OR usage.active < $16::int) AND ($17::int = 0 OR usage.today < $17::int)
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
     RETURNING {JOB_COLUMNS}
@@ -119,7 +123,7 @@ WITH usage AS (
 }
 ), counted AS (
     INSERT INTO job_quota_usage AS q (user_id, day, created)
-    SELECT $1, (now() AT TIME ZONE 'UTC')::date, 1 FROM inserted WHERE $15::int > 0
+    SELECT $1, (now() AT TIME ZONE 'UTC')::date, 1 FROM inserted WHERE $17::int > 0
     ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + 1
 )
 SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today
@@ -136,9 +140,10 @@ WITH src AS (
     INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, request_hash,
                       retried_from_job_id, status, max_attempts, timeout_ms,
                       input_schema_version, output_schema_version, definition_version,
-                      queued_at)
+                      queued_at, credential_mode, credential_id)
     SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, 'queued',
-           $3::int, $4::int, input_schema_version, output_schema_version, $5::varchar, now()
+           $3::int, $4::int, input_schema_version, output_schema_version, $5::varchar, now(),
+           credential_mode, credential_id
     FROM src
     RETURNING {JOB_COLUMNS}
 ), snapshot AS (
@@ -196,12 +201,14 @@ WITH prior AS (
         next_run_at = NULL, progress = 0, updated_at = now()
     FROM prior WHERE j.id = prior.id
     RETURNING j.id, j.job_type, j.lease_token::text AS lease_token, j.attempt_count,
-              j.lock_until, prior.status AS from_status
+              j.lock_until, prior.status AS from_status, j.credential_mode,
+              j.credential_id::text AS credential_id
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
     SELECT id, from_status, 'running', attempt_count, $2 FROM locked
 )
-SELECT l.id::text AS id, l.job_type, l.lease_token, l.attempt_count, l.lock_until, s.payload
+SELECT l.id::text AS id, l.job_type, l.lease_token, l.attempt_count, l.lock_until, s.payload,
+       l.credential_mode, l.credential_id
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
 """
 
@@ -354,6 +361,8 @@ class JobRepository:
                 new.definition_version,
                 new.snapshot,
                 new.snapshot_hash,
+                new.credential_mode.value,
+                new.credential_id,
                 quotas.max_active,
                 quotas.daily,
             )
@@ -435,6 +444,8 @@ class JobRepository:
                     attempt=row["attempt_count"],
                     lease_expires_at=row["lock_until"],
                     input=row["payload"],
+                    credential_mode=CredentialMode(row["credential_mode"]),
+                    credential_id=row["credential_id"],
                 )
                 for row in rows
             }
@@ -603,6 +614,8 @@ def _job(
         events=events or [],
         trigger=row["trigger_type"],
         retried_from_job_id=row["retried_from_job_id"],
+        credential_mode=CredentialMode(row["credential_mode"]),
+        credential_id=row["credential_id"],
     )
 
 

@@ -13,6 +13,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     SmallInteger,
     String,
@@ -25,11 +26,13 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 from job_service.domain.lifecycle import JobStatus
+from shared.credentials import CredentialMode
 
 metadata = MetaData()
 
 _STATUSES = ", ".join(f"'{s.value}'" for s in JobStatus)
 OUTBOX_STATUSES = ("pending", "processing", "published", "dead")
+_CREDENTIAL_MODES = ", ".join(f"'{m.value}'" for m in CredentialMode)
 
 
 jobs = Table(
@@ -75,7 +78,16 @@ jobs = Table(
     Column("validated_output", JSONB),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # whose provider key the job runs with; a user's key by id only (see `credentials`).
+    # No foreign key: deleting a credential must not rewrite the history of its jobs.
+    Column("credential_mode", String(32), nullable=False, server_default="platform"),
+    Column("credential_id", UUID(as_uuid=False)),
     CheckConstraint(f"status IN ({_STATUSES})", name="jobs_status_known"),
+    CheckConstraint(
+        f"credential_mode IN ({_CREDENTIAL_MODES})"
+        " AND (credential_mode = 'user') = (credential_id IS NOT NULL)",
+        name="jobs_credential_consistent",
+    ),
     CheckConstraint("attempt_count >= 0", name="jobs_attempt_count_non_negative"),
     Index(
         "jobs_idempotency_unique",
@@ -198,4 +210,24 @@ api_secrets = Table(
     Column("name", String(64), primary_key=True),
     Column("secret", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+# Users' own provider keys, sealed (job_service.domain.credentials): the plaintext is never
+# stored; `nonce` and `ciphertext` open only with the master key `key_id` names and only as
+# this row's (user_id, id, provider).
+credentials = Table(
+    "credentials",
+    metadata,
+    Column("id", UUID(as_uuid=False), primary_key=True),
+    Column("user_id", String(255), nullable=False),
+    Column("provider", String(64), nullable=False),
+    Column("label", String(200), nullable=False, server_default=""),
+    Column("fingerprint", String(64), nullable=False),
+    Column("key_id", String(32), nullable=False),
+    Column("nonce", LargeBinary, nullable=False),
+    Column("ciphertext", LargeBinary, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("last_used_at", DateTime(timezone=True)),
+    Index("credentials_user_created", "user_id", "created_at"),
 )

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from job_service.domain.lifecycle import JobStatus
+from shared.credentials import CredentialMode
 from shared.registry import ArtifactDraft
 
 
@@ -28,6 +29,9 @@ class NewJob:
     definition_version: str
     snapshot: dict[str, Any]
     snapshot_hash: str
+    # a user's key by id only; checked to be the user's before the job is stored
+    credential_mode: CredentialMode = CredentialMode.PLATFORM
+    credential_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,8 @@ class Job:
     next_run_at: datetime | None
     artifacts: list[Artifact] = field(default_factory=list)
     events: list[JobEvent] = field(default_factory=list)
+    credential_mode: CredentialMode = CredentialMode.PLATFORM
+    credential_id: str | None = None
     # What created it ("api", "retry", "child_job") and the job it was retried from.
     trigger: str = "api"
     retried_from_job_id: str | None = None
@@ -146,6 +152,9 @@ class LockGrant:
     attempt: int
     lease_expires_at: datetime
     input: dict[str, Any]
+    # USER: the worker fetches the key with ResolveCredential under this lease
+    credential_mode: CredentialMode = CredentialMode.PLATFORM
+    credential_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 It sleeps, fails, or hangs as its input says, and produces an output of a chosen size.
 Its sleep is the *job's* work (standing in for a provider call), so it honours cancellation
-like any real call would.
+like any real call would. It may run on its owner's provider key (CREDENTIAL_MODE_USER):
+it then obtains the key as an AI job would and records only the key's fingerprint.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.constants import Queue
+from shared.credentials import CredentialMode, fingerprint
 from shared.errors import ErrorCode, ExecutionError
 from shared.registry import ArtifactDraft, ExecutionContext, JobDefinition, JobResult
 
@@ -55,12 +57,16 @@ async def execute(job_input: SyntheticInput, ctx: ExecutionContext) -> JobResult
         raise ExecutionError(
             ErrorCode.PROVIDER_UNAVAILABLE, f"synthetic failure on attempt {ctx.attempt}"
         )
+    payload: dict[str, object] = {"attempt": ctx.attempt, "bytes": job_input.output_bytes}
+    # Obtain the provider key as an AI job would (free for platform-key jobs: no call) and
+    # record a user key's fingerprint, never the key, so tests can see the right one arrived.
+    api_key = await ctx.api_key()
+    if api_key is not None:
+        payload["api_key"] = fingerprint(api_key)
     ctx.report_progress(1.0)
     output = SyntheticOutput(attempt=ctx.attempt, data="x" * job_input.output_bytes)
     artifact = ArtifactDraft(
-        artifact_type="synthetic_result",
-        artifact_id=f"syn_{ctx.job_id}",
-        payload={"attempt": ctx.attempt, "bytes": job_input.output_bytes},
+        artifact_type="synthetic_result", artifact_id=f"syn_{ctx.job_id}", payload=payload
     )
     return JobResult(output=output, artifacts=[artifact])
 
@@ -81,4 +87,5 @@ DEFINITION = JobDefinition(
     # Its work is a sleep, like waiting on a provider: one worker holds many at once, and
     # more in flight means fuller LockJobs/SubmitResults batches.
     concurrency=128,
+    credential_modes=(CredentialMode.PLATFORM, CredentialMode.USER),
 )

@@ -14,12 +14,16 @@ from pathlib import Path
 import grpc
 import pytest
 
+from shared.credentials import fingerprint
 from shared.embedded import free_port
+from shared.pb.jobs.v1 import credential_service_pb2 as cpb
 from shared.pb.jobs.v1 import job_pb2
+from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from tests.support.stack import Client, open_channel
 from tests.support.wait import eventually
 
 READY = "The job engine is running."
+USER_KEY = "sk-devstack-user-key-3d9f"
 
 
 class Devstack:
@@ -51,7 +55,13 @@ class Devstack:
         self._log.close()
 
 
-_EXTERNAL = ("JOBS_DATABASE_URL", "JOBS_NATS_URL", "JOBS_AUTH_TOKENS", "JOBS_AUTH_TOKENS_FILE")
+_EXTERNAL = (
+    "JOBS_DATABASE_URL",
+    "JOBS_NATS_URL",
+    "JOBS_CREDENTIALS_MASTER_KEY",
+    "JOBS_AUTH_TOKENS",
+    "JOBS_AUTH_TOKENS_FILE",
+)
 
 
 def alive(pid: int) -> bool:
@@ -78,6 +88,36 @@ async def create_and_finish(target: str, token: str) -> str:
         return job.id
 
 
+async def run_on_user_key(target: str, token: str, credential_id: str = "") -> str:
+    """Runs a job on a user's key (stored first unless given); the credential's id."""
+    async with open_channel(target, token) as channel:
+        client = Client(channel)
+        if not credential_id:
+            put = await client.credentials.PutCredential(
+                cpb.PutCredentialRequest(user_id="u1", provider="deepseek", api_key=USER_KEY)
+            )
+            credential_id = put.credential.id
+        job = (
+            await client.jobs.CreateJob(
+                jpb.CreateJobRequest(
+                    user_id="u1",
+                    job_type="synthetic",
+                    credential_mode=job_pb2.CREDENTIAL_MODE_USER,
+                    credential_id=credential_id,
+                )
+            )
+        ).job
+
+        async def done() -> job_pb2.Job | None:
+            found = await client.get(job.id, "u1")
+            return found if found.finished_at.seconds else None
+
+        finished = await eventually(done, timeout=20, message="the job did not finish")
+        assert finished.status == job_pb2.JOB_STATUS_SUCCEEDED
+        assert finished.artifacts[0].payload["api_key"] == fingerprint(USER_KEY)
+        return credential_id
+
+
 async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
     pg_data_dir: Path, tmp_path: Path
 ) -> None:
@@ -97,6 +137,7 @@ async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
             with pytest.raises(grpc.aio.AioRpcError) as denied:
                 await Client(channel).lock(job_id)
         assert denied.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        credential_id = await run_on_user_key(target, tokens["client"])
 
         assert await first.interrupt() == 0
     finally:
@@ -106,6 +147,7 @@ async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
     assert len(pids) == 4
     assert not [pid for pid in pids if alive(pid)]
     assert "PostgreSQL stopped" in first.output()
+    assert (pg_data_dir / "credentials-master-key").stat().st_mode & 0o777 == 0o600
 
     second = Devstack(pg_data_dir, port, tmp_path / "second.log")
     try:
@@ -113,6 +155,8 @@ async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
         # the same tokens again after a restart
         async with open_channel(target, dev_token(pg_data_dir, "client")) as channel:
             again = await Client(channel).create(key="kept", sleep_ms=10)
+        # the master key was kept with the data: the stored key still opens
+        await run_on_user_key(target, dev_token(pg_data_dir, "client"), credential_id)
         assert await second.interrupt() == 0
     finally:
         second.kill()

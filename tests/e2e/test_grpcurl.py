@@ -60,6 +60,7 @@ async def test_grpcurl_lists_describes_checks_and_drives_a_job(
         "grpc.health.v1.Health",
         "grpc.reflection.v1alpha.ServerReflection",
         "jobs.v1.AdminService",
+        "jobs.v1.CredentialService",
         "jobs.v1.ExecutorService",
         "jobs.v1.JobService",
     ]

@@ -22,6 +22,7 @@ from shared.canonical import content_hash
 from shared.grpc_client import ChannelConfig, aio_channel
 from shared.pb.jobs.v1 import (
     admin_service_pb2_grpc,
+    credential_service_pb2_grpc,
     executor_service_pb2_grpc,
     job_pb2,
     job_service_pb2_grpc,
@@ -29,6 +30,7 @@ from shared.pb.jobs.v1 import (
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
+from shared.registry import Registry
 from worker_service.settings import WorkerSettings
 
 # Short leases so that expiry tests take seconds, not minutes.
@@ -39,6 +41,9 @@ FAST = {
     "outbox_poll_interval_s": 0.2,
     "shutdown_grace_s": 2.0,
 }
+
+# The master key users' provider keys are sealed under in tests (32 bytes, base64).
+TEST_MASTER_KEY = "dGVzdC1tYXN0ZXIta2V5LTMyLWJ5dGVzLWxvbmchISE="
 
 
 # The test tokens (at least 16 characters, as the server demands). ALL_ROLES is what the
@@ -61,7 +66,12 @@ def settings(database_url: str, nats_url: str, **overrides: Any) -> JobServiceSe
         database_url=database_url,
         nats_url=nats_url,
         grpc_port=0,
-        **{"auth_tokens": json.dumps(TOKENS), **FAST, **overrides},
+        **{
+            "auth_tokens": json.dumps(TOKENS),
+            **FAST,
+            "credentials_master_key": TEST_MASTER_KEY,
+            **overrides,
+        },
     )
 
 
@@ -84,6 +94,11 @@ def worker_settings(nats_url: str, target: str, **overrides: Any) -> WorkerSetti
     )
 
 
+def server_env() -> dict[str, str]:
+    """Environment for a ``python -m job_service`` child process: the test tokens."""
+    return {"JOBS_AUTH_TOKENS": json.dumps(TOKENS)}
+
+
 def client_env(token: str = WORKER_TOKEN) -> dict[str, str]:
     """Environment for a child process (worker, CLI) that calls the job service."""
     env = {"JOBS_AUTH_TOKEN": token}
@@ -96,9 +111,9 @@ def client_env(token: str = WORKER_TOKEN) -> dict[str, str]:
 
 @asynccontextmanager
 async def running_job_service(
-    database_url: str, nats_url: str, **overrides: Any
+    database_url: str, nats_url: str, registry: Registry | None = None, **overrides: Any
 ) -> AsyncIterator[JobServiceApp]:
-    async with JobServiceApp(settings(database_url, nats_url, **overrides)) as app:
+    async with JobServiceApp(settings(database_url, nats_url, **overrides), registry) as app:
         yield app
 
 
@@ -109,6 +124,7 @@ class Client:
         self.jobs = job_service_pb2_grpc.JobServiceStub(channel)
         self.executor = executor_service_pb2_grpc.ExecutorServiceStub(channel)
         self.admin = admin_service_pb2_grpc.AdminServiceStub(channel)
+        self.credentials = credential_service_pb2_grpc.CredentialServiceStub(channel)
 
     async def create(
         self, user_id: str = "user-1", job_type: str = "synthetic", key: str = "", **job_input: Any
@@ -162,6 +178,7 @@ async def count_rows(database_url: str) -> dict[str, int]:
                 "outbox_events",
                 "api_secrets",
                 "job_quota_usage",
+                "credentials",
             )
         }
     finally:

@@ -42,6 +42,7 @@ ENGINE_CODES = {
     "JOB_REJECTED": ErrorClass.JOB,
     "LEASE_EXPIRED": ErrorClass.LEASE,
     "WORKER_SHUTDOWN": ErrorClass.WORKER_SHUTDOWN,
+    "CREDENTIAL_UNAVAILABLE": ErrorClass.CREDENTIAL,
 }
 
 
@@ -159,6 +160,11 @@ EXPECTED_CODES = {
     errors.InvalidInput: (Reason.INVALID_INPUT, grpc.StatusCode.INVALID_ARGUMENT),
     errors.UnknownJobType: (Reason.UNKNOWN_JOB_TYPE, grpc.StatusCode.INVALID_ARGUMENT),
     errors.JobNotFound: (Reason.JOB_NOT_FOUND, grpc.StatusCode.NOT_FOUND),
+    errors.CredentialNotFound: (Reason.CREDENTIAL_NOT_FOUND, grpc.StatusCode.NOT_FOUND),
+    errors.CredentialUnavailable: (
+        Reason.CREDENTIAL_UNAVAILABLE,
+        grpc.StatusCode.FAILED_PRECONDITION,
+    ),
     errors.JobNotCancellable: (Reason.JOB_NOT_CANCELLABLE, grpc.StatusCode.FAILED_PRECONDITION),
     errors.JobAlreadyCancelled: (
         Reason.JOB_ALREADY_CANCELLED,

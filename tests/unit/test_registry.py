@@ -143,6 +143,8 @@ def test_duplicate_types_in_the_constructor_are_rejected() -> None:
         ({"concurrency": 0}, "concurrency must be at least 1"),
         ({"backoff_base_s": 0.0}, "backoff must satisfy 0 < base <= max"),
         ({"backoff_base_s": 10.0, "backoff_max_s": 1.0}, "backoff must satisfy 0 < base <= max"),
+        ({"credential_modes": ()}, "credential_modes must name at least one CredentialMode"),
+        ({"credential_modes": ("user",)}, "credential_modes must name at least one"),
     ],
 )
 def test_other_bad_execution_settings_are_rejected(changes: dict[str, Any], fragment: str) -> None:

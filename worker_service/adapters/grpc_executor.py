@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import grpc
 
+from shared.credentials import CredentialMode
 from shared.grpc_client import ChannelConfig, aio_channel
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_pb2
@@ -19,6 +20,7 @@ from worker_service.domain.model import (
     LockOutcome,
     LockResult,
     ResultSubmission,
+    UserKey,
 )
 from worker_service.ports import MAX_BATCH
 
@@ -142,6 +144,16 @@ class GrpcExecutorClient:
             raise _translate(exc) from exc
         return _status_name(response.status)
 
+    async def resolve_credential(
+        self, job_id: str, lease_token: str, *, timeout_s: float
+    ) -> UserKey:
+        request = pb.ResolveCredentialRequest(job_id=job_id, lease_token=lease_token)
+        try:
+            response = await self._stub.ResolveCredential(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from exc
+        return UserKey(response.api_key, response.provider, response.credential_id)
+
 
 def _check_batch(size: int) -> None:
     if size > MAX_BATCH:
@@ -218,6 +230,12 @@ def _locked_job(job: pb.LockedJob) -> LockedJob:
         input=dict_from_struct(job.input),
         lease_ttl_ms=job.lease_ttl_ms,
         heartbeat_interval_ms=job.heartbeat_interval_ms,
+        credential_mode=(
+            CredentialMode.USER
+            if job.credential_mode == job_pb2.CREDENTIAL_MODE_USER
+            else CredentialMode.PLATFORM
+        ),
+        credential_id=job.credential_id,
     )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from shared.credentials import CredentialMode
 from shared.registry import ArtifactDraft
 
 # Used when the job service leaves the heartbeat interval unset.
@@ -32,6 +33,9 @@ class LockedJob:
     input: dict[str, Any]
     lease_ttl_ms: int
     heartbeat_interval_ms: int
+    # USER: the attempt fetches the owner's key with ResolveCredential (worker_service.credentials)
+    credential_mode: CredentialMode = CredentialMode.PLATFORM
+    credential_id: str = ""
 
     @property
     def lease_ttl_s(self) -> float:
@@ -57,6 +61,15 @@ class LockResult:
     job: LockedJob | None = None
     # Set when NOT_DUE: when the job becomes eligible, in seconds since the epoch.
     retry_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UserKey:
+    """A job owner's provider key, as ResolveCredential returns it. Its repr hides the key."""
+
+    api_key: str = field(repr=False)
+    provider: str
+    credential_id: str
 
 
 @dataclass(frozen=True, slots=True)

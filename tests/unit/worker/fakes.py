@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from shared.constants import Queue
-from shared.errors import ExecutionError
+from shared.errors import CredentialUnavailable, ExecutionError
 from shared.registry import ArtifactDraft, ExecutionContext, JobDefinition, JobResult
 from worker_service.domain.model import (
     HeartbeatReply,
@@ -20,6 +20,7 @@ from worker_service.domain.model import (
     LockResult,
     ResultSubmission,
     Succeeded,
+    UserKey,
 )
 from worker_service.ports import MAX_BATCH
 
@@ -162,6 +163,9 @@ class FakeExecutor:
     results: list[dict[str, Any]] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
     submit_calls: int = 0
+    # job id -> what its ResolveCredential calls answer, in order (the last one repeats).
+    credentials: dict[str, list[UserKey | Exception]] = field(default_factory=dict)
+    resolve_calls: list[tuple[str, str]] = field(default_factory=list)
 
     def lock_as(self, job: LockedJob) -> None:
         self.locks[job.job_id] = [LockResult(LockOutcome.LOCKED, job=job)]
@@ -240,6 +244,16 @@ class FakeExecutor:
             }
         )
         return "CANCELLED" if error_code == "CANCELLED" else "RETRYING"
+
+    async def resolve_credential(
+        self, job_id: str, lease_token: str, *, timeout_s: float
+    ) -> UserKey:
+        self.resolve_calls.append((job_id, lease_token))
+        script = self.credentials.get(job_id) or [CredentialUnavailable("no user key")]
+        answer = script.pop(0) if len(script) > 1 else script[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
     def _maybe_fail(self) -> None:
         self.submit_calls += 1

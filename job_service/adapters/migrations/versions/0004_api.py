@@ -2,7 +2,7 @@
 token secret
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0007 (re-chained after main took 0007_credentials)
 Create Date: 2026-11-30 01:50:00
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0004"
-down_revision = "0002"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -28,43 +28,47 @@ from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 from shared.pb.jobs.v1 import job_pb2 as jobs_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ejobs/v1/executor_service.proto\x12\x07jobs.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x11jobs/v1/job.proto\"3\n\x0eLockJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\"\x8a\x01\n\x0fLockJobResponse\x12%\n\x07outcome\x18\x01 \x01(\x0e\x32\x14.jobs.v1.LockOutcome\x12\x1f\n\x03job\x18\x02 \x01(\x0b\x32\x12.jobs.v1.LockedJob\x12/\n\x0bretry_after\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xe6\x01\n\tLockedJob\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12\x13\n\x0blease_token\x18\x03 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12&\n\x05input\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x34\n\x10lease_expires_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0clease_ttl_ms\x18\x07 \x01(\x03\x12\x1d\n\x15heartbeat_interval_ms\x18\x08 \x01(\x03\"I\n\x10HeartbeatRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x10\n\x08progress\x18\x03 \x01(\x01\"c\n\x11HeartbeatResponse\x12\x34\n\x10lease_expires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"\x9e\x01\n\x13SubmitResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06output\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0boutput_hash\x18\x04 \x01(\t\x12$\n\tartifacts\x18\x05 \x03(\x0b\x32\x11.jobs.v1.Artifact\":\n\x14SubmitResultResponse\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\"f\n\x14SubmitFailureRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x12\n\nerror_code\x18\x03 \x01(\t\x12\x15\n\rerror_message\x18\x04 \x01(\t\"l\n\x15SubmitFailureResponse\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12/\n\x0bnext_run_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"<\n\x0fLockJobsRequest\x12)\n\x08requests\x18\x01 \x03(\x0b\x32\x17.jobs.v1.LockJobRequest\"?\n\x10LockJobsResponse\x12+\n\tresponses\x18\x01 \x03(\x0b\x32\x18.jobs.v1.LockJobResponse\"F\n\x14SubmitResultsRequest\x12.\n\x08requests\x18\x01 \x03(\x0b\x32\x1c.jobs.v1.SubmitResultRequest\"G\n\x15SubmitResultsResponse\x12.\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1c.jobs.v1.SubmitResultOutcome\"\\\n\x13SubmitResultOutcome\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12!\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.Status*|\n\x0bLockOutcome\x12\x1c\n\x18LOCK_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n\x13LOCK_OUTCOME_LOCKED\x10\x01\x12\x18\n\x14LOCK_OUTCOME_NOT_DUE\x10\x02\x12\x1c\n\x18LOCK_OUTCOME_UNAVAILABLE\x10\x03\x32\xc1\x03\n\x0f\x45xecutorService\x12<\n\x07LockJob\x12\x17.jobs.v1.LockJobRequest\x1a\x18.jobs.v1.LockJobResponse\x12\x42\n\tHeartbeat\x12\x19.jobs.v1.HeartbeatRequest\x1a\x1a.jobs.v1.HeartbeatResponse\x12K\n\x0cSubmitResult\x12\x1c.jobs.v1.SubmitResultRequest\x1a\x1d.jobs.v1.SubmitResultResponse\x12N\n\rSubmitFailure\x12\x1d.jobs.v1.SubmitFailureRequest\x1a\x1e.jobs.v1.SubmitFailureResponse\x12?\n\x08LockJobs\x12\x18.jobs.v1.LockJobsRequest\x1a\x19.jobs.v1.LockJobsResponse\x12N\n\rSubmitResults\x12\x1d.jobs.v1.SubmitResultsRequest\x1a\x1e.jobs.v1.SubmitResultsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ejobs/v1/executor_service.proto\x12\x07jobs.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x11jobs/v1/job.proto\"3\n\x0eLockJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\"\x8a\x01\n\x0fLockJobResponse\x12%\n\x07outcome\x18\x01 \x01(\x0e\x32\x14.jobs.v1.LockOutcome\x12\x1f\n\x03job\x18\x02 \x01(\x0b\x32\x12.jobs.v1.LockedJob\x12/\n\x0bretry_after\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xaf\x02\n\tLockedJob\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12\x13\n\x0blease_token\x18\x03 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12&\n\x05input\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x34\n\x10lease_expires_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0clease_ttl_ms\x18\x07 \x01(\x03\x12\x1d\n\x15heartbeat_interval_ms\x18\x08 \x01(\x03\x12\x30\n\x0f\x63redential_mode\x18\x1e \x01(\x0e\x32\x17.jobs.v1.CredentialMode\x12\x15\n\rcredential_id\x18\x1f \x01(\t\"I\n\x10HeartbeatRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x10\n\x08progress\x18\x03 \x01(\x01\"c\n\x11HeartbeatResponse\x12\x34\n\x10lease_expires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"\x9e\x01\n\x13SubmitResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06output\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0boutput_hash\x18\x04 \x01(\t\x12$\n\tartifacts\x18\x05 \x03(\x0b\x32\x11.jobs.v1.Artifact\":\n\x14SubmitResultResponse\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\"f\n\x14SubmitFailureRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x12\n\nerror_code\x18\x03 \x01(\t\x12\x15\n\rerror_message\x18\x04 \x01(\t\"l\n\x15SubmitFailureResponse\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12/\n\x0bnext_run_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"<\n\x0fLockJobsRequest\x12)\n\x08requests\x18\x01 \x03(\x0b\x32\x17.jobs.v1.LockJobRequest\"?\n\x10LockJobsResponse\x12+\n\tresponses\x18\x01 \x03(\x0b\x32\x18.jobs.v1.LockJobResponse\"F\n\x14SubmitResultsRequest\x12.\n\x08requests\x18\x01 \x03(\x0b\x32\x1c.jobs.v1.SubmitResultRequest\"G\n\x15SubmitResultsResponse\x12.\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1c.jobs.v1.SubmitResultOutcome\"\\\n\x13SubmitResultOutcome\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12!\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.Status\"?\n\x18ResolveCredentialRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"U\n\x19ResolveCredentialResponse\x12\x0f\n\x07\x61pi_key\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x15\n\rcredential_id\x18\x03 \x01(\t*|\n\x0bLockOutcome\x12\x1c\n\x18LOCK_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n\x13LOCK_OUTCOME_LOCKED\x10\x01\x12\x18\n\x14LOCK_OUTCOME_NOT_DUE\x10\x02\x12\x1c\n\x18LOCK_OUTCOME_UNAVAILABLE\x10\x03\x32\x9d\x04\n\x0f\x45xecutorService\x12<\n\x07LockJob\x12\x17.jobs.v1.LockJobRequest\x1a\x18.jobs.v1.LockJobResponse\x12\x42\n\tHeartbeat\x12\x19.jobs.v1.HeartbeatRequest\x1a\x1a.jobs.v1.HeartbeatResponse\x12K\n\x0cSubmitResult\x12\x1c.jobs.v1.SubmitResultRequest\x1a\x1d.jobs.v1.SubmitResultResponse\x12N\n\rSubmitFailure\x12\x1d.jobs.v1.SubmitFailureRequest\x1a\x1e.jobs.v1.SubmitFailureResponse\x12?\n\x08LockJobs\x12\x18.jobs.v1.LockJobsRequest\x1a\x19.jobs.v1.LockJobsResponse\x12N\n\rSubmitResults\x12\x1d.jobs.v1.SubmitResultsRequest\x1a\x1e.jobs.v1.SubmitResultsResponse\x12Z\n\x11ResolveCredential\x12!.jobs.v1.ResolveCredentialRequest\x1a\".jobs.v1.ResolveCredentialResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobs.v1.executor_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LOCKOUTCOME']._serialized_start=1554
-  _globals['_LOCKOUTCOME']._serialized_end=1678
+  _globals['_LOCKOUTCOME']._serialized_start=1779
+  _globals['_LOCKOUTCOME']._serialized_end=1903
   _globals['_LOCKJOBREQUEST']._serialized_start=150
   _globals['_LOCKJOBREQUEST']._serialized_end=201
   _globals['_LOCKJOBRESPONSE']._serialized_start=204
   _globals['_LOCKJOBRESPONSE']._serialized_end=342
   _globals['_LOCKEDJOB']._serialized_start=345
-  _globals['_LOCKEDJOB']._serialized_end=575
-  _globals['_HEARTBEATREQUEST']._serialized_start=577
-  _globals['_HEARTBEATREQUEST']._serialized_end=650
-  _globals['_HEARTBEATRESPONSE']._serialized_start=652
-  _globals['_HEARTBEATRESPONSE']._serialized_end=751
-  _globals['_SUBMITRESULTREQUEST']._serialized_start=754
-  _globals['_SUBMITRESULTREQUEST']._serialized_end=912
-  _globals['_SUBMITRESULTRESPONSE']._serialized_start=914
-  _globals['_SUBMITRESULTRESPONSE']._serialized_end=972
-  _globals['_SUBMITFAILUREREQUEST']._serialized_start=974
-  _globals['_SUBMITFAILUREREQUEST']._serialized_end=1076
-  _globals['_SUBMITFAILURERESPONSE']._serialized_start=1078
-  _globals['_SUBMITFAILURERESPONSE']._serialized_end=1186
-  _globals['_LOCKJOBSREQUEST']._serialized_start=1188
-  _globals['_LOCKJOBSREQUEST']._serialized_end=1248
-  _globals['_LOCKJOBSRESPONSE']._serialized_start=1250
-  _globals['_LOCKJOBSRESPONSE']._serialized_end=1313
-  _globals['_SUBMITRESULTSREQUEST']._serialized_start=1315
-  _globals['_SUBMITRESULTSREQUEST']._serialized_end=1385
-  _globals['_SUBMITRESULTSRESPONSE']._serialized_start=1387
-  _globals['_SUBMITRESULTSRESPONSE']._serialized_end=1458
-  _globals['_SUBMITRESULTOUTCOME']._serialized_start=1460
-  _globals['_SUBMITRESULTOUTCOME']._serialized_end=1552
-  _globals['_EXECUTORSERVICE']._serialized_start=1681
-  _globals['_EXECUTORSERVICE']._serialized_end=2130
+  _globals['_LOCKEDJOB']._serialized_end=648
+  _globals['_HEARTBEATREQUEST']._serialized_start=650
+  _globals['_HEARTBEATREQUEST']._serialized_end=723
+  _globals['_HEARTBEATRESPONSE']._serialized_start=725
+  _globals['_HEARTBEATRESPONSE']._serialized_end=824
+  _globals['_SUBMITRESULTREQUEST']._serialized_start=827
+  _globals['_SUBMITRESULTREQUEST']._serialized_end=985
+  _globals['_SUBMITRESULTRESPONSE']._serialized_start=987
+  _globals['_SUBMITRESULTRESPONSE']._serialized_end=1045
+  _globals['_SUBMITFAILUREREQUEST']._serialized_start=1047
+  _globals['_SUBMITFAILUREREQUEST']._serialized_end=1149
+  _globals['_SUBMITFAILURERESPONSE']._serialized_start=1151
+  _globals['_SUBMITFAILURERESPONSE']._serialized_end=1259
+  _globals['_LOCKJOBSREQUEST']._serialized_start=1261
+  _globals['_LOCKJOBSREQUEST']._serialized_end=1321
+  _globals['_LOCKJOBSRESPONSE']._serialized_start=1323
+  _globals['_LOCKJOBSRESPONSE']._serialized_end=1386
+  _globals['_SUBMITRESULTSREQUEST']._serialized_start=1388
+  _globals['_SUBMITRESULTSREQUEST']._serialized_end=1458
+  _globals['_SUBMITRESULTSRESPONSE']._serialized_start=1460
+  _globals['_SUBMITRESULTSRESPONSE']._serialized_end=1531
+  _globals['_SUBMITRESULTOUTCOME']._serialized_start=1533
+  _globals['_SUBMITRESULTOUTCOME']._serialized_end=1625
+  _globals['_RESOLVECREDENTIALREQUEST']._serialized_start=1627
+  _globals['_RESOLVECREDENTIALREQUEST']._serialized_end=1690
+  _globals['_RESOLVECREDENTIALRESPONSE']._serialized_start=1692
+  _globals['_RESOLVECREDENTIALRESPONSE']._serialized_end=1777
+  _globals['_EXECUTORSERVICE']._serialized_start=1906
+  _globals['_EXECUTORSERVICE']._serialized_end=2447
 # @@protoc_insertion_point(module_scope)

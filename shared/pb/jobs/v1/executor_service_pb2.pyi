@@ -43,7 +43,7 @@ class LockJobResponse(_message.Message):
     def __init__(self, outcome: _Optional[_Union[LockOutcome, str]] = ..., job: _Optional[_Union[LockedJob, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class LockedJob(_message.Message):
-    __slots__ = ("job_id", "job_type", "lease_token", "attempt", "input", "lease_expires_at", "lease_ttl_ms", "heartbeat_interval_ms")
+    __slots__ = ("job_id", "job_type", "lease_token", "attempt", "input", "lease_expires_at", "lease_ttl_ms", "heartbeat_interval_ms", "credential_mode", "credential_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,8 @@ class LockedJob(_message.Message):
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     LEASE_TTL_MS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_MODE_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_type: str
     lease_token: str
@@ -60,7 +62,9 @@ class LockedJob(_message.Message):
     lease_expires_at: _timestamp_pb2.Timestamp
     lease_ttl_ms: int
     heartbeat_interval_ms: int
-    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lease_token: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
+    credential_mode: _job_pb2.CredentialMode
+    credential_id: str
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lease_token: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., credential_mode: _Optional[_Union[_job_pb2.CredentialMode, str]] = ..., credential_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("job_id", "lease_token", "progress")
@@ -151,3 +155,21 @@ class SubmitResultOutcome(_message.Message):
     status: _job_pb2.JobStatus
     error: _status_pb2.Status
     def __init__(self, status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class ResolveCredentialRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ...) -> None: ...
+
+class ResolveCredentialResponse(_message.Message):
+    __slots__ = ("api_key", "provider", "credential_id")
+    API_KEY_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    api_key: str
+    provider: str
+    credential_id: str
+    def __init__(self, api_key: _Optional[str] = ..., provider: _Optional[str] = ..., credential_id: _Optional[str] = ...) -> None: ...

@@ -69,6 +69,11 @@ class ExecutorServiceStub:
                 request_serializer=jobs_dot_v1_dot_executor__service__pb2.SubmitResultsRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_executor__service__pb2.SubmitResultsResponse.FromString,
                 _registered_method=True)
+        self.ResolveCredential = channel.unary_unary(
+                '/jobs.v1.ExecutorService/ResolveCredential',
+                request_serializer=jobs_dot_v1_dot_executor__service__pb2.ResolveCredentialRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_executor__service__pb2.ResolveCredentialResponse.FromString,
+                _registered_method=True)
 
 
 class ExecutorServiceServicer:
@@ -122,6 +127,17 @@ class ExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResolveCredential(self, request, context):
+        """The plaintext provider key of a job created with CREDENTIAL_MODE_USER, for the worker
+        holding the job's current, unexpired lease only (otherwise ABORTED, LEASE_LOST). A job on
+        the platform's key is FAILED_PRECONDITION (CREDENTIAL_UNAVAILABLE); a key deleted since
+        the job was created is NOT_FOUND (CREDENTIAL_NOT_FOUND). Never cache the key beyond the
+        attempt, never log it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -154,6 +170,11 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     servicer.SubmitResults,
                     request_deserializer=jobs_dot_v1_dot_executor__service__pb2.SubmitResultsRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_executor__service__pb2.SubmitResultsResponse.SerializeToString,
+            ),
+            'ResolveCredential': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveCredential,
+                    request_deserializer=jobs_dot_v1_dot_executor__service__pb2.ResolveCredentialRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_executor__service__pb2.ResolveCredentialResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -323,6 +344,33 @@ class ExecutorService:
             '/jobs.v1.ExecutorService/SubmitResults',
             jobs_dot_v1_dot_executor__service__pb2.SubmitResultsRequest.SerializeToString,
             jobs_dot_v1_dot_executor__service__pb2.SubmitResultsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveCredential(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.ExecutorService/ResolveCredential',
+            jobs_dot_v1_dot_executor__service__pb2.ResolveCredentialRequest.SerializeToString,
+            jobs_dot_v1_dot_executor__service__pb2.ResolveCredentialResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -22,6 +22,12 @@ class JobStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_STATUS_SUCCEEDED: _ClassVar[JobStatus]
     JOB_STATUS_FAILED: _ClassVar[JobStatus]
     JOB_STATUS_CANCELLED: _ClassVar[JobStatus]
+
+class CredentialMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CREDENTIAL_MODE_UNSPECIFIED: _ClassVar[CredentialMode]
+    CREDENTIAL_MODE_PLATFORM: _ClassVar[CredentialMode]
+    CREDENTIAL_MODE_USER: _ClassVar[CredentialMode]
 JOB_STATUS_UNSPECIFIED: JobStatus
 JOB_STATUS_CREATED: JobStatus
 JOB_STATUS_QUEUED: JobStatus
@@ -31,9 +37,12 @@ JOB_STATUS_CANCEL_REQUESTED: JobStatus
 JOB_STATUS_SUCCEEDED: JobStatus
 JOB_STATUS_FAILED: JobStatus
 JOB_STATUS_CANCELLED: JobStatus
+CREDENTIAL_MODE_UNSPECIFIED: CredentialMode
+CREDENTIAL_MODE_PLATFORM: CredentialMode
+CREDENTIAL_MODE_USER: CredentialMode
 
 class Job(_message.Message):
-    __slots__ = ("id", "user_id", "job_type", "status", "queue", "priority", "attempt_count", "max_attempts", "idempotency_key", "progress", "output", "output_hash", "error_code", "error_message", "created_at", "updated_at", "started_at", "finished_at", "next_run_at", "artifacts", "events", "retried_from_job_id", "trigger", "internal_error_message")
+    __slots__ = ("id", "user_id", "job_type", "status", "queue", "priority", "attempt_count", "max_attempts", "idempotency_key", "progress", "output", "output_hash", "error_code", "error_message", "created_at", "updated_at", "started_at", "finished_at", "next_run_at", "artifacts", "events", "credential_mode", "credential_id", "retried_from_job_id", "trigger", "internal_error_message")
     ID_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +64,8 @@ class Job(_message.Message):
     NEXT_RUN_AT_FIELD_NUMBER: _ClassVar[int]
     ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_MODE_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
     RETRIED_FROM_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_FIELD_NUMBER: _ClassVar[int]
     INTERNAL_ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -79,10 +90,12 @@ class Job(_message.Message):
     next_run_at: _timestamp_pb2.Timestamp
     artifacts: _containers.RepeatedCompositeFieldContainer[Artifact]
     events: _containers.RepeatedCompositeFieldContainer[JobEvent]
+    credential_mode: CredentialMode
+    credential_id: str
     retried_from_job_id: str
     trigger: str
     internal_error_message: str
-    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., queue: _Optional[str] = ..., priority: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., progress: _Optional[float] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ..., retried_from_job_id: _Optional[str] = ..., trigger: _Optional[str] = ..., internal_error_message: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., queue: _Optional[str] = ..., priority: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., progress: _Optional[float] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ..., credential_mode: _Optional[_Union[CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., trigger: _Optional[str] = ..., internal_error_message: _Optional[str] = ...) -> None: ...
 
 class Artifact(_message.Message):
     __slots__ = ("artifact_type", "artifact_id", "ordinal", "payload")
