@@ -17,6 +17,7 @@ from grpc_status import rpc_status
 
 from job_service.engine import MAX_INPUT_BYTES
 from shared.pb.jobs.v1 import admin_service_pb2 as apb
+from shared.pb.jobs.v1 import credential_service_pb2 as cpb
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
@@ -92,6 +93,7 @@ def create(**fields: Any) -> Callable[[SharedStack], Message]:
 JOB = "/jobs.v1.JobService/"
 ADMIN = "/jobs.v1.AdminService/"
 EXEC = "/jobs.v1.ExecutorService/"
+CRED = "/jobs.v1.CredentialService/"
 
 CASES: dict[str, Case] = {
     # --- CreateJob
@@ -369,7 +371,47 @@ CASES: dict[str, Case] = {
         "PERMISSION_DENIED",
         token=WORKER_TOKEN,
     ),
+        # --- CredentialService (its own validation is tested with it; here: roles, ids)
+    "put credential: worker role": Case(
+        CRED + "PutCredential",
+        lambda s: cpb.PutCredentialRequest(user_id="alice", provider="deepseek", api_key="sk-1"),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=WORKER_TOKEN,
+    ),
+    "put credential: no token": Case(
+        CRED + "PutCredential",
+        lambda s: cpb.PutCredentialRequest(user_id="alice", provider="deepseek", api_key="sk-1"),
+        grpc.StatusCode.UNAUTHENTICATED,
+        "UNAUTHENTICATED",
+        token="",
+    ),
+    "put credential: shell in the provider": Case(
+        CRED + "PutCredential",
+        lambda s: cpb.PutCredentialRequest(user_id="alice", provider=SHELL, api_key="sk-1"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "delete credential: SQL id": Case(
+        CRED + "DeleteCredential",
+        lambda s: cpb.DeleteCredentialRequest(user_id="alice", credential_id=SQL),
+        INVALID,
+        "INVALID_INPUT",
+    ),
     # --- ExecutorService
+    "resolve credential: without the lease": Case(
+        EXEC + "ResolveCredential",
+        lambda s: epb.ResolveCredentialRequest(job_id=s.running, lease_token=UNKNOWN_ID),
+        grpc.StatusCode.ABORTED,
+        "LEASE_LOST",
+    ),
+    "resolve credential: client role": Case(
+        EXEC + "ResolveCredential",
+        lambda s: epb.ResolveCredentialRequest(job_id=s.running, lease_token=s.lease_token),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
     "lock: no worker id": Case(
         EXEC + "LockJob", lambda s: epb.LockJobRequest(job_id=s.queued), INVALID, "INVALID_INPUT"
     ),
