@@ -371,7 +371,7 @@ CASES: dict[str, Case] = {
         "PERMISSION_DENIED",
         token=WORKER_TOKEN,
     ),
-        # --- CredentialService (its own validation is tested with it; here: roles, ids)
+    # --- CredentialService (its own validation is tested with it; here: roles, ids)
     "put credential: worker role": Case(
         CRED + "PutCredential",
         lambda s: cpb.PutCredentialRequest(user_id="alice", provider="deepseek", api_key="sk-1"),

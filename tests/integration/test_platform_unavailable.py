@@ -10,6 +10,7 @@ import pytest
 from shared.errors import PlatformUnavailable
 from shared.rpc_errors import error_from_rpc
 from tests.support.stack import Client
+from tests.support.wait import eventually
 
 
 async def test_a_database_outage_is_platform_unavailable_and_passes(
@@ -22,6 +23,13 @@ async def test_a_database_outage_is_platform_unavailable_and_passes(
         await admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
         await admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name
+        )
+        # termination is asynchronous: wait until the service's connections are gone
+        await eventually(
+            lambda: admin.fetchval(
+                "SELECT count(*) = 0 FROM pg_stat_activity WHERE datname = $1", name
+            ),
+            message="connections survived pg_terminate_backend",
         )
         for _ in range(3):  # the pool's dead connections, then new ones refused
             with pytest.raises(grpc.aio.AioRpcError) as raised:
