@@ -3,6 +3,7 @@ health and reflection open; TLS and mutual TLS when configured."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -242,3 +243,26 @@ def test_client_tls_settings_must_be_complete(tmp_path: Path) -> None:
     assert config.token == "tok"
     assert config.tls
     assert config.metadata() == (("authorization", "Bearer tok"),)
+
+
+async def test_the_blocking_channel_carries_the_token_too(target: str) -> None:
+    """What command-line tools use (shared.grpc_client.sync_channel), unary and stream."""
+    from shared.grpc_client import ChannelConfig, sync_channel
+    from shared.pb.jobs.v1 import admin_service_pb2_grpc, job_service_pb2_grpc
+
+    def call() -> tuple[list[str], int]:
+        channel = sync_channel(ChannelConfig(target, token=ADMIN_TOKEN))
+        try:
+            admin = admin_service_pb2_grpc.AdminServiceStub(channel)
+            jobs = job_service_pb2_grpc.JobServiceStub(channel)
+            definitions = admin.ListJobDefinitions(apb.ListJobDefinitionsRequest())
+            created = jobs.CreateJob(jpb.CreateJobRequest(user_id="u1", job_type="synthetic"))
+            jobs.CancelJob(jpb.CancelJobRequest(job_id=created.job.id, user_id="u1"))
+            watched = list(jobs.WatchJob(jpb.WatchJobRequest(job_id=created.job.id, user_id="u1")))
+            return [d.job_type for d in definitions.definitions], len(watched)
+        finally:
+            channel.close()
+
+    types, answers = await asyncio.to_thread(call)
+    assert types == ["synthetic"]
+    assert answers == 1
