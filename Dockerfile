@@ -10,19 +10,24 @@ WORKDIR /app
 
 # Dependencies first, so that a code change does not reinstall them.
 COPY pyproject.toml ./
-RUN mkdir job_service worker_service shared \
+RUN mkdir job_service worker_service shared jobctl \
     && touch job_service/__init__.py worker_service/__init__.py shared/__init__.py \
+        jobctl/__init__.py \
     && pip install . \
     && pip uninstall -y durable-jobs \
-    && rm -rf job_service worker_service shared build *.egg-info
+    && rm -rf job_service worker_service shared jobctl build *.egg-info
 
 COPY shared ./shared
 COPY job_service ./job_service
 COPY worker_service ./worker_service
+COPY jobctl ./jobctl
 RUN pip install --no-deps . && rm -rf build *.egg-info
 
 RUN useradd --system --uid 10001 --no-create-home jobs
 USER jobs
 
-# Overridden per service in docker-compose.yml.
+# gRPC, job_service metrics, worker metrics.
+EXPOSE 50051 9464 9465
+
+# Overridden per service in docker-compose.yml and deploy/k8s.
 CMD ["python", "-m", "job_service", "serve"]

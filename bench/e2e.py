@@ -117,6 +117,9 @@ class Stack:
             "JOBS_LOG_LEVEL": "WARNING",
             "JOBS_AUTH_TOKENS": TOKENS,
             "JOBS_AUTH_TOKEN": WORKER_TOKEN,
+            # served (as in production) on ephemeral ports: several workers run at once
+            "JOBS_METRICS_PORT": "0",
+            "JOBS_WORKER_METRICS_PORT": "0",
         }
 
     def _spawn(self, *args: str) -> subprocess.Popen[bytes]:

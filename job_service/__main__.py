@@ -1,4 +1,9 @@
-"""`python -m job_service [serve|migrate]`: parse configuration and run."""
+"""`python -m job_service [serve|migrate]`: parse configuration and run.
+
+Exit status: 0 after a clean stop (SIGTERM/SIGINT), 2 for invalid configuration, 3 when it
+cannot start: PostgreSQL or NATS stayed unreachable for JOBS_STARTUP_TIMEOUT_S, or the
+metrics port cannot be bound.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,12 @@ import uvloop
 from pydantic import ValidationError
 
 from job_service.settings import JobServiceSettings
+from shared import logs, tracing
 from shared.settings_errors import describe
+from shared.startup import StartupError
+
+EXIT_CONFIG = 2
+EXIT_UNAVAILABLE = 3
 
 
 async def serve(settings: JobServiceSettings) -> None:
@@ -39,11 +49,8 @@ def main() -> int:
         settings = JobServiceSettings()
     except ValidationError as error:
         print(f"job_service: invalid configuration:\n{describe(error)}", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+        return EXIT_CONFIG
+    logs.configure(settings.log_level, settings.log_format)
     if command == "migrate":
         from job_service.adapters.migrations import upgrade
 
@@ -64,6 +71,7 @@ def main() -> int:
     from job_service.adapters.auth import AuthConfigError, TokenTable
     from job_service.credentials import MasterKeyMissing
 
+    tracing.configure("job_service")
     try:
         TokenTable.from_settings(settings)
     except AuthConfigError as error:
@@ -73,7 +81,12 @@ def main() -> int:
         uvloop.run(serve(settings))
     except MasterKeyMissing as error:  # configuration, not a crash: one sentence
         print(f"job_service: {error}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
+    except StartupError as error:
+        print(f"job_service: cannot start: {error}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    finally:
+        tracing.shutdown()
     return 0
 
 

@@ -13,7 +13,6 @@ from types import TracebackType
 
 import asyncpg
 import grpc
-import nats
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from nats.aio.client import Client as NATS
@@ -23,6 +22,7 @@ from job_service.adapters.auth import AuthInterceptor, TokenTable
 from job_service.adapters.credential_api import CredentialServicer
 from job_service.adapters.credential_repository import CredentialRepository
 from job_service.adapters.executor_api import ExecutorServicer
+from job_service.adapters.gauges import DatabaseGauges
 from job_service.adapters.grpc_errors import ErrorInterceptor
 from job_service.adapters.job_api import JobServicer
 from job_service.adapters.listing import JobListing
@@ -39,6 +39,7 @@ from job_service.periodic import Periodic
 from job_service.settings import JobServiceSettings
 from job_service.watch import WatchHub
 from shared.jetstream import ensure_streams
+from shared.metrics import MetricsServer
 from shared.pb.jobs.v1 import (
     admin_service_pb2,
     admin_service_pb2_grpc,
@@ -50,6 +51,7 @@ from shared.pb.jobs.v1 import (
     job_service_pb2_grpc,
 )
 from shared.registry import Registry, default_registry
+from shared.startup import connect_nats, within_startup
 
 log = logging.getLogger(__name__)
 
@@ -84,23 +86,29 @@ class JobServiceApp:
         self._dispatcher: OutboxDispatcher | None = None
         self._housekeeping: list[Periodic] = []
         self._watches: WatchHub | None = None
+        self._stopping: asyncio.Future[None] | None = None
+        self.metrics = MetricsServer(settings.metrics_host, settings.metrics_port)
 
     async def start(self) -> None:
         s = self.settings
         # before anything starts: a server nobody may call is a configuration mistake
         tokens = TokenTable.from_settings(s)
         tls = _server_credentials(s)
-        self._pool = await create_pool(s.database_url, s.db_pool_size)
+        self.metrics.start()  # first: a port in use fails fast
+        # Unreachable dependencies at start-up: retried until startup_timeout_s, then
+        # DependencyUnavailable (the process exits non-zero with that message).
+        self._pool = await within_startup(
+            "PostgreSQL", s.startup_timeout_s, lambda: create_pool(s.database_url, s.db_pool_size)
+        )
         credentials = CredentialRepository(self._pool)
         vault = CredentialVault(credentials, s.keyring())
         # Refuse to start rather than fail every job whose key cannot be opened.
         await vault.check_master_keys()
-        # Reconnect forever: while NATS is away the outbox simply holds the rows.
-        self._nc = await nats.connect(
-            s.nats_url,
-            name=f"job_service {self.instance_id}",
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=0.5,
+        # Reconnect forever (once connected): while NATS is away the outbox holds the rows.
+        self._nc = await within_startup(
+            "NATS",
+            s.startup_timeout_s,
+            lambda: connect_nats(s.nats_url, f"job_service {self.instance_id}"),
         )
         await ensure_streams(self._nc.jetstream())
         publisher = NatsPublisher(self._nc)
@@ -151,6 +159,12 @@ class JobServiceApp:
                 interval_s=s.watch_poll_interval_s,
                 batch=_NEVER_FULL,
             ),
+            Periodic(
+                "metrics collector",
+                DatabaseGauges(self._pool, self.registry.queue_concurrency()).refresh,
+                interval_s=s.metrics_collect_interval_s,
+                batch=1,
+            ),
         ]
         self._server = self._build_server(engine, vault, operations, watches, tokens)
         address = f"{s.grpc_host}:{s.grpc_port}"
@@ -167,7 +181,13 @@ class JobServiceApp:
             self._tasks.append(task)
         for service in ("", *SERVICE_NAMES):
             await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
-        log.info("job_service %s serving gRPC on %s:%d", self.instance_id, s.grpc_host, self.port)
+        log.info(
+            "job_service %s serving gRPC on %s:%d, metrics on %s",
+            self.instance_id,
+            s.grpc_host,
+            self.port,
+            f"port {self.metrics.port}" if self.metrics.port is not None else "no port",
+        )
 
     def _build_server(
         self,
@@ -224,15 +244,25 @@ class JobServiceApp:
         await self._stopped.wait()
 
     async def stop(self) -> None:
-        """Not serving → refuse new RPCs, let in-flight ones finish (grace) → stop loops
-        → close NATS and the pool. Idempotent."""
+        """Not serving → refuse new RPCs after the shutdown delay, let in-flight ones
+        finish (grace) → stop loops → close NATS and the pool. Idempotent: a second call
+        waits for the first."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop())
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self) -> None:
         self._stopped.set()
         if self._watches is not None:
             self._watches.close()  # streams would otherwise hold the grace period
         if self._server is not None:
+            server, self._server = self._server, None
             await self._health.enter_graceful_shutdown()
-            await self._server.stop(self.settings.shutdown_grace_s)
-            self._server = None
+            # Health says NOT_SERVING at once; RPCs are still served for shutdown_delay_s
+            # so that balancers and clients move away before calls are refused.
+            if self.settings.shutdown_delay_s > 0:
+                await asyncio.sleep(self.settings.shutdown_delay_s)
+            await server.stop(self.settings.shutdown_grace_s)
         if self._dispatcher is not None:
             self._dispatcher.stop()
         for periodic in self._housekeeping:
@@ -251,6 +281,7 @@ class JobServiceApp:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+        self.metrics.stop()
 
     async def __aenter__(self) -> JobServiceApp:
         try:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
+from job_service import metrics
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import (
     AttemptFacts,
@@ -29,6 +30,7 @@ from job_service.domain.models import (
 )
 from job_service.domain.retry import RetryDecision, RetryPolicy
 from job_service.ports import CancelNotifier, CredentialOwnership, JobStore, Waker
+from shared import tracing
 from shared.canonical import canonical_json, check_storable, content_hash
 from shared.credentials import CredentialMode
 from shared.errors import (
@@ -41,6 +43,7 @@ from shared.errors import (
     JobNotCancellable,
     JobNotFound,
     JobsError,
+    LeaseLost,
     QuotaExceeded,
     TooManyJobs,
     classify,
@@ -48,6 +51,8 @@ from shared.errors import (
 from shared.registry import JobDefinition, Registry
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 MAX_ID_CHARS = 255
 MAX_ARTIFACT_TYPE_CHARS = 64
@@ -99,6 +104,29 @@ class JobEngine:
         priority: int | None,
         credential_mode: CredentialMode = CredentialMode.PLATFORM,
         credential_id: str = "",
+    ) -> tuple[Job, bool]:
+        with tracing.span("CreateJob", kind=tracing.SERVER, attributes={"jobs.job_type": job_type}):
+            job, created = await self._create_job(
+                user_id,
+                job_type,
+                raw_input,
+                idempotency_key,
+                priority,
+                credential_mode,
+                credential_id,
+            )
+            tracing.set_attribute("jobs.job_id", job.id)
+            return job, created
+
+    async def _create_job(
+        self,
+        user_id: str,
+        job_type: str,
+        raw_input: dict[str, Any],
+        idempotency_key: str,
+        priority: int | None,
+        credential_mode: CredentialMode,
+        credential_id: str,
     ) -> tuple[Job, bool]:
         _require_name("user_id", user_id)
         if idempotency_key:
@@ -155,6 +183,7 @@ class JobEngine:
                 snapshot_hash=content_hash(snapshot),
                 credential_mode=credential_mode,
                 credential_id=credential,
+                trace=tracing.carrier(),
             ),
             self._quotas,
         )
@@ -162,6 +191,7 @@ class JobEngine:
             raise self._quota_error(stored)
         job, created = stored
         if created:
+            metrics.job_created(job_type, definition.queue)
             self._outbox.wake()
         elif job.request_hash != request_hash:
             raise IdempotencyKeyReused(
@@ -239,6 +269,8 @@ class JobEngine:
         changed = await self._store.cancel(job_id, user_id)
         assert changed is not None, "a job vanished between read and cancel"
         before, after = changed
+        if after is not before:
+            metrics.job_cancelled(job.job_type, before, after)
         if after is JobStatus.CANCEL_REQUESTED and before is JobStatus.RUNNING:
             try:
                 await self._notifier.notify_cancel(job_id)
@@ -270,7 +302,9 @@ class JobEngine:
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
         _require_uuid("job_id", job_id)
         _require_uuid("lease_token", lease_token)
-        return await self._store.heartbeat(job_id, lease_token, progress)
+        return await self._counting_stale(
+            "Heartbeat", self._store.heartbeat(job_id, lease_token, progress)
+        )
 
     async def submit_results(
         self, submissions: Sequence[Submission]
@@ -287,7 +321,9 @@ class JobEngine:
             if problem is None:
                 valid.append(submission)
                 seen.add(submission.job_id)
-        stored = iter(await self._store.submit_results(valid) if valid else [])
+        stored_answers = await self._store.submit_results(valid) if valid else []
+        metrics.stale_submit("SubmitResult", sum(isinstance(a, LeaseLost) for a in stored_answers))
+        stored = iter(stored_answers)
         self._outbox.wake()
         return [answer if answer is not None else next(stored) for answer in answers]
 
@@ -301,13 +337,16 @@ class JobEngine:
                 "error_code is malformed",
                 [FieldViolation("error_code", "an upper-case code such as PROVIDER_TIMEOUT")],
             )
-        outcome = await self._store.end_attempt(
-            job_id,
-            lease_token,
-            error_code,
-            # operator detail: kept even when odd, but never a NUL (text columns refuse it)
-            error_message.replace("\x00", "\ufffd")[:MAX_ERROR_MESSAGE_CHARS],
-            self.decide,
+        outcome = await self._counting_stale(
+            "SubmitFailure",
+            self._store.end_attempt(
+                job_id,
+                lease_token,
+                error_code,
+                # operator detail: kept even when odd, but never a NUL (text columns refuse it)
+                error_message.replace("\x00", "\ufffd")[:MAX_ERROR_MESSAGE_CHARS],
+                self.decide,
+            ),
         )
         self._wake_for(outcome)
         return outcome
@@ -326,6 +365,14 @@ class JobEngine:
             code = ErrorCode.INTERNAL_ERROR
         policy = replace(self._policies[facts.job_type], max_attempts=facts.max_attempts)
         return policy.decide(facts.attempt, code)
+
+    @staticmethod
+    async def _counting_stale(rpc: str, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except LeaseLost:
+            metrics.stale_submit(rpc)
+            raise
 
     def _wake_for(self, outcome: FailureOutcome) -> None:
         """A retry's dispatch row is due at next_run_at; a terminal status wrote a domain

@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from typing import Protocol
 
+from job_service import metrics
 from job_service.adapters.outbox_store import OutboxMessage
 
 log = logging.getLogger(__name__)
@@ -91,10 +93,14 @@ class OutboxDispatcher:
         batch = await self._store.claim(self._owner, self._batch_size, self._claim_ttl_s)
         if not batch:
             return 0
+        started = time.monotonic()
         errors = await self._publisher.publish_batch(batch)
-        published = [m.id for m, error in zip(batch, errors, strict=True) if error is None]
+        published = [m for m, error in zip(batch, errors, strict=True) if error is None]
         failed = [(m.id, e) for m, e in zip(batch, errors, strict=True) if e is not None]
-        await self._store.mark_published(self._owner, published)
+        await self._store.mark_published(self._owner, [m.id for m in published])
+        took = time.monotonic() - started
+        metrics.outbox_published([m.due_for_s + took for m in published])
+        metrics.outbox_failed(len(failed))
         if failed and not self._publisher.connected:
             # An outage is not the rows' fault: they wait for NATS without spending tries,
             # so a long outage dead-letters nothing.

@@ -6,6 +6,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from job_service.domain.credentials import Keyring, parse_master_key
+from shared.logs import LogFormat
+from shared.metrics import port_or_disabled
 
 
 class JobServiceSettings(BaseSettings):
@@ -68,6 +70,21 @@ class JobServiceSettings(BaseSettings):
     # Seconds to let in-flight RPCs finish on SIGTERM.
     shutdown_grace_s: float = Field(default=10.0, ge=0)
     log_level: str = "INFO"
+
+    # Operability (issue 6): see the configuration reference in the README.
+    # /metrics on this port; empty or "off" disables it, 0 binds an ephemeral port.
+    metrics_port: int | None = Field(default=9464, ge=0, le=65535)
+    metrics_host: str = "0.0.0.0"
+    # How often queue depth and the outbox backlog are read from the database.
+    metrics_collect_interval_s: float = Field(default=5.0, gt=0)
+    # On SIGTERM: health says NOT_SERVING at once; new RPCs are refused after this delay,
+    # so that load balancers and clients see the change first.
+    shutdown_delay_s: float = Field(default=1.0, ge=0)
+    # PostgreSQL and NATS must be reachable within this at start-up, or the process exits.
+    startup_timeout_s: float = Field(default=30.0, gt=0)
+    log_format: LogFormat = "json"
+
+    _port = field_validator("metrics_port", mode="before")(port_or_disabled)
 
     # MasterKeyError is a ValueError: the variable is named, the value never quoted.
     @field_validator("credentials_master_key")

@@ -8,7 +8,9 @@ runs ``python -m job_service serve`` and one ``python -m worker_service`` as chi
 Environment: ``JOBS_DATA_DIR`` (default ``./.jobs-data``; data survives restarts),
 ``JOBS_GRPC_PORT`` (default 50051), ``JOBS_DATABASE_URL``, ``JOBS_NATS_URL``,
 ``JOBS_CREDENTIALS_MASTER_KEY`` (default: one generated on first start and kept in the data
-directory, so that stored user keys open again after a restart).
+directory, so that stored user keys open again after a restart),
+``JOBS_METRICS_PORT`` / ``JOBS_WORKER_METRICS_PORT`` (default 9464 / 9465, or a free port
+when that one is taken). Logs are plain text unless ``JOBS_LOG_FORMAT`` says otherwise.
 
 Auth: unless ``JOBS_AUTH_TOKENS`` / ``JOBS_AUTH_TOKENS_FILE`` say otherwise, one token per
 role is generated on the first start and kept in the data directory (``auth-tokens.json``
@@ -50,6 +52,8 @@ from shared.grpc_client import ChannelConfig, aio_channel
 
 DATABASE = "jobs"
 DEFAULT_NATS_PORT = 4222
+DEFAULT_METRICS_PORT = 9464
+DEFAULT_WORKER_METRICS_PORT = 9465
 HEALTH_TIMEOUT_S = 60.0
 MIGRATE_TIMEOUT_S = 120.0
 # Per child: the worker may be finishing a job, job_service draining RPCs.
@@ -72,6 +76,8 @@ class DevstackConfig:
     database_url: str | None
     nats_url: str | None
     credentials_master_key: str | None = None
+    metrics_port: int | None = None
+    worker_metrics_port: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> DevstackConfig:
@@ -81,7 +87,21 @@ class DevstackConfig:
             database_url=env.get("JOBS_DATABASE_URL") or None,
             nats_url=env.get("JOBS_NATS_URL") or None,
             credentials_master_key=env.get("JOBS_CREDENTIALS_MASTER_KEY") or None,
+            metrics_port=_port(env.get("JOBS_METRICS_PORT")),
+            worker_metrics_port=_port(env.get("JOBS_WORKER_METRICS_PORT")),
         )
+
+
+def _port(value: str | None) -> int | None:
+    return int(value) if value else None
+
+
+def metrics_port(configured: int | None, default: int) -> int:
+    """The configured port, else the default when free, else any free port (so that two
+    stacks on one machine do not collide)."""
+    if configured is not None:
+        return configured
+    return default if port_is_free(default) else free_port()
 
 
 def dev_master_key(data_dir: Path) -> str:
@@ -254,13 +274,15 @@ async def start_server(name: str, start: Callable[[], None]) -> None:
 
 
 def banner(
-    config: DevstackConfig, target: str, database_url: str, nats_url: str, generated: bool
+    config: DevstackConfig,
+    target: str,
+    database_url: str,
+    nats_url: str,
+    metrics_ports: tuple[int, int] | None = None,
+    generated: bool = True,
 ) -> str:
-    auth = (
-        f"""-H "authorization: Bearer $(cat {config.data_dir / "client.token"})" """
-        if generated
-        else """-H "authorization: Bearer <a client token>" """
-    )
+    token_source = f"$(cat {config.data_dir / 'client.token'})" if generated else "<a client token>"
+    auth = f'-H "authorization: Bearer {token_source}" '
     create = (
         f"grpcurl -plaintext {auth}-d "
         """'{"user_id":"u1","job_type":"synthetic","input":{"sleep_ms":100}}' """
@@ -286,6 +308,19 @@ def banner(
             f"  NATS JetStream     {nats_url}",
             f"  data               {config.data_dir}",
             tokens,
+            *(
+                [
+                    f"  metrics            job_service http://127.0.0.1:{metrics_ports[0]}/metrics",
+                    f"                     worker      http://127.0.0.1:{metrics_ports[1]}/metrics",
+                ]
+                if metrics_ports
+                else []
+            ),
+            "",
+            "  Or with jobctl (installed with the package):",
+            f"    export JOBS_AUTH_TOKEN={token_source}",
+            f"    jobctl --target {target} create synthetic -i '{{\"sleep_ms\": 500}}' --watch",
+            f"    jobctl --target {target} list",
             "",
             "  Create a job:",
             f"    {create}",
@@ -356,6 +391,11 @@ async def run(config: DevstackConfig) -> int:
                     worker_token = tokens["worker"]
                     auth_env["JOBS_AUTH_TOKENS_FILE"] = str(config.data_dir / TOKENS_FILE)
                     say(f"auth tokens (one per role) in {config.data_dir}/<role>.token")
+                ports = (
+                    metrics_port(config.metrics_port, DEFAULT_METRICS_PORT),
+                    metrics_port(config.worker_metrics_port, DEFAULT_WORKER_METRICS_PORT),
+                )
+                log_format = {"JOBS_LOG_FORMAT": os.environ.get("JOBS_LOG_FORMAT", "text")}
                 job_service = await children.spawn(
                     "job_service",
                     ["-m", "job_service", "serve"],
@@ -367,6 +407,9 @@ async def run(config: DevstackConfig) -> int:
                         **auth_env,
                         "JOBS_CREDENTIALS_MASTER_KEY": config.credentials_master_key
                         or dev_master_key(config.data_dir),
+                        "JOBS_METRICS_HOST": "127.0.0.1",
+                        "JOBS_METRICS_PORT": str(ports[0]),
+                        **log_format,
                     },
                 )
                 await wait_until_serving(target, job_service, stop)
@@ -377,9 +420,12 @@ async def run(config: DevstackConfig) -> int:
                         "JOBS_NATS_URL": nats_url,
                         "JOBS_JOB_SERVICE_TARGET": target,
                         "JOBS_AUTH_TOKEN": worker_token,
+                        "JOBS_WORKER_METRICS_HOST": "127.0.0.1",
+                        "JOBS_WORKER_METRICS_PORT": str(ports[1]),
+                        **log_format,
                     },
                 )
-                print(banner(config, target, database_url, nats_url, generated), flush=True)
+                print(banner(config, target, database_url, nats_url, ports, generated), flush=True)
 
                 died = await children.first_exit_or_stop()
                 if died is not None:

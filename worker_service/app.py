@@ -15,9 +15,9 @@ import logging
 import signal
 from types import TracebackType
 
-import nats
-
+from shared.metrics import MetricsServer
 from shared.registry import Registry, default_registry
+from shared.startup import connect_nats, within_startup
 from worker_service.adapters.grpc_executor import GrpcExecutorClient, open_channel
 from worker_service.adapters.nats import CancelListener, NatsDispatchSource
 from worker_service.settings import WorkerSettings
@@ -41,6 +41,7 @@ class WorkerApp:
         self._done = asyncio.Event()
         self._started = False
         self._task: asyncio.Task[None] | None = None
+        self.metrics = MetricsServer(settings.worker_metrics_host, settings.worker_metrics_port)
 
     async def run(self) -> None:
         if self._started:
@@ -54,6 +55,13 @@ class WorkerApp:
                 self.worker = worker
                 if self._stop_requested.is_set():
                     await worker.stop()  # stop() came while connecting: run drains at once
+                stack.callback(self.metrics.stop)
+                self.metrics.start()
+                log.info(
+                    "worker %s: metrics on %s",
+                    self.settings.worker_id,
+                    f"port {self.metrics.port}" if self.metrics.port is not None else "no port",
+                )
                 self._ready.set()
                 await worker.run()
         finally:
@@ -108,14 +116,18 @@ class WorkerApp:
 
     async def _connect(self, stack: contextlib.AsyncExitStack) -> Worker:
         s = self.settings
-        nc = await nats.connect(
-            s.nats_url,
-            name=f"worker {s.worker_id}",
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=0.5,
-            error_cb=self._nats_error,
-            disconnected_cb=self._nats_disconnected,
-            reconnected_cb=_nats_reconnected,
+        # Unreachable dependencies at start-up: retried until startup_timeout_s, then
+        # DependencyUnavailable (the process exits non-zero with that message).
+        nc = await within_startup(
+            "NATS",
+            s.startup_timeout_s,
+            lambda: connect_nats(
+                s.nats_url,
+                f"worker {s.worker_id}",
+                error_cb=self._nats_error,
+                disconnected_cb=self._nats_disconnected,
+                reconnected_cb=_nats_reconnected,
+            ),
         )
         stack.push_async_callback(nc.close)
         source = NatsDispatchSource(nc.jetstream())
@@ -123,6 +135,9 @@ class WorkerApp:
         stack.push_async_callback(source.close)
         channel = open_channel(s.channel_config())
         stack.push_async_callback(channel.close)
+        await within_startup(
+            f"job_service at {s.job_service_target}", s.startup_timeout_s, channel.channel_ready
+        )
         worker = Worker(
             executor=GrpcExecutorClient(channel),
             source=source,

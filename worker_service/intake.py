@@ -15,6 +15,8 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from shared import tracing
+from worker_service import metrics
 from worker_service.domain.errors import DispatchUnavailable, ExecutorCallFailed, is_transient
 from worker_service.domain.model import LockOutcome, LockResult, nak_delay, parse_dispatch
 from worker_service.pipeline import Pipeline
@@ -23,6 +25,7 @@ from worker_service.ports import MAX_BATCH, Delivery, DispatchSource, ExecutorAp
 log = logging.getLogger(__name__)
 
 LOCK_TIMEOUT_S = 5.0
+TRACE_HEADERS = frozenset({"traceparent", "tracestate"})
 # Redelivery delays for a dispatch whose lock failed: an outage, or a refusal (a bug).
 UNREACHABLE_NAK_DELAY_S = 1.0
 REFUSED_NAK_DELAY_S = 5.0
@@ -65,6 +68,7 @@ class QueueIntake:
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
+        metrics.watch_slots(queue, slots, lambda: self.slots - self._free)
 
     async def run(self) -> None:
         """Fetch and dispatch until stopped. Ends after the fetch in progress, whose
@@ -167,9 +171,19 @@ class QueueIntake:
         locking: asyncio.Task[list[LockResult | Exception]],
         index: int,
     ) -> None:
-        # Shielded: the call answers the whole batch, so one handler's cancellation must
-        # not cancel it for the others.
-        lock = (await asyncio.shield(locking))[index]
+        with tracing.span(
+            "job",
+            parent=_trace_context(delivery),
+            kind=tracing.CONSUMER,
+            attributes={"jobs.job_id": job_id, "jobs.queue": self.queue},
+        ):
+            with tracing.span("LockJob", kind=tracing.CLIENT):
+                # Shielded: the call answers the whole batch, so one handler's cancellation
+                # must not cancel it for the others.
+                lock = (await asyncio.shield(locking))[index]
+            await self._settle(delivery, job_id, lock)
+
+    async def _settle(self, delivery: Delivery, job_id: str, lock: LockResult | Exception) -> None:
         if isinstance(lock, Exception):
             await _nak(
                 delivery, UNREACHABLE_NAK_DELAY_S if is_transient(lock) else REFUSED_NAK_DELAY_S
@@ -184,6 +198,15 @@ class QueueIntake:
             # served: drop it.
             log.debug("job %s: unavailable, dispatch dropped", job_id)
             await _ack(delivery)
+
+
+def _trace_context(delivery: Delivery) -> dict[str, str] | None:
+    """The trace context the job service sent in the message headers (tracing on)."""
+    if not tracing.enabled():
+        return None
+    headers = getattr(delivery, "headers", None) or {}
+    found = {k: v for k, v in headers.items() if k in TRACE_HEADERS}
+    return found or None
 
 
 async def _ack(delivery: Delivery) -> None:

@@ -10,8 +10,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from shared.errors import ErrorCode
+from shared import logs, tracing
+from shared.errors import ErrorCode, classify
 from shared.registry import JobDefinition
+from worker_service import metrics
 from worker_service.attempt import Attempt
 from worker_service.credentials import CredentialResolver
 from worker_service.domain.errors import is_transient, means_lease_lost
@@ -29,6 +31,16 @@ from worker_service.heartbeat import Heartbeat
 from worker_service.ports import ExecutorApi, ResultSink
 
 log = logging.getLogger(__name__)
+
+
+def _outcome_label(outcome: Outcome | None) -> str:
+    """A bounded label: succeeded, the error class of a failure, or lease_lost."""
+    if outcome is None:
+        return "lease_lost"
+    if isinstance(outcome, Succeeded):
+        return "succeeded"
+    return classify(outcome.code).value
+
 
 T = TypeVar("T")
 
@@ -90,15 +102,21 @@ class Pipeline:
 
     async def run(self, job: LockedJob) -> None:
         """Execute one attempt and report its outcome. Never raises for job failures."""
-        lease = Lease.granted(job, self._clock())
-        outcome: Outcome | None
-        if self._closing:
-            outcome = failure_for_cause(CancelCause.SHUTDOWN)
-        else:
-            outcome = await self._execute(job, lease)
-        if outcome is None:
-            return  # the lease is lost: another worker owns the job, say nothing
-        await self._submit(job, lease, outcome)
+        with logs.job_context(job.job_id, job.attempt):
+            started = self._clock()
+            lease = Lease.granted(job, started)
+            outcome: Outcome | None
+            if self._closing:
+                outcome = failure_for_cause(CancelCause.SHUTDOWN)
+            else:
+                with tracing.span("execute", attributes={"jobs.attempt": job.attempt}):
+                    outcome = await self._execute(job, lease)
+            metrics.attempt_ended(job.job_type, _outcome_label(outcome), self._clock() - started)
+            if outcome is None:
+                return  # the lease is lost: another worker owns the job, say nothing
+            rpc = "SubmitResult" if isinstance(outcome, Succeeded) else "SubmitFailure"
+            with tracing.span(rpc, kind=tracing.CLIENT):
+                await self._submit(job, lease, outcome)
 
     # --- execution ----------------------------------------------------------------------
 

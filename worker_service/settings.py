@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import socket
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.grpc_client import ChannelConfig
+from shared.logs import LogFormat
+from shared.metrics import port_or_disabled
 from shared.registry import Registry
 
 
@@ -39,6 +41,16 @@ class WorkerSettings(BaseSettings):
     # How long one fetch waits for messages; also bounds how long stopping intake takes.
     worker_fetch_timeout_s: float = Field(default=1.0, gt=0, le=30)
     log_level: str = "INFO"
+
+    # Operability (issue 6): see the configuration reference in the README.
+    # /metrics on this port; empty or "off" disables it, 0 binds an ephemeral port.
+    worker_metrics_port: int | None = Field(default=9465, ge=0, le=65535)
+    worker_metrics_host: str = "0.0.0.0"
+    # NATS and job_service must be reachable within this at start-up, or the process exits.
+    startup_timeout_s: float = Field(default=30.0, gt=0)
+    log_format: LogFormat = "json"
+
+    _port = field_validator("worker_metrics_port", mode="before")(port_or_disabled)
 
     def channel_config(self) -> ChannelConfig:
         return ChannelConfig(

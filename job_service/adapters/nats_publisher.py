@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from nats.aio.client import Client as NATS
+from opentelemetry.trace import Span
 
 from job_service.adapters.outbox_store import OutboxMessage
+from shared import tracing
 from shared.constants import CANCEL_SUBJECT, MSG_ID_HEADER
 
 PUBLISH_TIMEOUT_S = 5.0
@@ -31,18 +34,21 @@ class NatsPublisher:
         Returns, per message, None when stored or the error text. The dedupe key is the
         Nats-Msg-Id, so a message published twice (a crash before marking it) is stored
         once."""
+        spans = [_publish_span(m) for m in messages]
         results = await asyncio.gather(
             *(
                 self._js.publish(
                     m.subject,
-                    json.dumps(m.payload).encode(),
+                    json.dumps(_body(m.payload)).encode(),
                     timeout=self._timeout_s,
-                    headers={MSG_ID_HEADER: m.dedupe_key},
+                    headers={MSG_ID_HEADER: m.dedupe_key, **(tracing.carrier(span) or {})},
                 )
-                for m in messages
+                for m, span in zip(messages, spans, strict=True)
             ),
             return_exceptions=True,
         )
+        for span, result in zip(spans, results, strict=True):
+            tracing.end_span(span, result if isinstance(result, BaseException) else None)
         return [
             f"{type(r).__name__}: {r}" if isinstance(r, BaseException) else None for r in results
         ]
@@ -51,3 +57,24 @@ class NatsPublisher:
         """Best effort: a worker running the job stops at once. Heartbeats are the
         durable backstop when this notice is lost."""
         await self._nc.publish(CANCEL_SUBJECT, json.dumps({"job_id": job_id}).encode())
+
+
+def _body(payload: dict[str, Any]) -> dict[str, Any]:
+    """The message body: the row's payload without its trace context (that goes in the
+    headers)."""
+    if "trace" not in payload:
+        return payload
+    return {k: v for k, v in payload.items() if k != "trace"}
+
+
+def _publish_span(message: OutboxMessage) -> Span | None:
+    """A producer span in the trace of the request that wrote the row (when it has one)."""
+    parent = message.payload.get("trace")
+    if not tracing.enabled() or not isinstance(parent, dict):
+        return None
+    return tracing.start_span(
+        f"publish {message.subject}",
+        parent=parent,
+        kind=tracing.PRODUCER,
+        attributes={"messaging.system": "nats", "messaging.destination.name": message.subject},
+    )

@@ -28,7 +28,8 @@ WITH due AS (
 UPDATE outbox_events SET status = 'processing', locked_by = $1, locked_at = now(),
     attempt_count = attempt_count + 1
 WHERE id IN (SELECT id FROM due UNION ALL SELECT id FROM stale)
-RETURNING id, subject, dedupe_key, payload, attempt_count
+RETURNING id, subject, dedupe_key, payload, attempt_count,
+    extract(epoch FROM now() - available_at)::float8 AS due_for_s
 """
 
 MARK_PUBLISHED = """
@@ -72,6 +73,8 @@ class OutboxMessage:
     dedupe_key: str
     payload: dict[str, Any]
     attempt_count: int
+    # How long the row had been due when claimed (for the publish-lag histogram).
+    due_for_s: float = 0.0
 
 
 class OutboxStore:

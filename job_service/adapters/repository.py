@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 
+from job_service import metrics
 from job_service.domain.lifecycle import JobStatus, Step, sources, transition
 from job_service.domain.models import (
     Artifact,
@@ -60,13 +61,15 @@ JOB_COLUMNS = """
 ACTIVE_SQL = "('created', 'queued', 'running', 'retrying', 'cancel_requested')"
 
 # Inserts the dispatch outbox row for a job in `src` (a CTE with id, queue), available at
-# `available_at`, deduplicated by `dedupe`. Shared by create and retry.
+# `available_at`, deduplicated by `dedupe`. Shared by create and retry. `trace` is a jsonb
+# trace-context carrier or NULL: kept in the payload under "trace", sent as NATS headers.
 _DISPATCH_ROW = f"""
     INSERT INTO outbox_events
         (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at)
     SELECT 'job.dispatch', 'job', src.id::text, {{dedupe}},
            '{DISPATCH_SUBJECT_PREFIX}.' || src.queue,
-           jsonb_build_object('job_id', src.id::text, 'attempt', {{attempt}}),
+           jsonb_strip_nulls(jsonb_build_object('job_id', src.id::text, 'attempt', {{attempt}},
+                                                'trace', {{trace}})),
            {{available_at}}
     FROM {{src}} src
 """
@@ -82,16 +85,20 @@ _DOMAIN_EVENT_ROW = f"""
     FROM {{src}} src
 """
 
-# Quotas: the unfinished-jobs count stops at its limit ($16; 0 counts nothing), so it
+# A retry's dispatch continues the job's trace: the create row's context (while it is kept).
+RETRY_TRACE = """(SELECT o.payload->'trace' FROM outbox_events o
+    WHERE o.dedupe_key = 'job.dispatch:' || src.id || ':create')"""
+
+# Quotas: the unfinished-jobs count stops at its limit ($17; 0 counts nothing), so it
 # costs at most that many index entries; jobs created today (UTC) are a counter row per
-# user and day ($17 the limit; 0 leaves the counter alone), bumped in the same statement.
+# user and day ($18 the limit; 0 leaves the counter alone), bumped in the same statement.
 CREATE_JOB = f"""
 WITH usage AS (
     SELECT
         (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = $1
-                               AND status IN {ACTIVE_SQL} LIMIT $16) a) AS active,
+                               AND status IN {ACTIVE_SQL} LIMIT $17) a) AS active,
         coalesce((SELECT created FROM job_quota_usage
-                  WHERE $17::int > 0 AND user_id = $1
+                  WHERE $18::int > 0 AND user_id = $1
                     AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today
 ), inserted AS (
     INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash,
@@ -102,7 +109,7 @@ WITH usage AS (
            'queued', $7::int, $8::int, $9::varchar, $10::varchar, $11::varchar, now(),
            $14::varchar, $15::uuid
     FROM usage
-    WHERE ($16::int = 0 OR usage.active < $16::int) AND ($17::int = 0 OR usage.today < $17::int)
+    WHERE ($17::int = 0 OR usage.active < $17::int) AND ($18::int = 0 OR usage.today < $18::int)
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
     RETURNING {JOB_COLUMNS}
@@ -119,11 +126,12 @@ WITH usage AS (
         dedupe="'job.dispatch:' || src.id || ':create'",
         attempt="1",
         available_at="now()",
+        trace="$16::jsonb",
     )
 }
 ), counted AS (
     INSERT INTO job_quota_usage AS q (user_id, day, created)
-    SELECT $1, (now() AT TIME ZONE 'UTC')::date, 1 FROM inserted WHERE $17::int > 0
+    SELECT $1, (now() AT TIME ZONE 'UTC')::date, 1 FROM inserted WHERE $18::int > 0
     ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + 1
 )
 SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today
@@ -160,6 +168,7 @@ WITH src AS (
         dedupe="'job.dispatch:' || src.id || ':create'",
         attempt="1",
         available_at="now()",
+        trace="NULL::jsonb",
     )
 }
 )
@@ -189,7 +198,7 @@ FROM jobs j WHERE j.id = $1 AND ($2::text IS NULL OR j.user_id = $2)
 # dispatch would then be dropped).
 LOCK_JOBS = """
 WITH prior AS (
-    SELECT id, status FROM jobs
+    SELECT id, status, coalesce(next_run_at, queued_at) AS due_at FROM jobs
     WHERE id = ANY($1::text[]::uuid[]) AND status = ANY($4::text[])
       AND (status = 'queued' OR next_run_at <= now())
     ORDER BY id
@@ -202,13 +211,14 @@ WITH prior AS (
     FROM prior WHERE j.id = prior.id
     RETURNING j.id, j.job_type, j.lease_token::text AS lease_token, j.attempt_count,
               j.lock_until, prior.status AS from_status, j.credential_mode,
-              j.credential_id::text AS credential_id
+              j.credential_id::text AS credential_id,
+              extract(epoch FROM now() - prior.due_at)::float8 AS waited_s
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
     SELECT id, from_status, 'running', attempt_count, $2 FROM locked
 )
 SELECT l.id::text AS id, l.job_type, l.lease_token, l.attempt_count, l.lock_until, s.payload,
-       l.credential_mode, l.credential_id
+       l.credential_mode, l.credential_id, l.waited_s
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
 """
 
@@ -249,7 +259,7 @@ WITH input AS (
 ), domain_event AS (
     {_DOMAIN_EVENT_ROW.format(src="done")}
 )
-SELECT id::text FROM done
+SELECT id::text AS id, job_type FROM done
 """
 
 SUBMIT_STATE = """
@@ -296,6 +306,7 @@ WITH ended AS (
         dedupe="'job.dispatch:' || src.id || ':retry:' || $2",
         attempt="src.attempt_count + 1",
         available_at="src.next_run_at",
+        trace=RETRY_TRACE,
     )
 }
 ), domain_event AS (
@@ -363,6 +374,7 @@ class JobRepository:
                 new.snapshot_hash,
                 new.credential_mode.value,
                 new.credential_id,
+                new.trace,
                 quotas.max_active,
                 quotas.daily,
             )
@@ -449,6 +461,8 @@ class JobRepository:
                 )
                 for row in rows
             }
+            for row in rows:
+                metrics.picked_up(row["job_type"], row["waited_s"] or 0.0)
             refused = [job_id for job_id in job_ids if job_id not in grants]
             not_due = (
                 {r["id"]: r["next_run_at"] for r in await conn.fetch(NOT_DUE, refused)}
@@ -494,7 +508,12 @@ class JobRepository:
             for a in r.artifacts
         ]
         async with self._pool.acquire() as conn:
-            done = {row["id"] for row in await conn.fetch(SUBMIT_RESULTS, items, artifacts)}
+            done = {
+                row["id"]: row["job_type"]
+                for row in await conn.fetch(SUBMIT_RESULTS, items, artifacts)
+            }
+        for job_type in done.values():
+            metrics.job_succeeded(job_type)
         return [
             JobStatus.SUCCEEDED if r.job_id in done else await self._settle_refused(r)
             for r in results
@@ -580,6 +599,7 @@ async def _end(
         TERMINAL,
     )
     assert ended is not None, "attempt changed although its row was locked"
+    metrics.attempt_ended(row["job_type"], code, JobStatus(ended["status"]))
     return FailureOutcome(JobStatus(ended["status"]), ended["next_run_at"])
 
 

@@ -29,6 +29,8 @@ class NewJob:
     definition_version: str
     snapshot: dict[str, Any]
     snapshot_hash: str
+    # The W3C trace context of the CreateJob span (tracing on), carried by the outbox row.
+    trace: dict[str, str] | None = None
     # a user's key by id only; checked to be the user's before the job is stored
     credential_mode: CredentialMode = CredentialMode.PLATFORM
     credential_id: str | None = None

@@ -13,7 +13,10 @@ from worker_service.app import WorkerApp
 @pytest.fixture
 async def worker(nats_url: str, target: str) -> AsyncIterator[WorkerApp]:
     """One worker in this process."""
-    async with WorkerApp(worker_settings(nats_url, target, worker_id="inproc-worker")) as app:
+    settings = worker_settings(
+        nats_url, target, worker_id="inproc-worker", worker_metrics_port=None
+    )
+    async with WorkerApp(settings) as app:
         yield app
 
 

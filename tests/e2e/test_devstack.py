@@ -19,6 +19,7 @@ from shared.embedded import free_port
 from shared.pb.jobs.v1 import credential_service_pb2 as cpb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
+from tests.support.metrics import scrape, value
 from tests.support.stack import Client, open_channel
 from tests.support.wait import eventually
 
@@ -137,6 +138,14 @@ async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
             with pytest.raises(grpc.aio.AioRpcError) as denied:
                 await Client(channel).lock(job_id)
         assert denied.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        # both services serve /metrics, on the ports the banner names
+        ports = re.findall(
+            r"(?:job_service|worker)\s+http://127.0.0.1:(\d+)/metrics", first.output()
+        )
+        service, work = [await scrape(int(port)) for port in ports]
+        done = {"job_type": "synthetic", "outcome": "succeeded"}
+        assert value(service, "jobs_finished_total", **done) == 1
+        assert value(work, "jobs_worker_attempts_total", **done) == 1
         credential_id = await run_on_user_key(target, tokens["client"])
 
         assert await first.interrupt() == 0

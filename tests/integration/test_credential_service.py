@@ -221,7 +221,7 @@ async def test_serve_without_the_master_key_exits_with_one_sentence(
     run = await asyncio.to_thread(
         subprocess.run,
         [sys.executable, "-m", "job_service", "serve"],
-        env={**env, "JOBS_GRPC_PORT": "0"},
+        env={**env, "JOBS_GRPC_PORT": "0", "JOBS_METRICS_PORT": "off"},
         capture_output=True,
         text=True,
         timeout=60,

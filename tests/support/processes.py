@@ -27,6 +27,8 @@ class WorkerProcess:
                 "JOBS_JOB_SERVICE_TARGET": target,
                 "JOBS_WORKER_ID": worker_id,
                 **client_env(WORKER_TOKEN),
+                # off unless a test asks (port 0: many workers run at once)
+                "JOBS_WORKER_METRICS_PORT": "off",
                 **env,
             },
             stdout=self._log,

@@ -40,6 +40,10 @@ FAST = {
     "reaper_interval_s": 0.1,
     "outbox_poll_interval_s": 0.2,
     "shutdown_grace_s": 2.0,
+    # no pause between NOT_SERVING and refusing RPCs, no metrics endpoint (tests that
+    # scrape ask for port 0)
+    "shutdown_delay_s": 0.0,
+    "metrics_port": None,
 }
 
 # The master key users' provider keys are sealed under in tests (32 bytes, base64).

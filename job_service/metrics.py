@@ -1,0 +1,120 @@
+"""job_service's Prometheus metrics (conventions in ``shared.metrics``).
+
+Transitions are counted where they are written (the engine and the repository), once per
+job and transition: an idempotent repeat of a create or a submit counts nothing. Database
+gauges (queue depth, outbox backlog) are refreshed by ``job_service.adapters.gauges``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from job_service.domain.lifecycle import JobStatus
+from shared.errors import ErrorCode, classify
+from shared.metrics import DURATION_BUCKETS, child
+
+CREATED = Counter(
+    "jobs_created_total", "Jobs created (idempotent repeats not counted).", ["job_type", "queue"]
+)
+FINISHED = Counter(
+    "jobs_finished_total",
+    "Jobs that reached a terminal status; outcome is succeeded, failed or cancelled.",
+    ["job_type", "outcome"],
+)
+RETRIES = Counter(
+    "jobs_retries_total",
+    "Failed attempts that the job service scheduled for a retry, by error class.",
+    ["job_type", "error_class"],
+)
+CANCELLATIONS = Counter(
+    "jobs_cancellations_total",
+    "Accepted CancelJob calls; state is waiting (cancelled at once) or running "
+    "(its worker stops it).",
+    ["job_type", "state"],
+)
+LEASE_EXPIRIES = Counter(
+    "jobs_lease_expiries_total",
+    "Attempts ended by the reaper because their worker stopped heartbeating.",
+    ["job_type"],
+)
+STALE_SUBMITS = Counter(
+    "jobs_stale_submits_total",
+    "Worker calls refused with LEASE_LOST (a stale lease token); nothing was changed.",
+    ["rpc"],
+)
+PICKUP_LATENCY = Histogram(
+    "jobs_pickup_latency_seconds",
+    "From a job being due (created, or its retry's next_run_at) to its lock by a worker.",
+    ["job_type"],
+    buckets=DURATION_BUCKETS,
+)
+QUEUE_DEPTH = Gauge(
+    "jobs_queue_depth",
+    "Unfinished jobs by queue and status (from the database, every collect interval).",
+    ["queue", "status"],
+)
+OUTBOX_ROWS = Gauge(
+    "jobs_outbox_rows",
+    "Outbox rows waiting to be published (pending, processing) or dead-lettered (dead).",
+    ["status"],
+)
+OUTBOX_OLDEST_DUE_AGE = Gauge(
+    "jobs_outbox_oldest_due_age_seconds",
+    "How long the oldest due, unpublished outbox row has waited (0 when none).",
+)
+OUTBOX_PUBLISHED = Counter("jobs_outbox_published_total", "Outbox rows published to NATS.")
+OUTBOX_PUBLISH_FAILURES = Counter(
+    "jobs_outbox_publish_failures_total", "Outbox publishes that failed (retried later)."
+)
+OUTBOX_PUBLISH_LAG = Histogram(
+    "jobs_outbox_publish_lag_seconds",
+    "From an outbox row being due to its publish being acknowledged by JetStream.",
+    buckets=DURATION_BUCKETS,
+)
+
+UNFINISHED = tuple(s for s in JobStatus if not s.terminal and s is not JobStatus.CREATED)
+
+
+def job_created(job_type: str, queue: str) -> None:
+    child(CREATED, job_type, queue).inc()
+
+
+def job_cancelled(job_type: str, before: JobStatus, after: JobStatus) -> None:
+    """A CancelJob that changed the job (from ``before`` to ``after``)."""
+    child(CANCELLATIONS, job_type, "running" if before is JobStatus.RUNNING else "waiting").inc()
+    if after is JobStatus.CANCELLED:
+        child(FINISHED, job_type, after.value).inc()
+
+
+def job_succeeded(job_type: str) -> None:
+    child(FINISHED, job_type, JobStatus.SUCCEEDED.value).inc()
+
+
+def attempt_ended(job_type: str, code: str, status: JobStatus) -> None:
+    """A failed attempt's end as written: retrying, or a terminal status."""
+    if code == ErrorCode.LEASE_EXPIRED:
+        child(LEASE_EXPIRIES, job_type).inc()
+    if status is JobStatus.RETRYING:
+        child(RETRIES, job_type, classify(code).value).inc()
+    elif status.terminal:
+        child(FINISHED, job_type, status.value).inc()
+
+
+def picked_up(job_type: str, waited_s: float) -> None:
+    child(PICKUP_LATENCY, job_type).observe(max(0.0, waited_s))
+
+
+def stale_submit(rpc: str, count: int = 1) -> None:
+    if count:
+        child(STALE_SUBMITS, rpc).inc(count)
+
+
+def outbox_published(lags_s: list[float]) -> None:
+    OUTBOX_PUBLISHED.inc(len(lags_s))
+    for lag in lags_s:
+        OUTBOX_PUBLISH_LAG.observe(max(0.0, lag))
+
+
+def outbox_failed(count: int) -> None:
+    if count:
+        OUTBOX_PUBLISH_FAILURES.inc(count)

@@ -1,0 +1,1 @@
+"""jobctl: a command-line client for the job engine."""

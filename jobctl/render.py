@@ -1,0 +1,148 @@
+"""How jobctl shows things: aligned tables and key/value blocks for people, JSON for
+scripts, and the one-line live view of ``watch``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from shared.pb.jobs.v1 import job_pb2
+
+BAR_WIDTH = 24
+_TERMINAL = frozenset(
+    {job_pb2.JOB_STATUS_SUCCEEDED, job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_STATUS_CANCELLED}
+)
+
+
+def status_name(status: int) -> str:
+    try:
+        return str(job_pb2.JobStatus.Name(status)).removeprefix("JOB_STATUS_").lower()
+    except ValueError:
+        return str(status)
+
+
+def is_terminal(job: job_pb2.Job) -> bool:
+    return job.status in _TERMINAL
+
+
+def as_dict(message: Message) -> dict[str, Any]:
+    """The message as the JSON scripts get: proto field names, enums by name."""
+    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+def as_json(value: Any) -> str:
+    if isinstance(value, Message):
+        value = as_dict(value)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def when(stamp: Timestamp) -> str:
+    if not stamp.seconds and not stamp.nanos:
+        return "-"
+    moment = datetime.fromtimestamp(stamp.seconds + stamp.nanos / 1e9, UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    return "\n".join([line(headers), *(line(r) for r in rows)])
+
+
+def jobs_table(jobs: Sequence[job_pb2.Job]) -> str:
+    if not jobs:
+        return "no jobs"
+    return table(
+        ["ID", "TYPE", "STATUS", "QUEUE", "ATTEMPTS", "CREATED"],
+        [
+            [
+                j.id,
+                j.job_type,
+                status_name(j.status),
+                j.queue,
+                f"{j.attempt_count}/{j.max_attempts}",
+                when(j.created_at),
+            ]
+            for j in jobs
+        ],
+    )
+
+
+def job_detail(job: job_pb2.Job) -> str:
+    fields = [
+        ("id", job.id),
+        ("type", job.job_type),
+        ("status", status_name(job.status)),
+        ("queue", job.queue),
+        ("attempts", f"{job.attempt_count}/{job.max_attempts}"),
+        ("progress", f"{job.progress:.0%}"),
+        ("created", when(job.created_at)),
+        ("started", when(job.started_at)),
+        ("finished", when(job.finished_at)),
+    ]
+    if job.HasField("next_run_at"):
+        fields.append(("next run", when(job.next_run_at)))
+    if job.error_code:
+        fields.append(("error", f"{job.error_code}: {job.error_message}"))
+    if job.internal_error_message:
+        fields.append(("internal", job.internal_error_message))
+    if job.retried_from_job_id:
+        fields.append(("retry of", job.retried_from_job_id))
+    if job.HasField("output"):
+        fields.append(("output", as_json(json_format.MessageToDict(job.output))))
+    fields.append(("artifacts", str(len(job.artifacts))))
+    width = max(len(k) for k, _ in fields)
+    lines = [f"{k.ljust(width)}  {v}" for k, v in fields]
+    if job.events:
+        lines.append("timeline")
+        for event in job.events:
+            reason = f"  ({event.reason})" if event.reason else ""
+            before = status_name(event.from_status) if event.from_status else "-"
+            lines.append(
+                f"  {when(event.at)}  {before} -> "
+                f"{status_name(event.to_status)}  attempt {event.attempt}{reason}"
+            )
+    return "\n".join(lines)
+
+
+def progress_line(job: job_pb2.Job) -> str:
+    """``[########----------------]  35%  running  attempt 1/4``"""
+    done = round(max(0.0, min(1.0, job.progress)) * BAR_WIDTH)
+    bar = "#" * done + "-" * (BAR_WIDTH - done)
+    return (
+        f"[{bar}] {job.progress:4.0%}  {status_name(job.status)}"
+        f"  attempt {job.attempt_count}/{job.max_attempts}"
+    )
+
+
+def status_change(job: job_pb2.Job) -> str:
+    now = datetime.now(UTC).strftime("%H:%M:%S")
+    detail = f"  {job.error_code}: {job.error_message}" if job.error_code else ""
+    return f"{now}  {status_name(job.status)}  attempt {job.attempt_count}{detail}"
+
+
+def definitions_table(definitions: Sequence[Any]) -> str:
+    return table(
+        ["TYPE", "QUEUE", "TIMEOUT", "ATTEMPTS", "CONCURRENCY", "VERSION", "LABEL"],
+        [
+            [
+                d.job_type,
+                d.queue,
+                f"{d.timeout_seconds:g}s",
+                str(d.max_attempts),
+                str(d.max_concurrency),
+                d.version,
+                d.label,
+            ]
+            for d in definitions
+        ],
+    )

@@ -1,0 +1,80 @@
+"""Start-up against dependencies that may not be up yet (containers start in any order):
+retry until a deadline, then fail with one clear sentence instead of a traceback or an
+endless wait. After start-up, each client reconnects on its own (NATS forever; the database
+pool per checkout)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import nats
+from nats.aio.client import Client as NATS
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+RETRY_INTERVAL_S = 0.5
+
+
+class StartupError(Exception):
+    """The process cannot start; the message says why in one sentence."""
+
+
+class DependencyUnavailable(StartupError):
+    """A dependency stayed unreachable for the whole start-up timeout."""
+
+
+async def within_startup(
+    name: str,
+    timeout_s: float,
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    retry_interval_s: float = RETRY_INTERVAL_S,
+) -> T:
+    """``attempt()`` until it succeeds, for at most ``timeout_s`` in all."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    last: BaseException | None = None
+    announced = False
+    while True:
+        task = asyncio.ensure_future(attempt())
+        await asyncio.wait({task}, timeout=max(0.0, deadline - loop.time()))
+        if task.done():
+            if task.cancelled():
+                raise asyncio.CancelledError
+            last = task.exception()
+            if last is None:
+                return task.result()
+        else:
+            await _cancel(task)
+        if loop.time() + retry_interval_s >= deadline:
+            reason = f": {type(last).__name__}: {last}" if last is not None else ""
+            raise DependencyUnavailable(f"{name} unreachable for {timeout_s:g}s{reason}")
+        if not announced:
+            log.warning("%s not reachable yet; retrying for up to %gs", name, timeout_s)
+            announced = True
+        await asyncio.sleep(retry_interval_s)
+
+
+async def _cancel(task: asyncio.Future[Any]) -> None:
+    # nats-py can swallow a cancellation while it tidies up a failed attempt: insist.
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.1)
+
+
+async def connect_nats(url: str, name: str, **options: Any) -> NATS:
+    """A client that, once connected, reconnects forever (while NATS is away the outbox
+    holds the rows and workers wait). The first connection is bounded by the caller."""
+    options.setdefault("error_cb", _quiet_error)
+    return await nats.connect(
+        url, name=name, max_reconnect_attempts=-1, reconnect_time_wait=0.5, **options
+    )
+
+
+async def _quiet_error(exc: Exception) -> None:
+    log.warning("nats: %s: %s", type(exc).__name__, exc)

@@ -1,0 +1,44 @@
+"""worker_service's Prometheus metrics (conventions in ``shared.metrics``; provider calls
+are recorded with ``shared.metrics.record_provider_call``).
+
+Slot gauges read the intakes' state when scraped: running a job costs no metric update
+beyond one histogram observation and one counter increment when its attempt ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from shared.metrics import DURATION_BUCKETS, child
+
+ATTEMPTS = Counter(
+    "jobs_worker_attempts_total",
+    "Attempts this worker ran, by outcome: succeeded, an error class (PROVIDER, TIMEOUT, "
+    "...), or lease_lost (another worker owns the job now).",
+    ["job_type", "outcome"],
+)
+RUN_DURATION = Histogram(
+    "jobs_run_duration_seconds",
+    "How long an attempt executed on a worker (lock to outcome, submit excluded).",
+    ["job_type", "outcome"],
+    buckets=DURATION_BUCKETS,
+)
+SLOTS = Gauge("jobs_worker_slots", "Executor slots per queue (jobs run at once).", ["queue"])
+SLOTS_IN_USE = Gauge(
+    "jobs_worker_slots_in_use",
+    "Executor slots taken per queue: jobs being locked, run or submitted.",
+    ["queue"],
+)
+
+
+def watch_slots(queue: str, slots: int, in_use: Callable[[], float]) -> None:
+    """Report a queue's slots; ``in_use`` is read at scrape time."""
+    child(SLOTS, queue).set(slots)
+    child(SLOTS_IN_USE, queue).set_function(in_use)
+
+
+def attempt_ended(job_type: str, outcome: str, duration_s: float) -> None:
+    child(ATTEMPTS, job_type, outcome).inc()
+    child(RUN_DURATION, job_type, outcome).observe(max(0.0, duration_s))
