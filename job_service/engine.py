@@ -11,7 +11,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from job_service import metrics
@@ -25,6 +25,8 @@ from job_service.domain.models import (
     LockRefusal,
     NewChild,
     NewJob,
+    QuotaRefusal,
+    Quotas,
     Submission,
 )
 from job_service.domain.retry import Outcome, RetryDecision, RetryPolicy
@@ -44,6 +46,8 @@ from shared.errors import (
     JobNotFound,
     JobsError,
     LeaseLost,
+    QuotaExceeded,
+    TooManyJobs,
     classify,
 )
 from shared.registry import ChildJobDraft, JobDefinition, Registry
@@ -58,9 +62,15 @@ MAX_ARTIFACT_TYPE_CHARS = 64
 ERROR_CODE_PATTERN = re.compile(r"[A-Z][A-Z0-9_]{0,99}")
 # The canonical JSON of a job's input may not exceed this (documented in the README).
 MAX_INPUT_BYTES = 256 * 1024
+# Nesting of a job's input (objects and lists); deeper is refused before validation.
+# (Protobuf itself stops a Struct near 32 levels: 3 message levels per JSON level.)
+MAX_INPUT_DEPTH = 20
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 MAX_ERROR_MESSAGE_CHARS = 4000
 REAP_BATCH = 100
+# A user at the unfinished-jobs limit is told to come back after this (a guess: jobs
+# finish in seconds to minutes).
+ACTIVE_RETRY_AFTER_S = 5.0
 # Items one batch RPC may carry.
 MAX_BATCH = 256
 # Wake the dispatcher just after a retry becomes due, not just before.
@@ -78,12 +88,14 @@ class JobEngine:
         notifier: CancelNotifier,
         outbox: Waker,
         credentials: CredentialOwnership,
+        quotas: Quotas | None = None,
     ) -> None:
         self._registry = registry
         self._store = store
         self._notifier = notifier
         self._outbox = outbox
         self._credentials = credentials
+        self._quotas = quotas or Quotas()
         self._policies = {d.job_type: RetryPolicy.of(d) for d in registry}
 
     # --- JobService --------------------------------------------------------------------
@@ -134,6 +146,11 @@ class JobEngine:
             encoded = canonical_json(raw_input).encode()
         except ValueError:
             raise not_json("input") from None
+        if _depth(raw_input) > MAX_INPUT_DEPTH:
+            raise InvalidInput(
+                "input is nested too deeply",
+                [FieldViolation("input", f"at most {MAX_INPUT_DEPTH} levels of objects/lists")],
+            )
         if len(encoded) > MAX_INPUT_BYTES:
             raise InvalidInput(
                 "input is too large",
@@ -154,7 +171,10 @@ class JobEngine:
             ),
             trace=tracing.carrier(),
         )
-        job, created = await self._store.create(new)
+        stored = await self._store.create(new, self._quotas)
+        if isinstance(stored, QuotaRefusal):
+            raise self._quota_error(stored)
+        job, created = stored
         if created:
             metrics.job_created(job_type, definition.queue)
             self._outbox.wake()
@@ -164,6 +184,20 @@ class JobEngine:
                 [FieldViolation("idempotency_key", "already used with other parameters")],
             )
         return job, created
+
+    def _quota_error(self, refusal: QuotaRefusal) -> JobsError:
+        limits = self._quotas
+        if limits.max_active and refusal.active >= limits.max_active:
+            return TooManyJobs(
+                f"at most {limits.max_active} unfinished jobs per user",
+                retry_after_s=ACTIVE_RETRY_AFTER_S,
+            )
+        now = datetime.now(UTC)
+        midnight = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        return QuotaExceeded(
+            f"at most {limits.daily} jobs per user per day (UTC)",
+            retry_after_s=round((midnight - now).total_seconds(), 3),
+        )
 
     async def _check_credential(
         self, user_id: str, definition: JobDefinition, mode: CredentialMode, credential_id: str
@@ -202,6 +236,10 @@ class JobEngine:
         if job is None:
             raise JobNotFound("no such job")
         return job
+
+    async def find_job(self, job_id: str, user_id: str) -> Job | None:
+        """The job, or None when it is gone (ids already checked by get_job)."""
+        return await self._store.get(job_id, user_id)
 
     async def cancel_job(self, job_id: str, user_id: str) -> Job:
         _require_uuid("job_id", job_id)
@@ -492,6 +530,23 @@ def not_json(field: str) -> InvalidInput:
         f"{field} cannot be stored as JSON",
         [FieldViolation(field, "finite numbers and strings without NUL characters only")],
     )
+
+
+def _depth(value: Any) -> int:
+    """Levels of nesting of a JSON-like value, without recursion (deep input is hostile)."""
+    deepest = 0
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+        else:
+            deepest = max(deepest, level)
+            continue
+        deepest = max(deepest, level + 1)
+    return deepest
 
 
 def _submission_problem(submission: Submission, seen: set[str]) -> JobsError | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from job_service.domain.credentials import (
     AttemptCredential,
@@ -14,13 +14,19 @@ from job_service.domain.credentials import (
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import (
     AttemptFacts,
+    Cursor,
+    DeadEvent,
     FailureOutcome,
     HeartbeatAck,
     Job,
+    JobFilter,
     LockGrant,
     LockRefusal,
     NewChild,
     NewJob,
+    QuotaRefusal,
+    Quotas,
+    RetrySpec,
     Submission,
 )
 from job_service.domain.retry import RetryDecision
@@ -33,9 +39,11 @@ class Decide(Protocol):
 
 
 class JobStore(Protocol):
-    async def create(self, new: NewJob) -> tuple[Job, bool]: ...
+    async def create(self, new: NewJob, quotas: Quotas) -> tuple[Job, bool] | QuotaRefusal: ...
 
-    async def get(self, job_id: str, user_id: str) -> Job | None: ...
+    async def get(self, job_id: str, user_id: str | None) -> Job | None: ...
+
+    async def retry(self, job_id: str, spec: RetrySpec) -> Job | None: ...
 
     async def cancel(
         self, job_id: str, user_id: str
@@ -70,6 +78,18 @@ class JobStore(Protocol):
     ) -> FailureOutcome: ...
 
     async def reap_expired_leases(self, limit: int, decide: Decide) -> list[FailureOutcome]: ...
+
+
+class JobListingStore(Protocol):
+    """The read side: listings, the watch check, dead letters and their redrive."""
+
+    async def list_jobs(self, where: JobFilter, after: Cursor | None, limit: int) -> list[Job]: ...
+
+    async def fingerprints(self, job_ids: Sequence[str]) -> dict[str, Any]: ...
+
+    async def dead_events(self, before_id: int | None, limit: int) -> list[DeadEvent]: ...
+
+    async def redrive(self, event_ids: Sequence[int] | None) -> int: ...
 
 
 class CancelNotifier(Protocol):

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from shared import logs, tracing
 from shared.ai.router import ModelSettings
+from shared.grpc_client import ClientConfigError
 from shared.settings_errors import describe
 from shared.startup import StartupError
 from worker_service.app import main
@@ -31,6 +32,17 @@ def run() -> None:
     except ValidationError as error:
         print(f"worker_service: invalid configuration:\n{describe(error)}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
+    try:
+        settings.channel_config().credentials()  # TLS files readable, pairs complete
+    except ClientConfigError as error:
+        print(f"worker_service: invalid configuration: {error}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    if not settings.auth_token:
+        print(
+            "worker_service: JOBS_AUTH_TOKEN is not set; the job service will refuse the "
+            "worker's calls unless it is given a token with the worker role",
+            file=sys.stderr,
+        )
     logs.configure(settings.log_level, settings.log_format)
     logs.set_worker_id(settings.worker_id)
     tracing.configure("worker_service")

@@ -142,7 +142,7 @@ class WorkerApp:
         source = NatsDispatchSource(nc.jetstream())
         await source.subscribe(self.slots)
         stack.push_async_callback(source.close)
-        channel = open_channel(s.job_service_target)
+        channel = open_channel(s.channel_config())
         stack.push_async_callback(channel.close)
         await within_startup(
             f"job_service at {s.job_service_target}", s.startup_timeout_s, channel.channel_ready

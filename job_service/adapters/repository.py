@@ -31,6 +31,9 @@ from job_service.domain.models import (
     LockRefusal,
     NewChild,
     NewJob,
+    QuotaRefusal,
+    Quotas,
+    RetrySpec,
     Submission,
 )
 from job_service.domain.retry import Outcome, RetryDecision
@@ -54,8 +57,12 @@ JOB_COLUMNS = """
     j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
     j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
     j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
+    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
     j.credential_mode, j.credential_id::text AS credential_id
 """
+
+# Unfinished statuses, spelled as the partial index jobs_user_active spells them.
+ACTIVE_SQL = "('created', 'queued', 'running', 'retrying', 'cancel_requested')"
 
 # Inserts the dispatch outbox row for a job in `src` (a CTE with id, queue), available at
 # `available_at`, deduplicated by `dedupe`. Shared by create and retry. `trace` is a jsonb
@@ -86,14 +93,27 @@ _DOMAIN_EVENT_ROW = f"""
 RETRY_TRACE = """(SELECT o.payload->'trace' FROM outbox_events o
     WHERE o.dedupe_key = 'job.dispatch:' || src.id || ':create')"""
 
+# Quotas: the unfinished-jobs count stops at its limit ($21; 0 counts nothing), so it
+# costs at most that many index entries; jobs created today (UTC) are a counter row per
+# user and day ($22 the limit; 0 leaves the counter alone), bumped in the same statement.
 CREATE_JOB = f"""
-WITH inserted AS (
+WITH usage AS (
+    SELECT
+        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = $1
+                               AND status IN {ACTIVE_SQL} LIMIT $21) a) AS active,
+        coalesce((SELECT created FROM job_quota_usage
+                  WHERE $22::int > 0 AND user_id = $1
+                    AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today
+), inserted AS (
     INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash,
                       status, max_attempts, timeout_ms, input_schema_version,
                       output_schema_version, definition_version, queued_at, prompt_key,
                       prompt_version, model_tier, credential_mode, credential_id)
-    VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11, now(), $15, $16, $17,
-            $18, $19)
+    SELECT $1::varchar, $2::varchar, $3::varchar, $4::smallint, $5::varchar, $6::varchar,
+           'queued', $7::int, $8::int, $9::varchar, $10::varchar, $11::varchar, now(),
+           $15::varchar, $16::varchar, $17::varchar, $18::varchar, $19::uuid
+    FROM usage
+    WHERE ($21::int = 0 OR usage.active < $21::int) AND ($22::int = 0 OR usage.today < $22::int)
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
     RETURNING {JOB_COLUMNS}
@@ -111,6 +131,50 @@ WITH inserted AS (
         attempt="1",
         available_at="now()",
         trace="$20::jsonb",
+    )
+}
+), counted AS (
+    INSERT INTO job_quota_usage AS q (user_id, day, created)
+    SELECT $1, (now() AT TIME ZONE 'UTC')::date, 1 FROM inserted WHERE $22::int > 0
+    ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + 1
+)
+SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today
+FROM usage LEFT JOIN inserted ON true
+"""
+
+# A new job from a finished one's snapshot ($1, in a status of $2), trigger "retry".
+RETRY_JOB = f"""
+WITH src AS (
+    SELECT j.*, s.payload, s.content_hash, s.schema_version
+    FROM jobs j JOIN job_snapshots s ON s.job_id = j.id
+    WHERE j.id = $1 AND j.status = ANY($2::text[])
+), inserted AS (
+    INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, request_hash,
+                      retried_from_job_id, status, max_attempts, timeout_ms,
+                      input_schema_version, output_schema_version, definition_version,
+                      queued_at, credential_mode, credential_id, prompt_key, prompt_version,
+                      model_tier)
+    SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, 'queued',
+           $3::int, $4::int, input_schema_version, output_schema_version, $5::varchar, now(),
+           credential_mode, credential_id, prompt_key, prompt_version, model_tier
+    FROM src
+    RETURNING {JOB_COLUMNS}
+), snapshot AS (
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at)
+    SELECT inserted.id::uuid, src.payload, src.content_hash, src.schema_version,
+           now() + $6 * interval '1 second'
+    FROM inserted, src
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id::uuid, NULL, 'queued', 0, 'retry' FROM inserted
+), dispatch AS (
+    {
+    _DISPATCH_ROW.format(
+        src="inserted",
+        dedupe="'job.dispatch:' || src.id || ':create'",
+        attempt="1",
+        available_at="now()",
+        trace="NULL::jsonb",
     )
 }
 )
@@ -142,7 +206,7 @@ CROSS JOIN LATERAL (
            coalesce(sum(u.cost_usd), 0)::float8 AS total_cost_usd
     FROM usage_logs u WHERE u.job_id = j.id
 ) usage
-WHERE j.id = $1 AND j.user_id = $2
+WHERE j.id = $1 AND ($2::text IS NULL OR j.user_id = $2)
 """
 
 # Locks every lockable job of $1 (rows taken in id order, so that concurrent batches
@@ -408,6 +472,7 @@ SELECT status FROM changed
 """
 
 TERMINAL = sorted(s.value for s in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED))
+RETRYABLE = sorted(s.value for s in (JobStatus.FAILED, JobStatus.CANCELLED))
 
 
 class JobRepository:
@@ -419,9 +484,10 @@ class JobRepository:
 
     # --- clients -----------------------------------------------------------------------
 
-    async def create(self, new: NewJob) -> tuple[Job, bool]:
+    async def create(self, new: NewJob, quotas: Quotas) -> tuple[Job, bool] | QuotaRefusal:
         """Stores the job, its snapshot, its first timeline event and its dispatch row.
-        Returns the existing job instead when the idempotency key was used before."""
+        Returns the existing job instead when the idempotency key was used before (even at
+        a quota limit), and a QuotaRefusal (nothing stored) when the user is at a limit."""
         async with self._pool.acquire() as conn:
             row = await conn.fetchrow(
                 CREATE_JOB,
@@ -445,17 +511,39 @@ class JobRepository:
                 new.credential_mode.value,
                 new.credential_id,
                 new.trace,
+                quotas.max_active,
+                quotas.daily,
             )
-            if row is not None:
+            assert row is not None, "the usage row is always there"
+            if row["id"] is not None:
                 return _job(row), True
+            refusal = QuotaRefusal(active=row["quota_active"], today=row["quota_today"])
+            if new.idempotency_key is None:
+                return refusal
             # The key exists: ON CONFLICT waited for its writer to commit, so it is visible.
-            row = await conn.fetchrow(
+            existing = await conn.fetchrow(
                 FIND_BY_IDEMPOTENCY_KEY, new.user_id, new.job_type, new.idempotency_key
             )
-        assert row is not None, "conflict on the idempotency index without a row"
-        return _job(row), False
+        if existing is None:
+            return refusal  # not a conflict: the quota kept the row out
+        return _job(existing), False
 
-    async def get(self, job_id: str, user_id: str) -> Job | None:
+    async def retry(self, job_id: str, spec: RetrySpec) -> Job | None:
+        """A new job from a failed or cancelled job's snapshot; None when that job is not
+        (or no longer) failed or cancelled, or its snapshot is gone."""
+        row = await self._pool.fetchrow(
+            RETRY_JOB,
+            job_id,
+            RETRYABLE,
+            spec.max_attempts,
+            spec.timeout_ms,
+            spec.definition_version,
+            spec.snapshot_ttl_s,
+        )
+        return None if row is None else _job(row)
+
+    async def get(self, job_id: str, user_id: str | None) -> Job | None:
+        """The job with artifacts and timeline; ``user_id`` None reads any user's job."""
         row = await self._pool.fetchrow(GET_JOB, job_id, user_id)
         if row is None:
             return None
@@ -790,9 +878,15 @@ def _job(
         prompt_key=row["prompt_key"],
         prompt_version=row["prompt_version"],
         model_tier=row["model_tier"],
+        trigger=row["trigger_type"],
+        retried_from_job_id=row["retried_from_job_id"],
         credential_mode=CredentialMode(row["credential_mode"]),
         credential_id=row["credential_id"],
     )
+
+
+# The listing queries (adapters/listing.py) build summaries the same way.
+job_from_row = _job
 
 
 def _event(raw: dict[str, Any]) -> JobEvent:
@@ -816,9 +910,22 @@ async def keep_session(conn: asyncpg.Connection) -> None:
     create; an open transaction is still rolled back by asyncpg itself."""
 
 
+class DatabaseUnreachable(ConnectionError):
+    """No new connection to PostgreSQL could be made (down, restarting, refusing, at its
+    connection limit): an outage to report as PLATFORM_UNAVAILABLE, whatever the cause."""
+
+
+async def _connect(*args: Any, **kwargs: Any) -> asyncpg.Connection:
+    try:
+        return await asyncpg.connect(*args, **kwargs)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        raise DatabaseUnreachable(f"cannot connect to PostgreSQL: {error}") from error
+
+
 async def create_pool(database_url: str, size: int) -> asyncpg.Pool:
     return await asyncpg.create_pool(
         database_url,
+        connect=_connect,
         min_size=min(2, size),
         max_size=size,
         init=init_connection,

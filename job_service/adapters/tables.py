@@ -7,6 +7,7 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     Column,
+    Date,
     DateTime,
     Float,
     ForeignKey,
@@ -105,6 +106,16 @@ jobs = Table(
     Index("jobs_status_created", "status", "created_at"),
     Index("jobs_queue_status_created", "queue", "status", "created_at"),
     Index("jobs_parent", "parent_job_id"),
+    # ListJobs, newest first (migration 0004)
+    Index("jobs_user_created_id", "user_id", "created_at", "id"),
+    # the active-jobs quota: unfinished jobs only
+    Index(
+        "jobs_user_active",
+        "user_id",
+        postgresql_where=text(
+            "status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested')"
+        ),
+    ),
     # the reaper's scan: only leased jobs, by expiry
     Index(
         "jobs_lease_expiry",
@@ -186,6 +197,26 @@ outbox_events = Table(
     Index("outbox_pending", "available_at", "id", postgresql_where=text("status = 'pending'")),
     Index("outbox_processing", "locked_at", postgresql_where=text("status = 'processing'")),
     Index("outbox_published", "published_at", postgresql_where=text("status = 'published'")),
+    Index("outbox_dead", "id", postgresql_where=text("status = 'dead'")),
+)
+
+# The daily creation quota: jobs a user created per UTC day (migration 0004). A counter,
+# because counting the day's jobs would cost one row visit per job at every create.
+job_quota_usage = Table(
+    "job_quota_usage",
+    metadata,
+    Column("user_id", String(255), primary_key=True),
+    Column("day", Date, primary_key=True),
+    Column("created", Integer, nullable=False),
+)
+
+# Secrets every replica shares; "page_token" signs ListJobs page tokens (migration 0004).
+api_secrets = Table(
+    "api_secrets",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("secret", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
 # One row per provider call, failed calls included; kept when its job is deleted.

@@ -106,6 +106,67 @@ class Job:
     model_tier: str | None = None
     credential_mode: CredentialMode = CredentialMode.PLATFORM
     credential_id: str | None = None
+    # What created it ("api", "retry", "child_job") and the job it was retried from.
+    trigger: str = "api"
+    retried_from_job_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """Per-user CreateJob limits; 0 turns one off."""
+
+    max_active: int = 0
+    daily: int = 0
+
+
+@dataclass(frozen=True)
+class QuotaRefusal:
+    """CreateJob stored nothing: the user is at a limit (``active`` / ``today`` say which)."""
+
+    active: int
+    today: int
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Which jobs a listing shows; every field optional (None matches all)."""
+
+    user_id: str | None = None
+    job_type: str | None = None
+    status: JobStatus | None = None
+    queue: str | None = None
+    created_after: datetime | None = None  # inclusive
+    created_before: datetime | None = None  # exclusive
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a newest-first listing continues: strictly after this (created_at, id)."""
+
+    created_at: datetime
+    id: str
+
+
+@dataclass(frozen=True)
+class DeadEvent:
+    """An outbox row that failed to publish too many times."""
+
+    id: int
+    job_id: str
+    subject: str
+    attempts: int
+    last_error: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class RetrySpec:
+    """What a retried job takes from today's definition of its type."""
+
+    max_attempts: int
+    timeout_ms: int
+    definition_version: str
+    snapshot_ttl_s: float
 
 
 @dataclass(frozen=True)

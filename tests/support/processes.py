@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.stack import WORKER_TOKEN, client_env
+
 
 class WorkerProcess:
     """``python -m worker_service`` with its output in a log file the test can read."""
@@ -24,6 +26,7 @@ class WorkerProcess:
                 "JOBS_NATS_URL": nats_url,
                 "JOBS_JOB_SERVICE_TARGET": target,
                 "JOBS_WORKER_ID": worker_id,
+                **client_env(WORKER_TOKEN),
                 # off unless a test asks (port 0: many workers run at once)
                 "JOBS_WORKER_METRICS_PORT": "off",
                 **env,

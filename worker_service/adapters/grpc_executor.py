@@ -9,6 +9,7 @@ import grpc
 
 from shared.ai.provider import UsageRecord
 from shared.credentials import CredentialMode
+from shared.grpc_client import ChannelConfig, aio_channel
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_pb2
 from shared.pbconv import dict_from_struct, struct_from_dict
@@ -39,12 +40,8 @@ _TRANSIENT_NAMES = frozenset(code.name for code in TRANSIENT_CODES)
 # alone and fails alone, as a single SubmitResult would have.
 MAX_CALL_BYTES = 3 * 1024 * 1024
 
-CHANNEL_OPTIONS = (
-    # Inputs and outputs travel as Structs; allow more than gRPC's default 4 MiB.
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
-    ("grpc.keepalive_time_ms", 30_000),
-)
+# Message limits come from shared.grpc_client; a long-lived worker channel also pings.
+CHANNEL_OPTIONS = (("grpc.keepalive_time_ms", 30_000),)
 
 _OUTCOMES = {
     pb.LOCK_OUTCOME_LOCKED: LockOutcome.LOCKED,
@@ -54,8 +51,9 @@ _OUTCOMES = {
 _STATUS_PREFIX = "JOB_STATUS_"
 
 
-def open_channel(target: str) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+def open_channel(config: ChannelConfig) -> grpc.aio.Channel:
+    """The worker's channel: its token (role ``worker``) and TLS from ``config``."""
+    return aio_channel(config, options=CHANNEL_OPTIONS)
 
 
 class GrpcExecutorClient:

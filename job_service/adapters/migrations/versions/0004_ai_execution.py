@@ -1,8 +1,8 @@
 """AI execution: prompt and model tier on jobs, usage rows per provider call, snapshot
 expiry index
 
-Revision ID: 0003
-Revises: 0007
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-11-30 01:50:00
 """
 
@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0003"
-down_revision = "0007"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
