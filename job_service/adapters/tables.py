@@ -106,7 +106,7 @@ jobs = Table(
     Index("jobs_status_created", "status", "created_at"),
     Index("jobs_queue_status_created", "queue", "status", "created_at"),
     Index("jobs_parent", "parent_job_id"),
-    # ListJobs, newest first (migration 0004)
+    # ListJobs, newest first (migration 0005)
     Index("jobs_user_created_id", "user_id", "created_at", "id"),
     # the active-jobs quota: unfinished jobs only
     Index(
@@ -200,7 +200,7 @@ outbox_events = Table(
     Index("outbox_dead", "id", postgresql_where=text("status = 'dead'")),
 )
 
-# The daily creation quota: jobs a user created per UTC day (migration 0004). A counter,
+# The daily creation quota: jobs a user created per UTC day (migration 0005). A counter,
 # because counting the day's jobs would cost one row visit per job at every create.
 job_quota_usage = Table(
     "job_quota_usage",
@@ -210,7 +210,7 @@ job_quota_usage = Table(
     Column("created", Integer, nullable=False),
 )
 
-# Secrets every replica shares; "page_token" signs ListJobs page tokens (migration 0004).
+# Secrets every replica shares; "page_token" signs ListJobs page tokens (migration 0005).
 api_secrets = Table(
     "api_secrets",
     metadata,

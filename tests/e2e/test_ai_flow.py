@@ -15,10 +15,9 @@ from shared.ai.openai_server import LocalOpenAIServer, Reply
 from shared.ai.router import ModelSettings
 from shared.pb.jobs.v1 import job_pb2
 from tests.support.ai import FEYNMAN_INPUT, feynman_flow, review_cards
-from tests.support.stack import Client
+from tests.support.stack import Client, worker_settings
 from tests.support.wait import eventually
 from worker_service.app import WorkerApp
-from worker_service.settings import WorkerSettings
 
 S = job_pb2
 PRIMARY_KEY = "sk-primary-platform-key-0123456789"
@@ -78,7 +77,7 @@ async def test_feynman_flow_on_the_local_openai_compatible_server(
         model_cheap_api_key=CHEAP_KEY,
         model_prices={"big-model": (0.5, 1.5), "small-model": (0.1, 0.2)},
     )
-    settings = WorkerSettings(nats_url=nats_url, job_service_target=target, worker_id="w-http")
+    settings = worker_settings(nats_url, target, worker_id="w-http")
     async with WorkerApp(settings, models=models):
         parent, child = await feynman_flow(client)
 
@@ -102,7 +101,7 @@ async def test_provider_failures_are_retried_and_counted(
 ) -> None:
     openai_server.script(Reply(status=503), Reply(status=429, headers={"Retry-After": "0"}))
     models = http_models(openai_server)
-    settings = WorkerSettings(nats_url=nats_url, job_service_target=target, worker_id="w-retry")
+    settings = worker_settings(nats_url, target, worker_id="w-retry")
     async with WorkerApp(settings, models=models):
         parent, child = await feynman_flow(client, timeout=30)
 
@@ -130,7 +129,7 @@ async def test_cancelling_a_job_abandons_its_provider_call(
     from shared.pb.jobs.v1 import job_service_pb2 as jpb
 
     openai_server.delay_s = 60.0  # the model never answers in time
-    settings = WorkerSettings(nats_url=nats_url, job_service_target=target, worker_id="w-cancel")
+    settings = worker_settings(nats_url, target, worker_id="w-cancel")
     async with WorkerApp(settings, models=http_models(openai_server)):
         job = (await client.create(job_type="feynman_evaluation", **FEYNMAN_INPUT)).job
         await eventually(lambda: openai_server.requests, timeout=10, message="no provider call")
@@ -171,7 +170,7 @@ async def test_a_users_own_key_serves_the_parent_and_its_child(
             credential_id=stored.credential.id,
         )
     )
-    settings = WorkerSettings(nats_url=nats_url, job_service_target=target, worker_id="w-byok")
+    settings = worker_settings(nats_url, target, worker_id="w-byok")
     async with WorkerApp(settings, models=http_models(openai_server)):
         parent, child = await feynman_flow(client, job_id=created.job.id)
 

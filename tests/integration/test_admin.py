@@ -170,8 +170,10 @@ async def test_dead_letters_list_failed_jobs_and_dead_events_and_redrive(
 
 async def test_job_definitions_as_data(client: Client) -> None:
     answer = await client.admin.ListJobDefinitions(apb.ListJobDefinitionsRequest())
-    [synthetic] = answer.definitions
-    assert synthetic.job_type == "synthetic"
+    by_type = {d.job_type: d for d in answer.definitions}
+    assert sorted(by_type) == ["feynman_evaluation", "review_card_generation", "synthetic"]
+    assert by_type["review_card_generation"].queue == "ai-background"
+    synthetic = by_type["synthetic"]
     assert synthetic.queue == "ai-interactive"
     assert synthetic.max_attempts >= 1
     schema = json.loads(synthetic.input_schema_json)

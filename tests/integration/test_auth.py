@@ -122,7 +122,7 @@ async def test_the_scheme_is_case_insensitive(target: str) -> None:
         answer = await Client(channel).admin.ListJobDefinitions(
             apb.ListJobDefinitionsRequest(), metadata=(("authorization", f"bearer {ADMIN_TOKEN}"),)
         )
-    assert [d.job_type for d in answer.definitions] == ["synthetic"]
+    assert "synthetic" in [d.job_type for d in answer.definitions]
 
 
 async def test_health_and_reflection_need_no_token(target: str) -> None:
@@ -264,5 +264,5 @@ async def test_the_blocking_channel_carries_the_token_too(target: str) -> None:
             channel.close()
 
     types, answers = await asyncio.to_thread(call)
-    assert types == ["synthetic"]
+    assert "synthetic" in types
     assert answers == 1
