@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from shared import metrics, tracing
 from shared.ai.prompts import RenderedPrompt
 from shared.ai.provider import ProviderRequest, ProviderResponse, UsageRecord
 from shared.ai.router import ModelRouter
@@ -46,21 +47,38 @@ class ModelGateway:
         def record(error_code: str, response: ProviderResponse | None = None) -> None:
             tokens_in = response.input_tokens if response else 0
             tokens_out = response.output_tokens if response else 0
+            elapsed_s = time.monotonic() - started
+            cost_usd = self._router.prices.cost_usd(route.model, tokens_in, tokens_out)
+            model = response.model if response else route.model
             usage.append(
                 UsageRecord(
                     provider=route.provider.name,
-                    model=response.model if response else route.model,
+                    model=model,
                     credential_mode=mode.value,
                     input_tokens=tokens_in,
                     output_tokens=tokens_out,
-                    cost_usd=self._router.prices.cost_usd(route.model, tokens_in, tokens_out),
-                    latency_ms=int((time.monotonic() - started) * 1000),
+                    cost_usd=cost_usd,
+                    latency_ms=int(elapsed_s * 1000),
                     error_code=error_code,
                 )
             )
+            metrics.record_provider_call(
+                provider=route.provider.name,
+                model=model,
+                duration_s=elapsed_s,
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+                cost_usd=cost_usd,
+                error_code=error_code or None,
+            )
 
         try:
-            response = await route.provider.generate(request)
+            with tracing.span(
+                f"provider {route.provider.name}",
+                kind=tracing.CLIENT,
+                attributes={"jobs.model": route.model, "jobs.model_tier": tier},
+            ):
+                response = await route.provider.generate(request)
         except ExecutionError as exc:
             record(exc.code)
             raise

@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from pydantic import BaseModel, ConfigDict
 
 from shared.ai.aijob import ai_job_definition
@@ -300,6 +301,44 @@ async def test_the_gateway_records_a_usage_row_per_call_failed_ones_included() -
     assert ok.input_tokens == response.input_tokens
     expected = (response.input_tokens * 1.0 + response.output_tokens * 2.0) / 1000
     assert ok.cost_usd == pytest.approx(expected)
+
+
+async def test_the_gateway_moves_the_provider_metrics_by_provider_and_model() -> None:
+    router = ModelRouter.from_settings(
+        ModelSettings(
+            fake_failure="PROVIDER_TIMEOUT",
+            fake_fail_first=1,
+            model_prices={"fake-primary": (1.0, 2.0)},
+        )
+    )
+    gateway = ModelGateway(router)
+    prompt = feynman.PROMPT.render(feynman.variables(_feynman_input()))
+
+    def sample(name: str, **labels: str) -> float:
+        labels = {"provider": "fake", "model": "fake-primary", **labels}
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    before = (
+        sample("jobs_provider_request_duration_seconds_count", outcome="PROVIDER_TIMEOUT"),
+        sample("jobs_provider_request_duration_seconds_count", outcome="ok"),
+        sample("jobs_provider_tokens_total", kind="output"),
+        sample("jobs_provider_cost_usd_total"),
+    )
+    usage: list[Any] = []
+    with pytest.raises(ExecutionError):
+        await gateway.generate("primary", prompt, usage)
+    response = await gateway.generate("primary", prompt, usage)
+
+    after = (
+        sample("jobs_provider_request_duration_seconds_count", outcome="PROVIDER_TIMEOUT"),
+        sample("jobs_provider_request_duration_seconds_count", outcome="ok"),
+        sample("jobs_provider_tokens_total", kind="output"),
+        sample("jobs_provider_cost_usd_total"),
+    )
+    assert after[0] - before[0] == 1
+    assert after[1] - before[1] == 1
+    assert after[2] - before[2] == response.output_tokens
+    assert after[3] - before[3] == pytest.approx(usage[1].cost_usd)
 
 
 async def test_a_call_abandoned_by_cancellation_is_recorded() -> None:
