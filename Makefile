@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck format gen check-generate bench chaos install clean
+.PHONY: run test lint lint-proto typecheck format gen check-generate bench chaos install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,15 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
+
+## lint-proto: buf lint with the STANDARD rules (exceptions documented in buf.yaml). Needs
+## Node.js (npx fetches the pinned @bufbuild/buf); kept out of `make test` and `make lint`.
+BUF_VERSION := 1.75.0
+lint-proto: $(STAMP)
+	@command -v npx >/dev/null || { echo "make lint-proto needs npx (Node.js)"; exit 1; }
+	rm -rf .buf-deps && mkdir -p .buf-deps/google/rpc
+	cp "$$($(PY) -c 'import google.rpc, pathlib; print(pathlib.Path(list(google.rpc.__path__)[0]) / "status.proto")')" .buf-deps/google/rpc/
+	npx --yes @bufbuild/buf@$(BUF_VERSION) lint
 
 ## typecheck: mypy strict (pydantic plugin) over the three packages; generated code excluded
 typecheck: $(STAMP)

@@ -11,6 +11,11 @@ and worker processes exactly as ``make run`` does, and measures:
 3. create+process  jobs created and executed together: jobs/s from first create to last success
 4. steady          create→succeeded latency p50/p99 at a steady rate (default 200 jobs/s)
 
+The stack runs as deployed: every call authenticated (bearer tokens, role checks) and the
+per-user quotas on at their defaults; each phase spreads its jobs over USERS users, as a
+product's traffic would be (one user with thousands of unfinished jobs would hit the
+default limit of 100).
+
 Timings of jobs come from the database clock (created_at, started_at, finished_at). The
 machine is shared and noisy, so the figures that matter are ratios within one run: each
 throughput is also shown against a PostgreSQL ceiling measured here and now (plain
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -38,12 +44,30 @@ import grpc
 import uvloop
 
 from shared.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database, free_port
+from shared.grpc_client import ChannelConfig, aio_channel
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pb.jobs.v1 import job_service_pb2_grpc
 from shared.pbconv import struct_from_dict
 
 IN_FLIGHT = 64
+USERS = 100
 NOOP = struct_from_dict({})
+CLIENT_TOKEN = "bench-client-token-0000"
+WORKER_TOKEN = "bench-worker-token-0000"
+TOKENS = json.dumps(
+    {
+        CLIENT_TOKEN: {"principal": "bench", "roles": ["client"]},
+        WORKER_TOKEN: {"principal": "bench-worker", "roles": ["worker"]},
+    }
+)
+
+
+def user(tag: str, i: int) -> str:
+    return f"bench-{tag}-{i % USERS}"
+
+
+def channel(port: int) -> grpc.aio.Channel:
+    return aio_channel(ChannelConfig(target=f"127.0.0.1:{port}", token=CLIENT_TOKEN))
 
 
 class Stack:
@@ -91,6 +115,8 @@ class Stack:
             "JOBS_GRPC_PORT": str(self.port),
             "JOBS_JOB_SERVICE_TARGET": f"127.0.0.1:{self.port}",
             "JOBS_LOG_LEVEL": "WARNING",
+            "JOBS_AUTH_TOKENS": TOKENS,
+            "JOBS_AUTH_TOKEN": WORKER_TOKEN,
             # served (as in production) on ephemeral ports: several workers run at once
             "JOBS_METRICS_PORT": "0",
             "JOBS_WORKER_METRICS_PORT": "0",
@@ -104,10 +130,10 @@ class Stack:
 
     async def _wait_serving(self) -> None:
         deadline = time.monotonic() + 60
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{self.port}") as channel:
+        async with channel(self.port) as ready:
             while True:
                 try:
-                    await asyncio.wait_for(channel.channel_ready(), 1)
+                    await asyncio.wait_for(ready.channel_ready(), 1)
                     return
                 except TimeoutError:
                     if time.monotonic() > deadline:
@@ -122,9 +148,9 @@ async def create(stub: job_service_pb2_grpc.JobServiceStub, n: int, tag: str) ->
 
     async def caller() -> None:
         while not queue.empty():
-            queue.get_nowait()
+            i = queue.get_nowait()
             await stub.CreateJob(
-                jpb.CreateJobRequest(user_id=f"bench-{tag}", job_type="synthetic", input=NOOP)
+                jpb.CreateJobRequest(user_id=user(tag, i), job_type="synthetic", input=NOOP)
             )
 
     started = time.perf_counter()
@@ -142,7 +168,8 @@ async def wait_for(predicate: Callable[[], Awaitable[bool]], limit_s: float, wha
 
 async def all_succeeded(db: asyncpg.Connection, tag: str, n: int) -> bool:
     done = await db.fetchval(
-        "SELECT count(*) FROM jobs WHERE user_id = $1 AND status = 'succeeded'", f"bench-{tag}"
+        "SELECT count(*) FROM jobs WHERE user_id LIKE $1 AND status = 'succeeded'",
+        f"bench-{tag}-%",
     )
     return done >= n
 
@@ -150,8 +177,8 @@ async def all_succeeded(db: asyncpg.Connection, tag: str, n: int) -> bool:
 async def span(db: asyncpg.Connection, tag: str, start_column: str) -> float:
     seconds = await db.fetchval(
         f"SELECT extract(epoch FROM max(finished_at) - min({start_column}))"
-        " FROM jobs WHERE user_id = $1",
-        f"bench-{tag}",
+        " FROM jobs WHERE user_id LIKE $1",
+        f"bench-{tag}-%",
     )
     return float(seconds)
 
@@ -201,7 +228,9 @@ async def steady(
         calls.append(
             asyncio.ensure_future(
                 stub.CreateJob(
-                    jpb.CreateJobRequest(user_id="bench-steady", job_type="synthetic", input=NOOP)
+                    jpb.CreateJobRequest(
+                        user_id=user("steady", i), job_type="synthetic", input=NOOP
+                    )
                 )
             )
         )
@@ -209,7 +238,7 @@ async def steady(
     await wait_for(lambda: all_succeeded(db, "steady", n), 120, "the steady jobs")
     rows = await db.fetch(
         "SELECT extract(epoch FROM finished_at - created_at) * 1000 AS ms FROM jobs"
-        " WHERE user_id = 'bench-steady'"
+        " WHERE user_id LIKE 'bench-steady-%'"
     )
     latencies = sorted(float(r["ms"]) for r in rows)
     cuts = statistics.quantiles(latencies, n=100)
@@ -223,8 +252,8 @@ async def main(args: argparse.Namespace) -> None:
         await stack.start()
         ceiling = await postgres_ceiling(stack.database_url)
         db = await asyncpg.connect(stack.database_url)
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{stack.port}") as channel:
-            stub = job_service_pb2_grpc.JobServiceStub(channel)
+        async with channel(stack.port) as client_channel:
+            stub = job_service_pb2_grpc.JobServiceStub(client_channel)
             await create(stub, 200, "warmup")
 
             create_rate = await create(stub, args.jobs, "backlog")

@@ -68,9 +68,15 @@ def main() -> int:
             return 2
         print(f"job_service: re-sealed {count} credential(s) under the current master key")
         return 0
+    from job_service.adapters.auth import AuthConfigError, TokenTable
     from job_service.credentials import MasterKeyMissing
 
     tracing.configure("job_service")
+    try:
+        TokenTable.from_settings(settings)
+    except AuthConfigError as error:
+        print(f"job_service: refusing to start: {error}", file=sys.stderr)
+        return 2
     try:
         uvloop.run(serve(settings))
     except MasterKeyMissing as error:  # configuration, not a crash: one sentence

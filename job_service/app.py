@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import socket
+from pathlib import Path
 from types import TracebackType
 
 import asyncpg
@@ -16,23 +17,32 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from nats.aio.client import Client as NATS
 
+from job_service.adapters.admin_api import AdminServicer
+from job_service.adapters.auth import AuthInterceptor, TokenTable
 from job_service.adapters.credential_api import CredentialServicer
 from job_service.adapters.credential_repository import CredentialRepository
 from job_service.adapters.executor_api import ExecutorServicer
 from job_service.adapters.gauges import DatabaseGauges
 from job_service.adapters.grpc_errors import ErrorInterceptor
 from job_service.adapters.job_api import JobServicer
+from job_service.adapters.listing import JobListing
 from job_service.adapters.nats_publisher import NatsPublisher
 from job_service.adapters.outbox_store import OutboxStore
 from job_service.adapters.repository import JobRepository, create_pool
 from job_service.credentials import CredentialVault
-from job_service.engine import REAP_BATCH, REDISPATCH_BATCH, JobEngine
+from job_service.domain.models import Quotas
+from job_service.domain.paging import PageTokens
+from job_service.engine import REAP_BATCH, REDISPATCH_BATCH, SNAPSHOT_CLEAN_BATCH, JobEngine
+from job_service.operations import Operations
 from job_service.outbox import OutboxDispatcher
 from job_service.periodic import Periodic
 from job_service.settings import JobServiceSettings
+from job_service.watch import WatchHub
 from shared.jetstream import ensure_streams
 from shared.metrics import MetricsServer
 from shared.pb.jobs.v1 import (
+    admin_service_pb2,
+    admin_service_pb2_grpc,
     credential_service_pb2,
     credential_service_pb2_grpc,
     executor_service_pb2,
@@ -51,8 +61,11 @@ PRUNE_BATCH = 1000
 SERVICE_NAMES = (
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
     executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name,
+    admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
     credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"].full_name,
 )
+# Stands for "no interval": the watch poller never runs again at once.
+_NEVER_FULL = 1 << 30
 
 
 class JobServiceApp:
@@ -72,11 +85,15 @@ class JobServiceApp:
         self._stopped = asyncio.Event()
         self._dispatcher: OutboxDispatcher | None = None
         self._housekeeping: list[Periodic] = []
+        self._watches: WatchHub | None = None
         self._stopping: asyncio.Future[None] | None = None
         self.metrics = MetricsServer(settings.metrics_host, settings.metrics_port)
 
     async def start(self) -> None:
         s = self.settings
+        # before anything starts: a server nobody may call is a configuration mistake
+        tokens = TokenTable.from_settings(s)
+        tls = _server_credentials(s)
         self.metrics.start()  # first: a port in use fails fast
         # Unreachable dependencies at start-up: retried until startup_timeout_s, then
         # DependencyUnavailable (the process exits non-zero with that message).
@@ -105,13 +122,24 @@ class JobServiceApp:
             claim_ttl_s=s.outbox_claim_ttl_s,
             max_attempts=s.outbox_max_attempts,
         )
+        repository = JobRepository(self._pool, lease_ttl_s=s.lease_ttl_s)
         engine = JobEngine(
             self.registry,
-            JobRepository(self._pool, lease_ttl_s=s.lease_ttl_s),
+            repository,
             publisher,
             self._dispatcher,
             credentials,
+            Quotas(max_active=s.max_active_jobs_per_user, daily=s.daily_job_quota_per_user),
         )
+        listing = JobListing(self._pool)
+        operations = Operations(
+            self.registry,
+            repository,
+            listing,
+            PageTokens(await _page_token_secret(s, listing)),
+            self._dispatcher,
+        )
+        watches = self._watches = WatchHub(listing)
         self._housekeeping = [
             Periodic(
                 "lease reaper",
@@ -132,14 +160,30 @@ class JobServiceApp:
                 batch=PRUNE_BATCH,
             ),
             Periodic(
+                "snapshot cleaner",
+                engine.delete_expired_snapshots,
+                interval_s=s.snapshot_clean_interval_s,
+                batch=SNAPSHOT_CLEAN_BATCH,
+            ),
+            Periodic(
+                "watch poller",
+                watches.poll,
+                interval_s=s.watch_poll_interval_s,
+                batch=_NEVER_FULL,
+            ),
+            Periodic(
                 "metrics collector",
                 DatabaseGauges(self._pool, self.registry.queue_concurrency()).refresh,
                 interval_s=s.metrics_collect_interval_s,
                 batch=1,
             ),
         ]
-        self._server = self._build_server(engine, vault)
-        self.port = self._server.add_insecure_port(f"{s.grpc_host}:{s.grpc_port}")
+        self._server = self._build_server(engine, vault, operations, watches, tokens)
+        address = f"{s.grpc_host}:{s.grpc_port}"
+        if tls is None:
+            self.port = self._server.add_insecure_port(address)
+        else:
+            self.port = self._server.add_secure_port(address, tls)
         await self._server.start()
         loops = [("outbox dispatcher", self._dispatcher.run)]
         loops += [(periodic.name, periodic.run) for periodic in self._housekeeping]
@@ -157,9 +201,17 @@ class JobServiceApp:
             f"port {self.metrics.port}" if self.metrics.port is not None else "no port",
         )
 
-    def _build_server(self, engine: JobEngine, vault: CredentialVault) -> grpc.aio.Server:
+    def _build_server(
+        self,
+        engine: JobEngine,
+        vault: CredentialVault,
+        operations: Operations,
+        watches: WatchHub,
+        tokens: TokenTable,
+    ) -> grpc.aio.Server:
         server = grpc.aio.server(
-            interceptors=[ErrorInterceptor()],
+            # outermost first: the error interceptor translates the auth refusals too
+            interceptors=[ErrorInterceptor(), AuthInterceptor(tokens)],
             # batch submits carry many outputs; the default 4 MiB would refuse a few large ones
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -167,7 +219,10 @@ class JobServiceApp:
             ],
         )
         job_service_pb2_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            JobServicer(engine), server
+            JobServicer(engine, operations, watches), server
+        )
+        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            AdminServicer(operations, self.registry), server
         )
         executor_service_pb2_grpc.add_ExecutorServiceServicer_to_server(  # type: ignore[no-untyped-call]
             ExecutorServicer(
@@ -186,6 +241,10 @@ class JobServiceApp:
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
         return server
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.settings.tls_cert_file)
 
     def _on_loop_exit(self, task: asyncio.Task[None]) -> None:
         """A background loop must never end on its own: if one does, stop the whole."""
@@ -206,6 +265,8 @@ class JobServiceApp:
 
     async def _stop(self) -> None:
         self._stopped.set()
+        if self._watches is not None:
+            self._watches.close()  # streams would otherwise hold the grace period
         if self._server is not None:
             server, self._server = self._server, None
             await self._health.enter_graceful_shutdown()
@@ -262,3 +323,25 @@ async def reseal_credentials(settings: JobServiceSettings) -> int:
         return await CredentialVault(CredentialRepository(pool), keyring).reseal_all()
     finally:
         await pool.close()
+
+
+def _server_credentials(s: JobServiceSettings) -> grpc.ServerCredentials | None:
+    """TLS when a certificate is configured; mutual TLS (client certificates required and
+    checked against JOBS_TLS_CLIENT_CA_FILE) when a client CA is, too."""
+    if not s.tls_cert_file:
+        return None
+    client_ca = Path(s.tls_client_ca_file).read_bytes() if s.tls_client_ca_file else None
+    return grpc.ssl_server_credentials(
+        [(Path(s.tls_key_file).read_bytes(), Path(s.tls_cert_file).read_bytes())],
+        root_certificates=client_ca,
+        require_client_auth=client_ca is not None,
+    )
+
+
+async def _page_token_secret(s: JobServiceSettings, listing: JobListing) -> bytes:
+    if s.page_token_secret:
+        return s.page_token_secret.encode()
+    secret = await listing.page_token_secret()
+    if secret is None:
+        raise RuntimeError("no page token secret: run `python -m job_service migrate` first")
+    return secret

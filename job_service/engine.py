@@ -11,7 +11,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from job_service import metrics
@@ -23,12 +23,16 @@ from job_service.domain.models import (
     Job,
     LockGrant,
     LockRefusal,
+    NewChild,
     NewJob,
+    QuotaRefusal,
+    Quotas,
     Submission,
 )
-from job_service.domain.retry import RetryDecision, RetryPolicy
-from job_service.ports import CancelNotifier, CredentialOwnership, JobStore, Waker
+from job_service.domain.retry import Outcome, RetryDecision, RetryPolicy
+from job_service.ports import CancelNotifier, CredentialOwnership, Decide, JobStore, Waker
 from shared import tracing
+from shared.ai.provider import UsageRecord
 from shared.canonical import canonical_json, check_storable, content_hash
 from shared.credentials import CredentialMode
 from shared.errors import (
@@ -42,9 +46,11 @@ from shared.errors import (
     JobNotFound,
     JobsError,
     LeaseLost,
+    QuotaExceeded,
+    TooManyJobs,
     classify,
 )
-from shared.registry import JobDefinition, Registry
+from shared.registry import ChildJobDraft, JobDefinition, Registry
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +62,23 @@ MAX_ARTIFACT_TYPE_CHARS = 64
 ERROR_CODE_PATTERN = re.compile(r"[A-Z][A-Z0-9_]{0,99}")
 # The canonical JSON of a job's input may not exceed this (documented in the README).
 MAX_INPUT_BYTES = 256 * 1024
+# Nesting of a job's input (objects and lists); deeper is refused before validation.
+# (Protobuf itself stops a Struct near 32 levels: 3 message levels per JSON level.)
+MAX_INPUT_DEPTH = 20
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 MAX_ERROR_MESSAGE_CHARS = 4000
 REAP_BATCH = 100
 REDISPATCH_BATCH = 500
+# A user at the unfinished-jobs limit is told to come back after this (a guess: jobs
+# finish in seconds to minutes).
+ACTIVE_RETRY_AFTER_S = 5.0
 # Items one batch RPC may carry.
 MAX_BATCH = 256
 # Wake the dispatcher just after a retry becomes due, not just before.
 WAKE_MARGIN_S = 0.01
+# A provider's Retry-After delays a retry by at most this much.
+MAX_RETRY_AFTER_S = 600.0
+SNAPSHOT_CLEAN_BATCH = 500
 
 
 class JobEngine:
@@ -74,12 +89,14 @@ class JobEngine:
         notifier: CancelNotifier,
         outbox: Waker,
         credentials: CredentialOwnership,
+        quotas: Quotas | None = None,
     ) -> None:
         self._registry = registry
         self._store = store
         self._notifier = notifier
         self._outbox = outbox
         self._credentials = credentials
+        self._quotas = quotas or Quotas()
         self._policies = {d.job_type: RetryPolicy.of(d) for d in registry}
 
     # --- JobService --------------------------------------------------------------------
@@ -130,55 +147,58 @@ class JobEngine:
             encoded = canonical_json(raw_input).encode()
         except ValueError:
             raise not_json("input") from None
+        if _depth(raw_input) > MAX_INPUT_DEPTH:
+            raise InvalidInput(
+                "input is nested too deeply",
+                [FieldViolation("input", f"at most {MAX_INPUT_DEPTH} levels of objects/lists")],
+            )
         if len(encoded) > MAX_INPUT_BYTES:
             raise InvalidInput(
                 "input is too large",
                 [FieldViolation("input", f"at most {MAX_INPUT_BYTES} bytes of JSON")],
             )
-        validated = definition.validate_input(raw_input)
-        snapshot = definition.snapshot(validated)
-        effective_priority = definition.default_priority if priority is None else priority
         credential = await self._check_credential(
             user_id, definition, credential_mode, credential_id
         )
-        # what "the same request" means for an idempotency key
-        request = {
-            "job_type": job_type,
-            "input": validated.model_dump(mode="json"),
-            "priority": effective_priority,
-        }
-        if credential is not None:  # platform jobs hash as they always did
-            request["credential_id"] = credential
-        request_hash = content_hash(request)
-        job, created = await self._store.create(
-            NewJob(
-                user_id=user_id,
-                job_type=job_type,
-                queue=definition.queue,
-                priority=effective_priority,
-                idempotency_key=idempotency_key or None,
-                request_hash=request_hash,
-                max_attempts=definition.max_attempts,
-                timeout_ms=int(definition.timeout_s * 1000),
-                input_schema_version=definition.input_schema_version,
-                output_schema_version=definition.output_schema_version,
-                definition_version=definition.version,
-                snapshot=snapshot,
-                snapshot_hash=content_hash(snapshot),
-                credential_mode=credential_mode,
-                credential_id=credential,
-                trace=tracing.carrier(),
-            )
+        new = replace(
+            _new_job(
+                definition,
+                raw_input,
+                user_id,
+                idempotency_key,
+                priority,
+                credential_mode,
+                credential,
+            ),
+            trace=tracing.carrier(),
         )
+        stored = await self._store.create(new, self._quotas)
+        if isinstance(stored, QuotaRefusal):
+            raise self._quota_error(stored)
+        job, created = stored
         if created:
             metrics.job_created(job_type, definition.queue)
             self._outbox.wake()
-        elif job.request_hash != request_hash:
+        elif job.request_hash != new.request_hash:
             raise IdempotencyKeyReused(
                 "this idempotency key was used for a different request",
                 [FieldViolation("idempotency_key", "already used with other parameters")],
             )
         return job, created
+
+    def _quota_error(self, refusal: QuotaRefusal) -> JobsError:
+        limits = self._quotas
+        if limits.max_active and refusal.active >= limits.max_active:
+            return TooManyJobs(
+                f"at most {limits.max_active} unfinished jobs per user",
+                retry_after_s=ACTIVE_RETRY_AFTER_S,
+            )
+        now = datetime.now(UTC)
+        midnight = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        return QuotaExceeded(
+            f"at most {limits.daily} jobs per user per day (UTC)",
+            retry_after_s=round((midnight - now).total_seconds(), 3),
+        )
 
     async def _check_credential(
         self, user_id: str, definition: JobDefinition, mode: CredentialMode, credential_id: str
@@ -218,34 +238,54 @@ class JobEngine:
             raise JobNotFound("no such job")
         return job
 
+    async def find_job(self, job_id: str, user_id: str) -> Job | None:
+        """The job, or None when it is gone (ids already checked by get_job)."""
+        return await self._store.get(job_id, user_id)
+
     async def cancel_job(self, job_id: str, user_id: str) -> Job:
         _require_uuid("job_id", job_id)
         _require_name("user_id", user_id)
         job = await self._store.get(job_id, user_id)
         if job is None:
             raise JobNotFound("no such job")
-        if job.status is JobStatus.CANCELLED:
-            raise JobAlreadyCancelled("the job is already cancelled")
         if job.status.terminal or not self._registry.get(job.job_type).cancellable:
-            raise JobNotCancellable(f"a {job.status} job cannot be cancelled")
+            return await self._cancel_children_of_uncancellable(job_id, user_id, job.status)
         changed = await self._store.cancel(job_id, user_id)
         assert changed is not None, "a job vanished between read and cancel"
-        before, after = changed
+        before, after, requested = changed
         if after is not before:
             metrics.job_cancelled(job.job_type, before, after)
+        if after is before and before.terminal:
+            # finished between our read and the locked re-read (its children may be new)
+            return await self._cancel_children_of_uncancellable(job_id, user_id, before)
         if after is JobStatus.CANCEL_REQUESTED and before is JobStatus.RUNNING:
+            requested = [job_id, *requested]
+        await self._notify_cancel(requested)
+        self._outbox.wake()
+        return await self.get_job(job_id, user_id)
+
+    async def _cancel_children_of_uncancellable(
+        self, job_id: str, user_id: str, status: JobStatus
+    ) -> Job:
+        """A finished (or uncancellable) parent's unfinished descendants are cancelled with
+        it and the parent is returned as it is; with none, the cancel is refused."""
+        cascaded = await self._store.cancel_descendants(job_id, user_id)
+        if cascaded:
+            await self._notify_cancel(
+                [j for j, after in cascaded if after is JobStatus.CANCEL_REQUESTED]
+            )
+            self._outbox.wake()
+            return await self.get_job(job_id, user_id)
+        if status is JobStatus.CANCELLED:
+            raise JobAlreadyCancelled("the job is already cancelled")
+        raise JobNotCancellable(f"a {status} job cannot be cancelled")
+
+    async def _notify_cancel(self, job_ids: Sequence[str]) -> None:
+        for job_id in job_ids:
             try:
                 await self._notifier.notify_cancel(job_id)
             except Exception:  # the worker's next heartbeat carries the cancel too
                 log.warning("cancel notice for job %s not sent", job_id, exc_info=True)
-        elif after is before and before.terminal:
-            # finished between our read and the locked re-read
-            if before is JobStatus.CANCELLED:
-                raise JobAlreadyCancelled("the job is already cancelled")
-            raise JobNotCancellable(f"a {before} job cannot be cancelled")
-        if after is JobStatus.CANCELLED:
-            self._outbox.wake()
-        return await self.get_job(job_id, user_id)
 
     # --- ExecutorService ---------------------------------------------------------------
 
@@ -283,14 +323,79 @@ class JobEngine:
             if problem is None:
                 valid.append(submission)
                 seen.add(submission.job_id)
-        stored_answers = await self._store.submit_results(valid) if valid else []
+        refused: dict[str, str] = {}
+        children: list[NewChild] = []
+        with_children = [s for s in valid if s.children]
+        if with_children:
+            types = await self._store.job_types([s.job_id for s in with_children])
+            for submission in with_children:
+                try:
+                    children += self._children(submission, types.get(submission.job_id))
+                except InvalidInput as error:
+                    refused[submission.job_id] = error.message
+        to_store = [s for s in valid if s.job_id not in refused]
+        stored_answers = await self._store.submit_results(to_store, children) if to_store else []
         metrics.stale_submit("SubmitResult", sum(isinstance(a, LeaseLost) for a in stored_answers))
         stored = iter(stored_answers)
         self._outbox.wake()
-        return [answer if answer is not None else next(stored) for answer in answers]
+        results: list[JobStatus | JobsError] = []
+        for submission, answer in zip(submissions, answers, strict=True):
+            if answer is not None:
+                results.append(answer)
+            elif submission.job_id in refused:
+                results.append(await self._refuse(submission, refused[submission.job_id]))
+            else:
+                results.append(next(stored))
+        return results
+
+    def _children(self, submission: Submission, parent_type: str | None) -> list[NewChild]:
+        """The submission's child jobs, validated as CreateJob would validate them and
+        allowed by the parent's definition; InvalidInput says why not."""
+        if parent_type is None:
+            return []  # no such job: its submit is refused as a lost lease anyway
+        allowed = self._registry.get(parent_type).child_job_types
+        keys: set[tuple[str, str]] = set()
+        children = []
+        for draft in submission.children:
+            if draft.job_type not in allowed:
+                raise InvalidInput(f"a {parent_type} job may not create {draft.job_type!r} jobs")
+            if (draft.job_type, draft.idempotency_key) in keys:
+                raise InvalidInput("two child jobs share a type and idempotency key")
+            keys.add((draft.job_type, draft.idempotency_key))
+            inherits = CredentialMode.USER in self._registry.get(draft.job_type).credential_modes
+            children.append(
+                NewChild(submission.job_id, _new_child(self._registry, draft), inherits)
+            )
+        return children
+
+    async def _refuse(self, submission: Submission, reason: str) -> JobStatus | JobsError:
+        """A projection the job service cannot store fails its attempt (the parent's
+        result, artifacts and children are all dropped together)."""
+        try:
+            outcome = await self._store.end_attempt(
+                submission.job_id,
+                submission.lease_token,
+                ErrorCode.INTERNAL_PROJECTION_REFUSED,
+                reason[:MAX_ERROR_MESSAGE_CHARS],
+                self.decide,
+                submission.usage,
+            )
+        except LeaseLost as error:
+            return error
+        self._wake_for(outcome)
+        return outcome.status
+
+    async def delete_expired_snapshots(self) -> int:
+        return await self._store.delete_expired_snapshots(SNAPSHOT_CLEAN_BATCH)
 
     async def submit_failure(
-        self, job_id: str, lease_token: str, error_code: str, error_message: str
+        self,
+        job_id: str,
+        lease_token: str,
+        error_code: str,
+        error_message: str,
+        usage: Sequence[UsageRecord] = (),
+        retry_after_s: float = 0.0,
     ) -> FailureOutcome:
         _require_uuid("job_id", job_id)
         _require_uuid("lease_token", lease_token)
@@ -307,11 +412,26 @@ class JobEngine:
                 error_code,
                 # operator detail: kept even when odd, but never a NUL (text columns refuse it)
                 error_message.replace("\x00", "\ufffd")[:MAX_ERROR_MESSAGE_CHARS],
-                self.decide,
+                self._deciding_no_sooner_than(retry_after_s),
+                usage,
             ),
         )
         self._wake_for(outcome)
         return outcome
+
+    def _deciding_no_sooner_than(self, retry_after_s: float) -> Decide:
+        """``decide``, with a retry scheduled no sooner than a provider's Retry-After."""
+        floor = min(max(0.0, retry_after_s), MAX_RETRY_AFTER_S)
+        if floor <= 0:
+            return self.decide
+
+        def decide(facts: AttemptFacts, code: str) -> RetryDecision:
+            decision = self.decide(facts, code)
+            if decision.outcome is Outcome.RETRY and decision.delay_s < floor:
+                return replace(decision, delay_s=floor)
+            return decision
+
+        return decide
 
     async def reap_expired_leases(self) -> int:
         outcomes = await self._store.reap_expired_leases(REAP_BATCH, self.decide)
@@ -356,12 +476,88 @@ class JobEngine:
             self._outbox.wake()
 
 
+def _new_job(
+    definition: JobDefinition,
+    raw_input: dict[str, Any],
+    user_id: str,
+    idempotency_key: str,
+    priority: int | None,
+    credential_mode: CredentialMode = CredentialMode.PLATFORM,
+    credential_id: str | None = None,
+) -> NewJob:
+    """A validated job of ``definition`` (InvalidInput naming every bad field)."""
+    validated = definition.validate_input(raw_input)
+    snapshot = definition.snapshot(validated)
+    effective_priority = definition.default_priority if priority is None else priority
+    # what "the same request" means for an idempotency key
+    request: dict[str, Any] = {
+        "job_type": definition.job_type,
+        "input": validated.model_dump(mode="json"),
+        "priority": effective_priority,
+    }
+    if credential_id is not None:  # platform jobs hash as they always did
+        request["credential_id"] = credential_id
+    request_hash = content_hash(request)
+    return NewJob(
+        user_id=user_id,
+        job_type=definition.job_type,
+        queue=definition.queue,
+        priority=effective_priority,
+        idempotency_key=idempotency_key or None,
+        request_hash=request_hash,
+        max_attempts=definition.max_attempts,
+        timeout_ms=int(definition.timeout_s * 1000),
+        input_schema_version=definition.input_schema_version,
+        output_schema_version=definition.output_schema_version,
+        definition_version=definition.version,
+        snapshot=snapshot,
+        snapshot_hash=content_hash(snapshot),
+        snapshot_ttl_s=definition.snapshot_ttl_s,
+        prompt_key=definition.prompt_key or None,
+        prompt_version=definition.prompt_version or None,
+        model_tier=definition.model_tier or None,
+        credential_mode=credential_mode,
+        credential_id=credential_id,
+    )
+
+
+def _new_child(registry: Registry, draft: ChildJobDraft) -> NewJob:
+    """A projection's child, held to what CreateJob demands (its user is the parent's)."""
+    _require_name("child_jobs.idempotency_key", draft.idempotency_key)
+    if draft.priority is not None and not MIN_PRIORITY <= draft.priority <= MAX_PRIORITY:
+        raise InvalidInput("a child job's priority is out of range")
+    try:
+        if len(canonical_json(draft.input).encode()) > MAX_INPUT_BYTES:
+            raise InvalidInput("a child job's input is too large")
+    except ValueError:
+        raise not_json("child_jobs.input") from None
+    definition = registry.get(draft.job_type)
+    return _new_job(definition, draft.input, "", draft.idempotency_key, draft.priority)
+
+
 def not_json(field: str) -> InvalidInput:
     """NaN, infinities and NUL characters fit in a protobuf Struct, not in jsonb."""
     return InvalidInput(
         f"{field} cannot be stored as JSON",
         [FieldViolation(field, "finite numbers and strings without NUL characters only")],
     )
+
+
+def _depth(value: Any) -> int:
+    """Levels of nesting of a JSON-like value, without recursion (deep input is hostile)."""
+    deepest = 0
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+        else:
+            deepest = max(deepest, level)
+            continue
+        deepest = max(deepest, level + 1)
+    return deepest
 
 
 def _submission_problem(submission: Submission, seen: set[str]) -> JobsError | None:

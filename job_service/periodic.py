@@ -1,9 +1,10 @@
 """Housekeeping loops: work done every so often, at once again while there is more.
 
-The job service runs two: the lease reaper (ends attempts whose worker stopped
+The job service runs three: the lease reaper (ends attempts whose worker stopped
 heartbeating; expiry is judged by the database clock, ``lock_until < now()``, never by this
-process's clock) and the outbox pruner (deletes published rows past their retention).
-Every replica runs both; ``SKIP LOCKED`` and compare-and-set keep them off each other's
+process's clock), the outbox pruner (deletes published rows past their retention) and the
+snapshot cleaner (deletes finished jobs' snapshots past their expiry). Every replica runs
+them all; ``SKIP LOCKED`` and compare-and-set keep them off each other's
 rows.
 """
 

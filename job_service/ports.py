@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from job_service.domain.credentials import (
     AttemptCredential,
@@ -14,15 +14,23 @@ from job_service.domain.credentials import (
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import (
     AttemptFacts,
+    Cursor,
+    DeadEvent,
     FailureOutcome,
     HeartbeatAck,
     Job,
+    JobFilter,
     LockGrant,
     LockRefusal,
+    NewChild,
     NewJob,
+    QuotaRefusal,
+    Quotas,
+    RetrySpec,
     Submission,
 )
 from job_service.domain.retry import RetryDecision
+from shared.ai.provider import UsageRecord
 from shared.errors import LeaseLost
 
 
@@ -31,11 +39,23 @@ class Decide(Protocol):
 
 
 class JobStore(Protocol):
-    async def create(self, new: NewJob) -> tuple[Job, bool]: ...
+    async def create(self, new: NewJob, quotas: Quotas) -> tuple[Job, bool] | QuotaRefusal: ...
 
-    async def get(self, job_id: str, user_id: str) -> Job | None: ...
+    async def get(self, job_id: str, user_id: str | None) -> Job | None: ...
 
-    async def cancel(self, job_id: str, user_id: str) -> tuple[JobStatus, JobStatus] | None: ...
+    async def retry(self, job_id: str, spec: RetrySpec) -> Job | None: ...
+
+    async def cancel(
+        self, job_id: str, user_id: str
+    ) -> tuple[JobStatus, JobStatus, list[str]] | None: ...
+
+    async def cancel_descendants(
+        self, job_id: str, user_id: str
+    ) -> list[tuple[str, JobStatus]]: ...
+
+    async def job_types(self, job_ids: Sequence[str]) -> dict[str, str]: ...
+
+    async def delete_expired_snapshots(self, limit: int) -> int: ...
 
     async def lock(
         self, job_ids: Sequence[str], worker_id: str
@@ -44,16 +64,34 @@ class JobStore(Protocol):
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck: ...
 
     async def submit_results(
-        self, results: Sequence[Submission]
+        self, results: Sequence[Submission], children: Sequence[NewChild] = ()
     ) -> list[JobStatus | LeaseLost]: ...
 
     async def end_attempt(
-        self, job_id: str, lease_token: str, code: str, message: str, decide: Decide
+        self,
+        job_id: str,
+        lease_token: str,
+        code: str,
+        message: str,
+        decide: Decide,
+        usage: Sequence[UsageRecord] = (),
     ) -> FailureOutcome: ...
 
     async def reap_expired_leases(self, limit: int, decide: Decide) -> list[FailureOutcome]: ...
 
     async def redispatch_stranded(self, after_s: float, limit: int) -> int: ...
+
+
+class JobListingStore(Protocol):
+    """The read side: listings, the watch check, dead letters and their redrive."""
+
+    async def list_jobs(self, where: JobFilter, after: Cursor | None, limit: int) -> list[Job]: ...
+
+    async def fingerprints(self, job_ids: Sequence[str]) -> dict[str, Any]: ...
+
+    async def dead_events(self, before_id: int | None, limit: int) -> list[DeadEvent]: ...
+
+    async def redrive(self, event_ids: Sequence[int] | None) -> int: ...
 
 
 class CancelNotifier(Protocol):

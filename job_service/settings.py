@@ -40,6 +40,8 @@ class JobServiceSettings(BaseSettings):
     # Published rows are kept this long (for diagnosis), then deleted.
     outbox_retention_s: float = Field(default=24 * 3600.0, gt=0)
     outbox_prune_interval_s: float = Field(default=60.0, gt=0)
+    # How often snapshots past their expiry (finished jobs only) are deleted.
+    snapshot_clean_interval_s: float = Field(default=300.0, gt=0)
 
     # Dispatch reconciler: a waiting job (queued, or retrying and due) whose dispatch left
     # the outbox this long ago and that no worker has locked since gets a new dispatch
@@ -49,6 +51,26 @@ class JobServiceSettings(BaseSettings):
     reconcile_after_s: float = Field(default=30.0, gt=0)
     reconcile_interval_s: float = Field(default=5.0, gt=0)
 
+    # Auth: bearer tokens → principal and roles, as JSON
+    # {"<token>": {"principal": "...", "roles": ["client"|"admin"|"worker", ...]}},
+    # inline or in a file. A server without any token refuses to start.
+    auth_tokens: str = ""
+    auth_tokens_file: str = ""
+    # TLS: cert + key → TLS; a client CA as well → mutual TLS (client certificates required).
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_client_ca_file: str = ""
+
+    # Per-user limits on CreateJob (0 turns a limit off): unfinished jobs at once, and jobs
+    # created per UTC day. Soft under concurrency: creates racing each other may pass a
+    # limit by the number in flight.
+    max_active_jobs_per_user: int = Field(default=100, ge=0)
+    daily_job_quota_per_user: int = Field(default=10_000, ge=0)
+    # Signs ListJobs page tokens; unset: the secret stored in the database by migration
+    # 0004, shared by every replica.
+    page_token_secret: str = ""
+    # WatchJob: how often the jobs being watched are looked at (one query per replica).
+    watch_poll_interval_s: float = Field(default=0.25, gt=0, le=10)
     # Users' own provider keys are sealed under this (32 bytes, URL-safe base64). Unset:
     # CredentialService refuses to store keys, and start-up refuses if keys are stored.
     credentials_master_key: SecretStr | None = None
@@ -107,4 +129,12 @@ class JobServiceSettings(BaseSettings):
         # A lease must survive one lost heartbeat, or a healthy worker loses its job.
         if self.heartbeat_interval_s * 2 > self.lease_ttl_s:
             raise ValueError("JOBS_HEARTBEAT_INTERVAL_S must be at most half of JOBS_LEASE_TTL_S")
+        return self
+
+    @model_validator(mode="after")
+    def _tls_files_come_in_pairs(self) -> JobServiceSettings:
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ValueError("JOBS_TLS_CERT_FILE and JOBS_TLS_KEY_FILE must be set together")
+        if self.tls_client_ca_file and not self.tls_cert_file:
+            raise ValueError("JOBS_TLS_CLIENT_CA_FILE needs JOBS_TLS_CERT_FILE and _KEY_FILE")
         return self

@@ -12,6 +12,11 @@ directory, so that stored user keys open again after a restart),
 ``JOBS_METRICS_PORT`` / ``JOBS_WORKER_METRICS_PORT`` (default 9464 / 9465, or a free port
 when that one is taken). Logs are plain text unless ``JOBS_LOG_FORMAT`` says otherwise.
 
+Auth: unless ``JOBS_AUTH_TOKENS`` / ``JOBS_AUTH_TOKENS_FILE`` say otherwise, one token per
+role is generated on the first start and kept in the data directory (``auth-tokens.json``
+for job_service, and ``client.token``, ``admin.token``, ``worker.token`` for people and
+scripts; readable by the owner only); the worker gets the worker token.
+
 Ctrl-C or SIGTERM stops the worker, then job_service (each given a bounded grace period),
 then NATS, then PostgreSQL, and exits 0. If a child dies on its own, everything is stopped
 and the exit status is 1.
@@ -23,7 +28,9 @@ import asyncio
 import base64
 import contextlib
 import fcntl
+import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -34,6 +41,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from shared.ai.provider import ModelTier
+from shared.ai.router import ModelSettings
 from shared.embedded import (
     EmbeddedNats,
     EmbeddedPostgres,
@@ -41,6 +50,7 @@ from shared.embedded import (
     free_port,
     port_is_free,
 )
+from shared.grpc_client import ChannelConfig, aio_channel
 
 DATABASE = "jobs"
 DEFAULT_NATS_PORT = 4222
@@ -108,6 +118,49 @@ def dev_master_key(data_dir: Path) -> str:
     with os.fdopen(fd, "w") as file:
         file.write(base64.urlsafe_b64encode(os.urandom(32)).decode() + "\n")
     return path.read_text().strip()
+
+
+ROLES = ("client", "admin", "worker")
+TOKENS_FILE = "auth-tokens.json"
+
+
+def dev_tokens(data_dir: Path) -> dict[str, str]:
+    """role → token for a development stack: generated once, kept in ``data_dir``."""
+    tokens = {}
+    for role in ROLES:
+        path = data_dir / f"{role}.token"
+        if not path.exists():
+            _write_private(path, secrets.token_urlsafe(32) + "\n")
+        tokens[role] = path.read_text().strip()
+    table = {token: {"principal": f"dev-{role}", "roles": [role]} for role, token in tokens.items()}
+    _write_private(data_dir / TOKENS_FILE, json.dumps(table, indent=2) + "\n")
+    return tokens
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(text)
+
+
+def configured_worker_token(env: Mapping[str, str]) -> str | None:
+    """With tokens of one's own (JOBS_AUTH_TOKENS or _FILE): JOBS_AUTH_TOKEN, or the first
+    token with the worker role; None when tokens are not configured at all."""
+    try:
+        text = env.get("JOBS_AUTH_TOKENS", "").strip()
+        if not text and env.get("JOBS_AUTH_TOKENS_FILE"):
+            text = Path(env["JOBS_AUTH_TOKENS_FILE"]).read_text()
+        if not text:
+            return None
+        if env.get("JOBS_AUTH_TOKEN"):
+            return env["JOBS_AUTH_TOKEN"]
+        table = json.loads(text)
+        workers = [t for t, entry in table.items() if "worker" in entry.get("roles", [])]
+    except (OSError, ValueError, AttributeError) as error:
+        raise DevstackError(f"cannot use the configured auth tokens: {error}") from None
+    if not workers:
+        raise DevstackError("the configured auth tokens have none with the worker role")
+    return str(workers[0])
 
 
 def say(message: str) -> None:
@@ -192,7 +245,7 @@ async def wait_until_serving(target: str, exited: asyncio.Task[int], stop: async
     loop = asyncio.get_running_loop()
     deadline = loop.time() + HEALTH_TIMEOUT_S
     request = health_pb2.HealthCheckRequest(service="")
-    async with grpc.aio.insecure_channel(target) as channel:
+    async with aio_channel(ChannelConfig.from_env(target)) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
             if exited.done():
@@ -228,15 +281,38 @@ def banner(
     database_url: str,
     nats_url: str,
     metrics_ports: tuple[int, int] | None = None,
+    generated: bool = True,
 ) -> str:
+    token_source = f"$(cat {config.data_dir / 'client.token'})" if generated else "<a client token>"
+    auth = f'-H "authorization: Bearer {token_source}" '
     create = (
-        "grpcurl -plaintext -d "
+        f"grpcurl -plaintext {auth}-d "
         """'{"user_id":"u1","job_type":"synthetic","input":{"sleep_ms":100}}' """
         f"{target} jobs.v1.JobService/CreateJob"
     )
     get = (
-        """grpcurl -plaintext -d '{"user_id":"u1","job_id":"<id from CreateJob>"}' """
+        f"grpcurl -plaintext {auth}"
+        """-d '{"user_id":"u1","job_id":"<id from CreateJob>"}' """
         f"{target} jobs.v1.JobService/GetJob"
+    )
+    feynman = (
+        f"grpcurl -plaintext {auth}-d "
+        """'{"user_id":"u1","job_type":"feynman_evaluation","input":"""
+        """{"knowledge_item_id":"ki-1","knowledge_base_id":"kb-1","title":"Osmosis","""
+        """"content":"Water moves through a membrane towards higher solute concentration","""
+        """"explanation":"Water moves through a membrane"}}' """
+        f"{target} jobs.v1.JobService/CreateJob"
+    )
+    models = ModelSettings()
+    tiers = ", ".join(
+        f"{tier.value}: {kind.value} {model}{' at ' + url if url else ''}"
+        for tier in ModelTier
+        for kind, url, model, _ in [models.tier(tier)]
+    )
+    tokens = (
+        f"  auth tokens        {config.data_dir}/{{client,admin,worker}}.token"
+        if generated
+        else "  auth tokens        from JOBS_AUTH_TOKENS / JOBS_AUTH_TOKENS_FILE"
     )
     return "\n".join(
         [
@@ -247,6 +323,7 @@ def banner(
             f"  PostgreSQL         {database_url}",
             f"  NATS JetStream     {nats_url}",
             f"  data               {config.data_dir}",
+            tokens,
             *(
                 [
                     f"  metrics            job_service http://127.0.0.1:{metrics_ports[0]}/metrics",
@@ -257,6 +334,7 @@ def banner(
             ),
             "",
             "  Or with jobctl (installed with the package):",
+            f"    export JOBS_AUTH_TOKEN={token_source}",
             f"    jobctl --target {target} create synthetic -i '{{\"sleep_ms\": 500}}' --watch",
             f"    jobctl --target {target} list",
             "",
@@ -264,6 +342,9 @@ def banner(
             f"    {create}",
             "  Read it back:",
             f"    {get}",
+            "  An AI job (its review-card child follows; GetJob shows child_job_ids):",
+            f"    {feynman}",
+            f"  Models             {tiers} (JOBS_MODEL_* to change)",
             "",
             "  Ctrl-C stops everything.",
             "",
@@ -321,6 +402,14 @@ async def run(config: DevstackConfig) -> int:
                 if status != 0:
                     raise DevstackError(f"migrations failed (status {status})")
 
+                auth_env: dict[str, str] = {}
+                worker_token = configured_worker_token(os.environ)
+                generated = worker_token is None
+                if worker_token is None:
+                    tokens = dev_tokens(config.data_dir)
+                    worker_token = tokens["worker"]
+                    auth_env["JOBS_AUTH_TOKENS_FILE"] = str(config.data_dir / TOKENS_FILE)
+                    say(f"auth tokens (one per role) in {config.data_dir}/<role>.token")
                 ports = (
                     metrics_port(config.metrics_port, DEFAULT_METRICS_PORT),
                     metrics_port(config.worker_metrics_port, DEFAULT_WORKER_METRICS_PORT),
@@ -334,6 +423,7 @@ async def run(config: DevstackConfig) -> int:
                         "JOBS_NATS_URL": nats_url,
                         "JOBS_GRPC_HOST": "127.0.0.1",
                         "JOBS_GRPC_PORT": str(config.grpc_port),
+                        **auth_env,
                         "JOBS_CREDENTIALS_MASTER_KEY": config.credentials_master_key
                         or dev_master_key(config.data_dir),
                         "JOBS_METRICS_HOST": "127.0.0.1",
@@ -348,12 +438,13 @@ async def run(config: DevstackConfig) -> int:
                     {
                         "JOBS_NATS_URL": nats_url,
                         "JOBS_JOB_SERVICE_TARGET": target,
+                        "JOBS_AUTH_TOKEN": worker_token,
                         "JOBS_WORKER_METRICS_HOST": "127.0.0.1",
                         "JOBS_WORKER_METRICS_PORT": str(ports[1]),
                         **log_format,
                     },
                 )
-                print(banner(config, target, database_url, nats_url, ports), flush=True)
+                print(banner(config, target, database_url, nats_url, ports, generated), flush=True)
 
                 died = await children.first_exit_or_stop()
                 if died is not None:

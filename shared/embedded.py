@@ -63,6 +63,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as the servers themselves bind: connections of a previous run lingering in
+        # TIME_WAIT do not make the port busy, a listener does
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:

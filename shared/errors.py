@@ -17,9 +17,15 @@ Exceptions::
     ├── CredentialUnavailable      FAILED_PRECONDITION CREDENTIAL_UNAVAILABLE
     ├── JobNotCancellable          FAILED_PRECONDITION JOB_NOT_CANCELLABLE
     ├── JobAlreadyCancelled        FAILED_PRECONDITION JOB_ALREADY_CANCELLED
+    ├── JobNotRetryable            FAILED_PRECONDITION JOB_NOT_RETRYABLE
     ├── IdempotencyKeyReused       FAILED_PRECONDITION IDEMPOTENCY_KEY_REUSED
+    ├── TooManyJobs                RESOURCE_EXHAUSTED TOO_MANY_JOBS   (+ RetryInfo)
+    ├── QuotaExceeded              RESOURCE_EXHAUSTED QUOTA_EXCEEDED  (+ RetryInfo)
     ├── LeaseLost                  ABORTED            LEASE_LOST
-    └── PlatformUnavailable        UNAVAILABLE        PLATFORM_UNAVAILABLE
+    ├── Unauthenticated            UNAUTHENTICATED    UNAUTHENTICATED
+    ├── PermissionDenied           PERMISSION_DENIED  PERMISSION_DENIED
+    ├── PlatformUnavailable        UNAVAILABLE        PLATFORM_UNAVAILABLE
+    └── InternalError              INTERNAL           INTERNAL
     ExecutionError                 raised inside a worker; its code becomes job.error_code
 """
 
@@ -39,8 +45,13 @@ class Reason(StrEnum):
     CREDENTIAL_UNAVAILABLE = "CREDENTIAL_UNAVAILABLE"
     JOB_NOT_CANCELLABLE = "JOB_NOT_CANCELLABLE"
     JOB_ALREADY_CANCELLED = "JOB_ALREADY_CANCELLED"
+    JOB_NOT_RETRYABLE = "JOB_NOT_RETRYABLE"
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    TOO_MANY_JOBS = "TOO_MANY_JOBS"
+    QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
     LEASE_LOST = "LEASE_LOST"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
     PLATFORM_UNAVAILABLE = "PLATFORM_UNAVAILABLE"
     INTERNAL = "INTERNAL"
 
@@ -52,14 +63,21 @@ class FieldViolation:
 
 
 class JobsError(Exception):
-    """Root of every error the API reports on purpose."""
+    """Root of every error the API reports on purpose. ``retry_after_s`` (set on the
+    RESOURCE_EXHAUSTED errors) travels as a ``google.rpc.RetryInfo``."""
 
     reason: Reason = Reason.INTERNAL
 
-    def __init__(self, message: str, violations: list[FieldViolation] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        violations: list[FieldViolation] | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.violations = violations or []
+        self.retry_after_s = retry_after_s
 
 
 class InvalidInput(JobsError):
@@ -96,8 +114,32 @@ class JobAlreadyCancelled(JobsError):
     reason = Reason.JOB_ALREADY_CANCELLED
 
 
+class JobNotRetryable(JobsError):
+    reason = Reason.JOB_NOT_RETRYABLE
+
+
 class IdempotencyKeyReused(JobsError):
     reason = Reason.IDEMPOTENCY_KEY_REUSED
+
+
+class TooManyJobs(JobsError):
+    """The user has as many unfinished jobs as allowed."""
+
+    reason = Reason.TOO_MANY_JOBS
+
+
+class QuotaExceeded(JobsError):
+    """The user created as many jobs today (UTC) as allowed."""
+
+    reason = Reason.QUOTA_EXCEEDED
+
+
+class Unauthenticated(JobsError):
+    reason = Reason.UNAUTHENTICATED
+
+
+class PermissionDenied(JobsError):
+    reason = Reason.PERMISSION_DENIED
 
 
 class LeaseLost(JobsError):
@@ -137,12 +179,18 @@ class ErrorCode(StrEnum):
     PROVIDER_TIMEOUT = "PROVIDER_TIMEOUT"
     PROVIDER_UNAVAILABLE = "PROVIDER_UNAVAILABLE"
     PROVIDER_RATE_LIMITED = "PROVIDER_RATE_LIMITED"
+    PROVIDER_REQUEST_REJECTED = "PROVIDER_REQUEST_REJECTED"
     VALIDATION_OUTPUT_SCHEMA = "VALIDATION_OUTPUT_SCHEMA"
+    VALIDATION_OUTPUT_MALFORMED = "VALIDATION_OUTPUT_MALFORMED"
+    VALIDATION_OUTPUT_REJECTED = "VALIDATION_OUTPUT_REJECTED"
     CONTENT_SAFETY_BLOCKED = "CONTENT_SAFETY_BLOCKED"
     TIMEOUT = "TIMEOUT"
     CREDENTIAL_INVALID = "CREDENTIAL_INVALID"
+    CREDENTIAL_FORBIDDEN = "CREDENTIAL_FORBIDDEN"
     CANCELLED = "CANCELLED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
+    # The job service refused an attempt's projection (a child job it may not create, ...).
+    INTERNAL_PROJECTION_REFUSED = "INTERNAL_PROJECTION_REFUSED"
     JOB_REJECTED = "JOB_REJECTED"
     LEASE_EXPIRED = "LEASE_EXPIRED"
     WORKER_SHUTDOWN = "WORKER_SHUTDOWN"
@@ -186,6 +234,8 @@ class ExecutionError(Exception):
     code: str
     detail: str = ""
     extra: dict[str, str] = field(default_factory=dict)
+    # The earliest a retry makes sense (a provider's Retry-After), in seconds.
+    retry_after_s: float | None = None
 
     def __str__(self) -> str:
         return f"{self.code}: {self.detail}" if self.detail else self.code

@@ -7,11 +7,14 @@ it (see ``shared.jobtypes``).
 
 from __future__ import annotations
 
+import importlib
+import os
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -19,10 +22,26 @@ from shared.constants import Queue
 from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput, UnknownJobType
 
+if TYPE_CHECKING:
+    from shared.ai.prompts import RenderedPrompt
+    from shared.ai.provider import ProviderResponse
+
 JOB_TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_]{1,63}")
 MIN_TIMEOUT_S = 1.0
 MAX_TIMEOUT_S = 600.0
 MAX_ATTEMPTS = 100
+MODEL_TIERS = ("primary", "cheap")
+# Job types shipped and installed: modules listed under this entry-point group (each with a
+# DEFINITION or DEFINITIONS), plus JOBS_JOB_TYPE_MODULES (comma-separated module names).
+ENTRY_POINT_GROUP = "durable_jobs.job_types"
+MODULES_ENV = "JOBS_JOB_TYPE_MODULES"
+# Input field names that never enter a snapshot, whatever an allow-list says.
+SECRET_NAME = re.compile(
+    r"(^|_)(api_?key|apikey|token|secret|password|passwd|jwt|authorization|credential|"
+    r"private_?key|access_?key)s?($|_)",
+    re.IGNORECASE,
+)
+DEFAULT_SNAPSHOT_TTL_S = 30 * 24 * 3600.0
 
 
 class AbortStrategy(StrEnum):
@@ -43,9 +62,21 @@ class ArtifactDraft:
 
 
 @dataclass(frozen=True)
+class ChildJobDraft:
+    """A job a projection creates, committed in the same transaction as its parent's
+    result. The idempotency key makes it at most one per (parent's user, type, key)."""
+
+    job_type: str
+    input: dict[str, Any]
+    idempotency_key: str
+    priority: int | None = None
+
+
+@dataclass(frozen=True)
 class JobResult:
     output: BaseModel
     artifacts: list[ArtifactDraft] = field(default_factory=list)
+    children: list[ChildJobDraft] = field(default_factory=list)
 
 
 class ExecutionContext(Protocol):
@@ -57,7 +88,20 @@ class ExecutionContext(Protocol):
     @property
     def attempt(self) -> int: ...
 
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def prompt(self) -> tuple[str, str]:
+        """(prompt_key, prompt_version) the job was created with; ("", "") if none."""
+        ...
+
     def report_progress(self, fraction: float) -> None: ...
+
+    async def generate(self, tier: str, prompt: RenderedPrompt) -> ProviderResponse:
+        """One model call through the provider the tier routes to; its usage is recorded
+        with the attempt whether it succeeds or not."""
+        ...
 
     async def api_key(self) -> str | None:
         """The provider key this attempt must use: the job owner's own key (fetched from
@@ -91,6 +135,17 @@ class JobDefinition:
     abort_strategy: AbortStrategy = AbortStrategy.FAIL
     # Jobs of this type one worker runs at once; a queue's slots are its types' maximum.
     concurrency: int = 8
+    # The input fields a snapshot may hold (None: every declared field); fields named like
+    # secrets (SECRET_NAME) or marked secret never enter it either way.
+    snapshot_fields: frozenset[str] | None = None
+    # A finished job's snapshot is removed this long after creation.
+    snapshot_ttl_s: float = DEFAULT_SNAPSHOT_TTL_S
+    # The prompt and model tier jobs of this type are created with (AI job types).
+    prompt_key: str = ""
+    prompt_version: str = ""
+    model_tier: str = ""
+    # Job types this type's projection may create as children.
+    child_job_types: frozenset[str] = frozenset()
     # Whose provider keys a job of this type may run with (CreateJob's credential_mode).
     credential_modes: tuple[CredentialMode, ...] = (CredentialMode.PLATFORM,)
 
@@ -111,13 +166,20 @@ class JobDefinition:
             ) from None
 
     def snapshot(self, validated: BaseModel) -> dict[str, Any]:
-        """What the executor may see: the declared fields only, secrets dropped."""
-        secret = {
+        """What the executor may see: the allow-listed declared fields only, secrets
+        (by marking or by name) dropped; undeclared extras never enter."""
+        allowed = set(self.input_model.model_fields)
+        if self.snapshot_fields is not None:
+            allowed &= self.snapshot_fields
+        excluded = {
             name
             for name, info in self.input_model.model_fields.items()
-            if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("secret")
+            if name not in allowed
+            or SECRET_NAME.search(name)
+            or (isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("secret"))
         }
-        return validated.model_dump(mode="json", exclude=secret)
+        data = validated.model_dump(mode="json", exclude=excluded)
+        return {k: v for k, v in data.items() if k in allowed}
 
 
 class DefinitionError(ValueError):
@@ -174,13 +236,38 @@ def _problems(d: JobDefinition) -> list[str]:
         problems.append("concurrency must be at least 1")
     if d.backoff_base_s <= 0 or d.backoff_max_s < d.backoff_base_s:
         problems.append("backoff must satisfy 0 < base <= max")
+    if d.model_tier and d.model_tier not in MODEL_TIERS:
+        problems.append(f"unknown model tier {d.model_tier!r}")
+    if bool(d.prompt_key) != bool(d.prompt_version):
+        problems.append("prompt_key and prompt_version go together")
+    if d.snapshot_ttl_s <= 0:
+        problems.append("snapshot_ttl_s must be positive")
     if not d.credential_modes or not all(isinstance(m, CredentialMode) for m in d.credential_modes):
         problems.append("credential_modes must name at least one CredentialMode")
     return problems
 
 
-def default_registry() -> Registry:
-    """The job types shipped with the product."""
+def default_registry(env: dict[str, str] | None = None) -> Registry:
+    """The job types of this deployment: ``synthetic``, every module of the
+    ``durable_jobs.job_types`` entry-point group (the reference AI types register this
+    way, as an installed plug-in would), and the modules named in JOBS_JOB_TYPE_MODULES."""
     from shared.jobtypes import synthetic
 
-    return Registry([synthetic.DEFINITION])
+    registry = Registry([synthetic.DEFINITION])
+    modules = [ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    configured = (env if env is not None else os.environ).get(MODULES_ENV, "")
+    modules += [m.strip() for m in configured.split(",") if m.strip()]
+    for name in dict.fromkeys(modules):
+        for definition in definitions_in(name):
+            registry.register(definition)
+    return registry
+
+
+def definitions_in(module_name: str) -> list[JobDefinition]:
+    """The DEFINITION / DEFINITIONS a job-type module exports."""
+    module = importlib.import_module(module_name)
+    found = getattr(module, "DEFINITIONS", None) or [getattr(module, "DEFINITION", None)]
+    definitions = [d for d in found if isinstance(d, JobDefinition)]
+    if not definitions:
+        raise DefinitionError(f"module {module_name} exports no DEFINITION or DEFINITIONS")
+    return definitions

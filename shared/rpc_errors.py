@@ -1,16 +1,19 @@
 """The one translation point between ``JobsError`` and gRPC status, both ways.
 
 Server side: ``status_for`` turns an error into a ``google.rpc.Status`` with exactly one
-``ErrorInfo`` (and ``BadRequest`` field violations for bad input); the job service's
-interceptor aborts the call with it, and batch RPCs put it in a refused item's answer
-(``status_proto_for``). Client side: ``error_from_rpc`` turns a failed call back into the
-matching ``JobsError`` subclass, ``error_from_status`` a refused batch item.
+``ErrorInfo`` (and ``BadRequest`` field violations for bad input, ``RetryInfo`` when
+waiting helps); the job service's interceptor aborts the call with it, and batch RPCs put
+it in a refused item's answer (``status_proto_for``). Client side: ``error_from_rpc``
+turns a failed call back into the matching ``JobsError`` subclass, ``error_from_status`` a
+refused batch item.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -27,8 +30,13 @@ _CODES: dict[Reason, grpc.StatusCode] = {
     Reason.CREDENTIAL_UNAVAILABLE: grpc.StatusCode.FAILED_PRECONDITION,
     Reason.JOB_NOT_CANCELLABLE: grpc.StatusCode.FAILED_PRECONDITION,
     Reason.JOB_ALREADY_CANCELLED: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.JOB_NOT_RETRYABLE: grpc.StatusCode.FAILED_PRECONDITION,
     Reason.IDEMPOTENCY_KEY_REUSED: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.TOO_MANY_JOBS: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Reason.QUOTA_EXCEEDED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.LEASE_LOST: grpc.StatusCode.ABORTED,
+    Reason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+    Reason.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
     Reason.PLATFORM_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     Reason.INTERNAL: grpc.StatusCode.INTERNAL,
 }
@@ -43,8 +51,13 @@ _CLASSES: dict[Reason, type[JobsError]] = {
         errors.CredentialUnavailable,
         errors.JobNotCancellable,
         errors.JobAlreadyCancelled,
+        errors.JobNotRetryable,
         errors.IdempotencyKeyReused,
+        errors.TooManyJobs,
+        errors.QuotaExceeded,
         errors.LeaseLost,
+        errors.Unauthenticated,
+        errors.PermissionDenied,
         errors.PlatformUnavailable,
         errors.InternalError,
     )
@@ -90,6 +103,10 @@ def status_proto_for(error: JobsError, metadata: dict[str, str] | None = None) -
                 )
             )
         )
+    if error.retry_after_s is not None:
+        delay = duration_pb2.Duration()
+        delay.FromTimedelta(timedelta(seconds=max(0.0, error.retry_after_s)))
+        details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
     return status_pb2.Status(
         code=getattr(code_pb2, code.name), message=error.message, details=details
     )
@@ -106,9 +123,11 @@ def error_from_status(status: status_pb2.Status) -> JobsError | None:
     """The JobsError a ``google.rpc.Status`` stands for, or None without an ErrorInfo."""
     reason: Reason | None = None
     violations: list[FieldViolation] = []
+    retry_after_s: float | None = None
     for detail in status.details:
         info = error_details_pb2.ErrorInfo()
         bad = error_details_pb2.BadRequest()
+        retry = error_details_pb2.RetryInfo()
         if detail.Is(info.DESCRIPTOR) and detail.Unpack(info):
             try:
                 reason = Reason(info.reason)
@@ -116,6 +135,8 @@ def error_from_status(status: status_pb2.Status) -> JobsError | None:
                 reason = Reason.INTERNAL
         elif detail.Is(bad.DESCRIPTOR) and detail.Unpack(bad):
             violations = [FieldViolation(v.field, v.description) for v in bad.field_violations]
+        elif detail.Is(retry.DESCRIPTOR) and detail.Unpack(retry):
+            retry_after_s = retry.retry_delay.ToTimedelta().total_seconds()
     if reason is None:
         return None
-    return _CLASSES[reason](status.message, violations)
+    return _CLASSES[reason](status.message, violations, retry_after_s)

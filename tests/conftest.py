@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
-import grpc
 import nats
 import pytest
 from nats.aio.client import Client as NatsClient
@@ -34,7 +33,7 @@ from shared.embedded import (
     with_database,
 )
 from tests.support.nats import delete_all_streams
-from tests.support.stack import Client, running_job_service
+from tests.support.stack import Client, open_channel, running_job_service
 
 TEMPLATE_DATABASE = "jobs_template"
 # Test data is disposable: skip the disk flushes that make durable commits slow.
@@ -154,7 +153,7 @@ def target(job_service: JobServiceApp) -> str:
 
 @pytest.fixture
 async def client(target: str) -> AsyncIterator[Client]:
-    async with grpc.aio.insecure_channel(target) as channel:
+    async with open_channel(target) as channel:
         yield Client(channel)
 
 

@@ -14,6 +14,8 @@ import uvloop
 from pydantic import ValidationError
 
 from shared import logs, tracing
+from shared.ai.router import ModelSettings
+from shared.grpc_client import ClientConfigError
 from shared.settings_errors import describe
 from shared.startup import StartupError
 from worker_service.app import main
@@ -26,14 +28,26 @@ EXIT_UNAVAILABLE = 3
 def run() -> None:
     try:
         settings = WorkerSettings()
+        models = ModelSettings()
     except ValidationError as error:
         print(f"worker_service: invalid configuration:\n{describe(error)}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
+    try:
+        settings.channel_config().credentials()  # TLS files readable, pairs complete
+    except ClientConfigError as error:
+        print(f"worker_service: invalid configuration: {error}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    if not settings.auth_token:
+        print(
+            "worker_service: JOBS_AUTH_TOKEN is not set; the job service will refuse the "
+            "worker's calls unless it is given a token with the worker role",
+            file=sys.stderr,
+        )
     logs.configure(settings.log_level, settings.log_format)
     logs.set_worker_id(settings.worker_id)
     tracing.configure("worker_service")
     try:
-        uvloop.run(main(settings))
+        uvloop.run(main(settings, models))
     except StartupError as error:
         print(f"worker_service: cannot start: {error}", file=sys.stderr)
         sys.exit(EXIT_UNAVAILABLE)

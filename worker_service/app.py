@@ -15,11 +15,13 @@ import logging
 import signal
 from types import TracebackType
 
+from shared.ai.router import ModelRouter, ModelSettings
 from shared.metrics import MetricsServer
 from shared.registry import Registry, default_registry
 from shared.startup import connect_nats, within_startup
 from worker_service.adapters.grpc_executor import GrpcExecutorClient, open_channel
 from worker_service.adapters.nats import CancelListener, NatsDispatchSource
+from worker_service.gateway import ModelGateway
 from worker_service.settings import WorkerSettings
 from worker_service.worker import Worker
 
@@ -31,9 +33,16 @@ class WorkerApp:
     ``stop()``, drains, and closes; ``stop()`` is idempotent and waits for all of that;
     ``async with`` returns once consuming has started and stops on exit."""
 
-    def __init__(self, settings: WorkerSettings, registry: Registry | None = None) -> None:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        registry: Registry | None = None,
+        models: ModelSettings | None = None,
+    ) -> None:
         self.settings = settings
         self.registry = registry or default_registry()
+        # Providers per model tier (JOBS_MODEL_*): the fake provider unless configured.
+        self.models = models or ModelSettings()
         self.slots = settings.queue_slots(self.registry)
         self.worker: Worker | None = None
         self._stop_requested = asyncio.Event()
@@ -135,11 +144,13 @@ class WorkerApp:
         source = self._source = NatsDispatchSource(nc.jetstream())
         await source.subscribe(self.slots)
         stack.push_async_callback(source.close)
-        channel = open_channel(s.job_service_target)
+        channel = open_channel(s.channel_config())
         stack.push_async_callback(channel.close)
         await within_startup(
             f"job_service at {s.job_service_target}", s.startup_timeout_s, channel.channel_ready
         )
+        router = ModelRouter.from_settings(self.models)
+        stack.push_async_callback(router.aclose)
         worker = Worker(
             executor=GrpcExecutorClient(channel),
             source=source,
@@ -149,6 +160,7 @@ class WorkerApp:
             fetch_batch=s.worker_fetch_batch,
             fetch_timeout_s=s.worker_fetch_timeout_s,
             shutdown_grace_s=s.worker_shutdown_grace_s,
+            gateway=ModelGateway(router),
         )
         await stack.enter_async_context(CancelListener(nc, worker.cancel_job))
         return worker
@@ -170,9 +182,9 @@ class WorkerApp:
         log.log(level, "nats: disconnected")
 
 
-async def main(settings: WorkerSettings) -> None:
+async def main(settings: WorkerSettings, models: ModelSettings | None = None) -> None:
     """Run a worker until SIGTERM or SIGINT, then shut down gracefully."""
-    app = WorkerApp(settings)
+    app = WorkerApp(settings, models=models)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

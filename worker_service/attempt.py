@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import TYPE_CHECKING
 
+from shared.ai.prompts import RenderedPrompt
+from shared.ai.provider import ProviderResponse, UsageRecord
+from shared.errors import ErrorCode, ExecutionError
 from worker_service.credentials import CredentialResolver
 from worker_service.domain.errors import means_lease_lost
 from worker_service.domain.model import CancelCause, LockedJob
+
+if TYPE_CHECKING:
+    from worker_service.gateway import ModelGateway
 
 NO_PROGRESS = -1.0
 
@@ -16,11 +23,30 @@ class Attempt:
     """Created per locked job. ``cancel`` stops the execution task at once (asyncio
     cancellation reaches the awaiting provider call) and records why."""
 
-    __slots__ = ("_api_key", "_credentials", "_progress", "_resolved", "_task", "cause", "job")
+    __slots__ = (
+        "_api_key",
+        "_credentials",
+        "_gateway",
+        "_progress",
+        "_resolved",
+        "_task",
+        "cause",
+        "job",
+        "usage",
+    )
 
-    def __init__(self, job: LockedJob, *, credentials: CredentialResolver) -> None:
+    def __init__(
+        self,
+        job: LockedJob,
+        *,
+        credentials: CredentialResolver,
+        gateway: ModelGateway | None = None,
+    ) -> None:
         self.job = job
         self.cause: CancelCause | None = None
+        # One record per provider call of this attempt, submitted with its outcome.
+        self.usage: list[UsageRecord] = []
+        self._gateway = gateway
         self._task: asyncio.Task[object] | None = None
         self._progress: float | None = None
         self._credentials = credentials
@@ -36,6 +62,20 @@ class Attempt:
     @property
     def attempt(self) -> int:
         return self.job.attempt
+
+    @property
+    def user_id(self) -> str:
+        return self.job.user_id
+
+    @property
+    def prompt(self) -> tuple[str, str]:
+        return self.job.prompt_key, self.job.prompt_version
+
+    async def generate(self, tier: str, prompt: RenderedPrompt) -> ProviderResponse:
+        if self._gateway is None:
+            raise ExecutionError(ErrorCode.INTERNAL_ERROR, "this worker has no model gateway")
+        # the owner's own key (fetched under this lease) or None: the tier's platform key
+        return await self._gateway.generate(tier, prompt, self.usage, api_key=await self.api_key())
 
     def report_progress(self, fraction: float) -> None:
         """Keep the latest progress (0..1); the next heartbeat carries it."""

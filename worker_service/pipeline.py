@@ -5,6 +5,7 @@ the outcome means (retry, failure, cancellation); the pipeline only reports it."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -27,6 +28,7 @@ from worker_service.domain.model import (
     Succeeded,
 )
 from worker_service.domain.outcomes import failure_for, failure_for_cause, succeeded, timed_out
+from worker_service.gateway import ModelGateway
 from worker_service.heartbeat import Heartbeat
 from worker_service.ports import ExecutorApi, ResultSink
 
@@ -67,8 +69,10 @@ class Pipeline:
         *,
         worker_id: str = "",
         clock: Callable[[], float] = time.monotonic,
+        gateway: ModelGateway | None = None,
     ) -> None:
         self._executor = executor
+        self._gateway = gateway
         self._credentials = CredentialResolver(executor)
         self._results = results
         self._lookup = lookup
@@ -121,7 +125,7 @@ class Pipeline:
     # --- execution ----------------------------------------------------------------------
 
     async def _execute(self, job: LockedJob, lease: Lease) -> Outcome | None:
-        attempt = Attempt(job, credentials=self._credentials)
+        attempt = Attempt(job, credentials=self._credentials, gateway=self._gateway)
         self._running[job.job_id] = attempt
         early = self._early_cancels.pop(job.job_id, None)
         if early is not None and early > self._clock():
@@ -143,8 +147,10 @@ class Pipeline:
         finally:
             if self._running.get(job.job_id) is attempt:
                 del self._running[job.job_id]
-        if attempt.cause is CancelCause.LEASE_LOST:
+        if attempt.cause is CancelCause.LEASE_LOST or outcome is None:
             return None
+        if attempt.usage:  # the attempt's provider calls travel with its outcome
+            outcome = dataclasses.replace(outcome, usage=tuple(attempt.usage))
         return outcome
 
     async def _attempt(self, job: LockedJob, attempt: Attempt) -> Outcome:
@@ -198,6 +204,7 @@ class Pipeline:
                 return Failed(
                     ErrorCode.INTERNAL_ERROR,
                     f"the job service refused the result: {type(exc).__name__}: {exc}",
+                    usage=result.usage,
                 )
             return None
         log.debug("job %s attempt %d: result submitted -> %s", job.job_id, job.attempt, status)
@@ -211,7 +218,13 @@ class Pipeline:
             status = await self._retrying(
                 deadline,
                 lambda timeout: ex.submit_failure(
-                    job.job_id, lease.token, failure.code, failure.message, timeout_s=timeout
+                    job.job_id,
+                    lease.token,
+                    failure.code,
+                    failure.message,
+                    timeout_s=timeout,
+                    usage=failure.usage,
+                    retry_after_s=failure.retry_after_s,
                 ),
             )
         except Exception as exc:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from shared.ai.provider import UsageRecord
 from worker_service.domain.model import HeartbeatReply, LockResult, ResultSubmission, UserKey
 
 # The job service takes at most this many items in one LockJobs or SubmitResults call.
@@ -50,8 +51,11 @@ class ExecutorApi(Protocol):
         error_message: str,
         *,
         timeout_s: float,
+        usage: Sequence[UsageRecord] = (),
+        retry_after_s: float | None = None,
     ) -> str:
-        """The job's resulting status name: "RETRYING", "FAILED" or "CANCELLED"."""
+        """The job's resulting status name: "RETRYING", "FAILED" or "CANCELLED". ``usage``
+        is stored with the failure; ``retry_after_s`` delays a retry at least that long."""
         ...
 
     async def resolve_credential(

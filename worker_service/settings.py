@@ -8,6 +8,7 @@ import socket
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.grpc_client import ChannelConfig
 from shared.logs import LogFormat
 from shared.metrics import port_or_disabled
 from shared.registry import Registry
@@ -23,6 +24,12 @@ class WorkerSettings(BaseSettings):
     nats_url: str = "nats://127.0.0.1:4222"
     # host:port of the job service's gRPC server (ExecutorService).
     job_service_target: str = "127.0.0.1:50051"
+    # Bearer token with the `worker` role, and TLS towards the job service (CA set → TLS;
+    # client certificate and key set → mutual TLS). See shared.grpc_client.
+    auth_token: str = ""
+    tls_ca_file: str = ""
+    tls_client_cert_file: str = ""
+    tls_client_key_file: str = ""
     # Shown as the job's `locked_by`; unique per process.
     worker_id: str = Field(default_factory=_default_worker_id, min_length=1)
     # Comma-separated queue names; empty means every queue the registry's job types use.
@@ -44,6 +51,15 @@ class WorkerSettings(BaseSettings):
     log_format: LogFormat = "json"
 
     _port = field_validator("worker_metrics_port", mode="before")(port_or_disabled)
+
+    def channel_config(self) -> ChannelConfig:
+        return ChannelConfig(
+            target=self.job_service_target,
+            token=self.auth_token,
+            ca_file=self.tls_ca_file,
+            client_cert_file=self.tls_client_cert_file,
+            client_key_file=self.tls_client_key_file,
+        )
 
     def queue_slots(self, registry: Registry) -> dict[str, int]:
         """The queues to consume and the concurrent jobs each may run; ValueError when a

@@ -11,6 +11,7 @@ from types import TracebackType
 
 from shared.registry import JobDefinition
 from worker_service.domain.model import CancelCause
+from worker_service.gateway import ModelGateway
 from worker_service.intake import QueueIntake
 from worker_service.pipeline import Pipeline
 from worker_service.ports import DispatchSource, ExecutorApi
@@ -40,6 +41,7 @@ class Worker:
         fetch_batch: int = 32,
         fetch_timeout_s: float = 1.0,
         shutdown_grace_s: float = 20.0,
+        gateway: ModelGateway | None = None,
     ) -> None:
         if not slots:
             raise ValueError("a worker needs at least one queue")
@@ -47,7 +49,9 @@ class Worker:
         self._grace_s = shutdown_grace_s
         self._fetch_timeout_s = fetch_timeout_s
         self._results = ResultBatcher(executor)
-        self._pipeline = Pipeline(executor, self._results, lookup, worker_id=worker_id)
+        self._pipeline = Pipeline(
+            executor, self._results, lookup, worker_id=worker_id, gateway=gateway
+        )
         self._intakes = [
             QueueIntake(
                 queue,

@@ -34,7 +34,9 @@ def credential_mode_from_pb(number: int) -> CredentialMode:
         ) from None
 
 
-def job_to_pb(job: Job) -> job_pb2.Job:
+def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
+    """``internal``: an operator's view, with the internal error message. Never set it
+    for an answer a job's owner receives."""
     message = job_pb2.Job(
         id=job.id,
         user_id=job.user_id,
@@ -73,6 +75,17 @@ def job_to_pb(job: Job) -> job_pb2.Job:
             )
             for e in job.events
         ],
+        parent_job_id=job.parent_job_id or "",
+        child_job_ids=job.child_job_ids,
+        total_input_tokens=job.total_input_tokens,
+        total_output_tokens=job.total_output_tokens,
+        total_cost_usd=job.total_cost_usd,
+        prompt_key=job.prompt_key or "",
+        prompt_version=job.prompt_version or "",
+        model_tier=job.model_tier or "",
+        trigger=job.trigger,
+        retried_from_job_id=job.retried_from_job_id or "",
+        internal_error_message=(job.internal_error_message or "") if internal else "",
         credential_mode=CREDENTIAL_MODE_TO_PB[job.credential_mode],  # type: ignore[arg-type]
         credential_id=job.credential_id or "",
     )

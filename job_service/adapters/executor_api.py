@@ -10,11 +10,12 @@ from job_service.adapters.convert import CREDENTIAL_MODE_TO_PB, STATUS_TO_PB
 from job_service.credentials import CredentialVault
 from job_service.domain.models import LockGrant, LockRefusal, Submission
 from job_service.engine import JobEngine
+from shared.ai.provider import UsageRecord
 from shared.errors import FieldViolation, InvalidInput, JobsError
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc
 from shared.pbconv import dict_from_struct, struct_from_dict, timestamp
-from shared.registry import ArtifactDraft
+from shared.registry import ArtifactDraft, ChildJobDraft
 from shared.rpc_errors import status_proto_for
 
 
@@ -65,6 +66,9 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
                     lease_expires_at=timestamp(answer.lease_expires_at),
                     lease_ttl_ms=self._lease_ttl_ms,
                     heartbeat_interval_ms=self._heartbeat_interval_ms,
+                    user_id=answer.user_id,
+                    prompt_key=answer.prompt_key,
+                    prompt_version=answer.prompt_version,
                     credential_mode=CREDENTIAL_MODE_TO_PB[answer.credential_mode],  # type: ignore[arg-type]
                     credential_id=answer.credential_id or "",
                 ),
@@ -109,7 +113,12 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         self, request: pb.SubmitFailureRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitFailureResponse:
         outcome = await self._engine.submit_failure(
-            request.job_id, request.lease_token, request.error_code, request.error_message
+            request.job_id,
+            request.lease_token,
+            request.error_code,
+            request.error_message,
+            usage=[_usage(u) for u in request.usage],
+            retry_after_s=request.retry_after_ms / 1000,
         )
         return pb.SubmitFailureResponse(
             status=STATUS_TO_PB[outcome.status],  # type: ignore[arg-type]
@@ -142,4 +151,27 @@ def _submission(request: pb.SubmitResultRequest) -> Submission:
             )
             for a in request.artifacts
         ],
+        children=[
+            ChildJobDraft(
+                job_type=c.job_type,
+                input=dict_from_struct(c.input),
+                idempotency_key=c.idempotency_key,
+                priority=c.priority if c.HasField("priority") else None,
+            )
+            for c in request.child_jobs
+        ],
+        usage=[_usage(u) for u in request.usage],
+    )
+
+
+def _usage(usage: pb.ProviderUsage) -> UsageRecord:
+    return UsageRecord(
+        provider=usage.provider[:64] or "unknown",
+        model=usage.model[:255] or "unknown",
+        credential_mode=usage.credential_mode[:16] or "platform",
+        input_tokens=max(0, min(usage.input_tokens, 2**31 - 1)),
+        output_tokens=max(0, min(usage.output_tokens, 2**31 - 1)),
+        cost_usd=usage.cost_usd if 0 <= usage.cost_usd < 1e8 else 0.0,
+        latency_ms=max(0, min(usage.latency_ms, 2**31 - 1)),
+        error_code=usage.error_code[:100],
     )

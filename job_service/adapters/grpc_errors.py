@@ -5,15 +5,22 @@ request id, its details logged here and nowhere else."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
 import grpc
 
-from shared.errors import InternalError, JobsError, PlatformUnavailable
+from shared.errors import (
+    FieldViolation,
+    InternalError,
+    InvalidInput,
+    JobsError,
+    PlatformUnavailable,
+)
 from shared.rpc_errors import status_for
 
 log = logging.getLogger(__name__)
@@ -49,21 +56,76 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
-            return handler
-        behavior = handler.unary_unary
         method = handler_call_details.method
+        if handler is None:
+            return handler
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                _guarded_unary(handler.unary_unary, method),
+                request_deserializer=_tolerant(handler.request_deserializer),
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None and inspect.isasyncgenfunction(handler.unary_stream):
+            return grpc.unary_stream_rpc_method_handler(
+                _guarded_stream(handler.unary_stream, method),
+                request_deserializer=_tolerant(handler.request_deserializer),
+                response_serializer=handler.response_serializer,
+            )
+        return handler  # streams written with context.write (health Watch) report their own
 
-        async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            try:
-                return await behavior(request, context)
-            except _ABORTED:
-                raise  # a handler outside this product (health) already set the status
-            except Exception as error:  # this is the translation point
-                await context.abort_with_status(status_for(_translate(error, method)))
 
-        return grpc.unary_unary_rpc_method_handler(
-            guarded,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
+class _Undecodable:
+    """A request that is not a valid message (e.g. a string field that is not UTF-8, or
+    nesting deeper than protobuf's limit): refused as bad input, not as INTERNAL, which is
+    what gRPC answers when a deserializer raises."""
+
+
+_UNDECODABLE = _Undecodable()
+
+
+def _tolerant(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserialize is None:
+        return None
+
+    def tolerant(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except Exception:
+            return _UNDECODABLE
+
+    return tolerant
+
+
+def _check_decoded(request: Any) -> None:
+    if request is _UNDECODABLE:
+        raise InvalidInput(
+            "the request is not a valid message",
+            [FieldViolation("request", "valid protobuf: UTF-8 strings, nesting under 100")],
         )
+
+
+def _guarded_unary(behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
+    async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            _check_decoded(request)
+            return await behavior(request, context)
+        except _ABORTED:
+            raise  # a handler outside this product (health) already set the status
+        except Exception as error:  # this is the translation point
+            await context.abort_with_status(status_for(_translate(error, method)))
+
+    return guarded
+
+
+def _guarded_stream(behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
+    async def guarded(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        try:
+            _check_decoded(request)
+            async for response in behavior(request, context):
+                yield response
+        except _ABORTED:
+            raise
+        except Exception as error:  # this is the translation point
+            await context.abort_with_status(status_for(_translate(error, method)))
+
+    return guarded

@@ -3,18 +3,25 @@ ErrorInterceptor translates them."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import grpc
 
 from job_service.adapters.convert import credential_mode_from_pb, job_to_pb
+from job_service.domain.models import Job
 from job_service.engine import JobEngine
+from job_service.operations import Operations
+from job_service.watch import WatchHub
 from shared.pb.jobs.v1 import job_service_pb2 as pb
 from shared.pb.jobs.v1 import job_service_pb2_grpc
 from shared.pbconv import dict_from_struct
 
 
 class JobServicer(job_service_pb2_grpc.JobServiceServicer):
-    def __init__(self, engine: JobEngine) -> None:
+    def __init__(self, engine: JobEngine, operations: Operations, watches: WatchHub) -> None:
         self._engine = engine
+        self._operations = operations
+        self._watches = watches
 
     async def CreateJob(
         self, request: pb.CreateJobRequest, context: grpc.aio.ServicerContext
@@ -41,3 +48,27 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     ) -> pb.CancelJobResponse:
         job = await self._engine.cancel_job(request.job_id, request.user_id)
         return pb.CancelJobResponse(job=job_to_pb(job))
+
+    async def ListJobs(
+        self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListJobsResponse:
+        jobs, token = await self._operations.list_user_jobs(
+            request.user_id, request.page_size, request.page_token
+        )
+        return pb.ListJobsResponse(jobs=[job_to_pb(j) for j in jobs], next_page_token=token)
+
+    async def WatchJob(
+        self, request: pb.WatchJobRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.WatchJobResponse]:
+        # validates and checks ownership before the first answer
+        first: Job | None = await self._engine.get_job(request.job_id, request.user_id)
+
+        async def read() -> Job | None:
+            nonlocal first
+            if first is not None:
+                job, first = first, None
+                return job
+            return await self._engine.find_job(request.job_id, request.user_id)
+
+        async for job in self._watches.watch(request.job_id, read):
+            yield pb.WatchJobResponse(job=job_to_pb(job))

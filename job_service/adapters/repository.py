@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
@@ -28,11 +29,16 @@ from job_service.domain.models import (
     JobEvent,
     LockGrant,
     LockRefusal,
+    NewChild,
     NewJob,
+    QuotaRefusal,
+    Quotas,
+    RetrySpec,
     Submission,
 )
 from job_service.domain.retry import Outcome, RetryDecision
 from job_service.ports import Decide
+from shared.ai.provider import UsageRecord
 from shared.constants import DISPATCH_SUBJECT_PREFIX, EVENTS_SUBJECT_PREFIX
 from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, LeaseLost, public_message
@@ -50,8 +56,13 @@ JOB_COLUMNS = """
     j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
     j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
     j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
+    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
+    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
     j.credential_mode, j.credential_id::text AS credential_id
 """
+
+# Unfinished statuses, spelled as the partial index jobs_user_active spells them.
+ACTIVE_SQL = "('created', 'queued', 'running', 'retrying', 'cancel_requested')"
 
 # Inserts the dispatch outbox row for a job in `src` (a CTE with id, queue), available at
 # `available_at`, deduplicated by `dedupe`. Shared by create and retry. `trace` is a jsonb
@@ -82,19 +93,33 @@ _DOMAIN_EVENT_ROW = f"""
 RETRY_TRACE = """(SELECT o.payload->'trace' FROM outbox_events o
     WHERE o.dedupe_key = 'job.dispatch:' || src.id || ':create')"""
 
+# Quotas: the unfinished-jobs count stops at its limit ($21; 0 counts nothing), so it
+# costs at most that many index entries; jobs created today (UTC) are a counter row per
+# user and day ($22 the limit; 0 leaves the counter alone), bumped in the same statement.
 CREATE_JOB = f"""
-WITH inserted AS (
+WITH usage AS (
+    SELECT
+        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = $1
+                               AND status IN {ACTIVE_SQL} LIMIT $21) a) AS active,
+        coalesce((SELECT created FROM job_quota_usage
+                  WHERE $22::int > 0 AND user_id = $1
+                    AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today
+), inserted AS (
     INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash,
                       status, max_attempts, timeout_ms, input_schema_version,
-                      output_schema_version, definition_version, queued_at,
-                      credential_mode, credential_id)
-    VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $8, $9, $10, $11, now(), $14, $15)
+                      output_schema_version, definition_version, queued_at, prompt_key,
+                      prompt_version, model_tier, credential_mode, credential_id)
+    SELECT $1::varchar, $2::varchar, $3::varchar, $4::smallint, $5::varchar, $6::varchar,
+           'queued', $7::int, $8::int, $9::varchar, $10::varchar, $11::varchar, now(),
+           $15::varchar, $16::varchar, $17::varchar, $18::varchar, $19::uuid
+    FROM usage
+    WHERE ($21::int = 0 OR usage.active < $21::int) AND ($22::int = 0 OR usage.today < $22::int)
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
     RETURNING {JOB_COLUMNS}
 ), snapshot AS (
-    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version)
-    SELECT id::uuid, $12, $13, $9 FROM inserted
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at)
+    SELECT id::uuid, $12, $13, $9, now() + $14 * interval '1 second' FROM inserted
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt)
     SELECT id::uuid, NULL, 'queued', 0 FROM inserted
@@ -105,7 +130,51 @@ WITH inserted AS (
         dedupe="'job.dispatch:' || src.id || ':create'",
         attempt="1",
         available_at="now()",
-        trace="$16::jsonb",
+        trace="$20::jsonb",
+    )
+}
+), counted AS (
+    INSERT INTO job_quota_usage AS q (user_id, day, created)
+    SELECT $1, (now() AT TIME ZONE 'UTC')::date, 1 FROM inserted WHERE $22::int > 0
+    ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + 1
+)
+SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today
+FROM usage LEFT JOIN inserted ON true
+"""
+
+# A new job from a finished one's snapshot ($1, in a status of $2), trigger "retry".
+RETRY_JOB = f"""
+WITH src AS (
+    SELECT j.*, s.payload, s.content_hash, s.schema_version
+    FROM jobs j JOIN job_snapshots s ON s.job_id = j.id
+    WHERE j.id = $1 AND j.status = ANY($2::text[])
+), inserted AS (
+    INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, request_hash,
+                      retried_from_job_id, status, max_attempts, timeout_ms,
+                      input_schema_version, output_schema_version, definition_version,
+                      queued_at, credential_mode, credential_id, prompt_key, prompt_version,
+                      model_tier)
+    SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, 'queued',
+           $3::int, $4::int, input_schema_version, output_schema_version, $5::varchar, now(),
+           credential_mode, credential_id, prompt_key, prompt_version, model_tier
+    FROM src
+    RETURNING {JOB_COLUMNS}
+), snapshot AS (
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at)
+    SELECT inserted.id::uuid, src.payload, src.content_hash, src.schema_version,
+           now() + $6 * interval '1 second'
+    FROM inserted, src
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id::uuid, NULL, 'queued', 0, 'retry' FROM inserted
+), dispatch AS (
+    {
+    _DISPATCH_ROW.format(
+        src="inserted",
+        dedupe="'job.dispatch:' || src.id || ':create'",
+        attempt="1",
+        available_at="now()",
+        trace="NULL::jsonb",
     )
 }
 )
@@ -126,8 +195,18 @@ SELECT {JOB_COLUMNS},
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'from', e.from_status, 'to', e.to_status, 'attempt', e.attempt,
                 'reason', e.reason, 'at', e.created_at) ORDER BY e.id), '[]')
-     FROM job_events e WHERE e.job_id = j.id) AS events
-FROM jobs j WHERE j.id = $1 AND j.user_id = $2
+     FROM job_events e WHERE e.job_id = j.id) AS events,
+    (SELECT coalesce(array_agg(c.id::text ORDER BY c.created_at, c.id), '{{}}')
+     FROM jobs c WHERE c.parent_job_id = j.id) AS child_job_ids,
+    usage.*
+FROM jobs j
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(u.input_tokens), 0)::bigint AS total_input_tokens,
+           coalesce(sum(u.output_tokens), 0)::bigint AS total_output_tokens,
+           coalesce(sum(u.cost_usd), 0)::float8 AS total_cost_usd
+    FROM usage_logs u WHERE u.job_id = j.id
+) usage
+WHERE j.id = $1 AND ($2::text IS NULL OR j.user_id = $2)
 """
 
 # Locks every lockable job of $1 (rows taken in id order, so that concurrent batches
@@ -146,16 +225,17 @@ WITH prior AS (
         attempt_count = j.attempt_count + 1, started_at = coalesce(j.started_at, now()),
         next_run_at = NULL, progress = 0, updated_at = now()
     FROM prior WHERE j.id = prior.id
-    RETURNING j.id, j.job_type, j.lease_token::text AS lease_token, j.attempt_count,
-              j.lock_until, prior.status AS from_status, j.credential_mode,
+    RETURNING j.id, j.job_type, j.user_id, j.lease_token::text AS lease_token,
+              j.attempt_count, j.lock_until, j.prompt_key, j.prompt_version,
+              prior.status AS from_status, j.credential_mode,
               j.credential_id::text AS credential_id,
               extract(epoch FROM now() - prior.due_at)::float8 AS waited_s
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
     SELECT id, from_status, 'running', attempt_count, $2 FROM locked
 )
-SELECT l.id::text AS id, l.job_type, l.lease_token, l.attempt_count, l.lock_until, s.payload,
-       l.credential_mode, l.credential_id, l.waited_s
+SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
+       l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
 """
 
@@ -171,9 +251,15 @@ WHERE id = $1 AND lease_token = $2 AND status = ANY($5::text[])
 RETURNING lock_until, status
 """
 
+_USAGE_COLUMNS = """
+    job_id uuid, provider text, model text, credential_mode text, input_tokens int,
+    output_tokens int, cost_usd numeric, latency_ms int, error_code text
+"""
+
 # Commits each result whose lease token is current, with its artifacts, timeline event and
-# domain event; $1 and $2 are JSON arrays (one element per result, per artifact).
-SUBMIT_RESULTS = f"""
+# domain event (and, with _PROJECTION, its child jobs and usage rows). $1..$4 are JSON
+# arrays: one element per result, artifact, child, provider call.
+_SUBMIT_CORE = f"""
 WITH input AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb)
         AS i(job_id uuid, lease_token uuid, output jsonb, output_hash text)
@@ -183,7 +269,8 @@ WITH input AS (
         lock_until = NULL, error_code = NULL, public_error_message = NULL
     FROM input i
     WHERE j.id = i.job_id AND j.lease_token = i.lease_token AND j.status = 'running'
-    RETURNING j.id, j.job_type, j.status, j.attempt_count, j.locked_by
+    RETURNING j.id, j.user_id, j.job_type, j.status, j.attempt_count, j.locked_by,
+              j.credential_mode, j.credential_id
 ), artifacts AS (
     INSERT INTO job_artifacts (job_id, artifact_type, artifact_id, ordinal, payload)
     SELECT a.job_id, a.artifact_type, a.artifact_id, a.ordinal, a.payload
@@ -195,8 +282,116 @@ WITH input AS (
     SELECT id, 'running', 'succeeded', attempt_count, locked_by FROM done
 ), domain_event AS (
     {_DOMAIN_EVENT_ROW.format(src="done")}
+"""
+
+# Child jobs (each with its snapshot, timeline event and dispatch row; a child whose
+# idempotency key exists already is left as it is) and usage rows of the results `done`.
+_PROJECTION = f"""
+), children_in AS (
+    SELECT c.*, done.user_id,
+           CASE WHEN c.inherits_credential THEN done.credential_mode ELSE 'platform'
+           END AS credential_mode,
+           CASE WHEN c.inherits_credential THEN done.credential_id END AS credential_id
+    FROM jsonb_to_recordset($3::jsonb) AS c(
+        parent_job_id uuid, job_type text, queue text, priority int, idempotency_key text,
+        request_hash text, max_attempts int, timeout_ms int, input_schema_version text,
+        output_schema_version text, definition_version text, prompt_key text,
+        prompt_version text, model_tier text, snapshot jsonb, snapshot_hash text,
+        snapshot_ttl_s float8, inherits_credential bool)
+    JOIN done ON done.id = c.parent_job_id
+), children AS (
+    INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, idempotency_key,
+                      request_hash, parent_job_id, status, max_attempts, timeout_ms,
+                      input_schema_version, output_schema_version, definition_version,
+                      prompt_key, prompt_version, model_tier, queued_at, credential_mode,
+                      credential_id)
+    SELECT user_id, job_type, 'child_job', queue, priority, idempotency_key, request_hash,
+           parent_job_id, 'queued', max_attempts, timeout_ms, input_schema_version,
+           output_schema_version, definition_version, prompt_key, prompt_version, model_tier,
+           now(), credential_mode, credential_id
+    FROM children_in
+    ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
+        DO NOTHING
+    RETURNING j.id, j.queue, j.parent_job_id, j.job_type, j.idempotency_key
+), child_snapshots AS (
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at)
+    SELECT ch.id, c.snapshot, c.snapshot_hash, c.input_schema_version,
+           now() + c.snapshot_ttl_s * interval '1 second'
+    FROM children ch JOIN children_in c
+        ON c.parent_job_id = ch.parent_job_id AND c.job_type = ch.job_type
+       AND c.idempotency_key = ch.idempotency_key
+), child_events AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id, NULL, 'queued', 0, 'child_job' FROM children
+), child_dispatch AS (
+    {
+    _DISPATCH_ROW.format(
+        src="children",
+        dedupe="'job.dispatch:' || src.id || ':create'",
+        attempt="1",
+        available_at="now()",
+        trace="NULL::jsonb",
+    )
+}
+), usage AS (
+    INSERT INTO usage_logs (job_id, attempt, provider, model, credential_mode, input_tokens,
+                            output_tokens, cost_usd, latency_ms, error_code)
+    SELECT u.job_id, done.attempt_count, u.provider, u.model, u.credential_mode,
+           u.input_tokens, u.output_tokens, u.cost_usd, u.latency_ms, nullif(u.error_code, '')
+    FROM jsonb_to_recordset($4::jsonb) AS u({_USAGE_COLUMNS}) JOIN done ON done.id = u.job_id
 )
-SELECT id::text AS id, job_type FROM done
+"""
+
+SUBMIT_RESULTS = _SUBMIT_CORE + ")\nSELECT id::text AS id, job_type FROM done"
+# The same with projections: only batches that carry children or usage pay for it.
+SUBMIT_RESULTS_PROJECTED = _SUBMIT_CORE + _PROJECTION + "SELECT id::text AS id, job_type FROM done"
+
+
+INSERT_USAGE = f"""
+INSERT INTO usage_logs (job_id, attempt, provider, model, credential_mode, input_tokens,
+                        output_tokens, cost_usd, latency_ms, error_code)
+SELECT u.job_id, $2, u.provider, u.model, u.credential_mode, u.input_tokens,
+       u.output_tokens, u.cost_usd, u.latency_ms, nullif(u.error_code, '')
+FROM jsonb_to_recordset($1::jsonb) AS u({_USAGE_COLUMNS})
+"""
+
+# Cancels the unfinished descendants of job $1: each moves as the lifecycle's CANCEL step
+# says ($2: a JSON map from status to status), with its timeline and domain events.
+CANCEL_DESCENDANTS = f"""
+WITH RECURSIVE tree AS (
+    SELECT id FROM jobs WHERE parent_job_id = $1
+    UNION
+    SELECT c.id FROM jobs c JOIN tree ON c.parent_job_id = tree.id
+), targets AS (
+    SELECT j.id, j.status FROM jobs j JOIN tree ON tree.id = j.id
+    WHERE $2::jsonb ? j.status
+    ORDER BY j.id
+    FOR UPDATE OF j
+), changed AS (
+    UPDATE jobs j SET status = $2::jsonb ->> t.status, cancel_requested_at = now(),
+        updated_at = now(), next_run_at = NULL,
+        finished_at = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN now() END,
+        error_code = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN $3 END,
+        public_error_message = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN $4 END
+    FROM targets t WHERE j.id = t.id
+    RETURNING j.id, j.job_type, j.status, j.attempt_count, t.status AS from_status
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id, from_status, status, attempt_count, 'parent_cancelled' FROM changed
+), domain_event AS (
+    {_DOMAIN_EVENT_ROW.format(src="(SELECT * FROM changed WHERE status = 'cancelled')")}
+)
+SELECT id::text AS id, status FROM changed
+"""
+
+# Removes expired snapshots of finished jobs (an unfinished job still needs its input).
+DELETE_EXPIRED_SNAPSHOTS = """
+DELETE FROM job_snapshots WHERE job_id IN (
+    SELECT s.job_id FROM job_snapshots s JOIN jobs j ON j.id = s.job_id
+    WHERE s.expires_at < now() AND j.status = ANY($1::text[])
+    ORDER BY s.expires_at LIMIT $2
+    FOR UPDATE OF s SKIP LOCKED
+)
 """
 
 SUBMIT_STATE = """
@@ -318,6 +513,7 @@ SELECT count(*) FROM dispatch
 """
 
 TERMINAL = sorted(s.value for s in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED))
+RETRYABLE = sorted(s.value for s in (JobStatus.FAILED, JobStatus.CANCELLED))
 
 
 class JobRepository:
@@ -329,9 +525,10 @@ class JobRepository:
 
     # --- clients -----------------------------------------------------------------------
 
-    async def create(self, new: NewJob) -> tuple[Job, bool]:
+    async def create(self, new: NewJob, quotas: Quotas) -> tuple[Job, bool] | QuotaRefusal:
         """Stores the job, its snapshot, its first timeline event and its dispatch row.
-        Returns the existing job instead when the idempotency key was used before."""
+        Returns the existing job instead when the idempotency key was used before (even at
+        a quota limit), and a QuotaRefusal (nothing stored) when the user is at a limit."""
         async with self._pool.acquire() as conn:
             row = await conn.fetchrow(
                 CREATE_JOB,
@@ -348,39 +545,75 @@ class JobRepository:
                 new.definition_version,
                 new.snapshot,
                 new.snapshot_hash,
+                new.snapshot_ttl_s,
+                new.prompt_key,
+                new.prompt_version,
+                new.model_tier,
                 new.credential_mode.value,
                 new.credential_id,
                 new.trace,
+                quotas.max_active,
+                quotas.daily,
             )
-            if row is not None:
+            assert row is not None, "the usage row is always there"
+            if row["id"] is not None:
                 return _job(row), True
+            refusal = QuotaRefusal(active=row["quota_active"], today=row["quota_today"])
+            if new.idempotency_key is None:
+                return refusal
             # The key exists: ON CONFLICT waited for its writer to commit, so it is visible.
-            row = await conn.fetchrow(
+            existing = await conn.fetchrow(
                 FIND_BY_IDEMPOTENCY_KEY, new.user_id, new.job_type, new.idempotency_key
             )
-        assert row is not None, "conflict on the idempotency index without a row"
-        return _job(row), False
+        if existing is None:
+            return refusal  # not a conflict: the quota kept the row out
+        return _job(existing), False
 
-    async def get(self, job_id: str, user_id: str) -> Job | None:
+    async def retry(self, job_id: str, spec: RetrySpec) -> Job | None:
+        """A new job from a failed or cancelled job's snapshot; None when that job is not
+        (or no longer) failed or cancelled, or its snapshot is gone."""
+        row = await self._pool.fetchrow(
+            RETRY_JOB,
+            job_id,
+            RETRYABLE,
+            spec.max_attempts,
+            spec.timeout_ms,
+            spec.definition_version,
+            spec.snapshot_ttl_s,
+        )
+        return None if row is None else _job(row)
+
+    async def get(self, job_id: str, user_id: str | None) -> Job | None:
+        """The job with artifacts and timeline; ``user_id`` None reads any user's job."""
         row = await self._pool.fetchrow(GET_JOB, job_id, user_id)
         if row is None:
             return None
-        return _job(
-            row,
-            artifacts=[Artifact(**a) for a in row["artifacts"]],
-            events=[_event(e) for e in row["events"]],
+        return replace(
+            _job(
+                row,
+                artifacts=[Artifact(**a) for a in row["artifacts"]],
+                events=[_event(e) for e in row["events"]],
+            ),
+            child_job_ids=list(row["child_job_ids"]),
+            total_input_tokens=row["total_input_tokens"],
+            total_output_tokens=row["total_output_tokens"],
+            total_cost_usd=row["total_cost_usd"],
         )
 
-    async def cancel(self, job_id: str, user_id: str) -> tuple[JobStatus, JobStatus] | None:
-        """Applies CancelJob; returns (status before, status after), or None when the user
-        has no such job. The caller judges statuses that cannot be cancelled."""
+    async def cancel(
+        self, job_id: str, user_id: str
+    ) -> tuple[JobStatus, JobStatus, list[str]] | None:
+        """Applies CancelJob to the job and, in the same transaction, its unfinished
+        descendants; returns (status before, status after, descendants now
+        CANCEL_REQUESTED), or None when the user has no such job. The caller judges
+        statuses that cannot be cancelled (the descendants are then left alone)."""
         async with self._pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(CANCEL_STATE, job_id, user_id)
             if row is None:
                 return None
             before = JobStatus(row["status"])
             if before not in sources(Step.CANCEL):
-                return before, before
+                return before, before, []
             after = transition(before, Step.CANCEL)
             changed = await conn.fetchval(
                 CANCEL,
@@ -391,7 +624,34 @@ class JobRepository:
                 public_message(ErrorCode.CANCELLED),
             )
             assert changed == after.value, "cancel raced although the row was locked"
-            return before, after
+            return before, after, await _cancel_descendants(conn, job_id)
+
+    async def cancel_descendants(self, job_id: str, user_id: str) -> list[tuple[str, JobStatus]]:
+        """Cancels the unfinished descendants of a (finished) job of the user; returns each
+        one changed with its new status."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            if await conn.fetchrow(CANCEL_STATE, job_id, user_id) is None:
+                return []
+            rows = await conn.fetch(
+                CANCEL_DESCENDANTS,
+                job_id,
+                _CANCEL_STEP,
+                ErrorCode.CANCELLED.value,
+                public_message(ErrorCode.CANCELLED),
+            )
+        return [(r["id"], JobStatus(r["status"])) for r in rows]
+
+    async def job_types(self, job_ids: Sequence[str]) -> dict[str, str]:
+        rows = await self._pool.fetch(
+            "SELECT id::text AS id, job_type FROM jobs WHERE id = ANY($1::text[]::uuid[])",
+            list(job_ids),
+        )
+        return {r["id"]: r["job_type"] for r in rows}
+
+    async def delete_expired_snapshots(self, limit: int) -> int:
+        """Removes up to ``limit`` expired snapshots of finished jobs; returns how many."""
+        done = await self._pool.execute(DELETE_EXPIRED_SNAPSHOTS, TERMINAL, limit)
+        return int(done.split()[-1])
 
     # --- workers -----------------------------------------------------------------------
 
@@ -411,6 +671,9 @@ class JobRepository:
                     attempt=row["attempt_count"],
                     lease_expires_at=row["lock_until"],
                     input=row["payload"],
+                    user_id=row["user_id"],
+                    prompt_key=row["prompt_key"] or "",
+                    prompt_version=row["prompt_version"] or "",
                     credential_mode=CredentialMode(row["credential_mode"]),
                     credential_id=row["credential_id"],
                 )
@@ -437,11 +700,14 @@ class JobRepository:
             cancel_requested=row["status"] == JobStatus.CANCEL_REQUESTED,
         )
 
-    async def submit_results(self, results: Sequence[Submission]) -> list[JobStatus | LeaseLost]:
+    async def submit_results(
+        self, results: Sequence[Submission], children: Sequence[NewChild] = ()
+    ) -> list[JobStatus | LeaseLost]:
         """Commits each result (distinct jobs) with its current lease, exactly once, in one
-        statement; answers per result, in order. A repeat of a committed submit is answered
-        SUCCEEDED again; a cancel that won the race ends the job CANCELLED and drops the
-        result; anything else is LeaseLost."""
+        statement with its artifacts, ``children`` (of these results) and usage rows;
+        answers per result, in order. A repeat of a committed submit is answered SUCCEEDED
+        again (and adds nothing); a cancel that won the race ends the job CANCELLED and
+        drops the result; anything else is LeaseLost."""
         items = [
             {
                 "job_id": r.job_id,
@@ -462,11 +728,16 @@ class JobRepository:
             for r in results
             for a in r.artifacts
         ]
+        child_rows = [_child_row(c) for c in children]
+        usage = [_usage_row(r.job_id, u) for r in results for u in r.usage]
         async with self._pool.acquire() as conn:
-            done = {
-                row["id"]: row["job_type"]
-                for row in await conn.fetch(SUBMIT_RESULTS, items, artifacts)
-            }
+            if child_rows or usage:
+                rows = await conn.fetch(
+                    SUBMIT_RESULTS_PROJECTED, items, artifacts, child_rows, usage
+                )
+            else:
+                rows = await conn.fetch(SUBMIT_RESULTS, items, artifacts)
+            done = {row["id"]: row["job_type"] for row in rows}
         for job_type in done.values():
             metrics.job_succeeded(job_type)
         return [
@@ -490,13 +761,26 @@ class JobRepository:
         return LeaseLost("the lease on this job is no longer held")
 
     async def end_attempt(
-        self, job_id: str, lease_token: str, code: str, message: str, decide: Decide
+        self,
+        job_id: str,
+        lease_token: str,
+        code: str,
+        message: str,
+        decide: Decide,
+        usage: Sequence[UsageRecord] = (),
     ) -> FailureOutcome:
-        """Ends a failed attempt as ``decide`` says (a cancel pending wins). A repeat of
-        the same report is answered with the status it led to; otherwise LeaseLost."""
+        """Ends a failed attempt as ``decide`` says (a cancel pending wins), storing its
+        usage rows in the same transaction. A repeat of the same report is answered with
+        the status it led to (and stores nothing); otherwise LeaseLost."""
         async with self._pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(ATTEMPT_FOR_UPDATE, job_id, lease_token, LEASED)
             if row is not None:
+                if usage:
+                    await conn.execute(
+                        INSERT_USAGE,
+                        [_usage_row(job_id, u) for u in usage],
+                        row["attempt_count"],
+                    )
                 return await _end(conn, row, code, message, decide)
             state = await conn.fetchrow(SUBMIT_STATE, job_id)
         if state is not None and state["lease_token"] == lease_token:
@@ -524,6 +808,50 @@ class JobRepository:
 
 
 _CANCEL = RetryDecision(Outcome.CANCEL)
+_CANCEL_STEP = {s.value: transition(s, Step.CANCEL).value for s in sources(Step.CANCEL)}
+
+
+async def _cancel_descendants(
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], job_id: str
+) -> list[str]:
+    """Cancels the job's unfinished descendants; the ids of those now CANCEL_REQUESTED
+    (their workers must be told)."""
+    rows = await conn.fetch(
+        CANCEL_DESCENDANTS,
+        job_id,
+        _CANCEL_STEP,
+        ErrorCode.CANCELLED.value,
+        public_message(ErrorCode.CANCELLED),
+    )
+    return [r["id"] for r in rows if r["status"] == JobStatus.CANCEL_REQUESTED]
+
+
+def _child_row(child: NewChild) -> dict[str, Any]:
+    new = child.job
+    return {
+        "parent_job_id": child.parent_job_id,
+        "job_type": new.job_type,
+        "queue": new.queue,
+        "priority": new.priority,
+        "idempotency_key": new.idempotency_key,
+        "request_hash": new.request_hash,
+        "max_attempts": new.max_attempts,
+        "timeout_ms": new.timeout_ms,
+        "input_schema_version": new.input_schema_version,
+        "output_schema_version": new.output_schema_version,
+        "definition_version": new.definition_version,
+        "prompt_key": new.prompt_key,
+        "prompt_version": new.prompt_version,
+        "model_tier": new.model_tier,
+        "snapshot": new.snapshot,
+        "snapshot_hash": new.snapshot_hash,
+        "snapshot_ttl_s": new.snapshot_ttl_s,
+        "inherits_credential": child.inherits_credential,
+    }
+
+
+def _usage_row(job_id: str, usage: UsageRecord) -> dict[str, Any]:
+    return {"job_id": job_id, **asdict(usage)}
 
 
 def _always_cancel(facts: AttemptFacts, code: str) -> RetryDecision:
@@ -594,9 +922,19 @@ def _job(
         next_run_at=row["next_run_at"],
         artifacts=artifacts or [],
         events=events or [],
+        parent_job_id=row["parent_job_id"],
+        prompt_key=row["prompt_key"],
+        prompt_version=row["prompt_version"],
+        model_tier=row["model_tier"],
+        trigger=row["trigger_type"],
+        retried_from_job_id=row["retried_from_job_id"],
         credential_mode=CredentialMode(row["credential_mode"]),
         credential_id=row["credential_id"],
     )
+
+
+# The listing queries (adapters/listing.py) build summaries the same way.
+job_from_row = _job
 
 
 def _event(raw: dict[str, Any]) -> JobEvent:
@@ -620,9 +958,22 @@ async def keep_session(conn: asyncpg.Connection) -> None:
     create; an open transaction is still rolled back by asyncpg itself."""
 
 
+class DatabaseUnreachable(ConnectionError):
+    """No new connection to PostgreSQL could be made (down, restarting, refusing, at its
+    connection limit): an outage to report as PLATFORM_UNAVAILABLE, whatever the cause."""
+
+
+async def _connect(*args: Any, **kwargs: Any) -> asyncpg.Connection:
+    try:
+        return await asyncpg.connect(*args, **kwargs)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        raise DatabaseUnreachable(f"cannot connect to PostgreSQL: {error}") from error
+
+
 async def create_pool(database_url: str, size: int) -> asyncpg.Pool:
     return await asyncpg.create_pool(
         database_url,
+        connect=_connect,
         min_size=min(2, size),
         max_size=size,
         init=init_connection,

@@ -7,6 +7,7 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     Column,
+    Date,
     DateTime,
     Float,
     ForeignKey,
@@ -14,6 +15,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    Numeric,
     SmallInteger,
     String,
     Table,
@@ -69,6 +71,10 @@ jobs = Table(
     Column("input_schema_version", String(100), nullable=False),
     Column("output_schema_version", String(100), nullable=False),
     Column("definition_version", String(100), nullable=False),
+    # the prompt template and model tier the job runs with (AI job types)
+    Column("prompt_key", String(100)),
+    Column("prompt_version", String(50)),
+    Column("model_tier", String(16)),
     # errors and output
     Column("error_code", String(100)),
     Column("public_error_message", String(500)),
@@ -100,6 +106,16 @@ jobs = Table(
     Index("jobs_status_created", "status", "created_at"),
     Index("jobs_queue_status_created", "queue", "status", "created_at"),
     Index("jobs_parent", "parent_job_id"),
+    # ListJobs, newest first (migration 0005)
+    Index("jobs_user_created_id", "user_id", "created_at", "id"),
+    # the active-jobs quota: unfinished jobs only
+    Index(
+        "jobs_user_active",
+        "user_id",
+        postgresql_where=text(
+            "status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested')"
+        ),
+    ),
     # the reaper's scan: only leased jobs, by expiry
     Index(
         "jobs_lease_expiry",
@@ -119,6 +135,8 @@ job_snapshots = Table(
     Column("schema_version", String(100), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("expires_at", DateTime(timezone=True)),
+    # the cleaner's scan
+    Index("job_snapshots_expiry", "expires_at", postgresql_where=text("expires_at IS NOT NULL")),
 )
 
 job_artifacts = Table(
@@ -179,6 +197,46 @@ outbox_events = Table(
     Index("outbox_pending", "available_at", "id", postgresql_where=text("status = 'pending'")),
     Index("outbox_processing", "locked_at", postgresql_where=text("status = 'processing'")),
     Index("outbox_published", "published_at", postgresql_where=text("status = 'published'")),
+    Index("outbox_dead", "id", postgresql_where=text("status = 'dead'")),
+)
+
+# The daily creation quota: jobs a user created per UTC day (migration 0005). A counter,
+# because counting the day's jobs would cost one row visit per job at every create.
+job_quota_usage = Table(
+    "job_quota_usage",
+    metadata,
+    Column("user_id", String(255), primary_key=True),
+    Column("day", Date, primary_key=True),
+    Column("created", Integer, nullable=False),
+)
+
+# Secrets every replica shares; "page_token" signs ListJobs page tokens (migration 0005).
+api_secrets = Table(
+    "api_secrets",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("secret", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+# One row per provider call, failed calls included; kept when its job is deleted.
+usage_logs = Table(
+    "usage_logs",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("job_id", UUID(as_uuid=False), ForeignKey("jobs.id", ondelete="SET NULL")),
+    Column("attempt", Integer, nullable=False),
+    Column("provider", String(64), nullable=False),
+    Column("model", String(255), nullable=False),
+    Column("credential_mode", String(16), nullable=False),
+    Column("input_tokens", Integer, nullable=False, server_default="0"),
+    Column("output_tokens", Integer, nullable=False, server_default="0"),
+    Column("cost_usd", Numeric(14, 6), nullable=False, server_default="0"),
+    Column("latency_ms", Integer, nullable=False, server_default="0"),
+    Column("error_code", String(100)),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("usage_logs_job", "job_id"),
+    Index("usage_logs_created", "created_at"),
 )
 
 # Users' own provider keys, sealed (job_service.domain.credentials): the plaintext is never

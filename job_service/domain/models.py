@@ -8,8 +8,9 @@ from datetime import datetime
 from typing import Any
 
 from job_service.domain.lifecycle import JobStatus
+from shared.ai.provider import UsageRecord
 from shared.credentials import CredentialMode
-from shared.registry import ArtifactDraft
+from shared.registry import ArtifactDraft, ChildJobDraft
 
 
 @dataclass(frozen=True)
@@ -29,11 +30,26 @@ class NewJob:
     definition_version: str
     snapshot: dict[str, Any]
     snapshot_hash: str
+    snapshot_ttl_s: float = 30 * 24 * 3600.0
+    prompt_key: str | None = None
+    prompt_version: str | None = None
+    model_tier: str | None = None
     # The W3C trace context of the CreateJob span (tracing on), carried by the outbox row.
     trace: dict[str, str] | None = None
     # a user's key by id only; checked to be the user's before the job is stored
     credential_mode: CredentialMode = CredentialMode.PLATFORM
     credential_id: str | None = None
+
+
+@dataclass(frozen=True)
+class NewChild:
+    """A validated child job of a projection; it belongs to its parent's user."""
+
+    parent_job_id: str
+    job: NewJob
+    # The child runs with its parent's key (a user's own key too) when its type allows
+    # user keys; otherwise with the platform's.
+    inherits_credential: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,8 +96,77 @@ class Job:
     next_run_at: datetime | None
     artifacts: list[Artifact] = field(default_factory=list)
     events: list[JobEvent] = field(default_factory=list)
+    parent_job_id: str | None = None
+    child_job_ids: list[str] = field(default_factory=list)
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    total_cost_usd: float = 0.0
+    prompt_key: str | None = None
+    prompt_version: str | None = None
+    model_tier: str | None = None
     credential_mode: CredentialMode = CredentialMode.PLATFORM
     credential_id: str | None = None
+    # What created it ("api", "retry", "child_job") and the job it was retried from.
+    trigger: str = "api"
+    retried_from_job_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """Per-user CreateJob limits; 0 turns one off."""
+
+    max_active: int = 0
+    daily: int = 0
+
+
+@dataclass(frozen=True)
+class QuotaRefusal:
+    """CreateJob stored nothing: the user is at a limit (``active`` / ``today`` say which)."""
+
+    active: int
+    today: int
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Which jobs a listing shows; every field optional (None matches all)."""
+
+    user_id: str | None = None
+    job_type: str | None = None
+    status: JobStatus | None = None
+    queue: str | None = None
+    created_after: datetime | None = None  # inclusive
+    created_before: datetime | None = None  # exclusive
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a newest-first listing continues: strictly after this (created_at, id)."""
+
+    created_at: datetime
+    id: str
+
+
+@dataclass(frozen=True)
+class DeadEvent:
+    """An outbox row that failed to publish too many times."""
+
+    id: int
+    job_id: str
+    subject: str
+    attempts: int
+    last_error: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class RetrySpec:
+    """What a retried job takes from today's definition of its type."""
+
+    max_attempts: int
+    timeout_ms: int
+    definition_version: str
+    snapshot_ttl_s: float
 
 
 @dataclass(frozen=True)
@@ -94,6 +179,9 @@ class LockGrant:
     attempt: int
     lease_expires_at: datetime
     input: dict[str, Any]
+    user_id: str = ""
+    prompt_key: str = ""
+    prompt_version: str = ""
     # USER: the worker fetches the key with ResolveCredential under this lease
     credential_mode: CredentialMode = CredentialMode.PLATFORM
     credential_id: str | None = None
@@ -140,3 +228,5 @@ class Submission:
     output: dict[str, Any]
     output_hash: str
     artifacts: Sequence[ArtifactDraft]
+    children: Sequence[ChildJobDraft] = ()
+    usage: Sequence[UsageRecord] = ()

@@ -41,6 +41,10 @@ class StackSettings:
             "JOBS_RECONCILE_INTERVAL_S": str(self.reconcile_interval_s),
             "JOBS_SHUTDOWN_GRACE_S": str(self.service_shutdown_grace_s),
             "JOBS_DB_POOL_SIZE": "6",
+            # per-user limits off: the run is about faults, and its few users create
+            # thousands of jobs
+            "JOBS_MAX_ACTIVE_JOBS_PER_USER": "0",
+            "JOBS_DAILY_JOB_QUOTA_PER_USER": "0",
             "JOBS_LOG_LEVEL": "INFO",
         }
 

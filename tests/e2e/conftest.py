@@ -6,18 +6,15 @@ from pathlib import Path
 import pytest
 
 from tests.support.processes import WorkerProcess
+from tests.support.stack import worker_settings
 from worker_service.app import WorkerApp
-from worker_service.settings import WorkerSettings
 
 
 @pytest.fixture
 async def worker(nats_url: str, target: str) -> AsyncIterator[WorkerApp]:
     """One worker in this process."""
-    settings = WorkerSettings(
-        nats_url=nats_url,
-        job_service_target=target,
-        worker_id="inproc-worker",
-        worker_metrics_port=None,
+    settings = worker_settings(
+        nats_url, target, worker_id="inproc-worker", worker_metrics_port=None
     )
     async with WorkerApp(settings) as app:
         yield app

@@ -12,14 +12,16 @@ import sys
 from pathlib import Path
 
 import grpc
+import pytest
 
 from shared.credentials import fingerprint
 from shared.embedded import free_port
 from shared.pb.jobs.v1 import credential_service_pb2 as cpb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
+from tests.support.ai import feynman_flow, review_cards
 from tests.support.metrics import scrape, value
-from tests.support.stack import Client
+from tests.support.stack import Client, open_channel
 from tests.support.wait import eventually
 
 READY = "The job engine is running."
@@ -55,7 +57,13 @@ class Devstack:
         self._log.close()
 
 
-_EXTERNAL = ("JOBS_DATABASE_URL", "JOBS_NATS_URL", "JOBS_CREDENTIALS_MASTER_KEY")
+_EXTERNAL = (
+    "JOBS_DATABASE_URL",
+    "JOBS_NATS_URL",
+    "JOBS_CREDENTIALS_MASTER_KEY",
+    "JOBS_AUTH_TOKENS",
+    "JOBS_AUTH_TOKENS_FILE",
+)
 
 
 def alive(pid: int) -> bool:
@@ -66,8 +74,12 @@ def alive(pid: int) -> bool:
     return state != "Z"  # a zombie has exited; only its parent's bookkeeping is left
 
 
-async def create_and_finish(target: str) -> str:
-    async with grpc.aio.insecure_channel(target) as channel:
+def dev_token(data_dir: Path, role: str) -> str:
+    return (data_dir / f"{role}.token").read_text().strip()
+
+
+async def create_and_finish(target: str, token: str) -> str:
+    async with open_channel(target, token) as channel:
         client = Client(channel)
         job = (await client.create(key="kept", sleep_ms=10)).job
 
@@ -75,12 +87,17 @@ async def create_and_finish(target: str) -> str:
             return (await client.get(job.id)).status == job_pb2.JOB_STATUS_SUCCEEDED
 
         await eventually(succeeded, timeout=20, message="the job did not finish")
+        # the reference AI flow on the default (fake) provider: parent, child, cards
+        parent, child = await feynman_flow(client)
+        assert child.status == job_pb2.JOB_STATUS_SUCCEEDED
+        assert 1 <= len(review_cards(child)) <= 3
+        assert child.parent_job_id == parent.id
         return job.id
 
 
-async def run_on_user_key(target: str, credential_id: str = "") -> str:
+async def run_on_user_key(target: str, token: str, credential_id: str = "") -> str:
     """Runs a job on a user's key (stored first unless given); the credential's id."""
-    async with grpc.aio.insecure_channel(target) as channel:
+    async with open_channel(target, token) as channel:
         client = Client(channel)
         if not credential_id:
             put = await client.credentials.PutCredential(
@@ -116,7 +133,17 @@ async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
     first = Devstack(pg_data_dir, port, tmp_path / "first.log")
     try:
         await eventually(lambda: READY in first.output(), timeout=90, message="no banner")
-        job_id = await create_and_finish(target)
+        # the banner says where the generated tokens are; the worker got its own
+        assert f"{pg_data_dir}/{{client,admin,worker}}.token" in first.output()
+        tokens = {role: dev_token(pg_data_dir, role) for role in ("client", "admin", "worker")}
+        assert len(set(tokens.values())) == 3
+        assert (pg_data_dir / "client.token").stat().st_mode & 0o077 == 0
+        job_id = await create_and_finish(target, tokens["client"])
+        # a client token is not a worker's
+        async with open_channel(target, tokens["client"]) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as denied:
+                await Client(channel).lock(job_id)
+        assert denied.value.code() is grpc.StatusCode.PERMISSION_DENIED
         # both services serve /metrics, on the ports the banner names
         ports = re.findall(
             r"(?:job_service|worker)\s+http://127.0.0.1:(\d+)/metrics", first.output()
@@ -125,7 +152,7 @@ async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
         done = {"job_type": "synthetic", "outcome": "succeeded"}
         assert value(service, "jobs_finished_total", **done) == 1
         assert value(work, "jobs_worker_attempts_total", **done) == 1
-        credential_id = await run_on_user_key(target)
+        credential_id = await run_on_user_key(target, tokens["client"])
 
         assert await first.interrupt() == 0
     finally:
@@ -140,10 +167,11 @@ async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
     second = Devstack(pg_data_dir, port, tmp_path / "second.log")
     try:
         await eventually(lambda: READY in second.output(), timeout=90, message="no banner")
-        async with grpc.aio.insecure_channel(target) as channel:
+        # the same tokens again after a restart
+        async with open_channel(target, dev_token(pg_data_dir, "client")) as channel:
             again = await Client(channel).create(key="kept", sleep_ms=10)
         # the master key was kept with the data: the stored key still opens
-        await run_on_user_key(target, credential_id)
+        await run_on_user_key(target, dev_token(pg_data_dir, "client"), credential_id)
         assert await second.interrupt() == 0
     finally:
         second.kill()

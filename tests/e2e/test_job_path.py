@@ -10,7 +10,6 @@ import time
 import uuid
 
 import asyncpg
-import grpc
 from nats.aio.client import Client as NatsClient
 
 from job_service.app import JobServiceApp
@@ -19,10 +18,9 @@ from shared.jobtypes import synthetic
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.registry import Registry
-from tests.support.stack import Client, settings
+from tests.support.stack import Client, open_channel, settings, worker_settings
 from tests.support.wait import eventually
 from worker_service.app import WorkerApp
-from worker_service.settings import WorkerSettings
 
 S = job_pb2
 
@@ -156,11 +154,8 @@ async def test_an_attempt_past_its_definition_timeout_is_ended(
     registry = Registry([quick])
     async with (
         JobServiceApp(settings(database_url, nats_url), registry) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
-        WorkerApp(
-            WorkerSettings(nats_url=nats_url, job_service_target=f"127.0.0.1:{app.port}"),
-            registry,
-        ),
+        open_channel(f"127.0.0.1:{app.port}") as channel,
+        WorkerApp(worker_settings(nats_url, f"127.0.0.1:{app.port}"), registry),
     ):
         client = Client(channel)
         created = await client.create(fail="hang")

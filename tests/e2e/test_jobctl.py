@@ -14,16 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import pytest
 
 from shared.embedded import free_port
+from tests.support.stack import ALL_ROLES_TOKEN, client_env
 from tests.support.wait import eventually
 from worker_service.app import WorkerApp
 
 JOBCTL = str(Path(sys.executable).parent / "jobctl")
-ISSUE_4 = pytest.mark.xfail(
-    reason="the RPC is implemented by issue 4 (UNIMPLEMENTED until it is merged)", strict=False
-)
 
 
 @dataclass
@@ -40,7 +37,12 @@ async def jobctl(target: str, *args: str, timeout: float = 30) -> Run:
     process = await asyncio.create_subprocess_exec(
         JOBCTL,
         *args,
-        env={**os.environ, "JOBS_JOB_SERVICE_TARGET": target, "JOBS_USER_ID": "cli-user"},
+        env={
+            **os.environ,
+            **client_env(ALL_ROLES_TOKEN),
+            "JOBS_JOB_SERVICE_TARGET": target,
+            "JOBS_USER_ID": "cli-user",
+        },
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -120,7 +122,6 @@ async def test_refusals_have_distinct_exit_statuses_and_say_why(target: str) -> 
     assert "UNAVAILABLE" in unreachable.err
 
 
-@ISSUE_4
 async def test_list_shows_the_users_jobs_newest_first(target: str) -> None:
     ids = []
     for _ in range(2):
@@ -136,14 +137,12 @@ async def test_list_shows_the_users_jobs_newest_first(target: str) -> None:
     assert [line.split()[0] for line in table[1:]] == ids[::-1]
 
 
-@ISSUE_4
 async def test_definitions_lists_the_job_types(target: str) -> None:
     run = await jobctl(target, "definitions", "--json")
     assert run.status == 0, run.err
     assert "synthetic" in [d["job_type"] for d in run.json()["definitions"]]
 
 
-@ISSUE_4
 async def test_retry_creates_a_new_job_from_a_failed_one(target: str, worker: WorkerApp) -> None:
     failed = await jobctl(target, "create", "synthetic", "-i", '{"fail": "fatal"}', "--watch")
     assert failed.status == 4
@@ -181,7 +180,12 @@ async def test_watch_on_a_terminal_draws_a_live_progress_bar(
             "-i",
             '{"sleep_ms": 1500}',
             "--watch",
-            env={**os.environ, "JOBS_JOB_SERVICE_TARGET": target, "JOBS_USER_ID": "cli-user"},
+            env={
+                **os.environ,
+                **client_env(ALL_ROLES_TOKEN),
+                "JOBS_JOB_SERVICE_TARGET": target,
+                "JOBS_USER_ID": "cli-user",
+            },
             stdout=terminal,
         )
         os.close(terminal)

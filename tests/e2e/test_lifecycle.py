@@ -21,7 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from shared.embedded import free_port
 from shared.pb.jobs.v1 import job_pb2
 from tests.support.processes import WorkerProcess
-from tests.support.stack import Client
+from tests.support.stack import WORKER_TOKEN, Client, client_env, open_channel, server_env
 from tests.support.wait import eventually
 
 S = job_pb2
@@ -39,6 +39,8 @@ class Service:
             [sys.executable, "-m", module],
             env={
                 **os.environ,
+                **server_env(),
+                **client_env(WORKER_TOKEN),
                 "JOBS_METRICS_PORT": "off",
                 "JOBS_WORKER_METRICS_PORT": "off",
                 **env,
@@ -75,7 +77,7 @@ def start(tmp_path: Path) -> Iterator[Callable[..., Service]]:
 
 
 async def health_is(target: str, expected: int) -> bool:
-    async with grpc.aio.insecure_channel(target) as channel:
+    async with open_channel(target) as channel:
         try:
             answer = await health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(), timeout=1
@@ -99,7 +101,7 @@ async def test_sigterm_turns_not_serving_then_refuses_rpcs_and_lets_in_flight_on
         JOBS_SHUTDOWN_GRACE_S="20",
     )
     await eventually(lambda: health_is(target, Health.SERVING), timeout=30, message="never SERVING")
-    async with grpc.aio.insecure_channel(target) as channel:
+    async with open_channel(target) as channel:
         client = Client(channel)
         # An RPC in flight: its insert waits on a table lock this test holds.
         blocker = await asyncpg.connect(database_url)

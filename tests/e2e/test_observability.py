@@ -22,7 +22,7 @@ from shared.pb.jobs.v1 import job_pb2
 from shared.registry import ExecutionContext, JobDefinition, JobResult, Registry
 from tests.support.metrics import metrics_port_in, scrape, value
 from tests.support.processes import WorkerProcess
-from tests.support.stack import Client, running_job_service
+from tests.support.stack import WORKER_TOKEN, Client, open_channel, running_job_service
 from tests.support.stack import settings as stack_settings
 from tests.support.wait import eventually
 from worker_service.app import WorkerApp
@@ -39,7 +39,7 @@ async def test_both_metrics_endpoints_move_while_a_job_runs(
         running_job_service(
             database_url, nats_url, metrics_port=0, metrics_collect_interval_s=0.1
         ) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+        open_channel(f"127.0.0.1:{app.port}") as channel,
     ):
         assert app.metrics.port
         client = Client(channel)
@@ -124,9 +124,10 @@ async def test_one_trace_links_create_publish_lock_execute_and_submit(
 ) -> None:
     async with (
         running_job_service(database_url, nats_url) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+        open_channel(f"127.0.0.1:{app.port}") as channel,
         WorkerApp(
             WorkerSettings(
+                auth_token=WORKER_TOKEN,
                 nats_url=nats_url,
                 job_service_target=f"127.0.0.1:{app.port}",
                 worker_id="traced",
@@ -207,9 +208,10 @@ async def test_logs_carry_ids_but_never_job_input_or_output(
     try:
         async with (
             JobServiceApp(stack_settings(database_url, nats_url), registry) as app,
-            grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+            open_channel(f"127.0.0.1:{app.port}") as channel,
             WorkerApp(
                 WorkerSettings(
+                    auth_token=WORKER_TOKEN,
                     nats_url=nats_url,
                     job_service_target=f"127.0.0.1:{app.port}",
                     worker_id="logged",
@@ -250,9 +252,10 @@ async def test_a_retry_continues_the_jobs_trace(
 ) -> None:
     async with (
         running_job_service(database_url, nats_url) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+        open_channel(f"127.0.0.1:{app.port}") as channel,
         WorkerApp(
             WorkerSettings(
+                auth_token=WORKER_TOKEN,
                 nats_url=nats_url,
                 job_service_target=f"127.0.0.1:{app.port}",
                 worker_id="retried",

@@ -16,7 +16,7 @@ from shared.errors import IdempotencyKeyReused, InvalidInput, UnknownJobType
 from shared.jetstream import ensure_dispatch_consumer
 from shared.pb.jobs.v1 import job_pb2
 from shared.rpc_errors import error_from_rpc
-from tests.support.stack import Client, count_rows, running_job_service
+from tests.support.stack import Client, count_rows, open_channel, running_job_service
 
 
 async def test_create_stores_job_snapshot_event_and_dispatch_row(
@@ -133,7 +133,7 @@ async def test_a_new_job_is_dispatched_at_once_not_at_the_next_poll(
     # A poll this slow would make the test time out: only the wake-up can pass it.
     async with (
         running_job_service(database_url, nats_url, outbox_poll_interval_s=60) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+        open_channel(f"127.0.0.1:{app.port}") as channel,
     ):
         js = nats_client.jetstream()
         await ensure_dispatch_consumer(js, "ai-interactive")

@@ -29,7 +29,7 @@ from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
 from shared.registry import Registry
 from shared.rpc_errors import error_from_rpc
-from tests.support.stack import Client, count_rows, running_job_service
+from tests.support.stack import Client, count_rows, open_channel, running_job_service
 
 API_KEY = "sk-integration-41d0c8e2aa-RESOLVE"
 USER = job_pb2.CREDENTIAL_MODE_USER
@@ -146,7 +146,7 @@ async def test_a_job_type_allows_user_keys_only_when_its_definition_says_so(
     registry = Registry([synthetic.DEFINITION, platform_only])
     async with (
         running_job_service(database_url, nats_url, registry) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+        open_channel(f"127.0.0.1:{app.port}") as channel,
     ):
         client = Client(channel)
         credential_id = await put(client)

@@ -23,7 +23,9 @@ from tests.support.stack import (
     TEST_MASTER_KEY,
     Client,
     count_rows,
+    open_channel,
     running_job_service,
+    server_env,
     settings,
 )
 
@@ -140,7 +142,7 @@ async def test_without_a_master_key_keys_are_refused_not_stored(
 ) -> None:
     async with (
         running_job_service(database_url, nats_url, credentials_master_key=None) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+        open_channel(f"127.0.0.1:{app.port}") as channel,
     ):
         error = await refused(
             Client(channel).credentials.PutCredential(
@@ -158,7 +160,7 @@ async def test_start_up_refuses_when_stored_keys_cannot_be_opened(
 ) -> None:
     async with (
         running_job_service(database_url, nats_url) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+        open_channel(f"127.0.0.1:{app.port}") as channel,
     ):
         await put(Client(channel))
     stored_under = key_id(parse_master_key(TEST_MASTER_KEY))
@@ -208,7 +210,12 @@ async def test_serve_without_the_master_key_exits_with_one_sentence(
     client: Client, database_url: str, nats_url: str
 ) -> None:
     await put(client)
-    env = {**os.environ, "JOBS_DATABASE_URL": database_url, "JOBS_NATS_URL": nats_url}
+    env = {
+        **os.environ,
+        **server_env(),
+        "JOBS_DATABASE_URL": database_url,
+        "JOBS_NATS_URL": nats_url,
+    }
     env.pop("JOBS_CREDENTIALS_MASTER_KEY", None)
 
     run = await asyncio.to_thread(

@@ -26,6 +26,7 @@ async def test_health_reports_serving_for_the_server_and_each_service(
             "",
             "jobs.v1.JobService",
             "jobs.v1.ExecutorService",
+            "jobs.v1.AdminService",
             "jobs.v1.CredentialService",
         ):
             answer = await stub.Check(health_pb2.HealthCheckRequest(service=service))
@@ -50,6 +51,7 @@ async def test_reflection_describes_every_service(job_service: JobServiceApp) ->
     assert services == [
         "grpc.health.v1.Health",
         "grpc.reflection.v1alpha.ServerReflection",
+        "jobs.v1.AdminService",
         "jobs.v1.CredentialService",
         "jobs.v1.ExecutorService",
         "jobs.v1.JobService",

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from shared.grpc_client import ChannelConfig
+from tests.support.stack import WORKER_TOKEN, channel_config, client_env, server_env
 
 
 def job_service_env(
@@ -29,6 +30,7 @@ def job_service_env(
         "JOBS_GRPC_HOST": "127.0.0.1",
         "JOBS_GRPC_PORT": str(port),
         "JOBS_INSTANCE_ID": instance_id,
+        **server_env(),
         # off unless a test asks (many processes run at once)
         "JOBS_METRICS_PORT": "off",
         **env,
@@ -42,6 +44,7 @@ def worker_env(nats_url: str, target: str, worker_id: str, **env: str) -> dict[s
         "JOBS_NATS_URL": nats_url,
         "JOBS_JOB_SERVICE_TARGET": target,
         "JOBS_WORKER_ID": worker_id,
+        **client_env(WORKER_TOKEN),
         # off unless a test asks (port 0: many workers run at once)
         "JOBS_WORKER_METRICS_PORT": "off",
         **env,
@@ -50,7 +53,7 @@ def worker_env(nats_url: str, target: str, worker_id: str, **env: str) -> dict[s
 
 def client_config(target: str) -> ChannelConfig:
     """How a test client outside the services (the chaos workload) reaches ``target``."""
-    return ChannelConfig.from_env(target)
+    return channel_config(target)
 
 
 class ServiceProcess:

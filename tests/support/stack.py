@@ -1,7 +1,14 @@
-"""The job service in-process against real PostgreSQL and NATS, and helpers to drive it."""
+"""The job service in-process against real PostgreSQL and NATS, and helpers to drive it.
+
+Auth lives here, in one place: ``running_job_service`` configures the test tokens below,
+``open_channel`` / ``Client`` / ``client_env`` (for child processes) present them. A test
+that goes through these helpers runs authenticated without knowing it.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,7 +19,9 @@ import grpc
 from job_service.app import JobServiceApp
 from job_service.settings import JobServiceSettings
 from shared.canonical import content_hash
+from shared.grpc_client import ChannelConfig, aio_channel
 from shared.pb.jobs.v1 import (
+    admin_service_pb2_grpc,
     credential_service_pb2_grpc,
     executor_service_pb2_grpc,
     job_pb2,
@@ -22,6 +31,7 @@ from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
 from shared.registry import Registry
+from worker_service.settings import WorkerSettings
 
 # Short leases so that expiry tests take seconds, not minutes.
 FAST = {
@@ -40,13 +50,67 @@ FAST = {
 TEST_MASTER_KEY = "dGVzdC1tYXN0ZXIta2V5LTMyLWJ5dGVzLWxvbmchISE="
 
 
+# The test tokens (at least 16 characters, as the server demands). ALL_ROLES is what the
+# shared helpers present, so that one channel serves JobService, AdminService and
+# ExecutorService alike; the others are for tests about roles.
+CLIENT_TOKEN = "test-token-client-0000"
+ADMIN_TOKEN = "test-token-admin-00000"
+WORKER_TOKEN = "test-token-worker-0000"
+ALL_ROLES_TOKEN = "test-token-all-roles-0"
+TOKENS = {
+    CLIENT_TOKEN: {"principal": "test-client", "roles": ["client"]},
+    ADMIN_TOKEN: {"principal": "test-admin", "roles": ["admin"]},
+    WORKER_TOKEN: {"principal": "test-worker", "roles": ["worker"]},
+    ALL_ROLES_TOKEN: {"principal": "test-all", "roles": ["client", "admin", "worker"]},
+}
+
+
 def settings(database_url: str, nats_url: str, **overrides: Any) -> JobServiceSettings:
     return JobServiceSettings(
         database_url=database_url,
         nats_url=nats_url,
         grpc_port=0,
-        **{**FAST, "credentials_master_key": TEST_MASTER_KEY, **overrides},
+        **{
+            "auth_tokens": json.dumps(TOKENS),
+            **FAST,
+            "credentials_master_key": TEST_MASTER_KEY,
+            **overrides,
+        },
     )
+
+
+def channel_config(target: str, token: str = ALL_ROLES_TOKEN, **tls: str) -> ChannelConfig:
+    """How the tests reach ``target``: with ``token``, and TLS when ``tls`` names files
+    (ca_file, client_cert_file, client_key_file)."""
+    return ChannelConfig(target=target, token=token, **tls)
+
+
+def open_channel(target: str, token: str = ALL_ROLES_TOKEN, **tls: str) -> grpc.aio.Channel:
+    return aio_channel(channel_config(target, token, **tls))
+
+
+def worker_settings(nats_url: str, target: str, **overrides: Any) -> WorkerSettings:
+    """An in-process worker's settings, with the worker token."""
+    return WorkerSettings(
+        nats_url=nats_url,
+        job_service_target=target,
+        **{"auth_token": WORKER_TOKEN, **overrides},
+    )
+
+
+def server_env() -> dict[str, str]:
+    """Environment for a ``python -m job_service`` child process: the test tokens."""
+    return {"JOBS_AUTH_TOKENS": json.dumps(TOKENS)}
+
+
+def client_env(token: str = WORKER_TOKEN) -> dict[str, str]:
+    """Environment for a child process (worker, CLI) that calls the job service."""
+    env = {"JOBS_AUTH_TOKEN": token}
+    # a suite pointed at a TLS job service passes its CA on
+    for name in ("JOBS_TLS_CA_FILE", "JOBS_TLS_CLIENT_CERT_FILE", "JOBS_TLS_CLIENT_KEY_FILE"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    return env
 
 
 @asynccontextmanager
@@ -63,6 +127,7 @@ class Client:
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self.jobs = job_service_pb2_grpc.JobServiceStub(channel)
         self.executor = executor_service_pb2_grpc.ExecutorServiceStub(channel)
+        self.admin = admin_service_pb2_grpc.AdminServiceStub(channel)
         self.credentials = credential_service_pb2_grpc.CredentialServiceStub(channel)
 
     async def create(
@@ -115,6 +180,8 @@ async def count_rows(database_url: str) -> dict[str, int]:
                 "job_artifacts",
                 "job_events",
                 "outbox_events",
+                "api_secrets",
+                "job_quota_usage",
                 "credentials",
             )
         }

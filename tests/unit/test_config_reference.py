@@ -14,17 +14,19 @@ from pydantic_core import PydanticUndefined
 
 from job_service.settings import JobServiceSettings
 from jobctl.connection import ClientSettings
+from shared.ai.router import ModelSettings
 from worker_service.settings import WorkerSettings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-PROGRAMS: dict[str, type[Any]] = {
-    "job_service": JobServiceSettings,
-    "worker": WorkerSettings,
-    "jobctl": ClientSettings,
+PROGRAMS: dict[str, tuple[type[Any], ...]] = {
+    "job_service": (JobServiceSettings,),
+    "worker": (WorkerSettings, ModelSettings),
+    "jobctl": (ClientSettings,),
 }
 # Read outside the settings classes: the embedded stack's data directory
-# (shared/devstack.py) and the tracing switch (shared/tracing.py).
-NOT_SETTINGS = {"JOBS_DATA_DIR", "JOBS_TRACING"}
+# (shared/devstack.py), the tracing switch (shared/tracing.py) and the job-type modules
+# (shared/registry.py, read by both services).
+NOT_SETTINGS = {"JOBS_DATA_DIR", "JOBS_TRACING", "JOBS_JOB_TYPE_MODULES"}
 ROW = re.compile(r"^\| `(JOBS_[A-Z0-9_]+)` \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$")
 
 
@@ -41,10 +43,11 @@ def table() -> dict[str, tuple[str, set[str]]]:
 def settings() -> dict[str, dict[str, Any]]:
     """Per variable, per program reading it, the field's declared default."""
     found: dict[str, dict[str, Any]] = {}
-    for program, cls in PROGRAMS.items():
-        for name, field in cls.model_fields.items():
-            default = "<factory>" if field.default_factory is not None else field.default
-            found.setdefault(f"JOBS_{name.upper()}", {})[program] = default
+    for program, classes in PROGRAMS.items():
+        for cls in classes:
+            for name, field in cls.model_fields.items():
+                default = "<factory>" if field.default_factory is not None else field.default
+                found.setdefault(f"JOBS_{name.upper()}", {})[program] = default
     return found
 
 

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from job_service.settings import JobServiceSettings
+from shared.ai.router import ModelSettings
 from shared.constants import DISPATCH_STREAM, Queue, dispatch_consumer
 from shared.embedded import nats_server_binary
 from worker_service.settings import WorkerSettings
@@ -28,7 +29,8 @@ def env_names(settings: type[Any]) -> set[str]:
 
 
 JOB_SERVICE_ENV = env_names(JobServiceSettings)
-WORKER_ENV = env_names(WorkerSettings)
+# a worker also reads its model tiers (shared.ai.router)
+WORKER_ENV = env_names(WorkerSettings) | env_names(ModelSettings)
 
 
 def module_of(command: list[str]) -> str:

@@ -33,12 +33,17 @@ ENGINE_CODES = {
     "PROVIDER_TIMEOUT": ErrorClass.PROVIDER,
     "PROVIDER_UNAVAILABLE": ErrorClass.PROVIDER,
     "PROVIDER_RATE_LIMITED": ErrorClass.PROVIDER,
+    "PROVIDER_REQUEST_REJECTED": ErrorClass.PROVIDER,
     "VALIDATION_OUTPUT_SCHEMA": ErrorClass.VALIDATION,
+    "VALIDATION_OUTPUT_MALFORMED": ErrorClass.VALIDATION,
+    "VALIDATION_OUTPUT_REJECTED": ErrorClass.VALIDATION,
     "CONTENT_SAFETY_BLOCKED": ErrorClass.CONTENT_SAFETY,
     "TIMEOUT": ErrorClass.TIMEOUT,
     "CREDENTIAL_INVALID": ErrorClass.CREDENTIAL,
+    "CREDENTIAL_FORBIDDEN": ErrorClass.CREDENTIAL,
     "CANCELLED": ErrorClass.CANCELLED,
     "INTERNAL_ERROR": ErrorClass.INTERNAL,
+    "INTERNAL_PROJECTION_REFUSED": ErrorClass.INTERNAL,
     "JOB_REJECTED": ErrorClass.JOB,
     "LEASE_EXPIRED": ErrorClass.LEASE,
     "WORKER_SHUTDOWN": ErrorClass.WORKER_SHUTDOWN,
@@ -174,7 +179,12 @@ EXPECTED_CODES = {
         Reason.IDEMPOTENCY_KEY_REUSED,
         grpc.StatusCode.FAILED_PRECONDITION,
     ),
+    errors.JobNotRetryable: (Reason.JOB_NOT_RETRYABLE, grpc.StatusCode.FAILED_PRECONDITION),
+    errors.TooManyJobs: (Reason.TOO_MANY_JOBS, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    errors.QuotaExceeded: (Reason.QUOTA_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED),
     errors.LeaseLost: (Reason.LEASE_LOST, grpc.StatusCode.ABORTED),
+    errors.Unauthenticated: (Reason.UNAUTHENTICATED, grpc.StatusCode.UNAUTHENTICATED),
+    errors.PermissionDenied: (Reason.PERMISSION_DENIED, grpc.StatusCode.PERMISSION_DENIED),
     errors.PlatformUnavailable: (Reason.PLATFORM_UNAVAILABLE, grpc.StatusCode.UNAVAILABLE),
     errors.InternalError: (Reason.INTERNAL, grpc.StatusCode.INTERNAL),
 }
@@ -237,6 +247,20 @@ def test_status_for_adds_field_violations_as_bad_request() -> None:
     assert [(v.field, v.description) for v in bad.field_violations] == [
         (v.field, v.description) for v in VIOLATIONS
     ]
+
+
+def test_resource_exhausted_carries_retry_info_and_round_trips() -> None:
+    status = status_for(errors.TooManyJobs("too many unfinished jobs", retry_after_s=2.5))
+    assert status.code is grpc.StatusCode.RESOURCE_EXHAUSTED
+    rich = _rich(status)
+    kinds = [d.type_url.rsplit(".", 1)[-1] for d in rich.details]
+    assert kinds == ["ErrorInfo", "RetryInfo"]
+    retry = error_details_pb2.RetryInfo()
+    rich.details[1].Unpack(retry)
+    assert retry.retry_delay.ToTimedelta().total_seconds() == 2.5
+    back = error_from_rpc(FakeRpcError.of(status))
+    assert type(back) is errors.TooManyJobs
+    assert back.retry_after_s == 2.5
 
 
 def test_status_for_passes_error_info_metadata() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
+import types
 from typing import Any
 
 import pytest
@@ -178,10 +180,33 @@ def test_get_of_an_unknown_type_raises_unknown_job_type_on_the_job_type_field(
     assert error.violations[0].description
 
 
-def test_default_registry_ships_synthetic() -> None:
-    registry = default_registry()
+def test_default_registry_ships_synthetic_and_the_plugged_in_reference_types() -> None:
+    registry = default_registry({})
     assert registry.get("synthetic") is synthetic.DEFINITION
-    assert [d.job_type for d in registry] == ["synthetic"]
+    # feynman_evaluation and review_card_generation come through the entry-point group
+    assert sorted(d.job_type for d in registry) == [
+        "feynman_evaluation",
+        "review_card_generation",
+        "synthetic",
+    ]
+
+
+def test_job_type_modules_can_be_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = types.ModuleType("team_jobtypes_probe")
+    module.DEFINITION = definition(job_type="team_probe")  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "team_jobtypes_probe", module)
+
+    registry = default_registry({"JOBS_JOB_TYPE_MODULES": "team_jobtypes_probe"})
+
+    assert registry.get("team_probe") is module.DEFINITION
+
+
+def test_a_configured_module_without_definitions_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "team_empty_probe", types.ModuleType("team_empty_probe"))
+    with pytest.raises(DefinitionError, match="exports no DEFINITION"):
+        default_registry({"JOBS_JOB_TYPE_MODULES": "team_empty_probe"})
 
 
 # --- synthetic input -------------------------------------------------------------------
@@ -311,6 +336,6 @@ def test_queue_concurrency_is_the_largest_of_the_queue_types() -> None:
 
 def test_queue_concurrency_lists_only_queues_with_types() -> None:
     assert Registry().queue_concurrency() == {}
-    assert default_registry().queue_concurrency() == {
+    assert Registry([synthetic.DEFINITION]).queue_concurrency() == {
         "ai-interactive": synthetic.DEFINITION.concurrency
     }

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 
 import grpc
 
+from shared.ai.provider import UsageRecord
 from shared.credentials import CredentialMode
+from shared.grpc_client import ChannelConfig, aio_channel
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_pb2
 from shared.pbconv import dict_from_struct, struct_from_dict
@@ -38,12 +40,8 @@ _TRANSIENT_NAMES = frozenset(code.name for code in TRANSIENT_CODES)
 # alone and fails alone, as a single SubmitResult would have.
 MAX_CALL_BYTES = 3 * 1024 * 1024
 
-CHANNEL_OPTIONS = (
-    # Inputs and outputs travel as Structs; allow more than gRPC's default 4 MiB.
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
-    ("grpc.keepalive_time_ms", 30_000),
-)
+# Message limits come from shared.grpc_client; a long-lived worker channel also pings.
+CHANNEL_OPTIONS = (("grpc.keepalive_time_ms", 30_000),)
 
 _OUTCOMES = {
     pb.LOCK_OUTCOME_LOCKED: LockOutcome.LOCKED,
@@ -53,8 +51,9 @@ _OUTCOMES = {
 _STATUS_PREFIX = "JOB_STATUS_"
 
 
-def open_channel(target: str) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+def open_channel(config: ChannelConfig) -> grpc.aio.Channel:
+    """The worker's channel: its token (role ``worker``) and TLS from ``config``."""
+    return aio_channel(config, options=CHANNEL_OPTIONS)
 
 
 class GrpcExecutorClient:
@@ -95,7 +94,7 @@ class GrpcExecutorClient:
         self, submissions: Sequence[ResultSubmission], *, timeout_s: float
     ) -> list[str | Exception]:
         _check_batch(len(submissions))
-        parts = _parts([_result_request(s) for s in submissions])
+        parts = _parts([result_message(s) for s in submissions])
         if len(parts) == 1:
             return await self._submit_results(parts[0], timeout_s)
         answered = await asyncio.gather(
@@ -133,12 +132,16 @@ class GrpcExecutorClient:
         error_message: str,
         *,
         timeout_s: float,
+        usage: Sequence[UsageRecord] = (),
+        retry_after_s: float | None = None,
     ) -> str:
         request = pb.SubmitFailureRequest(
             job_id=job_id,
             lease_token=lease_token,
             error_code=error_code,
             error_message=error_message,
+            usage=[_usage(u) for u in usage],
+            retry_after_ms=round((retry_after_s or 0) * 1000),
         )
         try:
             response = await self._stub.SubmitFailure(request, timeout=timeout_s)
@@ -190,7 +193,8 @@ def _lock_result(response: pb.LockJobResponse) -> LockResult | Exception:
     return LockResult(outcome)
 
 
-def _result_request(submission: ResultSubmission) -> pb.SubmitResultRequest:
+def result_message(submission: ResultSubmission) -> pb.SubmitResultRequest:
+    """One SubmitResult item as the wire carries it (also used by tests playing a worker)."""
     result = submission.result
     return pb.SubmitResultRequest(
         job_id=submission.job_id,
@@ -206,6 +210,29 @@ def _result_request(submission: ResultSubmission) -> pb.SubmitResultRequest:
             )
             for a in result.artifacts
         ],
+        child_jobs=[
+            pb.ChildJob(
+                job_type=c.job_type,
+                input=struct_from_dict(c.input),
+                idempotency_key=c.idempotency_key,
+                priority=c.priority,
+            )
+            for c in result.children
+        ],
+        usage=[_usage(u) for u in result.usage],
+    )
+
+
+def _usage(usage: UsageRecord) -> pb.ProviderUsage:
+    return pb.ProviderUsage(
+        provider=usage.provider,
+        model=usage.model,
+        credential_mode=usage.credential_mode,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cost_usd=usage.cost_usd,
+        latency_ms=usage.latency_ms,
+        error_code=usage.error_code,
     )
 
 
@@ -232,6 +259,9 @@ def _locked_job(job: pb.LockedJob) -> LockedJob:
         input=dict_from_struct(job.input),
         lease_ttl_ms=job.lease_ttl_ms,
         heartbeat_interval_ms=job.heartbeat_interval_ms,
+        user_id=job.user_id,
+        prompt_key=job.prompt_key,
+        prompt_version=job.prompt_version,
         credential_mode=(
             CredentialMode.USER
             if job.credential_mode == job_pb2.CREDENTIAL_MODE_USER

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from shared.ai.provider import UsageRecord
 from shared.credentials import CredentialMode
-from shared.registry import ArtifactDraft
+from shared.registry import ArtifactDraft, ChildJobDraft
 
 # Used when the job service leaves the heartbeat interval unset.
 DEFAULT_HEARTBEAT_INTERVAL_S = 1.0
@@ -33,6 +34,11 @@ class LockedJob:
     input: dict[str, Any]
     lease_ttl_ms: int
     heartbeat_interval_ms: int
+    # The job's owner; a projection's child jobs belong to it too.
+    user_id: str = ""
+    # The prompt template the job was created with (AI job types).
+    prompt_key: str = ""
+    prompt_version: str = ""
     # USER: the attempt fetches the owner's key with ResolveCredential (worker_service.credentials)
     credential_mode: CredentialMode = CredentialMode.PLATFORM
     credential_id: str = ""
@@ -120,6 +126,8 @@ class Succeeded:
     output: dict[str, Any]
     output_hash: str
     artifacts: list[ArtifactDraft] = field(default_factory=list)
+    children: list[ChildJobDraft] = field(default_factory=list)
+    usage: tuple[UsageRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +135,9 @@ class Failed:
     code: str
     # Internal detail for operators; never logged by the worker.
     message: str = ""
+    usage: tuple[UsageRecord, ...] = ()
+    # A provider's Retry-After, in seconds.
+    retry_after_s: float | None = None
 
 
 Outcome = Succeeded | Failed

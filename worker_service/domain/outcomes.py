@@ -10,7 +10,7 @@ from pydantic_core import to_jsonable_python
 
 from shared.canonical import content_hash
 from shared.errors import ErrorCode, ExecutionError
-from shared.registry import ArtifactDraft, JobDefinition, JobResult
+from shared.registry import ArtifactDraft, ChildJobDraft, JobDefinition, JobResult
 from worker_service.domain.model import CancelCause, Failed, Succeeded
 
 # error_message is operator detail; bound it so a runaway message cannot bloat the row.
@@ -38,7 +38,11 @@ def failure_for_cause(cause: CancelCause) -> Failed | None:
 def failure_for(exc: Exception) -> Failed:
     """The failure an exception raised by an attempt stands for."""
     if isinstance(exc, ExecutionError):
-        return Failed(exc.code or ErrorCode.INTERNAL_ERROR, _bounded(exc.detail))
+        return Failed(
+            exc.code or ErrorCode.INTERNAL_ERROR,
+            _bounded(exc.detail),
+            retry_after_s=exc.retry_after_s,
+        )
     if isinstance(exc, ValidationError):
         # str(ValidationError) quotes the offending values: keep locations and messages only.
         return Failed(ErrorCode.INTERNAL_ERROR, _bounded(f"ValidationError: {describe(exc)}"))
@@ -70,7 +74,18 @@ def succeeded(definition: JobDefinition, result: JobResult) -> Succeeded:
         )
         for a in result.artifacts
     ]
-    return Succeeded(output=data, output_hash=content_hash(data), artifacts=artifacts)
+    children = [
+        ChildJobDraft(
+            job_type=c.job_type,
+            input=to_jsonable_python(c.input),
+            idempotency_key=c.idempotency_key,
+            priority=c.priority,
+        )
+        for c in result.children
+    ]
+    return Succeeded(
+        output=data, output_hash=content_hash(data), artifacts=artifacts, children=children
+    )
 
 
 def describe(exc: ValidationError) -> str:

@@ -233,6 +233,8 @@ class FakeExecutor:
         error_message: str,
         *,
         timeout_s: float,
+        usage: Sequence[Any] = (),
+        retry_after_s: float | None = None,
     ) -> str:
         self._maybe_fail()
         self.failures.append(

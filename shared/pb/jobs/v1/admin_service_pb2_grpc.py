@@ -97,7 +97,8 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListDeadLetters(self, request, context):
-        """Failed jobs and dead outbox events, newest first.
+        """Failed jobs and dead outbox events, newest first; a page holds up to `page_size` of
+        each, and one token continues both.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -28,47 +28,51 @@ from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 from shared.pb.jobs.v1 import job_pb2 as jobs_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ejobs/v1/executor_service.proto\x12\x07jobs.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x11jobs/v1/job.proto\"3\n\x0eLockJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\"\x8a\x01\n\x0fLockJobResponse\x12%\n\x07outcome\x18\x01 \x01(\x0e\x32\x14.jobs.v1.LockOutcome\x12\x1f\n\x03job\x18\x02 \x01(\x0b\x32\x12.jobs.v1.LockedJob\x12/\n\x0bretry_after\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xaf\x02\n\tLockedJob\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12\x13\n\x0blease_token\x18\x03 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12&\n\x05input\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x34\n\x10lease_expires_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0clease_ttl_ms\x18\x07 \x01(\x03\x12\x1d\n\x15heartbeat_interval_ms\x18\x08 \x01(\x03\x12\x30\n\x0f\x63redential_mode\x18\x1e \x01(\x0e\x32\x17.jobs.v1.CredentialMode\x12\x15\n\rcredential_id\x18\x1f \x01(\t\"I\n\x10HeartbeatRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x10\n\x08progress\x18\x03 \x01(\x01\"c\n\x11HeartbeatResponse\x12\x34\n\x10lease_expires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"\x9e\x01\n\x13SubmitResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06output\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0boutput_hash\x18\x04 \x01(\t\x12$\n\tartifacts\x18\x05 \x03(\x0b\x32\x11.jobs.v1.Artifact\":\n\x14SubmitResultResponse\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\"f\n\x14SubmitFailureRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x12\n\nerror_code\x18\x03 \x01(\t\x12\x15\n\rerror_message\x18\x04 \x01(\t\"l\n\x15SubmitFailureResponse\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12/\n\x0bnext_run_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"<\n\x0fLockJobsRequest\x12)\n\x08requests\x18\x01 \x03(\x0b\x32\x17.jobs.v1.LockJobRequest\"?\n\x10LockJobsResponse\x12+\n\tresponses\x18\x01 \x03(\x0b\x32\x18.jobs.v1.LockJobResponse\"F\n\x14SubmitResultsRequest\x12.\n\x08requests\x18\x01 \x03(\x0b\x32\x1c.jobs.v1.SubmitResultRequest\"G\n\x15SubmitResultsResponse\x12.\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1c.jobs.v1.SubmitResultOutcome\"\\\n\x13SubmitResultOutcome\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12!\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.Status\"?\n\x18ResolveCredentialRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"U\n\x19ResolveCredentialResponse\x12\x0f\n\x07\x61pi_key\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x15\n\rcredential_id\x18\x03 \x01(\t*|\n\x0bLockOutcome\x12\x1c\n\x18LOCK_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n\x13LOCK_OUTCOME_LOCKED\x10\x01\x12\x18\n\x14LOCK_OUTCOME_NOT_DUE\x10\x02\x12\x1c\n\x18LOCK_OUTCOME_UNAVAILABLE\x10\x03\x32\x9d\x04\n\x0f\x45xecutorService\x12<\n\x07LockJob\x12\x17.jobs.v1.LockJobRequest\x1a\x18.jobs.v1.LockJobResponse\x12\x42\n\tHeartbeat\x12\x19.jobs.v1.HeartbeatRequest\x1a\x1a.jobs.v1.HeartbeatResponse\x12K\n\x0cSubmitResult\x12\x1c.jobs.v1.SubmitResultRequest\x1a\x1d.jobs.v1.SubmitResultResponse\x12N\n\rSubmitFailure\x12\x1d.jobs.v1.SubmitFailureRequest\x1a\x1e.jobs.v1.SubmitFailureResponse\x12?\n\x08LockJobs\x12\x18.jobs.v1.LockJobsRequest\x1a\x19.jobs.v1.LockJobsResponse\x12N\n\rSubmitResults\x12\x1d.jobs.v1.SubmitResultsRequest\x1a\x1e.jobs.v1.SubmitResultsResponse\x12Z\n\x11ResolveCredential\x12!.jobs.v1.ResolveCredentialRequest\x1a\".jobs.v1.ResolveCredentialResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ejobs/v1/executor_service.proto\x12\x07jobs.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x11jobs/v1/job.proto\"3\n\x0eLockJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\"\x8a\x01\n\x0fLockJobResponse\x12%\n\x07outcome\x18\x01 \x01(\x0e\x32\x14.jobs.v1.LockOutcome\x12\x1f\n\x03job\x18\x02 \x01(\x0b\x32\x12.jobs.v1.LockedJob\x12/\n\x0bretry_after\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xec\x02\n\tLockedJob\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12\x13\n\x0blease_token\x18\x03 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12&\n\x05input\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x34\n\x10lease_expires_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0clease_ttl_ms\x18\x07 \x01(\x03\x12\x1d\n\x15heartbeat_interval_ms\x18\x08 \x01(\x03\x12\x0f\n\x07user_id\x18\x14 \x01(\t\x12\x12\n\nprompt_key\x18\x15 \x01(\t\x12\x16\n\x0eprompt_version\x18\x16 \x01(\t\x12\x30\n\x0f\x63redential_mode\x18\x1e \x01(\x0e\x32\x17.jobs.v1.CredentialMode\x12\x15\n\rcredential_id\x18\x1f \x01(\t\"I\n\x10HeartbeatRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x10\n\x08progress\x18\x03 \x01(\x01\"c\n\x11HeartbeatResponse\x12\x34\n\x10lease_expires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"\xec\x01\n\x13SubmitResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06output\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0boutput_hash\x18\x04 \x01(\t\x12$\n\tartifacts\x18\x05 \x03(\x0b\x32\x11.jobs.v1.Artifact\x12%\n\nchild_jobs\x18\x14 \x03(\x0b\x32\x11.jobs.v1.ChildJob\x12%\n\x05usage\x18\x15 \x03(\x0b\x32\x16.jobs.v1.ProviderUsage\"\x81\x01\n\x08\x43hildJob\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12&\n\x05input\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x15\n\x08priority\x18\x04 \x01(\x05H\x00\x88\x01\x01\x42\x0b\n\t_priority\"\xb0\x01\n\rProviderUsage\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x17\n\x0f\x63redential_mode\x18\x03 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x04 \x01(\x03\x12\x15\n\routput_tokens\x18\x05 \x01(\x03\x12\x10\n\x08\x63ost_usd\x18\x06 \x01(\x01\x12\x12\n\nlatency_ms\x18\x07 \x01(\x03\x12\x12\n\nerror_code\x18\x08 \x01(\t\":\n\x14SubmitResultResponse\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\"\xa5\x01\n\x14SubmitFailureRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x12\n\nerror_code\x18\x03 \x01(\t\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12%\n\x05usage\x18\x14 \x03(\x0b\x32\x16.jobs.v1.ProviderUsage\x12\x16\n\x0eretry_after_ms\x18\x15 \x01(\x03\"l\n\x15SubmitFailureResponse\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12/\n\x0bnext_run_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"<\n\x0fLockJobsRequest\x12)\n\x08requests\x18\x01 \x03(\x0b\x32\x17.jobs.v1.LockJobRequest\"?\n\x10LockJobsResponse\x12+\n\tresponses\x18\x01 \x03(\x0b\x32\x18.jobs.v1.LockJobResponse\"F\n\x14SubmitResultsRequest\x12.\n\x08requests\x18\x01 \x03(\x0b\x32\x1c.jobs.v1.SubmitResultRequest\"G\n\x15SubmitResultsResponse\x12.\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1c.jobs.v1.SubmitResultOutcome\"\\\n\x13SubmitResultOutcome\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12!\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.Status\"?\n\x18ResolveCredentialRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"U\n\x19ResolveCredentialResponse\x12\x0f\n\x07\x61pi_key\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x15\n\rcredential_id\x18\x03 \x01(\t*|\n\x0bLockOutcome\x12\x1c\n\x18LOCK_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n\x13LOCK_OUTCOME_LOCKED\x10\x01\x12\x18\n\x14LOCK_OUTCOME_NOT_DUE\x10\x02\x12\x1c\n\x18LOCK_OUTCOME_UNAVAILABLE\x10\x03\x32\x9d\x04\n\x0f\x45xecutorService\x12<\n\x07LockJob\x12\x17.jobs.v1.LockJobRequest\x1a\x18.jobs.v1.LockJobResponse\x12\x42\n\tHeartbeat\x12\x19.jobs.v1.HeartbeatRequest\x1a\x1a.jobs.v1.HeartbeatResponse\x12K\n\x0cSubmitResult\x12\x1c.jobs.v1.SubmitResultRequest\x1a\x1d.jobs.v1.SubmitResultResponse\x12N\n\rSubmitFailure\x12\x1d.jobs.v1.SubmitFailureRequest\x1a\x1e.jobs.v1.SubmitFailureResponse\x12?\n\x08LockJobs\x12\x18.jobs.v1.LockJobsRequest\x1a\x19.jobs.v1.LockJobsResponse\x12N\n\rSubmitResults\x12\x1d.jobs.v1.SubmitResultsRequest\x1a\x1e.jobs.v1.SubmitResultsResponse\x12Z\n\x11ResolveCredential\x12!.jobs.v1.ResolveCredentialRequest\x1a\".jobs.v1.ResolveCredentialResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobs.v1.executor_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LOCKOUTCOME']._serialized_start=1779
-  _globals['_LOCKOUTCOME']._serialized_end=1903
+  _globals['_LOCKOUTCOME']._serialized_start=2293
+  _globals['_LOCKOUTCOME']._serialized_end=2417
   _globals['_LOCKJOBREQUEST']._serialized_start=150
   _globals['_LOCKJOBREQUEST']._serialized_end=201
   _globals['_LOCKJOBRESPONSE']._serialized_start=204
   _globals['_LOCKJOBRESPONSE']._serialized_end=342
   _globals['_LOCKEDJOB']._serialized_start=345
-  _globals['_LOCKEDJOB']._serialized_end=648
-  _globals['_HEARTBEATREQUEST']._serialized_start=650
-  _globals['_HEARTBEATREQUEST']._serialized_end=723
-  _globals['_HEARTBEATRESPONSE']._serialized_start=725
-  _globals['_HEARTBEATRESPONSE']._serialized_end=824
-  _globals['_SUBMITRESULTREQUEST']._serialized_start=827
-  _globals['_SUBMITRESULTREQUEST']._serialized_end=985
-  _globals['_SUBMITRESULTRESPONSE']._serialized_start=987
-  _globals['_SUBMITRESULTRESPONSE']._serialized_end=1045
-  _globals['_SUBMITFAILUREREQUEST']._serialized_start=1047
-  _globals['_SUBMITFAILUREREQUEST']._serialized_end=1149
-  _globals['_SUBMITFAILURERESPONSE']._serialized_start=1151
-  _globals['_SUBMITFAILURERESPONSE']._serialized_end=1259
-  _globals['_LOCKJOBSREQUEST']._serialized_start=1261
-  _globals['_LOCKJOBSREQUEST']._serialized_end=1321
-  _globals['_LOCKJOBSRESPONSE']._serialized_start=1323
-  _globals['_LOCKJOBSRESPONSE']._serialized_end=1386
-  _globals['_SUBMITRESULTSREQUEST']._serialized_start=1388
-  _globals['_SUBMITRESULTSREQUEST']._serialized_end=1458
-  _globals['_SUBMITRESULTSRESPONSE']._serialized_start=1460
-  _globals['_SUBMITRESULTSRESPONSE']._serialized_end=1531
-  _globals['_SUBMITRESULTOUTCOME']._serialized_start=1533
-  _globals['_SUBMITRESULTOUTCOME']._serialized_end=1625
-  _globals['_RESOLVECREDENTIALREQUEST']._serialized_start=1627
-  _globals['_RESOLVECREDENTIALREQUEST']._serialized_end=1690
-  _globals['_RESOLVECREDENTIALRESPONSE']._serialized_start=1692
-  _globals['_RESOLVECREDENTIALRESPONSE']._serialized_end=1777
-  _globals['_EXECUTORSERVICE']._serialized_start=1906
-  _globals['_EXECUTORSERVICE']._serialized_end=2447
+  _globals['_LOCKEDJOB']._serialized_end=709
+  _globals['_HEARTBEATREQUEST']._serialized_start=711
+  _globals['_HEARTBEATREQUEST']._serialized_end=784
+  _globals['_HEARTBEATRESPONSE']._serialized_start=786
+  _globals['_HEARTBEATRESPONSE']._serialized_end=885
+  _globals['_SUBMITRESULTREQUEST']._serialized_start=888
+  _globals['_SUBMITRESULTREQUEST']._serialized_end=1124
+  _globals['_CHILDJOB']._serialized_start=1127
+  _globals['_CHILDJOB']._serialized_end=1256
+  _globals['_PROVIDERUSAGE']._serialized_start=1259
+  _globals['_PROVIDERUSAGE']._serialized_end=1435
+  _globals['_SUBMITRESULTRESPONSE']._serialized_start=1437
+  _globals['_SUBMITRESULTRESPONSE']._serialized_end=1495
+  _globals['_SUBMITFAILUREREQUEST']._serialized_start=1498
+  _globals['_SUBMITFAILUREREQUEST']._serialized_end=1663
+  _globals['_SUBMITFAILURERESPONSE']._serialized_start=1665
+  _globals['_SUBMITFAILURERESPONSE']._serialized_end=1773
+  _globals['_LOCKJOBSREQUEST']._serialized_start=1775
+  _globals['_LOCKJOBSREQUEST']._serialized_end=1835
+  _globals['_LOCKJOBSRESPONSE']._serialized_start=1837
+  _globals['_LOCKJOBSRESPONSE']._serialized_end=1900
+  _globals['_SUBMITRESULTSREQUEST']._serialized_start=1902
+  _globals['_SUBMITRESULTSREQUEST']._serialized_end=1972
+  _globals['_SUBMITRESULTSRESPONSE']._serialized_start=1974
+  _globals['_SUBMITRESULTSRESPONSE']._serialized_end=2045
+  _globals['_SUBMITRESULTOUTCOME']._serialized_start=2047
+  _globals['_SUBMITRESULTOUTCOME']._serialized_end=2139
+  _globals['_RESOLVECREDENTIALREQUEST']._serialized_start=2141
+  _globals['_RESOLVECREDENTIALREQUEST']._serialized_end=2204
+  _globals['_RESOLVECREDENTIALRESPONSE']._serialized_start=2206
+  _globals['_RESOLVECREDENTIALRESPONSE']._serialized_end=2291
+  _globals['_EXECUTORSERVICE']._serialized_start=2420
+  _globals['_EXECUTORSERVICE']._serialized_end=2961
 # @@protoc_insertion_point(module_scope)

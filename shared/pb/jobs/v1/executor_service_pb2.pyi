@@ -43,7 +43,7 @@ class LockJobResponse(_message.Message):
     def __init__(self, outcome: _Optional[_Union[LockOutcome, str]] = ..., job: _Optional[_Union[LockedJob, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class LockedJob(_message.Message):
-    __slots__ = ("job_id", "job_type", "lease_token", "attempt", "input", "lease_expires_at", "lease_ttl_ms", "heartbeat_interval_ms", "credential_mode", "credential_id")
+    __slots__ = ("job_id", "job_type", "lease_token", "attempt", "input", "lease_expires_at", "lease_ttl_ms", "heartbeat_interval_ms", "user_id", "prompt_key", "prompt_version", "credential_mode", "credential_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,9 @@ class LockedJob(_message.Message):
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     LEASE_TTL_MS_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_KEY_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_VERSION_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_MODE_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: str
@@ -62,9 +65,12 @@ class LockedJob(_message.Message):
     lease_expires_at: _timestamp_pb2.Timestamp
     lease_ttl_ms: int
     heartbeat_interval_ms: int
+    user_id: str
+    prompt_key: str
+    prompt_version: str
     credential_mode: _job_pb2.CredentialMode
     credential_id: str
-    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lease_token: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., credential_mode: _Optional[_Union[_job_pb2.CredentialMode, str]] = ..., credential_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lease_token: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., user_id: _Optional[str] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., credential_mode: _Optional[_Union[_job_pb2.CredentialMode, str]] = ..., credential_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("job_id", "lease_token", "progress")
@@ -85,18 +91,54 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
 
 class SubmitResultRequest(_message.Message):
-    __slots__ = ("job_id", "lease_token", "output", "output_hash", "artifacts")
+    __slots__ = ("job_id", "lease_token", "output", "output_hash", "artifacts", "child_jobs", "usage")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_HASH_FIELD_NUMBER: _ClassVar[int]
     ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    CHILD_JOBS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     lease_token: str
     output: _struct_pb2.Struct
     output_hash: str
     artifacts: _containers.RepeatedCompositeFieldContainer[_job_pb2.Artifact]
-    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., artifacts: _Optional[_Iterable[_Union[_job_pb2.Artifact, _Mapping]]] = ...) -> None: ...
+    child_jobs: _containers.RepeatedCompositeFieldContainer[ChildJob]
+    usage: _containers.RepeatedCompositeFieldContainer[ProviderUsage]
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., artifacts: _Optional[_Iterable[_Union[_job_pb2.Artifact, _Mapping]]] = ..., child_jobs: _Optional[_Iterable[_Union[ChildJob, _Mapping]]] = ..., usage: _Optional[_Iterable[_Union[ProviderUsage, _Mapping]]] = ...) -> None: ...
+
+class ChildJob(_message.Message):
+    __slots__ = ("job_type", "input", "idempotency_key", "priority")
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    job_type: str
+    input: _struct_pb2.Struct
+    idempotency_key: str
+    priority: int
+    def __init__(self, job_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+
+class ProviderUsage(_message.Message):
+    __slots__ = ("provider", "model", "credential_mode", "input_tokens", "output_tokens", "cost_usd", "latency_ms", "error_code")
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_MODE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_USD_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    provider: str
+    model: str
+    credential_mode: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    latency_ms: int
+    error_code: str
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_mode: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency_ms: _Optional[int] = ..., error_code: _Optional[str] = ...) -> None: ...
 
 class SubmitResultResponse(_message.Message):
     __slots__ = ("status",)
@@ -105,16 +147,20 @@ class SubmitResultResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[_job_pb2.JobStatus, str]] = ...) -> None: ...
 
 class SubmitFailureRequest(_message.Message):
-    __slots__ = ("job_id", "lease_token", "error_code", "error_message")
+    __slots__ = ("job_id", "lease_token", "error_code", "error_message", "usage", "retry_after_ms")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     lease_token: str
     error_code: str
     error_message: str
-    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ...) -> None: ...
+    usage: _containers.RepeatedCompositeFieldContainer[ProviderUsage]
+    retry_after_ms: int
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., usage: _Optional[_Iterable[_Union[ProviderUsage, _Mapping]]] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...
 
 class SubmitFailureResponse(_message.Message):
     __slots__ = ("status", "next_run_at")

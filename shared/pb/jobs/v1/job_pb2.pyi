@@ -42,7 +42,7 @@ CREDENTIAL_MODE_PLATFORM: CredentialMode
 CREDENTIAL_MODE_USER: CredentialMode
 
 class Job(_message.Message):
-    __slots__ = ("id", "user_id", "job_type", "status", "queue", "priority", "attempt_count", "max_attempts", "idempotency_key", "progress", "output", "output_hash", "error_code", "error_message", "created_at", "updated_at", "started_at", "finished_at", "next_run_at", "artifacts", "events", "credential_mode", "credential_id", "retried_from_job_id", "trigger", "internal_error_message")
+    __slots__ = ("id", "user_id", "job_type", "status", "queue", "priority", "attempt_count", "max_attempts", "idempotency_key", "progress", "output", "output_hash", "error_code", "error_message", "created_at", "updated_at", "started_at", "finished_at", "next_run_at", "artifacts", "events", "parent_job_id", "child_job_ids", "total_input_tokens", "total_output_tokens", "total_cost_usd", "prompt_key", "prompt_version", "model_tier", "credential_mode", "credential_id", "retried_from_job_id", "trigger", "internal_error_message")
     ID_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +64,14 @@ class Job(_message.Message):
     NEXT_RUN_AT_FIELD_NUMBER: _ClassVar[int]
     ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
+    PARENT_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    CHILD_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_COST_USD_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_KEY_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MODEL_TIER_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_MODE_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
     RETRIED_FROM_JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -90,12 +98,20 @@ class Job(_message.Message):
     next_run_at: _timestamp_pb2.Timestamp
     artifacts: _containers.RepeatedCompositeFieldContainer[Artifact]
     events: _containers.RepeatedCompositeFieldContainer[JobEvent]
+    parent_job_id: str
+    child_job_ids: _containers.RepeatedScalarFieldContainer[str]
+    total_input_tokens: int
+    total_output_tokens: int
+    total_cost_usd: float
+    prompt_key: str
+    prompt_version: str
+    model_tier: str
     credential_mode: CredentialMode
     credential_id: str
     retried_from_job_id: str
     trigger: str
     internal_error_message: str
-    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., queue: _Optional[str] = ..., priority: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., progress: _Optional[float] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ..., credential_mode: _Optional[_Union[CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., trigger: _Optional[str] = ..., internal_error_message: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., queue: _Optional[str] = ..., priority: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., progress: _Optional[float] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ..., parent_job_id: _Optional[str] = ..., child_job_ids: _Optional[_Iterable[str]] = ..., total_input_tokens: _Optional[int] = ..., total_output_tokens: _Optional[int] = ..., total_cost_usd: _Optional[float] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_tier: _Optional[str] = ..., credential_mode: _Optional[_Union[CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., trigger: _Optional[str] = ..., internal_error_message: _Optional[str] = ...) -> None: ...
 
 class Artifact(_message.Message):
     __slots__ = ("artifact_type", "artifact_id", "ordinal", "payload")

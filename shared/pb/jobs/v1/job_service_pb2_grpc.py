@@ -26,7 +26,9 @@ if _version_not_supported:
 
 
 class JobServiceStub:
-    """JobService is what product services call to run AI work.
+    """JobService is what product services call to run AI work. Callers need the `client` (or
+    `admin`) role: every call carries `authorization: Bearer <token>`. A caller acts for the
+    `user_id` in its request; another user's job is NOT_FOUND (JOB_NOT_FOUND).
     """
 
     def __init__(self, channel):
@@ -63,7 +65,9 @@ class JobServiceStub:
 
 
 class JobServiceServicer:
-    """JobService is what product services call to run AI work.
+    """JobService is what product services call to run AI work. Callers need the `client` (or
+    `admin`) role: every call carries `authorization: Bearer <token>`. A caller acts for the
+    `user_id` in its request; another user's job is NOT_FOUND (JOB_NOT_FOUND).
     """
 
     def CreateJob(self, request, context):
@@ -71,7 +75,8 @@ class JobServiceServicer:
         Idempotent on (user_id, job_type, idempotency_key) with no time window: the same key
         returns the existing job; the same key with a different request is refused
         (FAILED_PRECONDITION, reason IDEMPOTENCY_KEY_REUSED). Bad input is INVALID_ARGUMENT
-        with field violations, and nothing is written.
+        with field violations, and nothing is written. Per-user limits answer RESOURCE_EXHAUSTED
+        with RetryInfo: TOO_MANY_JOBS (unfinished jobs) or QUOTA_EXCEEDED (jobs per UTC day).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -92,15 +97,17 @@ class JobServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListJobs(self, request, context):
-        """Lists the caller's jobs for one user, newest first, a page at a time.
+        """Lists one user's jobs, newest first, a page at a time (summaries: no output,
+        artifacts or events).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def WatchJob(self, request, context):
-        """Streams a job: its current state first, then each change; the stream ends after a
-        terminal state. A client that reconnects gets the current state again.
+        """Streams a job: its current state first, then each change (status, progress, attempt);
+        the stream ends after a terminal state. A client that reconnects gets the current state
+        again. Changes are seen within JOBS_WATCH_POLL_INTERVAL_S (0.25 s by default).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -143,7 +150,9 @@ def add_JobServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class JobService:
-    """JobService is what product services call to run AI work.
+    """JobService is what product services call to run AI work. Callers need the `client` (or
+    `admin`) role: every call carries `authorization: Bearer <token>`. A caller acts for the
+    `user_id` in its request; another user's job is NOT_FOUND (JOB_NOT_FOUND).
     """
 
     @staticmethod

@@ -1,6 +1,6 @@
 """credentials: users' sealed provider keys, and the key a job runs with
 
-Revision ID: 0007
+Revision ID: 0003
 Revises: 0002
 Create Date: 2026-11-30 01:50:00
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007"
+revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None

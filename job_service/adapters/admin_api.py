@@ -1,0 +1,130 @@
+"""AdminService: operators' reads and actions across every user. Answers carry the
+internal error message (``job_to_pb(..., internal=True)``); the role check is the auth
+interceptor's."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import grpc
+
+from job_service.adapters.convert import STATUS_TO_PB, job_to_pb
+from job_service.domain.lifecycle import JobStatus
+from job_service.domain.models import JobFilter
+from job_service.operations import Operations
+from shared.errors import FieldViolation, InvalidInput
+from shared.pb.jobs.v1 import admin_service_pb2 as pb
+from shared.pb.jobs.v1 import admin_service_pb2_grpc
+from shared.pbconv import timestamp
+from shared.registry import Registry
+
+PB_TO_STATUS = {number: status for status, number in STATUS_TO_PB.items()}
+
+
+class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
+    def __init__(self, operations: Operations, registry: Registry) -> None:
+        self._operations = operations
+        self._registry = registry
+
+    async def ListJobs(
+        self, request: pb.AdminListJobsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AdminListJobsResponse:
+        where = JobFilter(
+            user_id=request.user_id or None,
+            job_type=request.job_type or None,
+            status=_status(request.status),
+            queue=request.queue or None,
+            created_after=_time(request, "created_after"),
+            created_before=_time(request, "created_before"),
+        )
+        jobs, token = await self._operations.list_jobs(where, request.page_size, request.page_token)
+        return pb.AdminListJobsResponse(
+            jobs=[job_to_pb(j, internal=True) for j in jobs], next_page_token=token
+        )
+
+    async def GetJob(
+        self, request: pb.AdminGetJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AdminGetJobResponse:
+        job = await self._operations.get_any_job(request.job_id)
+        return pb.AdminGetJobResponse(job=job_to_pb(job, internal=True))
+
+    async def RetryJob(
+        self, request: pb.RetryJobRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RetryJobResponse:
+        job = await self._operations.retry_job(request.job_id)
+        return pb.RetryJobResponse(job=job_to_pb(job, internal=True))
+
+    async def ListDeadLetters(
+        self, request: pb.ListDeadLettersRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListDeadLettersResponse:
+        failed, events, token = await self._operations.dead_letters(
+            request.page_size, request.page_token
+        )
+        return pb.ListDeadLettersResponse(
+            failed_jobs=[job_to_pb(j, internal=True) for j in failed],
+            dead_events=[
+                pb.DeadOutboxEvent(
+                    id=e.id,
+                    job_id=e.job_id,
+                    subject=e.subject,
+                    attempts=e.attempts,
+                    last_error=e.last_error or "",
+                    created_at=timestamp(e.created_at),
+                )
+                for e in events
+            ],
+            next_page_token=token,
+        )
+
+    async def RedriveDeadLetters(
+        self, request: pb.RedriveDeadLettersRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RedriveDeadLettersResponse:
+        count = await self._operations.redrive(list(request.event_ids))
+        return pb.RedriveDeadLettersResponse(redriven=count)
+
+    async def ListJobDefinitions(
+        self, request: pb.ListJobDefinitionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListJobDefinitionsResponse:
+        return pb.ListJobDefinitionsResponse(
+            definitions=[
+                pb.JobDefinitionInfo(
+                    job_type=d.job_type,
+                    label=d.label,
+                    domain=d.domain,
+                    version=d.version,
+                    queue=d.queue,
+                    default_priority=d.default_priority,
+                    timeout_seconds=d.timeout_s,
+                    max_attempts=d.max_attempts,
+                    max_concurrency=d.concurrency,
+                    input_schema_json=json.dumps(d.input_model.model_json_schema()),
+                    output_schema_json=json.dumps(d.output_model.model_json_schema()),
+                )
+                for d in sorted(self._registry, key=lambda d: d.job_type)
+            ]
+        )
+
+
+def _status(number: int) -> JobStatus | None:
+    if number == 0:
+        return None
+    try:
+        return PB_TO_STATUS[number]
+    except KeyError:
+        raise InvalidInput(
+            "status is not a known job status",
+            [FieldViolation("status", "a JobStatus value, or unset")],
+        ) from None
+
+
+def _time(request: pb.AdminListJobsRequest, name: str) -> datetime | None:
+    if not request.HasField(name):
+        return None
+    try:
+        return getattr(request, name).ToDatetime(tzinfo=UTC)  # type: ignore[no-any-return]
+    except (ValueError, OverflowError):
+        raise InvalidInput(
+            f"{name} is out of range",
+            [FieldViolation(name, "a timestamp between years 1 and 9999")],
+        ) from None

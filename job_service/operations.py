@@ -1,0 +1,177 @@
+"""Use cases beyond one job's own path: listings with page tokens, and the operator's
+actions (read any job, retry a finished one, dead letters and their redrive).
+
+Like the engine, everything a request must satisfy is checked here before anything is
+read or written; servicers only translate protobuf.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from job_service.domain.lifecycle import JobStatus
+from job_service.domain.models import Cursor, DeadEvent, Job, JobFilter, RetrySpec
+from job_service.domain.paging import PageTokens, page_size
+from job_service.engine import require_name, require_uuid
+from job_service.ports import JobListingStore, JobStore, Waker
+from shared.constants import Queue
+from shared.errors import (
+    FieldViolation,
+    InvalidInput,
+    JobNotFound,
+    JobNotRetryable,
+)
+from shared.registry import Registry
+
+log = logging.getLogger(__name__)
+
+MAX_REDRIVE_IDS = 1000
+_JOBS = ("jobs",)
+_DEAD_LETTERS = ("failed", "events")
+
+
+class Operations:
+    def __init__(
+        self,
+        registry: Registry,
+        store: JobStore,
+        listing: JobListingStore,
+        tokens: PageTokens,
+        outbox: Waker,
+    ) -> None:
+        self._registry = registry
+        self._store = store
+        self._listing = listing
+        self._tokens = tokens
+        self._outbox = outbox
+
+    # --- listings ----------------------------------------------------------------------
+
+    async def list_user_jobs(
+        self, user_id: str, requested_size: int, token: str
+    ) -> tuple[list[Job], str]:
+        """One user's jobs, newest first; the token of the next page ('' at the end)."""
+        require_name("user_id", user_id)
+        return await self.list_jobs(JobFilter(user_id=user_id), requested_size, token)
+
+    async def list_jobs(
+        self, where: JobFilter, requested_size: int, token: str
+    ) -> tuple[list[Job], str]:
+        """Jobs matching ``where`` (any user's, for operators), a page at a time."""
+        self._check_filter(where)
+        size = page_size(requested_size)
+        scope = {"listing": "jobs", **_scope_of(where)}
+        start = self._tokens.read(token, scope, _JOBS)["jobs"]
+        # One row more than the page tells whether another page follows.
+        jobs = await self._listing.list_jobs(where, None if start == "start" else start, size + 1)
+        page, more = jobs[:size], len(jobs) > size
+        last = Cursor(page[-1].created_at, page[-1].id) if more else None
+        return page, self._tokens.issue(scope, {"jobs": last})
+
+    def _check_filter(self, where: JobFilter) -> None:
+        if where.user_id is not None:
+            require_name("user_id", where.user_id)
+        if where.job_type is not None:
+            self._registry.get(where.job_type)  # UNKNOWN_JOB_TYPE
+        if where.queue is not None and where.queue not in set(Queue):
+            raise InvalidInput(
+                "no job type uses this queue",
+                [FieldViolation("queue", "a queue of a registered job type")],
+            )
+        if (
+            where.created_after is not None
+            and where.created_before is not None
+            and where.created_after >= where.created_before
+        ):
+            raise InvalidInput(
+                "the creation-time range is empty",
+                [FieldViolation("created_before", "must be later than created_after")],
+            )
+
+    # --- operators ---------------------------------------------------------------------
+
+    async def get_any_job(self, job_id: str) -> Job:
+        require_uuid("job_id", job_id)
+        job = await self._store.get(job_id, None)
+        if job is None:
+            raise JobNotFound("no such job")
+        return job
+
+    async def retry_job(self, job_id: str) -> Job:
+        """A new job from a failed or cancelled job's snapshot (trigger "retry")."""
+        old = await self.get_any_job(job_id)
+        if old.status not in (JobStatus.FAILED, JobStatus.CANCELLED):
+            raise JobNotRetryable(f"a {old.status} job cannot be retried")
+        definition = self._registry.get(old.job_type)
+        new = await self._store.retry(
+            job_id,
+            RetrySpec(
+                max_attempts=definition.max_attempts,
+                timeout_ms=int(definition.timeout_s * 1000),
+                definition_version=definition.version,
+                snapshot_ttl_s=definition.snapshot_ttl_s,
+            ),
+        )
+        if new is None:
+            raise JobNotRetryable("the job's snapshot is gone; it cannot be retried")
+        self._outbox.wake()
+        log.info("job %s retried as %s", job_id, new.id)
+        return await self.get_any_job(new.id)
+
+    async def dead_letters(
+        self, requested_size: int, token: str
+    ) -> tuple[list[Job], list[DeadEvent], str]:
+        """Failed jobs and dead outbox events, newest first, a page of each at a time."""
+        size = page_size(requested_size)
+        scope = {"listing": "dead_letters"}
+        start = self._tokens.read(token, scope, _DEAD_LETTERS)
+        failed: list[Job] = []
+        next_failed: Cursor | None = None
+        if start["failed"] is not None:
+            after = None if start["failed"] == "start" else start["failed"]
+            rows = await self._listing.list_jobs(
+                JobFilter(status=JobStatus.FAILED), after, size + 1
+            )
+            failed = rows[:size]
+            if len(rows) > size:
+                next_failed = Cursor(failed[-1].created_at, failed[-1].id)
+        events: list[DeadEvent] = []
+        next_events: Cursor | None = None
+        if start["events"] is not None:
+            before = None if start["events"] == "start" else int(start["events"].id)
+            found = await self._listing.dead_events(before, size + 1)
+            events = found[:size]
+            if len(found) > size:
+                next_events = Cursor(events[-1].created_at, str(events[-1].id))
+        token = self._tokens.issue(scope, {"failed": next_failed, "events": next_events})
+        return failed, events, token
+
+    async def redrive(self, event_ids: Sequence[int]) -> int:
+        """Dead outbox events (these, or every one when empty) back to pending."""
+        if len(event_ids) > MAX_REDRIVE_IDS or any(i <= 0 for i in event_ids):
+            raise InvalidInput(
+                "event_ids are malformed",
+                [FieldViolation("event_ids", f"at most {MAX_REDRIVE_IDS} positive ids")],
+            )
+        count = await self._listing.redrive(list(event_ids) or None)
+        if count:
+            self._outbox.wake()
+            log.info("redrove %d dead outbox events", count)
+        return count
+
+
+def _scope_of(where: JobFilter) -> dict[str, Any]:
+    def stamp(value: datetime | None) -> str | None:
+        return None if value is None else value.isoformat()
+
+    return {
+        "user_id": where.user_id,
+        "job_type": where.job_type,
+        "status": where.status,
+        "queue": where.queue,
+        "created_after": stamp(where.created_after),
+        "created_before": stamp(where.created_before),
+    }

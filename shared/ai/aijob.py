@@ -1,0 +1,145 @@
+"""AI job types from a few declarative parts: how a team adds one.
+
+``ai_job_definition`` builds a ``JobDefinition`` whose ``execute`` is the AI pipeline of
+DESIGN §7, the same for every AI job type::
+
+    render the prompt from the input          (prompt template + ``variables``)
+    content-safety check of the prompt        (optional checker)
+    provider call for the definition's tier   (ctx.generate: router, key, usage row)
+    parse: the answer must be a JSON object   VALIDATION_OUTPUT_MALFORMED
+    business validation of the raw answer     (optional ``validator``: reject/default/trim)
+    the output model                          VALIDATION_OUTPUT_SCHEMA
+    content-safety check of the output        CONTENT_SAFETY_BLOCKED
+    projection: artifacts and child jobs      (optional ``projector``; pure, no I/O)
+
+The worker hashes the output and submits it with the projection; the job service commits
+both with the status change in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from shared.ai.prompts import PromptNotFound, PromptTemplate, get_prompt
+from shared.ai.safety import SafetyChecker
+from shared.canonical import canonical_json
+from shared.errors import ErrorCode, ExecutionError
+from shared.registry import (
+    ArtifactDraft,
+    ChildJobDraft,
+    ExecutionContext,
+    JobDefinition,
+    JobResult,
+)
+
+
+@dataclass(frozen=True)
+class ProjectionInput:
+    """What a projector sees: the job, its input and its validated output."""
+
+    job_id: str
+    user_id: str
+    attempt: int
+    input: Any
+    output: Any
+
+
+@dataclass(frozen=True)
+class Projection:
+    artifacts: list[ArtifactDraft] = field(default_factory=list)
+    children: list[ChildJobDraft] = field(default_factory=list)
+
+
+Variables = Callable[[Any], dict[str, Any]]
+# Business validation of the parsed answer, given the job's input: returns the answer to
+# validate against the output model, or raises ExecutionError(VALIDATION_*).
+Validator = Callable[[dict[str, Any], Any], dict[str, Any]]
+Projector = Callable[[ProjectionInput], Projection]
+
+
+def ai_job_definition(
+    *,
+    job_type: str,
+    input_model: type[BaseModel],
+    output_model: type[BaseModel],
+    prompt: PromptTemplate,
+    model_tier: str,
+    variables: Variables,
+    validator: Validator | None = None,
+    projector: Projector | None = None,
+    content_safety: SafetyChecker | None = None,
+    **definition: Any,
+) -> JobDefinition:
+    """A JobDefinition running the AI pipeline; ``definition`` holds the other
+    JobDefinition fields (label, domain, version, queue, timeout_s, ...)."""
+
+    async def execute(job_input: BaseModel, ctx: ExecutionContext) -> JobResult:
+        rendered = _template(prompt, ctx).render(variables(job_input))
+        if content_safety is not None:
+            for message in rendered.messages:
+                _check(content_safety, message.content, "prompt")
+        response = await ctx.generate(model_tier, rendered)
+        raw = response.parsed
+        if raw is None:
+            raise ExecutionError(ErrorCode.VALIDATION_OUTPUT_MALFORMED, "no JSON object")
+        if validator is not None:
+            raw = validator(raw, job_input)
+        try:
+            output = output_model.model_validate(raw)
+        except ValidationError as exc:
+            raise ExecutionError(
+                ErrorCode.VALIDATION_OUTPUT_SCHEMA, describe_validation_error(exc)
+            ) from None
+        if content_safety is not None:
+            _check(content_safety, canonical_json(output.model_dump(mode="json")), "output")
+        projection = (
+            projector(ProjectionInput(ctx.job_id, ctx.user_id, ctx.attempt, job_input, output))
+            if projector is not None
+            else Projection()
+        )
+        ctx.report_progress(1.0)
+        return JobResult(output, projection.artifacts, projection.children)
+
+    return JobDefinition(
+        job_type=job_type,
+        input_model=input_model,
+        output_model=output_model,
+        execute=execute,
+        prompt_key=prompt.key,
+        prompt_version=prompt.version,
+        model_tier=model_tier,
+        **definition,
+    )
+
+
+def _template(default: PromptTemplate, ctx: ExecutionContext) -> PromptTemplate:
+    """The version the job was created with: a job queued before a prompt change still
+    runs with the prompt it recorded."""
+    key, version = ctx.prompt
+    if not key or (key, version) == (default.key, default.version):
+        return default
+    try:
+        return get_prompt(key, version)
+    except PromptNotFound:
+        raise ExecutionError(
+            ErrorCode.INTERNAL_ERROR, f"prompt {key}@{version} is not deployed here"
+        ) from None
+
+
+def _check(checker: SafetyChecker, text: str, where: str) -> None:
+    rule = checker.check(text)
+    if rule is not None:
+        raise ExecutionError(ErrorCode.CONTENT_SAFETY_BLOCKED, f"{where} broke rule {rule}")
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """Where and why a model failed to validate, without the values themselves."""
+    parts = [
+        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+        for err in exc.errors(include_url=False, include_input=False)
+    ]
+    return f"{exc.error_count()} error(s): " + "; ".join(parts)[:2000]

@@ -1,0 +1,87 @@
+"""The deterministic fake provider: the embedded default, for development, tests and
+benchmarks. It answers each prompt with its template's ``fake`` function (same variables,
+same answer), after an optional latency, and can inject failures.
+
+Knobs (``FakeSettings``, from ``JOBS_FAKE_*`` through the model router):
+
+* ``latency_ms``: every call takes this long (cancellable, like a real call);
+* ``failure``: an error code to raise (``PROVIDER_UNAVAILABLE``, ``PROVIDER_RATE_LIMITED``,
+  ``PROVIDER_TIMEOUT``, ``CREDENTIAL_INVALID``, ``VALIDATION_OUTPUT_MALFORMED`` ...);
+* ``failure_rate``: the share of calls that fail with it (1.0: all), drawn from a seeded
+  generator so a run repeats exactly;
+* ``fail_first``: the first N calls fail, the rest succeed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from dataclasses import dataclass
+
+from shared.ai.prompts import PromptNotFound, get_prompt
+from shared.ai.provider import ProviderRequest, ProviderResponse
+from shared.errors import ErrorCode, ExecutionError
+
+
+@dataclass(frozen=True)
+class FakeSettings:
+    latency_ms: int = 0
+    failure: str = ""
+    failure_rate: float = 0.0
+    fail_first: int = 0
+    seed: int = 0
+
+
+def estimate_tokens(text: str) -> int:
+    """Roughly four characters a token, as providers count English."""
+    return max(1, len(text) // 4)
+
+
+class FakeProvider:
+    name = "fake"
+
+    def __init__(self, settings: FakeSettings | None = None) -> None:
+        self.settings = settings or FakeSettings()
+        self._random = random.Random(self.settings.seed)
+        self.calls = 0
+
+    async def generate(self, request: ProviderRequest) -> ProviderResponse:
+        started = time.monotonic()
+        self.calls += 1
+        s = self.settings
+        if s.latency_ms:
+            await asyncio.sleep(s.latency_ms / 1000)
+        failing = self.calls <= s.fail_first or (
+            s.failure_rate > 0 and self._random.random() < s.failure_rate
+        )
+        if s.failure and failing:
+            if s.failure == ErrorCode.VALIDATION_OUTPUT_MALFORMED:
+                raise ExecutionError(s.failure, "fake provider: answer is not JSON")
+            retry_after = 0.0 if s.failure == ErrorCode.PROVIDER_RATE_LIMITED else None
+            raise ExecutionError(s.failure, "fake provider: injected failure", {}, retry_after)
+        try:
+            template = get_prompt(request.prompt_key, request.prompt_version)
+        except PromptNotFound:
+            raise ExecutionError(
+                ErrorCode.PROVIDER_REQUEST_REJECTED,
+                f"fake provider: no prompt {request.prompt_key}@{request.prompt_version}",
+            ) from None
+        if template.fake is None:
+            raise ExecutionError(
+                ErrorCode.PROVIDER_REQUEST_REJECTED, "fake provider: the prompt has no fake answer"
+            )
+        answer = template.fake(request.variables)
+        text = json.dumps(answer, ensure_ascii=False)
+        return ProviderResponse(
+            text=text,
+            parsed=answer,
+            input_tokens=sum(estimate_tokens(m.content) for m in request.messages),
+            output_tokens=estimate_tokens(text),
+            latency_ms=int((time.monotonic() - started) * 1000),
+            model=request.model,
+        )
+
+    async def aclose(self) -> None:
+        return None

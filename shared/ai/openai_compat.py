@@ -1,0 +1,167 @@
+"""An OpenAI-compatible chat-completions provider on httpx (OpenAI, DeepSeek and peers).
+
+``POST {base_url}/chat/completions`` with ``response_format: {"type": "json_object"}``
+(the JSON mode every compatible API accepts). How answers map to error codes:
+
+    HTTP 429                     PROVIDER_RATE_LIMITED (Retry-After honoured: retry_after_s)
+    HTTP 5xx                     PROVIDER_UNAVAILABLE
+    HTTP 408, read/write timeout PROVIDER_TIMEOUT
+    connect failure / timeout    PROVIDER_UNAVAILABLE / PROVIDER_TIMEOUT
+    HTTP 401                     CREDENTIAL_INVALID       (never retried)
+    HTTP 403                     CREDENTIAL_FORBIDDEN     (never retried)
+    other 4xx                    PROVIDER_REQUEST_REJECTED
+    a body that is not a chat completion, or content that is not a JSON object
+                                 VALIDATION_OUTPUT_MALFORMED
+
+Error details name the status and the failure, never the key, the prompt or the answer.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from shared.ai.provider import ProviderRequest, ProviderResponse
+from shared.errors import ErrorCode, ExecutionError
+
+# Longest Retry-After taken at its word; a larger one is capped (the job's backoff cap and
+# the job service's bound apply on top).
+MAX_RETRY_AFTER_S = 600.0
+
+
+class OpenAICompatibleProvider:
+    """One connection pool per base URL; ``aclose()`` releases it."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        name: str = "openai",
+        default_api_key: str | None = None,
+        connect_timeout_s: float = 5.0,
+        read_timeout_s: float = 60.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.name = name
+        self._default_api_key = default_api_key
+        self._client = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
+            transport=transport,
+        )
+
+    async def generate(self, request: ProviderRequest) -> ProviderResponse:
+        key = request.api_key or self._default_api_key
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "temperature": request.temperature,
+        }
+        if request.json_output:
+            body["response_format"] = {"type": "json_object"}
+        if request.max_tokens:
+            body["max_tokens"] = request.max_tokens
+        started = time.monotonic()
+        try:
+            response = await self._client.post("/chat/completions", json=body, headers=headers)
+        except httpx.ConnectTimeout:
+            raise ExecutionError(ErrorCode.PROVIDER_TIMEOUT, "connect timeout") from None
+        except httpx.TimeoutException as exc:
+            raise ExecutionError(ErrorCode.PROVIDER_TIMEOUT, type(exc).__name__) from None
+        except httpx.TransportError as exc:
+            raise ExecutionError(ErrorCode.PROVIDER_UNAVAILABLE, type(exc).__name__) from None
+        latency_ms = int((time.monotonic() - started) * 1000)
+        _raise_for_status(response)
+        return _parse(response, request, latency_ms)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _raise_for_status(response: httpx.Response) -> None:
+    status = response.status_code
+    if status < 400:
+        return
+    detail = f"HTTP {status}"
+    if status == 429:
+        raise ExecutionError(
+            ErrorCode.PROVIDER_RATE_LIMITED,
+            detail,
+            retry_after_s=retry_after_s(response.headers.get("retry-after")),
+        )
+    if status >= 500:
+        raise ExecutionError(ErrorCode.PROVIDER_UNAVAILABLE, detail)
+    if status == 408:
+        raise ExecutionError(ErrorCode.PROVIDER_TIMEOUT, detail)
+    if status == 401:
+        raise ExecutionError(ErrorCode.CREDENTIAL_INVALID, detail)
+    if status == 403:
+        raise ExecutionError(ErrorCode.CREDENTIAL_FORBIDDEN, detail)
+    raise ExecutionError(ErrorCode.PROVIDER_REQUEST_REJECTED, detail)
+
+
+def retry_after_s(value: str | None, now: datetime | None = None) -> float | None:
+    """Retry-After as seconds from now: delta-seconds or an HTTP date; None if absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    if seconds != seconds:  # NaN
+        return None
+    return min(MAX_RETRY_AFTER_S, max(0.0, seconds))
+
+
+def _parse(response: httpx.Response, request: ProviderRequest, latency_ms: int) -> ProviderResponse:
+    try:
+        body = response.json()
+        text = body["choices"][0]["message"]["content"]
+        if not isinstance(text, str):
+            raise TypeError("content is not text")
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise ExecutionError(
+            ErrorCode.VALIDATION_OUTPUT_MALFORMED, f"not a chat completion ({type(exc).__name__})"
+        ) from None
+    parsed: dict[str, Any] | None = None
+    if request.json_output:
+        parsed = _json_object(text)
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    return ProviderResponse(
+        text=text,
+        parsed=parsed,
+        input_tokens=_count(usage.get("prompt_tokens")),
+        output_tokens=_count(usage.get("completion_tokens")),
+        latency_ms=latency_ms,
+        model=str(body.get("model") or request.model),
+    )
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    stripped = text.strip()
+    try:
+        value = json.loads(stripped)
+    except json.JSONDecodeError:
+        raise ExecutionError(
+            ErrorCode.VALIDATION_OUTPUT_MALFORMED, "the answer is not JSON"
+        ) from None
+    if not isinstance(value, dict):
+        raise ExecutionError(ErrorCode.VALIDATION_OUTPUT_MALFORMED, "the answer is not an object")
+    return value
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0

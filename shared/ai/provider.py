@@ -1,0 +1,90 @@
+"""The provider port: one model call, whatever answers it.
+
+A provider turns a ``ProviderRequest`` (chat messages for one model, the key to use) into a
+``ProviderResponse`` (text, parsed JSON, token usage, latency) or raises
+``shared.errors.ExecutionError`` with a code whose class decides retries:
+
+    PROVIDER_*    timeout, 5xx, rate limit (``retry_after_s`` from Retry-After): retried
+    CREDENTIAL_*  401 / 403: never retried
+    VALIDATION_*  the answer is not the JSON asked for: retried
+
+Cancellation is asyncio's: cancelling the awaiting task abandons the call (an HTTP
+provider closes its connection).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class ModelTier(StrEnum):
+    """What a job type asks for; the model router maps it to a provider and a model."""
+
+    PRIMARY = "primary"
+    CHEAP = "cheap"
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str  # system | user | assistant
+    content: str
+
+
+@dataclass(frozen=True)
+class ProviderRequest:
+    model: str
+    messages: tuple[Message, ...]
+    # None: the platform key configured for the tier.
+    api_key: str | None = None
+    # Which prompt produced the messages; a fake provider answers from it.
+    prompt_key: str = ""
+    prompt_version: str = ""
+    variables: dict[str, Any] = field(default_factory=dict)
+    # Ask for a JSON object as the answer.
+    json_output: bool = True
+    temperature: float = 0.2
+    max_tokens: int | None = None
+
+    def __repr__(self) -> str:  # never show a key (or the prompt) in a log line or traceback
+        return (
+            f"ProviderRequest(model={self.model!r}, prompt={self.prompt_key}@{self.prompt_version})"
+        )
+
+
+@dataclass(frozen=True)
+class ProviderResponse:
+    text: str
+    # The answer as JSON when one was asked for.
+    parsed: dict[str, Any] | None
+    input_tokens: int
+    output_tokens: int
+    latency_ms: int
+    model: str
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """One provider call as accounted: stored as a usage row with the attempt's outcome."""
+
+    provider: str
+    model: str
+    credential_mode: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: int = 0
+    # Empty when the call succeeded.
+    error_code: str = ""
+
+
+class Provider(Protocol):
+    """A model provider. ``name`` is recorded with each call's usage."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def generate(self, request: ProviderRequest) -> ProviderResponse: ...
+
+    async def aclose(self) -> None: ...

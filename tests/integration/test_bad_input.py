@@ -1,0 +1,569 @@
+"""Bad input changes nothing: every request type, sent malformed, is refused with its
+documented code and reason (exactly one ErrorInfo), and every table keeps its row count.
+
+The table below is the contract; README "Errors" documents the same codes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.message import Message
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from job_service.engine import MAX_INPUT_BYTES
+from shared.pb.jobs.v1 import admin_service_pb2 as apb
+from shared.pb.jobs.v1 import credential_service_pb2 as cpb
+from shared.pb.jobs.v1 import executor_service_pb2 as epb
+from shared.pb.jobs.v1 import job_service_pb2 as jpb
+from shared.pbconv import struct_from_dict
+from tests.support.shared_stack import SharedStack, shared_stack
+from tests.support.stack import (
+    ALL_ROLES_TOKEN,
+    CLIENT_TOKEN,
+    WORKER_TOKEN,
+    count_rows,
+    open_channel,
+    result_request,
+)
+
+__all__ = ["shared_stack"]  # the module's stack, used as a fixture
+
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+NOT_FOUND = grpc.StatusCode.NOT_FOUND
+PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+UNKNOWN_ID = "00000000-0000-4000-8000-000000000000"
+SQL = "x'; DROP TABLE jobs; --"
+SHELL = "$(rm -rf /); `reboot` | cat /etc/passwd &"
+CONTROL = "al\x00ice\n\x1b[31m"
+LONG = "u" * 256
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"leaf": 1}
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field, encoded by hand."""
+    key, length = (number << 3) | 2, len(payload)
+    varint = bytearray()
+    while True:
+        byte, length = length & 0x7F, length >> 7
+        varint.append(byte | (0x80 if length else 0))
+        if not length:
+            break
+    return bytes([key]) + bytes(varint) + payload
+
+
+def _deep_create(depth: int) -> bytes:
+    """A CreateJobRequest whose input nests deeper than protobuf's own parse limit (no
+    protobuf library builds one, so it is encoded by hand)."""
+    struct = b""
+    for _ in range(depth):
+        value = _field(5, struct)  # Value.struct_value
+        struct = _field(1, _field(1, b"k") + _field(2, value))  # Struct.fields["k"]
+    return _field(1, b"alice") + _field(2, b"synthetic") + _field(3, struct)
+
+
+@dataclass(frozen=True)
+class Case:
+    method: str  # "/jobs.v1.JobService/CreateJob"
+    request: Callable[[SharedStack], Message | bytes]
+    code: grpc.StatusCode
+    reason: str
+    token: str = ALL_ROLES_TOKEN
+    stream: bool = False
+
+
+def create(**fields: Any) -> Callable[[SharedStack], Message]:
+    fields.setdefault("user_id", "alice")
+    fields.setdefault("job_type", "synthetic")
+    raw_input = fields.pop("input", {})
+    message = struct_from_dict(raw_input)
+    return lambda s: jpb.CreateJobRequest(input=message, **fields)
+
+
+JOB = "/jobs.v1.JobService/"
+ADMIN = "/jobs.v1.AdminService/"
+EXEC = "/jobs.v1.ExecutorService/"
+CRED = "/jobs.v1.CredentialService/"
+
+CASES: dict[str, Case] = {
+    # --- CreateJob
+    "create: no user": Case(JOB + "CreateJob", create(user_id=""), INVALID, "INVALID_INPUT"),
+    "create: user with control characters": Case(
+        JOB + "CreateJob", create(user_id=CONTROL), INVALID, "INVALID_INPUT"
+    ),
+    "create: user too long": Case(
+        JOB + "CreateJob", create(user_id=LONG), INVALID, "INVALID_INPUT"
+    ),
+    "create: no job type": Case(
+        JOB + "CreateJob", create(job_type=""), INVALID, "UNKNOWN_JOB_TYPE"
+    ),
+    "create: unknown job type": Case(
+        JOB + "CreateJob", create(job_type="nope"), INVALID, "UNKNOWN_JOB_TYPE"
+    ),
+    "create: SQL in job type": Case(
+        JOB + "CreateJob", create(job_type=SQL), INVALID, "UNKNOWN_JOB_TYPE"
+    ),
+    "create: shell in job type": Case(
+        JOB + "CreateJob", create(job_type=SHELL), INVALID, "UNKNOWN_JOB_TYPE"
+    ),
+    "create: input fails the schema": Case(
+        JOB + "CreateJob", create(input={"sleep_ms": -1}), INVALID, "INVALID_INPUT"
+    ),
+    "create: input of the wrong type": Case(
+        JOB + "CreateJob", create(input={"fail": SQL}), INVALID, "INVALID_INPUT"
+    ),
+    "create: unknown input field": Case(
+        JOB + "CreateJob", create(input={"rm -rf /": SHELL}), INVALID, "INVALID_INPUT"
+    ),
+    "create: huge number": Case(
+        JOB + "CreateJob", create(input={"sleep_ms": 1e300}), INVALID, "INVALID_INPUT"
+    ),
+    "create: negative huge number": Case(
+        JOB + "CreateJob", create(input={"output_bytes": -(2**62)}), INVALID, "INVALID_INPUT"
+    ),
+    "create: NaN": Case(
+        JOB + "CreateJob", create(input={"sleep_ms": float("nan")}), INVALID, "INVALID_INPUT"
+    ),
+    "create: control characters in input": Case(
+        JOB + "CreateJob", create(input={"fail": "none\x00"}), INVALID, "INVALID_INPUT"
+    ),
+    "create: input over the documented 256 KiB": Case(
+        JOB + "CreateJob",
+        create(input={"pad": "x" * (MAX_INPUT_BYTES + 1)}),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create: input nested 21 deep": Case(
+        JOB + "CreateJob", create(input=_nested(21)), INVALID, "INVALID_INPUT"
+    ),
+    "create: input nested past protobuf's limit": Case(
+        JOB + "CreateJob", lambda s: _deep_create(200), INVALID, "INVALID_INPUT"
+    ),
+    "create: priority too high": Case(
+        JOB + "CreateJob", create(priority=2**31 - 1), INVALID, "INVALID_INPUT"
+    ),
+    "create: priority too low": Case(
+        JOB + "CreateJob", create(priority=-(2**31)), INVALID, "INVALID_INPUT"
+    ),
+    "create: idempotency key with control characters": Case(
+        JOB + "CreateJob", create(idempotency_key="k\x07"), INVALID, "INVALID_INPUT"
+    ),
+    "create: idempotency key reused for another request": Case(
+        JOB + "CreateJob",
+        create(idempotency_key="the-key", input={"sleep_ms": 2}),
+        PRECONDITION,
+        "IDEMPOTENCY_KEY_REUSED",
+    ),
+    "create: non-UTF-8 user id": Case(
+        JOB + "CreateJob",
+        lambda s: b"\x0a\x04al\xff\xfe\x12\x09synthetic",
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create: not a protobuf at all": Case(
+        JOB + "CreateJob", lambda s: b"\xff\xff\xff\xff", INVALID, "INVALID_INPUT"
+    ),
+    "create: no token": Case(
+        JOB + "CreateJob", create(), grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED", token=""
+    ),
+    "create: wrong token": Case(
+        JOB + "CreateJob",
+        create(),
+        grpc.StatusCode.UNAUTHENTICATED,
+        "UNAUTHENTICATED",
+        token="test-token-client-0001",
+    ),
+    "create: worker role": Case(
+        JOB + "CreateJob",
+        create(),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=WORKER_TOKEN,
+    ),
+    # --- GetJob / CancelJob / WatchJob
+    **{
+        f"{verb}: {what}": Case(JOB + method, request, code, reason, stream=method == "WatchJob")
+        for verb, method, cls in (
+            ("get", "GetJob", jpb.GetJobRequest),
+            ("cancel", "CancelJob", jpb.CancelJobRequest),
+            ("watch", "WatchJob", jpb.WatchJobRequest),
+        )
+        for what, request, code, reason in (
+            ("no id", lambda s, c=cls: c(user_id="alice"), INVALID, "INVALID_INPUT"),
+            ("SQL id", lambda s, c=cls: c(job_id=SQL, user_id="alice"), INVALID, "INVALID_INPUT"),
+            (
+                "no user",
+                lambda s, c=cls: c(job_id=s.queued, user_id=""),
+                INVALID,
+                "INVALID_INPUT",
+            ),
+            (
+                "another user's job",
+                lambda s, c=cls: c(job_id=s.queued, user_id="mallory"),
+                NOT_FOUND,
+                "JOB_NOT_FOUND",
+            ),
+            (
+                "SQL as user",
+                lambda s, c=cls: c(job_id=s.queued, user_id=SQL),
+                NOT_FOUND,
+                "JOB_NOT_FOUND",
+            ),
+            (
+                "unknown job",
+                lambda s, c=cls: c(job_id=UNKNOWN_ID, user_id="alice"),
+                NOT_FOUND,
+                "JOB_NOT_FOUND",
+            ),
+        )
+    },
+    "cancel: a finished job": Case(
+        JOB + "CancelJob",
+        lambda s: jpb.CancelJobRequest(job_id=s.succeeded, user_id="alice"),
+        PRECONDITION,
+        "JOB_NOT_CANCELLABLE",
+    ),
+    "cancel: a cancelled job": Case(
+        JOB + "CancelJob",
+        lambda s: jpb.CancelJobRequest(job_id=s.cancelled, user_id="alice"),
+        PRECONDITION,
+        "JOB_ALREADY_CANCELLED",
+    ),
+    "cancel: worker role": Case(
+        JOB + "CancelJob",
+        lambda s: jpb.CancelJobRequest(job_id=s.queued, user_id="alice"),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=WORKER_TOKEN,
+    ),
+    # --- ListJobs
+    "list: negative page size": Case(
+        JOB + "ListJobs",
+        lambda s: jpb.ListJobsRequest(user_id="alice", page_size=-1),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "list: forged page token": Case(
+        JOB + "ListJobs",
+        lambda s: jpb.ListJobsRequest(user_id="alice", page_token="eyJqb2JzIjpbXX0.AAAA"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "list: SQL page token": Case(
+        JOB + "ListJobs",
+        lambda s: jpb.ListJobsRequest(user_id="alice", page_token=SQL),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "list: no user": Case(
+        JOB + "ListJobs", lambda s: jpb.ListJobsRequest(), INVALID, "INVALID_INPUT"
+    ),
+    # --- AdminService
+    "admin get: malformed id": Case(
+        ADMIN + "GetJob", lambda s: apb.AdminGetJobRequest(job_id=SHELL), INVALID, "INVALID_INPUT"
+    ),
+    "admin get: unknown id": Case(
+        ADMIN + "GetJob",
+        lambda s: apb.AdminGetJobRequest(job_id=UNKNOWN_ID),
+        NOT_FOUND,
+        "JOB_NOT_FOUND",
+    ),
+    "admin get: client role": Case(
+        ADMIN + "GetJob",
+        lambda s: apb.AdminGetJobRequest(job_id=s.queued),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
+    "retry: a queued job": Case(
+        ADMIN + "RetryJob",
+        lambda s: apb.RetryJobRequest(job_id=s.queued),
+        PRECONDITION,
+        "JOB_NOT_RETRYABLE",
+    ),
+    "retry: a running job": Case(
+        ADMIN + "RetryJob",
+        lambda s: apb.RetryJobRequest(job_id=s.running),
+        PRECONDITION,
+        "JOB_NOT_RETRYABLE",
+    ),
+    "retry: a succeeded job": Case(
+        ADMIN + "RetryJob",
+        lambda s: apb.RetryJobRequest(job_id=s.succeeded),
+        PRECONDITION,
+        "JOB_NOT_RETRYABLE",
+    ),
+    "retry: unknown job": Case(
+        ADMIN + "RetryJob",
+        lambda s: apb.RetryJobRequest(job_id=UNKNOWN_ID),
+        NOT_FOUND,
+        "JOB_NOT_FOUND",
+    ),
+    "retry: no id": Case(
+        ADMIN + "RetryJob", lambda s: apb.RetryJobRequest(), INVALID, "INVALID_INPUT"
+    ),
+    "retry: client role": Case(
+        ADMIN + "RetryJob",
+        lambda s: apb.RetryJobRequest(job_id=s.cancelled),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
+    "admin list: unknown status": Case(
+        ADMIN + "ListJobs",
+        lambda s: apb.AdminListJobsRequest(status=1234),  # type: ignore[arg-type]
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "admin list: SQL job type": Case(
+        ADMIN + "ListJobs",
+        lambda s: apb.AdminListJobsRequest(job_type=SQL),
+        INVALID,
+        "UNKNOWN_JOB_TYPE",
+    ),
+    "admin list: SQL queue": Case(
+        ADMIN + "ListJobs", lambda s: apb.AdminListJobsRequest(queue=SQL), INVALID, "INVALID_INPUT"
+    ),
+    "admin list: user with control characters": Case(
+        ADMIN + "ListJobs",
+        lambda s: apb.AdminListJobsRequest(user_id=CONTROL),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "dead letters: negative page size": Case(
+        ADMIN + "ListDeadLetters",
+        lambda s: apb.ListDeadLettersRequest(page_size=-7),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "dead letters: forged token": Case(
+        ADMIN + "ListDeadLetters",
+        lambda s: apb.ListDeadLettersRequest(page_token="a.b"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "redrive: negative id": Case(
+        ADMIN + "RedriveDeadLetters",
+        lambda s: apb.RedriveDeadLettersRequest(event_ids=[-1]),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "redrive: too many ids": Case(
+        ADMIN + "RedriveDeadLetters",
+        lambda s: apb.RedriveDeadLettersRequest(event_ids=list(range(1, 1002))),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "definitions: worker role": Case(
+        ADMIN + "ListJobDefinitions",
+        lambda s: apb.ListJobDefinitionsRequest(),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=WORKER_TOKEN,
+    ),
+    # --- CredentialService (its own validation is tested with it; here: roles, ids)
+    "put credential: worker role": Case(
+        CRED + "PutCredential",
+        lambda s: cpb.PutCredentialRequest(user_id="alice", provider="deepseek", api_key="sk-1"),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=WORKER_TOKEN,
+    ),
+    "put credential: no token": Case(
+        CRED + "PutCredential",
+        lambda s: cpb.PutCredentialRequest(user_id="alice", provider="deepseek", api_key="sk-1"),
+        grpc.StatusCode.UNAUTHENTICATED,
+        "UNAUTHENTICATED",
+        token="",
+    ),
+    "put credential: shell in the provider": Case(
+        CRED + "PutCredential",
+        lambda s: cpb.PutCredentialRequest(user_id="alice", provider=SHELL, api_key="sk-1"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "delete credential: SQL id": Case(
+        CRED + "DeleteCredential",
+        lambda s: cpb.DeleteCredentialRequest(user_id="alice", credential_id=SQL),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    # --- ExecutorService
+    "resolve credential: without the lease": Case(
+        EXEC + "ResolveCredential",
+        lambda s: epb.ResolveCredentialRequest(job_id=s.running, lease_token=UNKNOWN_ID),
+        grpc.StatusCode.ABORTED,
+        "LEASE_LOST",
+    ),
+    "resolve credential: client role": Case(
+        EXEC + "ResolveCredential",
+        lambda s: epb.ResolveCredentialRequest(job_id=s.running, lease_token=s.lease_token),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
+    "lock: no worker id": Case(
+        EXEC + "LockJob", lambda s: epb.LockJobRequest(job_id=s.queued), INVALID, "INVALID_INPUT"
+    ),
+    "lock: worker id with control characters": Case(
+        EXEC + "LockJob",
+        lambda s: epb.LockJobRequest(job_id=s.queued, worker_id=CONTROL),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "lock: client role": Case(
+        EXEC + "LockJob",
+        lambda s: epb.LockJobRequest(job_id=s.queued, worker_id="w"),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
+    "lock batch: empty": Case(
+        EXEC + "LockJobs", lambda s: epb.LockJobsRequest(), INVALID, "INVALID_INPUT"
+    ),
+    "heartbeat: without the lease": Case(
+        EXEC + "Heartbeat",
+        lambda s: epb.HeartbeatRequest(job_id=s.running, lease_token=UNKNOWN_ID, progress=0.9),
+        grpc.StatusCode.ABORTED,
+        "LEASE_LOST",
+    ),
+    "heartbeat: malformed token": Case(
+        EXEC + "Heartbeat",
+        lambda s: epb.HeartbeatRequest(job_id=s.running, lease_token=SQL),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "submit: without the lease": Case(
+        EXEC + "SubmitResult",
+        lambda s: result_request(s.running, UNKNOWN_ID, {"attempt": 1, "data": "x"}),
+        grpc.StatusCode.ABORTED,
+        "LEASE_LOST",
+    ),
+    "submit: for a job never locked": Case(
+        EXEC + "SubmitResult",
+        lambda s: result_request(s.queued, UNKNOWN_ID, {"attempt": 1, "data": "x"}),
+        grpc.StatusCode.ABORTED,
+        "LEASE_LOST",
+    ),
+    "submit: hash does not match": Case(
+        EXEC + "SubmitResult",
+        lambda s: epb.SubmitResultRequest(
+            job_id=s.running, lease_token=s.lease_token, output_hash="0" * 64
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "submit: client role": Case(
+        EXEC + "SubmitResult",
+        lambda s: result_request(s.running, s.lease_token, {"attempt": 1, "data": "x"}),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
+    "failure: malformed code": Case(
+        EXEC + "SubmitFailure",
+        lambda s: epb.SubmitFailureRequest(
+            job_id=s.running, lease_token=s.lease_token, error_code=SQL
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "failure: without the lease": Case(
+        EXEC + "SubmitFailure",
+        lambda s: epb.SubmitFailureRequest(
+            job_id=s.running, lease_token=UNKNOWN_ID, error_code="PROVIDER_TIMEOUT"
+        ),
+        grpc.StatusCode.ABORTED,
+        "LEASE_LOST",
+    ),
+}
+
+
+async def _call(stack: SharedStack, case: Case) -> grpc.aio.AioRpcError:
+    request = case.request(stack)
+    raw = isinstance(request, bytes)
+    async with open_channel(stack.target, case.token) as channel:
+        serialize = (lambda b: b) if raw else type(request).SerializeToString
+        kind = channel.unary_stream if case.stream else channel.unary_unary
+        call = kind(case.method, request_serializer=serialize, response_deserializer=None)
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            if case.stream:
+                async for _ in call(request):
+                    pass
+            else:
+                await call(request)
+    return raised.value
+
+
+def _reasons(error: grpc.aio.AioRpcError) -> list[str]:
+    status = rpc_status.from_call(error)
+    assert status is not None, "no google.rpc.Status details"
+    reasons = []
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Is(info.DESCRIPTOR):
+            detail.Unpack(info)
+            assert info.domain == "jobs.v1"
+            reasons.append(info.reason)
+    return reasons
+
+
+@pytest.mark.parametrize("name", list(CASES))
+async def test_bad_input_is_refused_and_changes_nothing(
+    shared_stack: SharedStack, name: str
+) -> None:
+    case = CASES[name]
+    if name == "create: idempotency key reused for another request":
+        await shared_stack.client.create(user_id="alice", key="the-key", sleep_ms=1)
+    before = await count_rows(shared_stack.database_url)
+
+    error = await _call(shared_stack, case)
+
+    assert (error.code(), _reasons(error)) == (case.code, [case.reason])
+    assert "Traceback" not in (error.details() or "")
+    assert await count_rows(shared_stack.database_url) == before
+
+
+async def test_a_request_over_the_grpc_message_limit_changes_nothing(
+    shared_stack: SharedStack,
+) -> None:
+    before = await count_rows(shared_stack.database_url)
+    big = jpb.CreateJobRequest(
+        user_id="alice",
+        job_type="synthetic",
+        input=struct_from_dict({"pad": "x" * (65 * 1024 * 1024)}),
+    )
+    # a client willing to send it; the server's limit (64 MiB) refuses it
+    options = [("grpc.max_send_message_length", 128 * 1024 * 1024)]
+    async with grpc.aio.insecure_channel(shared_stack.target, options=options) as channel:
+        call = channel.unary_unary(
+            JOB + "CreateJob", request_serializer=jpb.CreateJobRequest.SerializeToString
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await call(big, metadata=(("authorization", f"Bearer {ALL_ROLES_TOKEN}"),))
+    assert raised.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert await count_rows(shared_stack.database_url) == before
+
+
+async def test_metacharacters_in_free_text_fields_are_stored_as_data(
+    shared_stack: SharedStack,
+) -> None:
+    """user_id and idempotency_key are opaque strings: metacharacters are kept verbatim
+    (queries are parameterised), and the job is found again under exactly that user."""
+    client = shared_stack.client
+    for value in (SQL, SHELL, "ünïcödé ☃ 𝄞", "' OR '1'='1"):
+        created = await client.create(user_id=value, key=value)
+        assert created.created
+        assert (await client.get(created.job.id, user_id=value)).idempotency_key == value
+        listed = await client.jobs.ListJobs(jpb.ListJobsRequest(user_id=value))
+        assert [j.id for j in listed.jobs] == [created.job.id]

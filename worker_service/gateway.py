@@ -1,0 +1,92 @@
+"""Model calls of running attempts: the tier's route, the key, and one usage record per
+call — failed and abandoned calls included — kept with the attempt and submitted with its
+outcome (the job service stores them in the same transaction)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from shared import metrics, tracing
+from shared.ai.prompts import RenderedPrompt
+from shared.ai.provider import ProviderRequest, ProviderResponse, UsageRecord
+from shared.ai.router import ModelRouter
+from shared.credentials import CredentialMode
+from shared.errors import ErrorCode, ExecutionError
+
+
+class ModelGateway:
+    def __init__(self, router: ModelRouter) -> None:
+        self._router = router
+
+    async def generate(
+        self,
+        tier: str,
+        prompt: RenderedPrompt,
+        usage: list[UsageRecord],
+        *,
+        api_key: str | None = None,
+    ) -> ProviderResponse:
+        """One call for ``tier``; ``api_key`` None means the tier's platform key. Appends
+        the call's usage record to ``usage`` whatever happens."""
+        try:
+            route = self._router.route(tier)
+        except ValueError:
+            raise ExecutionError(ErrorCode.INTERNAL_ERROR, f"no route for tier {tier!r}") from None
+        request = ProviderRequest(
+            model=route.model,
+            messages=prompt.messages,
+            api_key=api_key,
+            prompt_key=prompt.key,
+            prompt_version=prompt.version,
+            variables=prompt.variables,
+        )
+        mode = CredentialMode.PLATFORM if api_key is None else CredentialMode.USER
+        started = time.monotonic()
+
+        def record(error_code: str, response: ProviderResponse | None = None) -> None:
+            tokens_in = response.input_tokens if response else 0
+            tokens_out = response.output_tokens if response else 0
+            elapsed_s = time.monotonic() - started
+            cost_usd = self._router.prices.cost_usd(route.model, tokens_in, tokens_out)
+            model = response.model if response else route.model
+            usage.append(
+                UsageRecord(
+                    provider=route.provider.name,
+                    model=model,
+                    credential_mode=mode.value,
+                    input_tokens=tokens_in,
+                    output_tokens=tokens_out,
+                    cost_usd=cost_usd,
+                    latency_ms=int(elapsed_s * 1000),
+                    error_code=error_code,
+                )
+            )
+            metrics.record_provider_call(
+                provider=route.provider.name,
+                model=model,
+                duration_s=elapsed_s,
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+                cost_usd=cost_usd,
+                error_code=error_code or None,
+            )
+
+        try:
+            with tracing.span(
+                f"provider {route.provider.name}",
+                kind=tracing.CLIENT,
+                attributes={"jobs.model": route.model, "jobs.model_tier": tier},
+            ):
+                response = await route.provider.generate(request)
+        except ExecutionError as exc:
+            record(exc.code)
+            raise
+        except asyncio.CancelledError:
+            record(ErrorCode.CANCELLED)  # timed out or cancelled while the call ran
+            raise
+        except Exception:
+            record(ErrorCode.INTERNAL_ERROR)
+            raise
+        record("", response)
+        return response
