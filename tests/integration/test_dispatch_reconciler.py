@@ -9,14 +9,13 @@ import json
 from collections.abc import AsyncIterator
 
 import asyncpg
-import grpc
 import pytest
 from nats.aio.client import Client as NatsClient
 
 from job_service.adapters.repository import JobRepository, create_pool
 from shared.constants import DISPATCH_STREAM, dispatch_subject
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
-from tests.support.stack import Client, running_job_service
+from tests.support.stack import Client, open_channel, running_job_service
 from tests.support.wait import eventually
 
 # reconcile quickly: a dispatch published 0.5 s ago and not acted on counts as lost
@@ -64,7 +63,7 @@ async def test_a_queued_job_whose_dispatch_message_was_lost_is_dispatched_again(
 ) -> None:
     async with (
         running_job_service(database_url, nats_url, **QUICK) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+        open_channel(f"127.0.0.1:{app.port}") as channel,
     ):
         job = (await Client(channel).create(sleep_ms=1)).job
         await eventually(lambda: published(db, job.id, 1), message="never published")
@@ -85,7 +84,7 @@ async def test_a_retrying_job_whose_dispatch_message_was_lost_is_dispatched_agai
 ) -> None:
     async with (
         running_job_service(database_url, nats_url, **QUICK) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+        open_channel(f"127.0.0.1:{app.port}") as channel,
     ):
         client = Client(channel)
         job = (await client.create(sleep_ms=1)).job
@@ -111,7 +110,7 @@ async def test_a_job_whose_dispatch_is_still_in_the_outbox_is_left_to_the_dispat
 ) -> None:
     async with (
         running_job_service(database_url, nats_url, **NEVER) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+        open_channel(f"127.0.0.1:{app.port}") as channel,
     ):
         job = (await Client(channel).create(sleep_ms=1)).job
         await eventually(lambda: published(db, job.id, 1), message="never published")
@@ -135,7 +134,7 @@ async def test_two_replicas_reconciling_at_once_dispatch_each_stranded_job_once(
 ) -> None:
     async with (
         running_job_service(database_url, nats_url, **NEVER) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+        open_channel(f"127.0.0.1:{app.port}") as channel,
     ):
         client = Client(channel)
         jobs = [(await client.create(sleep_ms=1)).job for _ in range(40)]

@@ -10,10 +10,9 @@ import asyncpg
 
 from shared.embedded import EmbeddedNats
 from shared.pb.jobs.v1 import job_pb2
-from tests.support.stack import Client
+from tests.support.stack import Client, worker_settings
 from tests.support.wait import eventually
 from worker_service.app import WorkerApp
-from worker_service.settings import WorkerSettings
 
 
 def lose_the_store(server: EmbeddedNats) -> None:
@@ -45,9 +44,7 @@ async def test_the_outbox_declares_the_streams_again_after_nats_lost_its_store(
 async def test_a_worker_declares_its_consumer_again_after_nats_lost_its_store(
     client: Client, target: str, nats_server: EmbeddedNats
 ) -> None:
-    settings = WorkerSettings(
-        nats_url=nats_server.url, job_service_target=target, worker_id="survivor"
-    )
+    settings = worker_settings(nats_server.url, target, worker_id="survivor")
     async with WorkerApp(settings):
         before = (await client.create(sleep_ms=1)).job
         await eventually(
