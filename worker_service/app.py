@@ -51,7 +51,7 @@ class WorkerApp:
         self._started = False
         self._task: asyncio.Task[None] | None = None
         self._source: NatsDispatchSource | None = None
-        self._rebinds: set[asyncio.Task[None]] = set()
+        self._declaring: set[asyncio.Task[None]] = set()
         self.metrics = MetricsServer(settings.worker_metrics_host, settings.worker_metrics_port)
 
     async def run(self) -> None:
@@ -174,8 +174,8 @@ class WorkerApp:
         # declaring them again is idempotent and cheap, and fetches would fail until then.
         if self._source is not None:
             task = asyncio.create_task(self._source.declare_again(), name="nats-declare")
-            self._rebinds.add(task)
-            task.add_done_callback(self._rebinds.discard)
+            self._declaring.add(task)
+            task.add_done_callback(self._declaring.discard)
 
     async def _nats_disconnected(self) -> None:
         level = logging.DEBUG if self._stop_requested.is_set() else logging.WARNING
