@@ -90,11 +90,12 @@ def open_channel(target: str, token: str = ALL_ROLES_TOKEN, **tls: str) -> grpc.
 
 
 def worker_settings(nats_url: str, target: str, **overrides: Any) -> WorkerSettings:
-    """An in-process worker's settings, with the worker token."""
+    """An in-process worker's settings, with the worker token and no metrics endpoint
+    (tests that want one ask for port 0: suites run side by side on one machine)."""
     return WorkerSettings(
         nats_url=nats_url,
         job_service_target=target,
-        **{"auth_token": WORKER_TOKEN, **overrides},
+        **{"auth_token": WORKER_TOKEN, "worker_metrics_port": None, **overrides},
     )
 
 
