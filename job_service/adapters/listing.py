@@ -9,7 +9,8 @@ from typing import Any
 
 import asyncpg
 
-from job_service.adapters.repository import JOB_COLUMNS, job_from_row
+from job_service.adapters.job_statements import JOB_COLUMNS
+from job_service.adapters.repository import job_from_row
 from job_service.domain.models import Cursor, DeadEvent, Job, JobFilter
 
 # What WatchJob compares: any change of these is a change the watcher is told about.
