@@ -7,6 +7,7 @@ tried to create (the Jepsen approach: judge outcomes, not the absence of excepti
 - duplicated   more than one accepted outcome: more than one terminal transition, a
                result's artifacts applied twice or from another attempt than its output,
                more than one child of a type per parent, or two jobs for one key
+               (a succeeded parent missing its child job counts as lost)
 - stuck        exists and started, but still not terminal after the quiescence deadline
 
 Stale submits refused are counted from the workers' logs (the job service answers a stale
@@ -39,7 +40,8 @@ SELECT j.id::text AS id, j.user_id, j.idempotency_key AS key, j.status, j.attemp
        (SELECT count(*) FROM job_events e
         WHERE e.job_id = j.id AND e.to_status = 'running') AS attempts_started,
        (SELECT coalesce(array_agg(a.payload->>'attempt'), '{}') FROM job_artifacts a
-        WHERE a.job_id = j.id) AS artifact_attempts
+        WHERE a.job_id = j.id) AS artifact_attempts,
+       (SELECT count(*) FROM jobs c WHERE c.parent_job_id = j.id) AS children
 FROM jobs j
 """
 
@@ -89,6 +91,8 @@ class Report:
     never_acknowledged: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     terminal: Counter[str] = field(default_factory=Counter)
+    # jobs no client created (projections' children), by status
+    derived: Counter[str] = field(default_factory=Counter)
     lost: list[str] = field(default_factory=list)
     duplicated: list[str] = field(default_factory=list)
     stuck: list[str] = field(default_factory=list)
@@ -139,6 +143,11 @@ class Report:
             ),
             ("faults injected", f"{sum(self.faults.values())}", faults),
             ("terminal", f"{sum(self.terminal.values())}", ended),
+            (
+                "child jobs",
+                f"{sum(self.derived.values())}",
+                ", ".join(f"{s} {n}" for s, n in sorted(self.derived.items())),
+            ),
             ("lost", f"{len(self.lost)}", ""),
             ("duplicated", f"{len(self.duplicated)}", ""),
             ("stuck", f"{len(self.stuck)}", ""),
@@ -204,7 +213,10 @@ async def check(
             judged.add(row["id"])
     # jobs no client created (children of the jobs above): they too must end
     for row in every:
-        if row["id"] not in judged and row["status"] not in TERMINAL:
+        if row["id"] in judged:
+            continue
+        report.derived[row["status"]] += 1
+        if row["status"] not in TERMINAL:
             report.stuck.append(f"derived job {row['id']} ({row['key']}): still {row['status']}")
     for row in await pool.fetch(EXTRA_CHILDREN):
         report.duplicated.append(f"parent {row['parent']}: {row['n']} {row['job_type']} children")
@@ -256,6 +268,9 @@ def classify_job(
         report.stuck.append(f"{what}: still {status} after {row['attempts_started']} attempts")
     if row["terminal_events"] > 1:
         report.duplicated.append(f"{what}: {row['terminal_events']} terminal transitions")
+    children = row.get("children", 0)
+    if status == "succeeded" and children < sub.kind.children:
+        report.lost.append(f"{what}: succeeded with {children} of its {sub.kind.children} children")
     artifacts = list(row["artifact_attempts"])
     if sub.kind.job_type != "synthetic":
         return  # the artifact checks below know what a synthetic result looks like

@@ -53,6 +53,10 @@ class StackSettings:
             "JOBS_WORKER_SHUTDOWN_GRACE_S": str(self.worker_shutdown_grace_s),
             "JOBS_WORKER_FETCH_TIMEOUT_S": str(self.worker_fetch_timeout_s),
             "JOBS_LOG_LEVEL": "INFO",
+            # the fake model provider: a little latency, and one call in ten fails retryably
+            "JOBS_FAKE_LATENCY_MS": "50",
+            "JOBS_FAKE_FAILURE": "PROVIDER_UNAVAILABLE",
+            "JOBS_FAKE_FAILURE_RATE": "0.1",
         }
 
     # -- the bounds the run holds the stack to (seconds); SLACK absorbs a loaded machine

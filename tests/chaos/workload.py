@@ -6,8 +6,8 @@ counts as acknowledged only once a replica said so; a create never acknowledged 
 counted as lost (the checker still looks for it). Cancels are retried the same way.
 
 A job kind is one entry of ``KINDS``: its job type, how to draw its input, whether and when
-the client cancels it, and the statuses it may end in. Parent/child job types, when they
-exist, are one more entry (the checker's duplicate-child check is already generic).
+the client cancels it, the statuses it may end in, and how many child jobs a succeeded one
+has (``feynman`` is the parent/child kind: its projection creates one review-card job).
 """
 
 from __future__ import annotations
@@ -57,10 +57,30 @@ class JobKind:
     ends: frozenset[str]
     # when set, the client cancels the job this many seconds (drawn) after its create
     cancel_after: Callable[[random.Random], float] | None = None
+    # child jobs a succeeded job of this kind has (its projection creates them)
+    children: int = 0
 
 
 def _quick(r: random.Random) -> dict[str, Any]:
     return {"sleep_ms": r.randint(0, 50)}
+
+
+def _feynman(r: random.Random) -> dict[str, Any]:
+    item = r.randint(1, 10_000)
+    return {
+        "knowledge_item_id": f"ki-{item}",
+        "knowledge_base_id": "kb-chaos",
+        "title": f"Osmosis {item}",
+        "content": "Water moves through a semi-permeable membrane towards higher solute "
+        "concentration until the concentrations balance.",
+        "explanation": r.choice(
+            [
+                "Water moves through a membrane.",
+                "Water moves towards more solute through a membrane until it balances.",
+                "Salt moves through the membrane.",
+            ]
+        ),
+    }
 
 
 KINDS: tuple[JobKind, ...] = (
@@ -105,6 +125,14 @@ KINDS: tuple[JobKind, ...] = (
         lambda r: {"sleep_ms": r.randint(100, 600)},
         frozenset({"succeeded", "cancelled", "failed"}),
         cancel_after=lambda r: r.uniform(0.0, 0.7),
+    ),
+    JobKind(
+        "feynman",
+        10,
+        "feynman_evaluation",
+        _feynman,
+        frozenset({"succeeded", "failed"}),
+        children=1,
     ),
 )
 PROBE = JobKind("probe", 0, "synthetic", _quick, frozenset({"succeeded"}))

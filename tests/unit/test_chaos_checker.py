@@ -71,3 +71,15 @@ def test_a_started_job_not_terminal_is_stuck() -> None:
 )
 def test_more_than_one_accepted_outcome_is_duplicated(stored: dict[str, Any]) -> None:
     assert len(judge("job-1", stored).duplicated) == 1
+
+
+def test_a_succeeded_parent_without_its_child_lost_the_child() -> None:
+    [feynman] = [k for k in KINDS if k.children]
+    report = Report("unit", 0)
+    stored = row(artifact_attempts=[], children=0)
+    classify_job(Submission("k", "u", feynman, job_id="job-1"), stored, report)
+    assert len(report.lost) == 1 and report.duplicated == []
+
+    report = Report("unit", 0)
+    classify_job(Submission("k", "u", feynman, job_id="job-1"), {**stored, "children": 1}, report)
+    assert (report.lost, report.duplicated, report.stuck) == ([], [], [])
