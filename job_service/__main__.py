@@ -52,7 +52,7 @@ def main() -> int:
         return EXIT_CONFIG
     logs.configure(settings.log_level, settings.log_format)
     if command == "migrate":
-        from job_service.adapters.migrations import upgrade
+        from job_service.adapters.postgres.migrations import upgrade
 
         logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
 
@@ -68,8 +68,8 @@ def main() -> int:
             return 2
         print(f"job_service: re-sealed {count} credential(s) under the current master key")
         return 0
-    from job_service.adapters.auth import AuthConfigError, TokenTable
-    from job_service.credentials import MasterKeyMissing
+    from job_service.adapters.grpc.auth import AuthConfigError, TokenTable
+    from job_service.usecases.credentials import MasterKeyMissing
 
     tracing.configure("job_service")
     try:

@@ -1,5 +1,6 @@
-"""The composition root of job_service: wires the store, NATS, the engine, the background
-loops and the gRPC server, and runs them under one supervisor."""
+"""The composition root of job_service: wires the postgres, NATS and gRPC adapters to the
+use cases, starts the background loops and the gRPC server, and runs them under one
+supervisor."""
 
 from __future__ import annotations
 
@@ -8,62 +9,47 @@ import contextlib
 import logging
 import os
 import socket
-from pathlib import Path
 from types import TracebackType
 
 import asyncpg
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health, health_pb2
 from nats.aio.client import Client as NATS
 
-from job_service.adapters.admin_api import AdminServicer
-from job_service.adapters.auth import AuthInterceptor, TokenTable
-from job_service.adapters.credential_api import CredentialServicer
-from job_service.adapters.credential_repository import CredentialRepository
-from job_service.adapters.executor_api import ExecutorServicer
-from job_service.adapters.gauges import DatabaseGauges
-from job_service.adapters.grpc_errors import ErrorInterceptor
-from job_service.adapters.job_api import JobServicer
-from job_service.adapters.listing import JobListing
+from job_service.adapters.grpc.auth import TokenTable
+from job_service.adapters.grpc.server import SERVICE_NAMES, build_server, server_credentials
 from job_service.adapters.nats_publisher import NatsPublisher
-from job_service.adapters.outbox_store import OutboxStore
-from job_service.adapters.repository import JobRepository, create_pool
-from job_service.credentials import CredentialVault
+from job_service.adapters.postgres.credentials import CredentialRepository
+from job_service.adapters.postgres.gauges import DatabaseGauges
+from job_service.adapters.postgres.jobs import JobRepository
+from job_service.adapters.postgres.leases import LeaseRepository
+from job_service.adapters.postgres.listing import JobListing
+from job_service.adapters.postgres.outbox import OutboxRepository
+from job_service.adapters.postgres.pool import create_pool
+from job_service.adapters.postgres.results import ResultRepository
 from job_service.domain.models import Quotas
 from job_service.domain.paging import PageTokens
-from job_service.engine import REAP_BATCH, REDISPATCH_BATCH, SNAPSHOT_CLEAN_BATCH, JobEngine
-from job_service.operations import Operations
-from job_service.outbox import OutboxDispatcher
 from job_service.periodic import Periodic
 from job_service.settings import JobServiceSettings
-from job_service.watch import WatchHub
+from job_service.usecases.admin import Admin
+from job_service.usecases.credentials import CredentialVault
+from job_service.usecases.jobs import SNAPSHOT_CLEAN_BATCH, Jobs
+from job_service.usecases.leases import REAP_BATCH, Leases
+from job_service.usecases.outbox import (
+    PRUNE_BATCH,
+    REDISPATCH_BATCH,
+    OutboxDispatcher,
+    OutboxUpkeep,
+)
+from job_service.usecases.results import Results
+from job_service.usecases.watch import WatchHub
 from shared.jetstream import ensure_streams
 from shared.metrics import MetricsServer
-from shared.pb.jobs.v1 import (
-    admin_service_pb2,
-    admin_service_pb2_grpc,
-    credential_service_pb2,
-    credential_service_pb2_grpc,
-    executor_service_pb2,
-    executor_service_pb2_grpc,
-    job_service_pb2,
-    job_service_pb2_grpc,
-)
 from shared.registry import Registry, default_registry
 from shared.startup import connect_nats, within_startup
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-PRUNE_BATCH = 1000
-
-SERVICE_NAMES = (
-    job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
-    executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name,
-    admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
-    credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"].full_name,
-)
 # Stands for "no interval": the watch poller never runs again at once.
 _NEVER_FULL = 1 << 30
 
@@ -93,7 +79,7 @@ class JobServiceApp:
         s = self.settings
         # before anything starts: a server nobody may call is a configuration mistake
         tokens = TokenTable.from_settings(s)
-        tls = _server_credentials(s)
+        tls = server_credentials(s)
         self.metrics.start()  # first: a port in use fails fast
         # Unreachable dependencies at start-up: retried until startup_timeout_s, then
         # DependencyUnavailable (the process exits non-zero with that message).
@@ -112,9 +98,9 @@ class JobServiceApp:
         )
         await ensure_streams(self._nc.jetstream())
         publisher = NatsPublisher(self._nc)
-        outbox = OutboxStore(self._pool)
+        outbox_store = OutboxRepository(self._pool)
         self._dispatcher = OutboxDispatcher(
-            outbox,
+            outbox_store,
             publisher,
             owner=self.instance_id,
             batch_size=s.outbox_batch_size,
@@ -122,20 +108,26 @@ class JobServiceApp:
             claim_ttl_s=s.outbox_claim_ttl_s,
             max_attempts=s.outbox_max_attempts,
         )
-        repository = JobRepository(self._pool, lease_ttl_s=s.lease_ttl_s)
-        engine = JobEngine(
+        outbox = OutboxUpkeep(outbox_store, self._dispatcher)
+        jobs = Jobs(
             self.registry,
-            repository,
+            JobRepository(self._pool),
             publisher,
             self._dispatcher,
             credentials,
             Quotas(max_active=s.max_active_jobs_per_user, daily=s.daily_job_quota_per_user),
         )
+        lease_store = LeaseRepository(self._pool, lease_ttl_s=s.lease_ttl_s)
+        leases = Leases(self.registry, lease_store, self._dispatcher)
+        results = Results(
+            self.registry, ResultRepository(self._pool, lease_store), leases, self._dispatcher
+        )
         listing = JobListing(self._pool)
-        operations = Operations(
+        admin = Admin(
             self.registry,
-            repository,
+            JobRepository(self._pool),
             listing,
+            outbox_store,
             PageTokens(await _page_token_secret(s, listing)),
             self._dispatcher,
         )
@@ -143,25 +135,25 @@ class JobServiceApp:
         self._housekeeping = [
             Periodic(
                 "lease reaper",
-                engine.reap_expired_leases,
+                leases.reap_expired_leases,
                 interval_s=s.reaper_interval_s,
                 batch=REAP_BATCH,
             ),
             Periodic(
                 "dispatch reconciler",
-                lambda: engine.redispatch_stranded(s.reconcile_after_s),
+                lambda: outbox.redispatch_stranded(s.reconcile_after_s),
                 interval_s=s.reconcile_interval_s,
                 batch=REDISPATCH_BATCH,
             ),
             Periodic(
                 "outbox pruner",
-                lambda: outbox.prune(s.outbox_retention_s, PRUNE_BATCH),
+                lambda: outbox.prune(s.outbox_retention_s),
                 interval_s=s.outbox_prune_interval_s,
                 batch=PRUNE_BATCH,
             ),
             Periodic(
                 "snapshot cleaner",
-                engine.delete_expired_snapshots,
+                jobs.delete_expired_snapshots,
                 interval_s=s.snapshot_clean_interval_s,
                 batch=SNAPSHOT_CLEAN_BATCH,
             ),
@@ -178,7 +170,19 @@ class JobServiceApp:
                 batch=1,
             ),
         ]
-        self._server = self._build_server(engine, vault, operations, watches, tokens)
+        self._server = build_server(
+            s,
+            self.registry,
+            tokens,
+            self._health,
+            jobs=jobs,
+            leases=leases,
+            results=results,
+            admin=admin,
+            outbox=outbox,
+            vault=vault,
+            watches=watches,
+        )
         address = f"{s.grpc_host}:{s.grpc_port}"
         if tls is None:
             self.port = self._server.add_insecure_port(address)
@@ -200,47 +204,6 @@ class JobServiceApp:
             self.port,
             f"port {self.metrics.port}" if self.metrics.port is not None else "no port",
         )
-
-    def _build_server(
-        self,
-        engine: JobEngine,
-        vault: CredentialVault,
-        operations: Operations,
-        watches: WatchHub,
-        tokens: TokenTable,
-    ) -> grpc.aio.Server:
-        server = grpc.aio.server(
-            # outermost first: the error interceptor translates the auth refusals too
-            interceptors=[ErrorInterceptor(), AuthInterceptor(tokens)],
-            # batch submits carry many outputs; the default 4 MiB would refuse a few large ones
-            options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ],
-        )
-        job_service_pb2_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            JobServicer(engine, operations, watches), server
-        )
-        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            AdminServicer(operations, self.registry), server
-        )
-        executor_service_pb2_grpc.add_ExecutorServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            ExecutorServicer(
-                engine,
-                vault,
-                lease_ttl_s=self.settings.lease_ttl_s,
-                heartbeat_interval_s=self.settings.heartbeat_interval_s,
-            ),
-            server,
-        )
-        credential_service_pb2_grpc.add_CredentialServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            CredentialServicer(vault), server
-        )
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection(
-            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
-        return server
 
     @property
     def tls(self) -> bool:
@@ -323,19 +286,6 @@ async def reseal_credentials(settings: JobServiceSettings) -> int:
         return await CredentialVault(CredentialRepository(pool), keyring).reseal_all()
     finally:
         await pool.close()
-
-
-def _server_credentials(s: JobServiceSettings) -> grpc.ServerCredentials | None:
-    """TLS when a certificate is configured; mutual TLS (client certificates required and
-    checked against JOBS_TLS_CLIENT_CA_FILE) when a client CA is, too."""
-    if not s.tls_cert_file:
-        return None
-    client_ca = Path(s.tls_client_ca_file).read_bytes() if s.tls_client_ca_file else None
-    return grpc.ssl_server_credentials(
-        [(Path(s.tls_key_file).read_bytes(), Path(s.tls_cert_file).read_bytes())],
-        root_certificates=client_ca,
-        require_client_auth=client_ca is not None,
-    )
 
 
 async def _page_token_secret(s: JobServiceSettings, listing: JobListing) -> bytes:

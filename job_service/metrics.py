@@ -1,8 +1,8 @@
 """job_service's Prometheus metrics (conventions in ``shared.metrics``).
 
-Transitions are counted where they are written (the engine and the repository), once per
+Transitions are counted where they are written (the use cases and the postgres adapters), once per
 job and transition: an idempotent repeat of a create or a submit counts nothing. Database
-gauges (queue depth, outbox backlog) are refreshed by ``job_service.adapters.gauges``.
+gauges (queue depth, outbox backlog) are refreshed by ``job_service.adapters.postgres.gauges``.
 """
 
 from __future__ import annotations
@@ -71,8 +71,6 @@ OUTBOX_PUBLISH_LAG = Histogram(
     "From an outbox row being due to its publish being acknowledged by JetStream.",
     buckets=DURATION_BUCKETS,
 )
-
-UNFINISHED = tuple(s for s in JobStatus if not s.terminal and s is not JobStatus.CREATED)
 
 
 def job_created(job_type: str, queue: str) -> None:

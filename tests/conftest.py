@@ -76,7 +76,7 @@ def pg_admin_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 async def template_database(pg_admin_url: str) -> AsyncIterator[str]:
     """Name of a database migrated to head once per session, to copy per test."""
-    from job_service.adapters.migrations import upgrade
+    from job_service.adapters.postgres.migrations import upgrade
 
     # Rebuilt every session: a template left on a shared server may predate a migration.
     await drop_database(pg_admin_url, TEMPLATE_DATABASE)

@@ -12,7 +12,7 @@ from nats.aio.client import Client as NATS
 from nats.js.errors import NoStreamResponseError
 from opentelemetry.trace import Span
 
-from job_service.adapters.outbox_store import OutboxMessage
+from job_service.domain.outbox import OutboxMessage
 from shared import tracing
 from shared.constants import CANCEL_SUBJECT, MSG_ID_HEADER
 from shared.jetstream import ensure_streams

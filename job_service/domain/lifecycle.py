@@ -1,6 +1,7 @@
-"""The job lifecycle: its states and the only transitions allowed between them.
+"""The job lifecycle: its states, the only transitions allowed between them, and the
+named sets of statuses every other module (SQL included) takes from here.
 
-Pure: no I/O. The repository mirrors each transition as a compare-and-set
+Pure: no I/O. The postgres adapters mirror each transition as a compare-and-set
 ``UPDATE … WHERE id = :id AND status = ANY(:from)``, taking its ``from`` sets from here.
 """
 
@@ -70,3 +71,25 @@ def transition(status: JobStatus, step: Step) -> JobStatus:
 def sources(step: Step) -> frozenset[JobStatus]:
     """The statuses ``step`` may start from: the ``status = ANY(:from)`` of its SQL."""
     return frozenset(status for status, s in TRANSITIONS if s is step)
+
+
+def statuses_sql(statuses: frozenset[JobStatus]) -> str:
+    """A status set as an SQL list literal, in declaration order: ``('queued', ...)``.
+    A literal (not a bind parameter) lets the planner match partial indexes."""
+    return "(" + ", ".join(f"'{s.value}'" for s in JobStatus if s in statuses) + ")"
+
+
+def values(statuses: frozenset[JobStatus]) -> list[str]:
+    """A status set as a sorted list of strings, for a ``status = ANY($n)`` parameter."""
+    return sorted(s.value for s in statuses)
+
+
+# The named status sets: one spelling each.
+LOCKABLE = sources(Step.LOCK)  # queued, retrying: a worker may take the lease
+# A worker holds the lease: its result or its stop can still be accepted.
+LEASED = sources(Step.SUCCEED) | sources(Step.CONFIRM_CANCEL)  # running, cancel_requested
+ACTIVE = frozenset(JobStatus) - TERMINAL  # unfinished (the per-user active quota)
+# Counted as queue depth: unfinished and past creation.
+UNFINISHED = ACTIVE - {JobStatus.CREATED}
+# An operator may re-run these as a new job (AdminService.RetryJob).
+RERUNNABLE = frozenset({JobStatus.FAILED, JobStatus.CANCELLED})

@@ -90,7 +90,10 @@ async def test_watch_exits_4_for_a_failed_job_and_5_for_a_cancelled_one(
     )
     cancelled = await jobctl(target, "cancel", job_id)
     assert cancelled.status == 0, cancelled.err
-    assert cancelled.out.split() == [job_id, "cancel_requested"]
+    # the worker may stop the job before jobctl's answer is read: either is a cancel
+    [printed_id, status] = cancelled.out.split()
+    assert printed_id == job_id
+    assert status in {"cancel_requested", "cancelled"}
     watched = await jobctl(target, "watch", job_id, "--json")
     assert watched.status == 5
     assert json.loads(watched.out.splitlines()[-1])["status"] == "JOB_STATUS_CANCELLED"

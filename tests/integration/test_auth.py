@@ -16,7 +16,7 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
-from job_service.adapters.auth import SERVICE_ROLES, AuthConfigError, Role, TokenTable
+from job_service.adapters.grpc.auth import SERVICE_ROLES, AuthConfigError, Role, TokenTable
 from job_service.app import JobServiceApp
 from shared.grpc_client import ClientConfigError
 from shared.pb.jobs.v1 import admin_service_pb2 as apb

@@ -13,8 +13,8 @@ import grpc
 import pytest
 
 from job_service.app import reseal_credentials
-from job_service.credentials import MasterKeyMissing
 from job_service.domain.credentials import key_id, new_master_key, parse_master_key
+from job_service.usecases.credentials import MasterKeyMissing
 from shared.credentials import fingerprint
 from shared.errors import CredentialNotFound, CredentialUnavailable, InvalidInput
 from shared.pb.jobs.v1 import credential_service_pb2 as cpb

@@ -12,7 +12,8 @@ import asyncpg
 import pytest
 from nats.aio.client import Client as NatsClient
 
-from job_service.adapters.repository import JobRepository, create_pool
+from job_service.adapters.postgres.outbox import OutboxRepository
+from job_service.adapters.postgres.pool import create_pool
 from shared.constants import DISPATCH_STREAM, dispatch_subject
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from tests.support.stack import Client, open_channel, running_job_service
@@ -114,7 +115,7 @@ async def test_a_job_whose_dispatch_is_still_in_the_outbox_is_left_to_the_dispat
     ):
         job = (await Client(channel).create(sleep_ms=1)).job
         await eventually(lambda: published(db, job.id, 1), message="never published")
-    repository = JobRepository(pool, lease_ttl_s=5)
+    repository = OutboxRepository(pool)
     await db.execute("UPDATE jobs SET updated_at = now() - interval '1 minute'")
     # as if NATS had been unreachable: the dispatch waits in the outbox
     await db.execute("UPDATE outbox_events SET status = 'pending', available_at = 'infinity'")
@@ -147,7 +148,7 @@ async def test_two_replicas_reconciling_at_once_dispatch_each_stranded_job_once(
     await db.execute("UPDATE jobs SET updated_at = now() - interval '1 minute'")
     pools = [await create_pool(database_url, 4) for _ in range(2)]
     try:
-        replicas = [JobRepository(p, lease_ttl_s=5) for p in pools]
+        replicas = [OutboxRepository(p) for p in pools]
         counts = await asyncio.gather(
             *(r.redispatch_stranded(30, 7) for r in replicas for _ in range(6))
         )

@@ -9,7 +9,7 @@ import re
 import grpc
 import pytest
 
-from job_service.adapters.repository import JobRepository
+from job_service.adapters.postgres.jobs import JobRepository
 from shared.errors import InternalError
 from shared.rpc_errors import error_from_rpc
 from tests.support.stack import Client

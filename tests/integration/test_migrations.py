@@ -6,8 +6,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from job_service.adapters.migrations import sqlalchemy_url
-from job_service.adapters.tables import metadata
+from job_service.adapters.postgres.migrations import sqlalchemy_url
+from job_service.adapters.postgres.tables import metadata
 
 
 async def test_migrated_schema_matches_the_table_metadata(database_url: str) -> None:

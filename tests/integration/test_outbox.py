@@ -13,9 +13,9 @@ import pytest
 from nats.aio.client import Client as NatsClient
 
 from job_service.adapters.nats_publisher import NatsPublisher
-from job_service.adapters.outbox_store import OutboxStore
-from job_service.adapters.repository import create_pool
-from job_service.outbox import OutboxDispatcher
+from job_service.adapters.postgres.outbox import OutboxRepository
+from job_service.adapters.postgres.pool import create_pool
+from job_service.usecases.outbox import OutboxDispatcher
 from shared.constants import DISPATCH_STREAM
 from shared.embedded import EmbeddedNats
 from shared.jetstream import ensure_streams
@@ -42,7 +42,7 @@ async def insert_rows(db: asyncpg.Connection, count: int, subject: str) -> None:
 def dispatcher(pool: asyncpg.Pool, nc: NatsClient, owner: str, **overrides) -> OutboxDispatcher:
     options = {"batch_size": 50, "poll_interval_s": 0.05, "claim_ttl_s": 30, "max_attempts": 3}
     return OutboxDispatcher(
-        OutboxStore(pool), NatsPublisher(nc), owner=owner, **{**options, **overrides}
+        OutboxRepository(pool), NatsPublisher(nc), owner=owner, **{**options, **overrides}
     )
 
 
@@ -134,7 +134,7 @@ async def test_a_nats_outage_dead_letters_nothing(
         await insert_rows(db, 5, "jobs.dispatch.ai-interactive")
         nats_server.stop()
         relay = OutboxDispatcher(
-            OutboxStore(pool),
+            OutboxRepository(pool),
             NatsPublisher(nc, publish_timeout_s=0.3),
             owner="replica",
             batch_size=50,
@@ -182,8 +182,8 @@ async def test_published_rows_past_their_retention_are_pruned(
         " WHERE id IN (SELECT id FROM outbox_events ORDER BY id OFFSET 3 LIMIT 2)"
     )
 
-    pruned = await OutboxStore(pool).prune(retention_s=24 * 3600, limit=2)
-    pruned += await OutboxStore(pool).prune(retention_s=24 * 3600, limit=2)
+    pruned = await OutboxRepository(pool).prune(retention_s=24 * 3600, limit=2)
+    pruned += await OutboxRepository(pool).prune(retention_s=24 * 3600, limit=2)
 
     assert pruned == 3
     left = await db.fetch("SELECT status FROM outbox_events ORDER BY id")

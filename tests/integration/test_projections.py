@@ -10,7 +10,7 @@ import asyncpg
 import grpc
 import pytest
 
-from job_service.adapters.repository import init_connection
+from job_service.adapters.postgres.pool import init_connection
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import Cursor, Job
 from job_service.domain.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, PageTokens, page_size
-from job_service.engine import _depth
-from job_service.watch import WatchHub, fingerprint
+from job_service.usecases.checks import depth
+from job_service.usecases.watch import WatchHub, fingerprint
 from shared.errors import InvalidInput
 from tests.support.wait import eventually
 
@@ -90,14 +90,14 @@ def test_a_short_secret_is_refused() -> None:
         PageTokens(b"short")
 
 
-def test_input_depth() -> None:
-    assert _depth(1) == 0
-    assert _depth({}) == 1
-    assert _depth({"a": [1, {"b": []}]}) == 4
+def test_inputdepth() -> None:
+    assert depth(1) == 0
+    assert depth({}) == 1
+    assert depth({"a": [1, {"b": []}]}) == 4
     deep: Any = 0
     for _ in range(10_000):  # no recursion limit to hit
         deep = [deep]
-    assert _depth(deep) == 10_000
+    assert depth(deep) == 10_000
 
 
 # --- WatchHub --------------------------------------------------------------------------

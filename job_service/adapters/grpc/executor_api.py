@@ -1,15 +1,16 @@
 """ExecutorService: what workers call. Every call after LockJob is fenced by the lease
-token; the engine and repository refuse stale ones with LEASE_LOST. The per-job and batch
+token; the leases and results use cases refuse stale ones with LEASE_LOST. The per-job and batch
 forms of LockJob and SubmitResult share one path: a single call is a batch of one."""
 
 from __future__ import annotations
 
 import grpc
 
-from job_service.adapters.convert import CREDENTIAL_MODE_TO_PB, STATUS_TO_PB
-from job_service.credentials import CredentialVault
+from job_service.adapters.grpc.convert import CREDENTIAL_MODE_TO_PB, STATUS_TO_PB
 from job_service.domain.models import LockGrant, LockRefusal, Submission
-from job_service.engine import JobEngine
+from job_service.usecases.credentials import CredentialVault
+from job_service.usecases.leases import Leases
+from job_service.usecases.results import Results
 from shared.ai.provider import UsageRecord
 from shared.errors import FieldViolation, InvalidInput, JobsError
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
@@ -22,13 +23,15 @@ from shared.rpc_errors import status_proto_for
 class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     def __init__(
         self,
-        engine: JobEngine,
+        leases: Leases,
+        results: Results,
         vault: CredentialVault,
         *,
         lease_ttl_s: float,
         heartbeat_interval_s: float,
     ):
-        self._engine = engine
+        self._leases = leases
+        self._results = results
         self._vault = vault
         self._lease_ttl_ms = int(lease_ttl_s * 1000)
         self._heartbeat_interval_ms = int(heartbeat_interval_s * 1000)
@@ -36,7 +39,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def LockJob(
         self, request: pb.LockJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.LockJobResponse:
-        [answer] = await self._engine.lock_jobs([request.job_id], request.worker_id)
+        [answer] = await self._leases.lock_jobs([request.job_id], request.worker_id)
         return self._lock_response(answer)
 
     async def LockJobs(
@@ -50,7 +53,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
                 [FieldViolation("requests.worker_id", "the same in every request")],
             )
         worker_id = worker_ids.pop() if worker_ids else ""
-        answers = await self._engine.lock_jobs([r.job_id for r in request.requests], worker_id)
+        answers = await self._leases.lock_jobs([r.job_id for r in request.requests], worker_id)
         return pb.LockJobsResponse(responses=[self._lock_response(a) for a in answers])
 
     def _lock_response(self, answer: LockGrant | LockRefusal) -> pb.LockJobResponse:
@@ -82,7 +85,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def Heartbeat(
         self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
     ) -> pb.HeartbeatResponse:
-        ack = await self._engine.heartbeat(request.job_id, request.lease_token, request.progress)
+        ack = await self._leases.heartbeat(request.job_id, request.lease_token, request.progress)
         return pb.HeartbeatResponse(
             lease_expires_at=timestamp(ack.lease_expires_at),
             cancel_requested=ack.cancel_requested,
@@ -91,7 +94,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def SubmitResult(
         self, request: pb.SubmitResultRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitResultResponse:
-        [answer] = await self._engine.submit_results([_submission(request)])
+        [answer] = await self._results.submit_results([_submission(request)])
         if isinstance(answer, JobsError):
             raise answer
         return pb.SubmitResultResponse(status=STATUS_TO_PB[answer])  # type: ignore[arg-type]
@@ -99,7 +102,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def SubmitResults(
         self, request: pb.SubmitResultsRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitResultsResponse:
-        answers = await self._engine.submit_results([_submission(r) for r in request.requests])
+        answers = await self._results.submit_results([_submission(r) for r in request.requests])
         return pb.SubmitResultsResponse(
             outcomes=[
                 pb.SubmitResultOutcome(error=status_proto_for(a))
@@ -112,7 +115,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def SubmitFailure(
         self, request: pb.SubmitFailureRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitFailureResponse:
-        outcome = await self._engine.submit_failure(
+        outcome = await self._leases.submit_failure(
             request.job_id,
             request.lease_token,
             request.error_code,

@@ -19,9 +19,9 @@ from job_service.domain.credentials import (
     SealBroken,
     binding,
 )
-from job_service.domain.lifecycle import JobStatus
-from job_service.engine import require_name, require_uuid
-from job_service.ports import CredentialStore
+from job_service.domain.lifecycle import LEASED, values
+from job_service.ports.credentials import CredentialStore
+from job_service.usecases.checks import require_name, require_uuid
 from shared.credentials import MAX_API_KEY_CHARS, PROVIDER_PATTERN, CredentialMode, fingerprint
 from shared.errors import (
     CredentialNotFound,
@@ -34,8 +34,6 @@ from shared.errors import (
 log = logging.getLogger(__name__)
 
 MAX_LABEL_CHARS = 200
-# A worker may resolve while it holds the lease, cancel pending or not (as for heartbeats).
-LEASED = (JobStatus.RUNNING.value, JobStatus.CANCEL_REQUESTED.value)
 RESEAL_BATCH = 100
 
 
@@ -93,7 +91,7 @@ class CredentialVault:
         """The job's user key, for the holder of its current lease."""
         require_uuid("job_id", job_id)
         require_uuid("lease_token", lease_token)
-        found = await self._store.for_attempt(job_id, lease_token, LEASED)
+        found = await self._store.for_attempt(job_id, lease_token, values(LEASED))
         if found is None:
             raise LeaseLost("the lease on this job is no longer held")
         if found.mode is not CredentialMode.USER or found.credential_id is None:

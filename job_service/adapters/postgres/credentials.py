@@ -1,7 +1,7 @@
 """Users' sealed provider keys on PostgreSQL (the ``credentials`` table).
 
 Only sealed keys pass through here: the plaintext is sealed before ``insert`` and opened
-after ``for_attempt``, both in ``job_service.credentials``.
+after ``for_attempt``, both in ``job_service.usecases.credentials``.
 """
 
 from __future__ import annotations

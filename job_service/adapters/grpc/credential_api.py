@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import grpc
 
-from job_service.credentials import CredentialVault
 from job_service.domain.credentials import CredentialRecord
+from job_service.usecases.credentials import CredentialVault
 from shared.pb.jobs.v1 import credential_service_pb2 as pb
 from shared.pb.jobs.v1 import credential_service_pb2_grpc
 from shared.pbconv import timestamp

@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 
 import grpc
 
-from job_service.adapters.convert import STATUS_TO_PB, job_to_pb
+from job_service.adapters.grpc.convert import STATUS_TO_PB, job_to_pb
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import JobFilter
-from job_service.operations import Operations
+from job_service.usecases.admin import Admin
+from job_service.usecases.outbox import OutboxUpkeep
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import admin_service_pb2 as pb
 from shared.pb.jobs.v1 import admin_service_pb2_grpc
@@ -23,8 +24,9 @@ PB_TO_STATUS = {number: status for status, number in STATUS_TO_PB.items()}
 
 
 class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
-    def __init__(self, operations: Operations, registry: Registry) -> None:
-        self._operations = operations
+    def __init__(self, admin: Admin, outbox: OutboxUpkeep, registry: Registry) -> None:
+        self._admin = admin
+        self._outbox = outbox
         self._registry = registry
 
     async def ListJobs(
@@ -38,7 +40,7 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
             created_after=_time(request, "created_after"),
             created_before=_time(request, "created_before"),
         )
-        jobs, token = await self._operations.list_jobs(where, request.page_size, request.page_token)
+        jobs, token = await self._admin.list_jobs(where, request.page_size, request.page_token)
         return pb.AdminListJobsResponse(
             jobs=[job_to_pb(j, internal=True) for j in jobs], next_page_token=token
         )
@@ -46,19 +48,19 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
     async def GetJob(
         self, request: pb.AdminGetJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.AdminGetJobResponse:
-        job = await self._operations.get_any_job(request.job_id)
+        job = await self._admin.get_any_job(request.job_id)
         return pb.AdminGetJobResponse(job=job_to_pb(job, internal=True))
 
     async def RetryJob(
         self, request: pb.RetryJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.RetryJobResponse:
-        job = await self._operations.retry_job(request.job_id)
+        job = await self._admin.retry_job(request.job_id)
         return pb.RetryJobResponse(job=job_to_pb(job, internal=True))
 
     async def ListDeadLetters(
         self, request: pb.ListDeadLettersRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListDeadLettersResponse:
-        failed, events, token = await self._operations.dead_letters(
+        failed, events, token = await self._admin.dead_letters(
             request.page_size, request.page_token
         )
         return pb.ListDeadLettersResponse(
@@ -80,7 +82,7 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
     async def RedriveDeadLetters(
         self, request: pb.RedriveDeadLettersRequest, context: grpc.aio.ServicerContext
     ) -> pb.RedriveDeadLettersResponse:
-        count = await self._operations.redrive(list(request.event_ids))
+        count = await self._outbox.redrive(list(request.event_ids))
         return pb.RedriveDeadLettersResponse(redriven=count)
 
     async def ListJobDefinitions(

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from job_service.domain.models import Job
-from job_service.ports import JobListingStore
+from job_service.ports.listing import JobListingStore
 from shared.errors import JobNotFound, PlatformUnavailable
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,6 @@
 """The schema, as SQLAlchemy Core tables: the single description Alembic migrations are
-checked against (tests/integration/test_migrations.py). Queries live in the repository."""
+checked against (tests/integration/test_migrations.py). Queries live in the postgres
+adapter of their concern."""
 
 from __future__ import annotations
 
@@ -26,13 +27,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
-from job_service.domain.lifecycle import JobStatus
+from job_service.domain.lifecycle import ACTIVE, LEASED, JobStatus, statuses_sql
+from job_service.domain.outbox import OutboxStatus
 from shared.credentials import CredentialMode
 
 metadata = MetaData()
 
 _STATUSES = ", ".join(f"'{s.value}'" for s in JobStatus)
-OUTBOX_STATUSES = ("pending", "processing", "published", "dead")
 _CREDENTIAL_MODES = ", ".join(f"'{m.value}'" for m in CredentialMode)
 
 
@@ -112,15 +113,13 @@ jobs = Table(
     Index(
         "jobs_user_active",
         "user_id",
-        postgresql_where=text(
-            "status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested')"
-        ),
+        postgresql_where=text(f"status IN {statuses_sql(ACTIVE)}"),
     ),
     # the reaper's scan: only leased jobs, by expiry
     Index(
         "jobs_lease_expiry",
         "lock_until",
-        postgresql_where=text("status IN ('running', 'cancel_requested')"),
+        postgresql_where=text(f"status IN {statuses_sql(LEASED)}"),
     ),
 )
 
@@ -191,13 +190,26 @@ outbox_events = Table(
     Column("last_error", Text),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     CheckConstraint(
-        "status IN ({})".format(", ".join(f"'{s}'" for s in OUTBOX_STATUSES)),
+        "status IN ({})".format(", ".join(f"'{s.value}'" for s in OutboxStatus)),
         name="outbox_status_known",
     ),
-    Index("outbox_pending", "available_at", "id", postgresql_where=text("status = 'pending'")),
-    Index("outbox_processing", "locked_at", postgresql_where=text("status = 'processing'")),
-    Index("outbox_published", "published_at", postgresql_where=text("status = 'published'")),
-    Index("outbox_dead", "id", postgresql_where=text("status = 'dead'")),
+    Index(
+        "outbox_pending",
+        "available_at",
+        "id",
+        postgresql_where=text(f"status = '{OutboxStatus.PENDING.value}'"),
+    ),
+    Index(
+        "outbox_processing",
+        "locked_at",
+        postgresql_where=text(f"status = '{OutboxStatus.PROCESSING.value}'"),
+    ),
+    Index(
+        "outbox_published",
+        "published_at",
+        postgresql_where=text(f"status = '{OutboxStatus.PUBLISHED.value}'"),
+    ),
+    Index("outbox_dead", "id", postgresql_where=text(f"status = '{OutboxStatus.DEAD.value}'")),
 )
 
 # The daily creation quota: jobs a user created per UTC day (migration 0005). A counter,

@@ -9,7 +9,7 @@ from sqlalchemy import pool
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from job_service.adapters.tables import metadata
+from job_service.adapters.postgres.tables import metadata
 
 
 def _migrate(connection: Connection) -> None:

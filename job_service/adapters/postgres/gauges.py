@@ -12,6 +12,9 @@ from collections.abc import Iterable
 import asyncpg
 
 from job_service import metrics
+from job_service.adapters.postgres.outbox import OutboxRepository
+from job_service.domain.lifecycle import UNFINISHED, values
+from job_service.domain.outbox import OutboxStatus
 
 QUEUE_DEPTH = """
 SELECT queue, status, count(*) AS n FROM jobs
@@ -19,42 +22,30 @@ WHERE status = ANY($1::text[])
 GROUP BY queue, status
 """
 
-OUTBOX_BACKLOG = """
-SELECT status, count(*) AS n,
-       extract(epoch FROM now() - min(available_at) FILTER (WHERE available_at <= now()))
-           ::float8 AS oldest_due_s
-FROM outbox_events
-WHERE status IN ('pending', 'processing', 'dead')
-GROUP BY status
-"""
-
-OUTBOX_STATUSES = ("pending", "processing", "dead")
-
 
 class DatabaseGauges:
     """Refreshes the database-backed gauges; ``queues`` are reported even when empty."""
 
     def __init__(self, pool: asyncpg.Pool, queues: Iterable[str]) -> None:
         self._pool = pool
+        self._outbox = OutboxRepository(pool)
         self._queues = sorted(set(queues))
 
     async def refresh(self) -> int:
         """One refresh; returns 0 (nothing "handled", for the housekeeping loop)."""
-        statuses = [s.value for s in metrics.UNFINISHED]
-        async with self._pool.acquire() as conn:
-            depth = await conn.fetch(QUEUE_DEPTH, statuses)
-            outbox = await conn.fetch(OUTBOX_BACKLOG)
+        statuses = values(UNFINISHED)
+        depth = await self._pool.fetch(QUEUE_DEPTH, statuses)
+        backlog = await self._outbox.backlog()
         counts = {(r["queue"], r["status"]): r["n"] for r in depth}
         for queue in sorted({*self._queues, *(q for q, _ in counts)}):
             for status in statuses:
                 metrics.QUEUE_DEPTH.labels(queue, status).set(counts.get((queue, status), 0))
-        rows = {r["status"]: r for r in outbox}
-        for status in OUTBOX_STATUSES:
-            metrics.OUTBOX_ROWS.labels(status).set(rows[status]["n"] if status in rows else 0)
+        for status, (rows, _) in backlog.items():
+            metrics.OUTBOX_ROWS.labels(status.value).set(rows)
         ages = [
-            r["oldest_due_s"]
-            for s, r in rows.items()
-            if s != "dead" and r["oldest_due_s"] is not None
+            age
+            for status, (_, age) in backlog.items()
+            if status is not OutboxStatus.DEAD and age is not None
         ]
         metrics.OUTBOX_OLDEST_DUE_AGE.set(max(ages, default=0.0))
         return 0

@@ -1,6 +1,6 @@
 """Read-side queries for the API: job listings (keyset pages, newest first), the cheap
-change check behind WatchJob, dead outbox events and their redrive, and the page token
-secret. Writes of a job's status stay in ``repository.py``."""
+change check behind WatchJob, and the page token secret. (Dead outbox events are the
+outbox adapter's.)"""
 
 from __future__ import annotations
 
@@ -9,27 +9,13 @@ from typing import Any
 
 import asyncpg
 
-from job_service.adapters.job_statements import JOB_COLUMNS
-from job_service.adapters.repository import job_from_row
-from job_service.domain.models import Cursor, DeadEvent, Job, JobFilter
+from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
+from job_service.domain.models import Cursor, Job, JobFilter
 
 # What WatchJob compares: any change of these is a change the watcher is told about.
 FINGERPRINTS = """
 SELECT id::text AS id, status, progress, attempt_count, updated_at FROM jobs
 WHERE id = ANY($1::text[]::uuid[])
-"""
-
-DEAD_EVENTS = """
-SELECT id, aggregate_id, subject, attempt_count, last_error, created_at FROM outbox_events
-WHERE status = 'dead' AND ($1::bigint IS NULL OR id < $1)
-ORDER BY id DESC LIMIT $2
-"""
-
-# Dead rows become pending again with a fresh attempt budget; the dispatcher takes them.
-REDRIVE = """
-UPDATE outbox_events SET status = 'pending', attempt_count = 0, available_at = now(),
-    locked_by = NULL, locked_at = NULL
-WHERE status = 'dead' AND ($1::bigint[] IS NULL OR id = ANY($1::bigint[]))
 """
 
 PAGE_TOKEN_SECRET = "SELECT secret FROM api_secrets WHERE name = 'page_token'"
@@ -81,25 +67,6 @@ class JobListing:
         return {
             r["id"]: (r["status"], r["progress"], r["attempt_count"], r["updated_at"]) for r in rows
         }
-
-    async def dead_events(self, before_id: int | None, limit: int) -> list[DeadEvent]:
-        rows = await self._pool.fetch(DEAD_EVENTS, before_id, limit)
-        return [
-            DeadEvent(
-                id=r["id"],
-                job_id=r["aggregate_id"],
-                subject=r["subject"],
-                attempts=r["attempt_count"],
-                last_error=r["last_error"],
-                created_at=r["created_at"],
-            )
-            for r in rows
-        ]
-
-    async def redrive(self, event_ids: Sequence[int] | None) -> int:
-        """Dead events (these, or all when None) made pending again; how many."""
-        status = await self._pool.execute(REDRIVE, None if event_ids is None else list(event_ids))
-        return int(status.rsplit(" ", 1)[-1])
 
     async def page_token_secret(self) -> bytes | None:
         secret = await self._pool.fetchval(PAGE_TOKEN_SECRET)

@@ -7,26 +7,26 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from job_service.adapters.convert import credential_mode_from_pb, job_to_pb
+from job_service.adapters.grpc.convert import credential_mode_from_pb, job_to_pb
 from job_service.domain.models import Job
-from job_service.engine import JobEngine
-from job_service.operations import Operations
-from job_service.watch import WatchHub
+from job_service.usecases.admin import Admin
+from job_service.usecases.jobs import Jobs
+from job_service.usecases.watch import WatchHub
 from shared.pb.jobs.v1 import job_service_pb2 as pb
 from shared.pb.jobs.v1 import job_service_pb2_grpc
 from shared.pbconv import dict_from_struct
 
 
 class JobServicer(job_service_pb2_grpc.JobServiceServicer):
-    def __init__(self, engine: JobEngine, operations: Operations, watches: WatchHub) -> None:
-        self._engine = engine
-        self._operations = operations
+    def __init__(self, jobs: Jobs, listings: Admin, watches: WatchHub) -> None:
+        self._jobs = jobs
+        self._listings = listings
         self._watches = watches
 
     async def CreateJob(
         self, request: pb.CreateJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreateJobResponse:
-        job, created = await self._engine.create_job(
+        job, created = await self._jobs.create_job(
             user_id=request.user_id,
             job_type=request.job_type,
             raw_input=dict_from_struct(request.input),
@@ -40,19 +40,19 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     async def GetJob(
         self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetJobResponse:
-        job = await self._engine.get_job(request.job_id, request.user_id)
+        job = await self._jobs.get_job(request.job_id, request.user_id)
         return pb.GetJobResponse(job=job_to_pb(job))
 
     async def CancelJob(
         self, request: pb.CancelJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.CancelJobResponse:
-        job = await self._engine.cancel_job(request.job_id, request.user_id)
+        job = await self._jobs.cancel_job(request.job_id, request.user_id)
         return pb.CancelJobResponse(job=job_to_pb(job))
 
     async def ListJobs(
         self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListJobsResponse:
-        jobs, token = await self._operations.list_user_jobs(
+        jobs, token = await self._listings.list_user_jobs(
             request.user_id, request.page_size, request.page_token
         )
         return pb.ListJobsResponse(jobs=[job_to_pb(j) for j in jobs], next_page_token=token)
@@ -61,14 +61,14 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self, request: pb.WatchJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.WatchJobResponse]:
         # validates and checks ownership before the first answer
-        first: Job | None = await self._engine.get_job(request.job_id, request.user_id)
+        first: Job | None = await self._jobs.get_job(request.job_id, request.user_id)
 
         async def read() -> Job | None:
             nonlocal first
             if first is not None:
                 job, first = first, None
                 return job
-            return await self._engine.find_job(request.job_id, request.user_id)
+            return await self._jobs.find_job(request.job_id, request.user_id)
 
         async for job in self._watches.watch(request.job_id, read):
             yield pb.WatchJobResponse(job=job_to_pb(job))

@@ -1,10 +1,19 @@
-"""The outbox dispatcher: moves committed outbox rows to NATS JetStream.
+"""The outbox, in one place: the dispatcher that moves committed rows to NATS JetStream,
+the reconciler that dispatches again what NATS lost, the pruner, and dead letters.
 
-One loop per replica: claim a batch (``SKIP LOCKED``), publish it pipelined with the
-dedupe key as ``Nats-Msg-Id``, mark what was acked published and the rest for a later
-try (dead after ``max_attempts``). It wakes at once when this replica writes a row, at a
-retry's due time, and otherwise polls, which also picks up rows written by other replicas
-and claims left stale by a crashed one.
+Every write that must reach NATS (a job's dispatch, a terminal status's domain event) is
+an outbox row committed in the same transaction as the job; the row templates, claims and
+dedupe keys are the postgres outbox adapter's.
+
+The dispatcher is one loop per replica: claim a batch (``SKIP LOCKED``), publish it
+pipelined with the dedupe key as ``Nats-Msg-Id``, mark what was acked published and the
+rest for a later try (dead after ``max_attempts``). It wakes at once when this replica
+writes a row, at a retry's due time, and otherwise polls, which also picks up rows written
+by other replicas and claims left stale by a crashed one.
+
+Dead rows have one owner, the reconciler: a waiting job whose dispatch row died is
+dispatched again after ``JOBS_RECONCILE_AFTER_S`` like any stranded job. An operator's
+redrive (AdminService.RedriveDeadLetters) is the manual lever for the same rows.
 """
 
 from __future__ import annotations
@@ -14,40 +23,24 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from typing import Protocol
 
 from job_service import metrics
-from job_service.adapters.outbox_store import OutboxMessage
+from job_service.ports.outbox import BatchPublisher, OutboxStore, Waker
+from shared.errors import FieldViolation, InvalidInput
 
 log = logging.getLogger(__name__)
 
 ERROR_BACKOFF_S = 1.0
 OUTAGE_BACKOFF_S = 1.0
-
-
-class OutboxClaims(Protocol):
-    async def claim(self, owner: str, limit: int, claim_ttl_s: float) -> list[OutboxMessage]: ...
-
-    async def mark_published(self, owner: str, ids: Sequence[int]) -> None: ...
-
-    async def mark_failed(
-        self, owner: str, failures: Sequence[tuple[int, str]], max_attempts: int
-    ) -> None: ...
-
-    async def release(self, owner: str, ids: Sequence[int], delay_s: float) -> None: ...
-
-
-class BatchPublisher(Protocol):
-    @property
-    def connected(self) -> bool: ...
-
-    async def publish_batch(self, messages: Sequence[OutboxMessage]) -> list[str | None]: ...
+REDISPATCH_BATCH = 500
+PRUNE_BATCH = 1000
+MAX_REDRIVE_IDS = 1000
 
 
 class OutboxDispatcher:
     def __init__(
         self,
-        store: OutboxClaims,
+        store: OutboxStore,
         publisher: BatchPublisher,
         *,
         owner: str,
@@ -122,3 +115,39 @@ class OutboxDispatcher:
         for handle in self._timers:
             handle.cancel()
         self._timers.clear()
+
+
+class OutboxUpkeep:
+    """The outbox's rounds besides dispatching: the reconciler, the pruner and redrive."""
+
+    def __init__(self, store: OutboxStore, dispatcher: Waker) -> None:
+        self._store = store
+        self._dispatcher = dispatcher
+
+    async def redispatch_stranded(self, after_s: float) -> int:
+        """The dispatch reconciler's round: waiting jobs whose dispatch left the outbox
+        ``after_s`` seconds ago (published, or dead) and that no worker has locked since get
+        a new one. NATS may lose a message (a store lost, a stream recreated); the
+        database decides."""
+        count = await self._store.redispatch_stranded(after_s, REDISPATCH_BATCH)
+        if count:
+            log.warning("re-dispatching %d jobs whose dispatch message was not acted on", count)
+            self._dispatcher.wake()
+        return count
+
+    async def prune(self, retention_s: float) -> int:
+        """The pruner's round: rows published longer than ``retention_s`` ago."""
+        return await self._store.prune(retention_s, PRUNE_BATCH)
+
+    async def redrive(self, event_ids: Sequence[int]) -> int:
+        """Dead outbox events (these, or every one when empty) back to pending."""
+        if len(event_ids) > MAX_REDRIVE_IDS or any(i <= 0 for i in event_ids):
+            raise InvalidInput(
+                "event_ids are malformed",
+                [FieldViolation("event_ids", f"at most {MAX_REDRIVE_IDS} positive ids")],
+            )
+        count = await self._store.redrive(list(event_ids) or None)
+        if count:
+            self._dispatcher.wake()
+            log.info("redrove %d dead outbox events", count)
+        return count

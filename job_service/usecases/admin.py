@@ -1,22 +1,24 @@
 """Use cases beyond one job's own path: listings with page tokens, and the operator's
-actions (read any job, retry a finished one, dead letters and their redrive).
+actions (read any job, re-run a finished one, list dead letters; their redrive is the
+outbox's).
 
-Like the engine, everything a request must satisfy is checked here before anything is
-read or written; servicers only translate protobuf.
+Everything a request must satisfy is checked here before anything is read or written;
+servicers only translate protobuf.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from job_service.domain.lifecycle import JobStatus
+from job_service.domain.lifecycle import RERUNNABLE, JobStatus
 from job_service.domain.models import Cursor, DeadEvent, Job, JobFilter, RetrySpec
 from job_service.domain.paging import PageTokens, page_size
-from job_service.engine import require_name, require_uuid
-from job_service.ports import JobListingStore, JobStore, Waker
+from job_service.ports.jobs import JobStore
+from job_service.ports.listing import JobListingStore
+from job_service.ports.outbox import OutboxStore, Waker
+from job_service.usecases.checks import require_name, require_uuid
 from shared.constants import Queue
 from shared.errors import (
     FieldViolation,
@@ -28,23 +30,24 @@ from shared.registry import Registry
 
 log = logging.getLogger(__name__)
 
-MAX_REDRIVE_IDS = 1000
 _JOBS = ("jobs",)
 _DEAD_LETTERS = ("failed", "events")
 
 
-class Operations:
+class Admin:
     def __init__(
         self,
         registry: Registry,
         store: JobStore,
         listing: JobListingStore,
+        dead_letters: OutboxStore,
         tokens: PageTokens,
         outbox: Waker,
     ) -> None:
         self._registry = registry
         self._store = store
         self._listing = listing
+        self._dead_letters = dead_letters
         self._tokens = tokens
         self._outbox = outbox
 
@@ -103,10 +106,10 @@ class Operations:
     async def retry_job(self, job_id: str) -> Job:
         """A new job from a failed or cancelled job's snapshot (trigger "retry")."""
         old = await self.get_any_job(job_id)
-        if old.status not in (JobStatus.FAILED, JobStatus.CANCELLED):
+        if old.status not in RERUNNABLE:
             raise JobNotRetryable(f"a {old.status} job cannot be retried")
         definition = self._registry.get(old.job_type)
-        new = await self._store.retry(
+        new = await self._store.rerun(
             job_id,
             RetrySpec(
                 max_attempts=definition.max_attempts,
@@ -142,25 +145,12 @@ class Operations:
         next_events: Cursor | None = None
         if start["events"] is not None:
             before = None if start["events"] == "start" else int(start["events"].id)
-            found = await self._listing.dead_events(before, size + 1)
+            found = await self._dead_letters.dead_events(before, size + 1)
             events = found[:size]
             if len(found) > size:
                 next_events = Cursor(events[-1].created_at, str(events[-1].id))
         token = self._tokens.issue(scope, {"failed": next_failed, "events": next_events})
         return failed, events, token
-
-    async def redrive(self, event_ids: Sequence[int]) -> int:
-        """Dead outbox events (these, or every one when empty) back to pending."""
-        if len(event_ids) > MAX_REDRIVE_IDS or any(i <= 0 for i in event_ids):
-            raise InvalidInput(
-                "event_ids are malformed",
-                [FieldViolation("event_ids", f"at most {MAX_REDRIVE_IDS} positive ids")],
-            )
-        count = await self._listing.redrive(list(event_ids) or None)
-        if count:
-            self._outbox.wake()
-            log.info("redrove %d dead outbox events", count)
-        return count
 
 
 def _scope_of(where: JobFilter) -> dict[str, Any]:

@@ -1,0 +1,107 @@
+"""The gRPC server of the job service: the four services behind the error and auth
+interceptors, plus health and reflection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from job_service.adapters.grpc.admin_api import AdminServicer
+from job_service.adapters.grpc.auth import AuthInterceptor, TokenTable
+from job_service.adapters.grpc.credential_api import CredentialServicer
+from job_service.adapters.grpc.errors import ErrorInterceptor
+from job_service.adapters.grpc.executor_api import ExecutorServicer
+from job_service.adapters.grpc.job_api import JobServicer
+from job_service.settings import JobServiceSettings
+from job_service.usecases.admin import Admin
+from job_service.usecases.credentials import CredentialVault
+from job_service.usecases.jobs import Jobs
+from job_service.usecases.leases import Leases
+from job_service.usecases.outbox import OutboxUpkeep
+from job_service.usecases.results import Results
+from job_service.usecases.watch import WatchHub
+from shared.pb.jobs.v1 import (
+    admin_service_pb2,
+    admin_service_pb2_grpc,
+    credential_service_pb2,
+    credential_service_pb2_grpc,
+    executor_service_pb2,
+    executor_service_pb2_grpc,
+    job_service_pb2,
+    job_service_pb2_grpc,
+)
+from shared.registry import Registry
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+SERVICE_NAMES = (
+    job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
+    executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name,
+    admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+    credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"].full_name,
+)
+
+
+def build_server(
+    s: JobServiceSettings,
+    registry: Registry,
+    tokens: TokenTable,
+    health_servicer: health.aio.HealthServicer,
+    *,
+    jobs: Jobs,
+    leases: Leases,
+    results: Results,
+    admin: Admin,
+    outbox: OutboxUpkeep,
+    vault: CredentialVault,
+    watches: WatchHub,
+) -> grpc.aio.Server:
+    server = grpc.aio.server(
+        # outermost first: the error interceptor translates the auth refusals too
+        interceptors=[ErrorInterceptor(), AuthInterceptor(tokens)],
+        # batch submits carry many outputs; the default 4 MiB would refuse a few large ones
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ],
+    )
+    job_service_pb2_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        JobServicer(jobs, admin, watches), server
+    )
+    admin_service_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        AdminServicer(admin, outbox, registry), server
+    )
+    executor_service_pb2_grpc.add_ExecutorServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        ExecutorServicer(
+            leases,
+            results,
+            vault,
+            lease_ttl_s=s.lease_ttl_s,
+            heartbeat_interval_s=s.heartbeat_interval_s,
+        ),
+        server,
+    )
+    credential_service_pb2_grpc.add_CredentialServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        CredentialServicer(vault), server
+    )
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    return server
+
+
+def server_credentials(s: JobServiceSettings) -> grpc.ServerCredentials | None:
+    """TLS when a certificate is configured; mutual TLS (client certificates required and
+    checked against JOBS_TLS_CLIENT_CA_FILE) when a client CA is, too."""
+    if not s.tls_cert_file:
+        return None
+    client_ca = Path(s.tls_client_ca_file).read_bytes() if s.tls_client_ca_file else None
+    return grpc.ssl_server_credentials(
+        [(Path(s.tls_key_file).read_bytes(), Path(s.tls_cert_file).read_bytes())],
+        root_certificates=client_ca,
+        require_client_auth=client_ca is not None,
+    )

@@ -1,0 +1,345 @@
+"""Jobs on PostgreSQL: create (with quotas, snapshot and dispatch row, one statement), read,
+re-run, cancel with the cascade to unfinished descendants, and expire snapshots."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import asyncpg
+
+from job_service.adapters.postgres.outbox import (
+    dispatch_key,
+    dispatch_rows,
+    domain_event_rows,
+)
+from job_service.adapters.postgres.rows import JOB_COLUMNS, event_from_json, job_from_row
+from job_service.domain.lifecycle import (
+    ACTIVE,
+    RERUNNABLE,
+    TERMINAL,
+    JobStatus,
+    Step,
+    sources,
+    statuses_sql,
+    transition,
+    values,
+)
+from job_service.domain.models import Artifact, Job, NewJob, QuotaRefusal, Quotas, RetrySpec
+from shared.errors import ErrorCode, public_message
+
+# The columns of `jobs` a new job (CreateJob's, or a projection's child) brings, with their
+# SQL types: the record the create and child statements bind by name. A new column is one
+# line here (and a field of NewJob).
+NEW_JOB_COLUMNS = {
+    "user_id": "varchar",
+    "job_type": "varchar",
+    "queue": "varchar",
+    "priority": "smallint",
+    "idempotency_key": "varchar",
+    "request_hash": "varchar",
+    "max_attempts": "int",
+    "timeout_ms": "int",
+    "input_schema_version": "varchar",
+    "output_schema_version": "varchar",
+    "definition_version": "varchar",
+    "prompt_key": "varchar",
+    "prompt_version": "varchar",
+    "model_tier": "varchar",
+    "credential_mode": "varchar",
+    "credential_id": "uuid",
+}
+# What the record carries beyond the row: the snapshot and the trace context.
+SNAPSHOT_FIELDS = {"snapshot": "jsonb", "snapshot_hash": "varchar", "snapshot_ttl_s": "float8"}
+_RECORD = {**NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS, "trace": "jsonb"}
+
+
+def record_type(columns: dict[str, str]) -> str:
+    """The column definition list of ``jsonb_to_record(set)``."""
+    return ", ".join(f"{name} {sql_type}" for name, sql_type in columns.items())
+
+
+def new_job_record(new: NewJob, names: dict[str, str] = _RECORD) -> dict[str, Any]:
+    """The NewJob fields ``names`` lists, as one jsonb record."""
+    return {name: getattr(new, name) for name in names}
+
+
+# Quotas: the unfinished-jobs count stops at its limit ($2; 0 counts nothing), so it costs
+# at most that many index entries; jobs created today (UTC) are a counter row per user and
+# day ($3 the limit; 0 leaves the counter alone), bumped in the same statement. The status
+# list is spelled as the partial index jobs_user_active spells it.
+CREATE_JOB = f"""
+WITH new AS (
+    SELECT * FROM jsonb_to_record($1::jsonb) AS n({record_type(_RECORD)})
+), usage AS (
+    SELECT
+        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = (SELECT user_id FROM new)
+                               AND status IN {statuses_sql(ACTIVE)} LIMIT $2) a) AS active,
+        coalesce((SELECT created FROM job_quota_usage
+                  WHERE $3::int > 0 AND user_id = (SELECT user_id FROM new)
+                    AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today
+), inserted AS (
+    INSERT INTO jobs AS j ({", ".join(NEW_JOB_COLUMNS)}, status, queued_at)
+    SELECT {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS)}, 'queued', now()
+    FROM new, usage
+    WHERE ($2::int = 0 OR usage.active < $2::int) AND ($3::int = 0 OR usage.today < $3::int)
+    ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
+        DO NOTHING
+    RETURNING {JOB_COLUMNS}
+), snapshot AS (
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at)
+    SELECT inserted.id::uuid, new.snapshot, new.snapshot_hash, new.input_schema_version,
+           now() + new.snapshot_ttl_s * interval '1 second'
+    FROM inserted, new
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt)
+    SELECT id::uuid, NULL, 'queued', 0 FROM inserted
+), dispatch AS (
+    {dispatch_rows("inserted", dispatch_key("src.id", "create"), trace="(SELECT trace FROM new)")}
+), counted AS (
+    INSERT INTO job_quota_usage AS q (user_id, day, created)
+    SELECT inserted.user_id, (now() AT TIME ZONE 'UTC')::date, 1 FROM inserted WHERE $3::int > 0
+    ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + 1
+)
+SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today
+FROM usage LEFT JOIN inserted ON true
+"""
+
+# A new job from a finished one's snapshot ($1, in a status of $2), trigger "retry".
+RERUN_JOB = f"""
+WITH src AS (
+    SELECT j.*, s.payload, s.content_hash, s.schema_version
+    FROM jobs j JOIN job_snapshots s ON s.job_id = j.id
+    WHERE j.id = $1 AND j.status = ANY($2::text[])
+), inserted AS (
+    INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, request_hash,
+                      retried_from_job_id, status, max_attempts, timeout_ms,
+                      input_schema_version, output_schema_version, definition_version,
+                      queued_at, credential_mode, credential_id, prompt_key, prompt_version,
+                      model_tier)
+    SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, 'queued',
+           $3::int, $4::int, input_schema_version, output_schema_version, $5::varchar, now(),
+           credential_mode, credential_id, prompt_key, prompt_version, model_tier
+    FROM src
+    RETURNING {JOB_COLUMNS}
+), snapshot AS (
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at)
+    SELECT inserted.id::uuid, src.payload, src.content_hash, src.schema_version,
+           now() + $6 * interval '1 second'
+    FROM inserted, src
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id::uuid, NULL, 'queued', 0, 'retry' FROM inserted
+), dispatch AS (
+    {dispatch_rows("inserted", dispatch_key("src.id", "create"), trace="NULL::jsonb")}
+)
+SELECT * FROM inserted
+"""
+
+FIND_BY_IDEMPOTENCY_KEY = f"""
+SELECT {JOB_COLUMNS} FROM jobs j
+WHERE j.user_id = $1 AND j.job_type = $2 AND j.idempotency_key = $3
+"""
+
+GET_JOB = f"""
+SELECT {JOB_COLUMNS},
+    (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'artifact_type', a.artifact_type, 'artifact_id', a.artifact_id,
+                'ordinal', a.ordinal, 'payload', a.payload) ORDER BY a.ordinal, a.id), '[]')
+     FROM job_artifacts a WHERE a.job_id = j.id) AS artifacts,
+    (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'from', e.from_status, 'to', e.to_status, 'attempt', e.attempt,
+                'reason', e.reason, 'at', e.created_at) ORDER BY e.id), '[]')
+     FROM job_events e WHERE e.job_id = j.id) AS events,
+    (SELECT coalesce(array_agg(c.id::text ORDER BY c.created_at, c.id), '{{}}')
+     FROM jobs c WHERE c.parent_job_id = j.id) AS child_job_ids,
+    usage.*
+FROM jobs j
+CROSS JOIN LATERAL (
+    SELECT coalesce(sum(u.input_tokens), 0)::bigint AS total_input_tokens,
+           coalesce(sum(u.output_tokens), 0)::bigint AS total_output_tokens,
+           coalesce(sum(u.cost_usd), 0)::float8 AS total_cost_usd
+    FROM usage_logs u WHERE u.job_id = j.id
+) usage
+WHERE j.id = $1 AND ($2::text IS NULL OR j.user_id = $2)
+"""
+
+CANCEL_STATE = """
+SELECT status, lease_token::text AS lease_token, attempt_count FROM jobs
+WHERE id = $1 AND user_id = $2 FOR UPDATE
+"""
+
+# queued/retrying -> cancelled at once, or running -> cancel_requested.
+CANCEL = f"""
+WITH changed AS (
+    UPDATE jobs SET status = $3::text, cancel_requested_at = now(), updated_at = now(),
+        finished_at = CASE WHEN $3::text = 'cancelled' THEN now() END,
+        next_run_at = NULL,
+        error_code = CASE WHEN $3::text = 'cancelled' THEN $4 END,
+        public_error_message = CASE WHEN $3::text = 'cancelled' THEN $5 END
+    WHERE id = $1 AND status = $2
+    RETURNING id, job_type, status, attempt_count
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id, $2, status, attempt_count, 'cancel' FROM changed
+), domain_event AS (
+    {domain_event_rows("(SELECT * FROM changed WHERE status = 'cancelled')")}
+)
+SELECT status FROM changed
+"""
+
+# Cancels the unfinished descendants of job $1: each moves as the lifecycle's CANCEL step
+# says ($2: a JSON map from status to status), with its timeline and domain events.
+CANCEL_DESCENDANTS = f"""
+WITH RECURSIVE tree AS (
+    SELECT id FROM jobs WHERE parent_job_id = $1
+    UNION
+    SELECT c.id FROM jobs c JOIN tree ON c.parent_job_id = tree.id
+), targets AS (
+    SELECT j.id, j.status FROM jobs j JOIN tree ON tree.id = j.id
+    WHERE $2::jsonb ? j.status
+    ORDER BY j.id
+    FOR UPDATE OF j
+), changed AS (
+    UPDATE jobs j SET status = $2::jsonb ->> t.status, cancel_requested_at = now(),
+        updated_at = now(), next_run_at = NULL,
+        finished_at = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN now() END,
+        error_code = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN $3 END,
+        public_error_message = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN $4 END
+    FROM targets t WHERE j.id = t.id
+    RETURNING j.id, j.job_type, j.status, j.attempt_count, t.status AS from_status
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id, from_status, status, attempt_count, 'parent_cancelled' FROM changed
+), domain_event AS (
+    {domain_event_rows("(SELECT * FROM changed WHERE status = 'cancelled')")}
+)
+SELECT id::text AS id, status FROM changed
+"""
+
+# Removes expired snapshots of finished jobs (an unfinished job still needs its input).
+DELETE_EXPIRED_SNAPSHOTS = """
+DELETE FROM job_snapshots WHERE job_id IN (
+    SELECT s.job_id FROM job_snapshots s JOIN jobs j ON j.id = s.job_id
+    WHERE s.expires_at < now() AND j.status = ANY($1::text[])
+    ORDER BY s.expires_at LIMIT $2
+    FOR UPDATE OF s SKIP LOCKED
+)
+"""
+
+_CANCEL_STEP = {s.value: transition(s, Step.CANCEL).value for s in sources(Step.CANCEL)}
+
+
+class JobRepository:
+    """Jobs with their snapshots, timeline and outbox rows, on one asyncpg pool."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def create(self, new: NewJob, quotas: Quotas) -> tuple[Job, bool] | QuotaRefusal:
+        """Stores the job, its snapshot, its first timeline event and its dispatch row.
+        Returns the existing job instead when the idempotency key was used before (even at
+        a quota limit), and a QuotaRefusal (nothing stored) when the user is at a limit."""
+        async with self._pool.acquire() as conn:
+            row = await conn.fetchrow(
+                CREATE_JOB, new_job_record(new), quotas.max_active, quotas.daily
+            )
+            assert row is not None, "the usage row is always there"
+            if row["id"] is not None:
+                return job_from_row(row), True
+            refusal = QuotaRefusal(active=row["quota_active"], today=row["quota_today"])
+            if new.idempotency_key is None:
+                return refusal
+            # The key exists: ON CONFLICT waited for its writer to commit, so it is visible.
+            existing = await conn.fetchrow(
+                FIND_BY_IDEMPOTENCY_KEY, new.user_id, new.job_type, new.idempotency_key
+            )
+        if existing is None:
+            return refusal  # not a conflict: the quota kept the row out
+        return job_from_row(existing), False
+
+    async def rerun(self, job_id: str, spec: RetrySpec) -> Job | None:
+        """A new job from a failed or cancelled job's snapshot; None when that job is not
+        (or no longer) failed or cancelled, or its snapshot is gone."""
+        row = await self._pool.fetchrow(
+            RERUN_JOB,
+            job_id,
+            values(RERUNNABLE),
+            spec.max_attempts,
+            spec.timeout_ms,
+            spec.definition_version,
+            spec.snapshot_ttl_s,
+        )
+        return None if row is None else job_from_row(row)
+
+    async def get(self, job_id: str, user_id: str | None) -> Job | None:
+        """The job with artifacts and timeline; ``user_id`` None reads any user's job."""
+        row = await self._pool.fetchrow(GET_JOB, job_id, user_id)
+        if row is None:
+            return None
+        return replace(
+            job_from_row(
+                row,
+                artifacts=[Artifact(**a) for a in row["artifacts"]],
+                events=[event_from_json(e) for e in row["events"]],
+            ),
+            child_job_ids=list(row["child_job_ids"]),
+            total_input_tokens=row["total_input_tokens"],
+            total_output_tokens=row["total_output_tokens"],
+            total_cost_usd=row["total_cost_usd"],
+        )
+
+    async def cancel(
+        self, job_id: str, user_id: str
+    ) -> tuple[JobStatus, JobStatus, list[str]] | None:
+        """Applies CancelJob to the job and, in the same transaction, its unfinished
+        descendants; returns (status before, status after, descendants now
+        CANCEL_REQUESTED), or None when the user has no such job. The caller judges
+        statuses that cannot be cancelled (the descendants are then left alone)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(CANCEL_STATE, job_id, user_id)
+            if row is None:
+                return None
+            before = JobStatus(row["status"])
+            if before not in sources(Step.CANCEL):
+                return before, before, []
+            after = transition(before, Step.CANCEL)
+            changed = await conn.fetchval(
+                CANCEL,
+                job_id,
+                before.value,
+                after.value,
+                ErrorCode.CANCELLED.value,
+                public_message(ErrorCode.CANCELLED),
+            )
+            assert changed == after.value, "cancel raced although the row was locked"
+            descendants = await _cancel_descendants(conn, job_id)
+            requested = [j for j, status in descendants if status is JobStatus.CANCEL_REQUESTED]
+            return before, after, requested
+
+    async def cancel_descendants(self, job_id: str, user_id: str) -> list[tuple[str, JobStatus]]:
+        """Cancels the unfinished descendants of a (finished) job of the user; returns each
+        one changed with its new status."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            if await conn.fetchrow(CANCEL_STATE, job_id, user_id) is None:
+                return []
+            return await _cancel_descendants(conn, job_id)
+
+    async def delete_expired_snapshots(self, limit: int) -> int:
+        """Removes up to ``limit`` expired snapshots of finished jobs; returns how many."""
+        done = await self._pool.execute(DELETE_EXPIRED_SNAPSHOTS, values(TERMINAL), limit)
+        return int(done.split()[-1])
+
+
+async def _cancel_descendants(
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], job_id: str
+) -> list[tuple[str, JobStatus]]:
+    """Cancels the job's unfinished descendants; each one changed with its new status."""
+    rows = await conn.fetch(
+        CANCEL_DESCENDANTS,
+        job_id,
+        _CANCEL_STEP,
+        ErrorCode.CANCELLED.value,
+        public_message(ErrorCode.CANCELLED),
+    )
+    return [(r["id"], JobStatus(r["status"])) for r in rows]

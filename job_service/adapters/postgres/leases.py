@@ -1,0 +1,282 @@
+"""Leases on PostgreSQL: lock a batch of jobs (one statement), extend a lease, end a failed
+attempt as the retry decision says, and reap leases that ran out.
+
+The lease token is the fence: every write after LockJobs names it, and a write whose token
+is not the job's current one matches no row. Expiry is ``lock_until < now()`` on the
+database clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+
+from job_service import metrics
+from job_service.adapters.postgres.outbox import (
+    CREATE_TRACE,
+    dispatch_key,
+    dispatch_rows,
+    domain_event_rows,
+)
+from job_service.adapters.postgres.usage import insert_usage, usage_row
+from job_service.domain.lifecycle import (
+    LEASED,
+    LOCKABLE,
+    TERMINAL,
+    JobStatus,
+    Step,
+    transition,
+    values,
+)
+from job_service.domain.models import (
+    AttemptFacts,
+    FailureOutcome,
+    HeartbeatAck,
+    LockGrant,
+    LockRefusal,
+)
+from job_service.domain.retry import Outcome, RetryDecision
+from job_service.ports.leases import Decide
+from shared.ai.provider import UsageRecord
+from shared.credentials import CredentialMode
+from shared.errors import ErrorCode, LeaseLost, public_message
+
+# Locks every lockable job of $1 (rows taken in id order, so that concurrent batches
+# cannot deadlock; FOR UPDATE waits for a concurrent writer rather than skipping a row whose
+# dispatch would then be dropped).
+LOCK_JOBS = """
+WITH prior AS (
+    SELECT id, status, coalesce(next_run_at, queued_at) AS due_at FROM jobs
+    WHERE id = ANY($1::text[]::uuid[]) AND status = ANY($4::text[])
+      AND (status = 'queued' OR next_run_at <= now())
+    ORDER BY id
+    FOR UPDATE
+), locked AS (
+    UPDATE jobs j SET status = 'running', locked_by = $2, locked_at = now(),
+        lock_until = now() + $3 * interval '1 millisecond', lease_token = gen_random_uuid(),
+        attempt_count = j.attempt_count + 1, started_at = coalesce(j.started_at, now()),
+        next_run_at = NULL, progress = 0, updated_at = now()
+    FROM prior WHERE j.id = prior.id
+    RETURNING j.id, j.job_type, j.user_id, j.lease_token::text AS lease_token,
+              j.attempt_count, j.lock_until, j.prompt_key, j.prompt_version,
+              prior.status AS from_status, j.credential_mode,
+              j.credential_id::text AS credential_id,
+              extract(epoch FROM now() - prior.due_at)::float8 AS waited_s
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
+    SELECT id, from_status, 'running', attempt_count, $2 FROM locked
+)
+SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
+       l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s
+FROM locked l JOIN job_snapshots s ON s.job_id = l.id
+"""
+
+NOT_DUE = """
+SELECT id::text AS id, next_run_at FROM jobs
+WHERE id = ANY($1::text[]::uuid[]) AND status = 'retrying' AND next_run_at > now()
+"""
+
+HEARTBEAT = """
+UPDATE jobs SET lock_until = now() + $3 * interval '1 millisecond',
+    progress = CASE WHEN $4::float8 >= 0 THEN least($4::float8, 1) ELSE progress END
+WHERE id = $1 AND lease_token = $2 AND status = ANY($5::text[])
+RETURNING lock_until, status
+"""
+
+# Where a job stands for a worker's late or repeated report.
+LEASE_STATE = """
+SELECT status, lease_token::text AS lease_token, output_hash FROM jobs WHERE id = $1
+"""
+
+ATTEMPT_FOR_UPDATE = """
+SELECT id::text AS id, job_type, status, attempt_count, max_attempts,
+       lease_token::text AS lease_token, locked_by
+FROM jobs WHERE id = $1 AND lease_token = $2 AND status = ANY($3::text[])
+FOR UPDATE
+"""
+
+EXPIRED_LEASES = """
+SELECT id::text AS id, job_type, status, attempt_count, max_attempts,
+       lease_token::text AS lease_token, locked_by
+FROM jobs WHERE status = ANY($1::text[]) AND lock_until < now()
+ORDER BY lock_until LIMIT $2
+FOR UPDATE SKIP LOCKED
+"""
+
+INSERT_USAGE = insert_usage("$1", "$2")
+
+# Ends an attempt that did not succeed; $4 is the new status. Retries get a new dispatch
+# row available at next_run_at; terminal statuses get their domain event.
+END_ATTEMPT = f"""
+WITH ended AS (
+    UPDATE jobs SET status = $4::text, error_code = $5, public_error_message = $6,
+        internal_error_message = $7, lock_until = NULL, updated_at = now(),
+        attempt_count = attempt_count - $8,
+        next_run_at = CASE WHEN $4::text = 'retrying'
+                           THEN now() + $9 * interval '1 second' END,
+        finished_at = CASE WHEN $4::text = ANY($10::text[]) THEN now() END,
+        cancel_requested_at = CASE WHEN $4::text = 'cancelled'
+                                   THEN coalesce(cancel_requested_at, now())
+                                   ELSE cancel_requested_at END
+    WHERE id = $1 AND lease_token = $2 AND status = $3
+    RETURNING id, job_type, queue, status, attempt_count, next_run_at, locked_by
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason, worker_id)
+    SELECT id, $3, status, attempt_count + $8, $5, locked_by FROM ended
+), dispatch AS (
+    {
+    dispatch_rows(
+        "(SELECT * FROM ended WHERE status = 'retrying')",
+        dispatch_key("src.id", "retry", "$2"),
+        attempt="src.attempt_count + 1",
+        available_at="src.next_run_at",
+        trace=CREATE_TRACE,
+    )
+}
+), domain_event AS (
+    {domain_event_rows("(SELECT * FROM ended WHERE status <> 'retrying')")}
+)
+SELECT status, next_run_at FROM ended
+"""
+
+_CANCEL = RetryDecision(Outcome.CANCEL)
+_STEP = {Outcome.RETRY: Step.RETRY, Outcome.FAIL: Step.FAIL, Outcome.CANCEL: Step.CONFIRM_CANCEL}
+
+
+class LeaseRepository:
+    """Leases on the jobs table, on one asyncpg pool."""
+
+    def __init__(self, pool: asyncpg.Pool, *, lease_ttl_s: float) -> None:
+        self._pool = pool
+        self._lease_ttl_ms = lease_ttl_s * 1000
+
+    async def lock(self, job_ids: Sequence[str], worker_id: str) -> list[LockGrant | LockRefusal]:
+        """Takes a lease on every lockable job of ``job_ids`` (distinct ids) in one
+        statement; answers per id, in order. A refusal carries ``retry_after`` when the job
+        is only not due yet."""
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                LOCK_JOBS, list(job_ids), worker_id, self._lease_ttl_ms, values(LOCKABLE)
+            )
+            grants = {
+                row["id"]: LockGrant(
+                    job_id=row["id"],
+                    job_type=row["job_type"],
+                    lease_token=row["lease_token"],
+                    attempt=row["attempt_count"],
+                    lease_expires_at=row["lock_until"],
+                    input=row["payload"],
+                    user_id=row["user_id"],
+                    prompt_key=row["prompt_key"] or "",
+                    prompt_version=row["prompt_version"] or "",
+                    credential_mode=CredentialMode(row["credential_mode"]),
+                    credential_id=row["credential_id"],
+                )
+                for row in rows
+            }
+            for row in rows:
+                metrics.picked_up(row["job_type"], row["waited_s"] or 0.0)
+            refused = [job_id for job_id in job_ids if job_id not in grants]
+            not_due = (
+                {r["id"]: r["next_run_at"] for r in await conn.fetch(NOT_DUE, refused)}
+                if refused
+                else {}
+            )
+        return [grants.get(job_id) or LockRefusal(not_due.get(job_id)) for job_id in job_ids]
+
+    async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
+        row = await self._pool.fetchrow(
+            HEARTBEAT, job_id, lease_token, self._lease_ttl_ms, progress, values(LEASED)
+        )
+        if row is None:
+            raise LeaseLost("the lease on this job is no longer held")
+        return HeartbeatAck(
+            lease_expires_at=row["lock_until"],
+            cancel_requested=row["status"] == JobStatus.CANCEL_REQUESTED,
+        )
+
+    async def end_attempt(
+        self,
+        job_id: str,
+        lease_token: str,
+        code: str,
+        message: str,
+        decide: Decide,
+        usage: Sequence[UsageRecord] = (),
+    ) -> FailureOutcome:
+        """Ends a failed attempt as ``decide`` says (a cancel pending wins), storing its
+        usage rows in the same transaction. A repeat of the same report is answered with
+        the status it led to (and stores nothing); otherwise LeaseLost."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(ATTEMPT_FOR_UPDATE, job_id, lease_token, values(LEASED))
+            if row is not None:
+                if usage:
+                    await conn.execute(
+                        INSERT_USAGE,
+                        [usage_row(job_id, u) for u in usage],
+                        row["attempt_count"],
+                    )
+                return await _end(conn, row, code, message, decide)
+            state = await conn.fetchrow(LEASE_STATE, job_id)
+        if state is not None and state["lease_token"] == lease_token:
+            status = JobStatus(state["status"])
+            if status is not JobStatus.SUCCEEDED and status not in LEASED:
+                return FailureOutcome(status)
+        raise LeaseLost("the lease on this job is no longer held")
+
+    async def confirm_cancel(self, job_id: str, lease_token: str) -> FailureOutcome:
+        """Ends the attempt of a job whose cancel won the race with its result."""
+        return await self.end_attempt(job_id, lease_token, ErrorCode.CANCELLED, "", _always_cancel)
+
+    async def lease_state(self, job_id: str) -> asyncpg.Record | None:
+        """The job's status, current lease token and output hash."""
+        return await self._pool.fetchrow(LEASE_STATE, job_id)
+
+    async def reap_expired_leases(self, limit: int, decide: Decide) -> list[FailureOutcome]:
+        """Ends attempts whose lease ran out (the database clock decides), as ``decide``
+        says for LEASE_EXPIRED; a pending cancel ends cancelled. Safe across replicas."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(EXPIRED_LEASES, values(LEASED), limit)
+            return [
+                await _end(conn, row, ErrorCode.LEASE_EXPIRED, "lease expired", decide)
+                for row in rows
+            ]
+
+
+def _always_cancel(facts: AttemptFacts, code: str) -> RetryDecision:
+    return _CANCEL
+
+
+async def _end(
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
+    row: asyncpg.Record,
+    code: str,
+    message: str,
+    decide: Decide,
+) -> FailureOutcome:
+    status = JobStatus(row["status"])
+    facts = AttemptFacts(
+        row["id"], row["job_type"], status, row["attempt_count"], row["max_attempts"]
+    )
+    if status is JobStatus.CANCEL_REQUESTED:
+        decision, code = _CANCEL, ErrorCode.CANCELLED
+    else:
+        decision = decide(facts, code)
+    new_status = transition(status, _STEP[decision.outcome])
+    ended = await conn.fetchrow(
+        END_ATTEMPT,
+        row["id"],
+        row["lease_token"],
+        status.value,
+        new_status.value,
+        code,
+        public_message(code),
+        message,
+        1 if decision.refund_attempt else 0,
+        decision.delay_s,
+        values(TERMINAL),
+    )
+    assert ended is not None, "attempt changed although its row was locked"
+    metrics.attempt_ended(row["job_type"], code, JobStatus(ended["status"]))
+    return FailureOutcome(JobStatus(ended["status"]), ended["next_run_at"])

@@ -1,0 +1,187 @@
+"""Results on PostgreSQL: commit a batch of results, each fenced by its lease token, with
+artifacts, timeline and domain events, and (when a batch carries them) child jobs and usage
+rows, in one statement."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from job_service import metrics
+from job_service.adapters.postgres.jobs import (
+    NEW_JOB_COLUMNS,
+    SNAPSHOT_FIELDS,
+    new_job_record,
+    record_type,
+)
+from job_service.adapters.postgres.leases import LeaseRepository
+from job_service.adapters.postgres.outbox import (
+    dispatch_key,
+    dispatch_rows,
+    domain_event_rows,
+)
+from job_service.adapters.postgres.usage import insert_usage, usage_row
+from job_service.domain.lifecycle import JobStatus
+from job_service.domain.models import NewChild, Submission
+from shared.errors import LeaseLost
+
+# A child belongs to its parent's user and runs with the parent's key when it inherits it:
+# those columns come from the parent's row, the rest from the record.
+_FROM_PARENT = ("user_id", "credential_mode", "credential_id")
+_CHILD_COLUMNS = {c: t for c, t in NEW_JOB_COLUMNS.items() if c not in _FROM_PARENT}
+_CHILD_RECORD = {
+    "parent_job_id": "uuid",
+    **_CHILD_COLUMNS,
+    **SNAPSHOT_FIELDS,
+    "inherits_credential": "bool",
+}
+
+# Commits each result whose lease token is current, with its artifacts, timeline event and
+# domain event (and, with _PROJECTION, its child jobs and usage rows). $1..$4 are JSON
+# arrays: one element per result, artifact, child, provider call.
+_SUBMIT_CORE = f"""
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset($1::jsonb)
+        AS i(job_id uuid, lease_token uuid, output jsonb, output_hash text)
+), done AS (
+    UPDATE jobs j SET status = 'succeeded', validated_output = i.output,
+        output_hash = i.output_hash, progress = 1, finished_at = now(), updated_at = now(),
+        lock_until = NULL, error_code = NULL, public_error_message = NULL
+    FROM input i
+    WHERE j.id = i.job_id AND j.lease_token = i.lease_token AND j.status = 'running'
+    RETURNING j.id, j.user_id, j.job_type, j.status, j.attempt_count, j.locked_by,
+              j.credential_mode, j.credential_id
+), artifacts AS (
+    INSERT INTO job_artifacts (job_id, artifact_type, artifact_id, ordinal, payload)
+    SELECT a.job_id, a.artifact_type, a.artifact_id, a.ordinal, a.payload
+    FROM jsonb_to_recordset($2::jsonb)
+        AS a(job_id uuid, artifact_type text, artifact_id text, ordinal int, payload jsonb)
+    JOIN done ON done.id = a.job_id
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
+    SELECT id, 'running', 'succeeded', attempt_count, locked_by FROM done
+), domain_event AS (
+    {domain_event_rows("done")}
+"""
+
+# Child jobs (each with its snapshot, timeline event and dispatch row; a child whose
+# idempotency key exists already is left as it is) and usage rows of the results `done`.
+_PROJECTION = f"""
+), children_in AS (
+    SELECT c.*, done.user_id,
+           CASE WHEN c.inherits_credential THEN done.credential_mode ELSE 'platform'
+           END AS credential_mode,
+           CASE WHEN c.inherits_credential THEN done.credential_id END AS credential_id
+    FROM jsonb_to_recordset($3::jsonb) AS c({record_type(_CHILD_RECORD)})
+    JOIN done ON done.id = c.parent_job_id
+), children AS (
+    INSERT INTO jobs AS j ({", ".join(NEW_JOB_COLUMNS)}, trigger_type, parent_job_id, status,
+                           queued_at)
+    SELECT {", ".join(NEW_JOB_COLUMNS)}, 'child_job', parent_job_id, 'queued', now()
+    FROM children_in
+    ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
+        DO NOTHING
+    RETURNING j.id, j.queue, j.parent_job_id, j.job_type, j.idempotency_key
+), child_snapshots AS (
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at)
+    SELECT ch.id, c.snapshot, c.snapshot_hash, c.input_schema_version,
+           now() + c.snapshot_ttl_s * interval '1 second'
+    FROM children ch JOIN children_in c
+        ON c.parent_job_id = ch.parent_job_id AND c.job_type = ch.job_type
+       AND c.idempotency_key = ch.idempotency_key
+), child_events AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id, NULL, 'queued', 0, 'child_job' FROM children
+), child_dispatch AS (
+    {dispatch_rows("children", dispatch_key("src.id", "create"), trace="NULL::jsonb")}
+), usage AS (
+    {insert_usage("$4", "done.attempt_count", "JOIN done ON done.id = u.job_id")}
+)
+"""
+
+SUBMIT_RESULTS = _SUBMIT_CORE + ")\nSELECT id::text AS id, job_type FROM done"
+# The same with projections: only batches that carry children or usage pay for it.
+SUBMIT_RESULTS_PROJECTED = _SUBMIT_CORE + _PROJECTION + "SELECT id::text AS id, job_type FROM done"
+
+JOB_TYPES = "SELECT id::text AS id, job_type FROM jobs WHERE id = ANY($1::text[]::uuid[])"
+
+
+class ResultRepository:
+    """Results and their projections, on one asyncpg pool; a refused result is settled
+    through the leases (a cancel that won the race ends the attempt)."""
+
+    def __init__(self, pool: asyncpg.Pool, leases: LeaseRepository) -> None:
+        self._pool = pool
+        self._leases = leases
+
+    async def job_types(self, job_ids: Sequence[str]) -> dict[str, str]:
+        rows = await self._pool.fetch(JOB_TYPES, list(job_ids))
+        return {r["id"]: r["job_type"] for r in rows}
+
+    async def submit_results(
+        self, results: Sequence[Submission], children: Sequence[NewChild] = ()
+    ) -> list[JobStatus | LeaseLost]:
+        """Commits each result (distinct jobs) with its current lease, exactly once, in one
+        statement with its artifacts, ``children`` (of these results) and usage rows;
+        answers per result, in order. A repeat of a committed submit is answered SUCCEEDED
+        again (and adds nothing); a cancel that won the race ends the job CANCELLED and
+        drops the result; anything else is LeaseLost."""
+        items = [
+            {
+                "job_id": r.job_id,
+                "lease_token": r.lease_token,
+                "output": r.output,
+                "output_hash": r.output_hash,
+            }
+            for r in results
+        ]
+        artifacts = [
+            {
+                "job_id": r.job_id,
+                "artifact_type": a.artifact_type,
+                "artifact_id": a.artifact_id,
+                "ordinal": a.ordinal,
+                "payload": a.payload,
+            }
+            for r in results
+            for a in r.artifacts
+        ]
+        child_rows = [_child_row(c) for c in children]
+        usage = [usage_row(r.job_id, u) for r in results for u in r.usage]
+        async with self._pool.acquire() as conn:
+            if child_rows or usage:
+                rows = await conn.fetch(
+                    SUBMIT_RESULTS_PROJECTED, items, artifacts, child_rows, usage
+                )
+            else:
+                rows = await conn.fetch(SUBMIT_RESULTS, items, artifacts)
+            done = {row["id"]: row["job_type"] for row in rows}
+        for job_type in done.values():
+            metrics.job_succeeded(job_type)
+        return [
+            JobStatus.SUCCEEDED if r.job_id in done else await self._settle_refused(r)
+            for r in results
+        ]
+
+    async def _settle_refused(self, result: Submission) -> JobStatus | LeaseLost:
+        """Why a result was not committed: a repeat, a cancel that won, or a lost lease."""
+        state = await self._leases.lease_state(result.job_id)
+        if state is None or state["lease_token"] != result.lease_token:
+            return LeaseLost("the lease on this job is no longer held")
+        status = JobStatus(state["status"])
+        if status is JobStatus.SUCCEEDED and state["output_hash"] == result.output_hash:
+            return status
+        if status is JobStatus.CANCEL_REQUESTED:
+            outcome = await self._leases.confirm_cancel(result.job_id, result.lease_token)
+            return outcome.status
+        return LeaseLost("the lease on this job is no longer held")
+
+
+def _child_row(child: NewChild) -> dict[str, Any]:
+    return {
+        "parent_job_id": child.parent_job_id,
+        **new_job_record(child.job, {**_CHILD_COLUMNS, **SNAPSHOT_FIELDS}),
+        "inherits_credential": child.inherits_credential,
+    }

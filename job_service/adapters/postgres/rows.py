@@ -1,0 +1,74 @@
+"""A job as the postgres adapters select it and map it: one column list, one mapping."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from job_service.domain.lifecycle import JobStatus
+from job_service.domain.models import Artifact, Job, JobEvent
+from shared.credentials import CredentialMode
+
+JOB_COLUMNS = """
+    j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
+    j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
+    j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
+    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
+    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
+    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
+    j.credential_mode, j.credential_id::text AS credential_id
+"""
+
+
+def job_from_row(
+    row: asyncpg.Record,
+    artifacts: list[Artifact] | None = None,
+    events: list[JobEvent] | None = None,
+) -> Job:
+    """A job from a row selected with JOB_COLUMNS."""
+    return Job(
+        id=row["id"],
+        user_id=row["user_id"],
+        job_type=row["job_type"],
+        status=JobStatus(row["status"]),
+        queue=row["queue"],
+        priority=row["priority"],
+        attempt_count=row["attempt_count"],
+        max_attempts=row["max_attempts"],
+        idempotency_key=row["idempotency_key"],
+        request_hash=row["request_hash"],
+        progress=row["progress"],
+        validated_output=row["validated_output"],
+        output_hash=row["output_hash"],
+        error_code=row["error_code"],
+        public_error_message=row["public_error_message"],
+        internal_error_message=row["internal_error_message"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        next_run_at=row["next_run_at"],
+        artifacts=artifacts or [],
+        events=events or [],
+        parent_job_id=row["parent_job_id"],
+        prompt_key=row["prompt_key"],
+        prompt_version=row["prompt_version"],
+        model_tier=row["model_tier"],
+        trigger=row["trigger_type"],
+        retried_from_job_id=row["retried_from_job_id"],
+        credential_mode=CredentialMode(row["credential_mode"]),
+        credential_id=row["credential_id"],
+    )
+
+
+def event_from_json(raw: dict[str, Any]) -> JobEvent:
+    """A timeline event as GET_JOB aggregates it into jsonb."""
+    return JobEvent(
+        from_status=JobStatus(raw["from"]) if raw["from"] else None,
+        to_status=JobStatus(raw["to"]),
+        attempt=raw["attempt"],
+        reason=raw["reason"],
+        at=datetime.fromisoformat(raw["at"]),
+    )

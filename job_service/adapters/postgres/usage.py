@@ -1,0 +1,30 @@
+"""Usage rows (one per provider call) as the postgres adapters write them: with a failed
+attempt's end (leases) or with a result (results), from one jsonb array."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from shared.ai.provider import UsageRecord
+
+_COLUMNS = """
+    job_id uuid, provider text, model text, credential_mode text, input_tokens int,
+    output_tokens int, cost_usd numeric, latency_ms int, error_code text
+"""
+
+
+def insert_usage(records: str, attempt: str, join: str = "") -> str:
+    """Inserts the usage rows of the jsonb array ``records`` (SQL) as attempt ``attempt``
+    (an SQL expression), optionally joined (``join``) to the rows that may take them."""
+    return f"""
+    INSERT INTO usage_logs (job_id, attempt, provider, model, credential_mode, input_tokens,
+                            output_tokens, cost_usd, latency_ms, error_code)
+    SELECT u.job_id, {attempt}, u.provider, u.model, u.credential_mode, u.input_tokens,
+           u.output_tokens, u.cost_usd, u.latency_ms, nullif(u.error_code, '')
+    FROM jsonb_to_recordset({records}::jsonb) AS u({_COLUMNS}) {join}
+"""
+
+
+def usage_row(job_id: str, usage: UsageRecord) -> dict[str, Any]:
+    return {"job_id": job_id, **asdict(usage)}

@@ -1,0 +1,46 @@
+"""What the leases use cases (lock, heartbeat, failed attempts, the reaper) need."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from job_service.domain.models import (
+    AttemptFacts,
+    FailureOutcome,
+    HeartbeatAck,
+    LockGrant,
+    LockRefusal,
+)
+from job_service.domain.retry import RetryDecision
+from shared.ai.provider import UsageRecord
+
+
+class Decide(Protocol):
+    """The retry decision for a failed attempt of a RUNNING job."""
+
+    def __call__(self, facts: AttemptFacts, code: str) -> RetryDecision: ...
+
+
+class LeaseStore(Protocol):
+    async def lock(
+        self, job_ids: Sequence[str], worker_id: str
+    ) -> list[LockGrant | LockRefusal]: ...
+
+    async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
+        """The extended lease, or LeaseLost."""
+        ...
+
+    async def end_attempt(
+        self,
+        job_id: str,
+        lease_token: str,
+        code: str,
+        message: str,
+        decide: Decide,
+        usage: Sequence[UsageRecord] = (),
+    ) -> FailureOutcome:
+        """The attempt ended as ``decide`` says (a pending cancel wins), or LeaseLost."""
+        ...
+
+    async def reap_expired_leases(self, limit: int, decide: Decide) -> list[FailureOutcome]: ...

@@ -1,0 +1,14 @@
+"""What the read side (listings, WatchJob) needs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from job_service.domain.models import Cursor, Job, JobFilter
+
+
+class JobListingStore(Protocol):
+    async def list_jobs(self, where: JobFilter, after: Cursor | None, limit: int) -> list[Job]: ...
+
+    async def fingerprints(self, job_ids: Sequence[str]) -> dict[str, Any]: ...

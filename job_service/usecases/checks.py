@@ -1,0 +1,105 @@
+"""The checks every use case applies to a request, spelled once: names, ids, batches,
+priorities and JSON input. Each raises InvalidInput naming the field."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from shared.canonical import canonical_json
+from shared.errors import FieldViolation, InvalidInput
+
+MAX_ID_CHARS = 255
+# The canonical JSON of a job's input may not exceed this (documented in the README).
+MAX_INPUT_BYTES = 256 * 1024
+# Nesting of a job's input (objects and lists); deeper is refused before validation.
+# (Protobuf itself stops a Struct near 32 levels: 3 message levels per JSON level.)
+MAX_INPUT_DEPTH = 20
+MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
+# Items one batch RPC may carry.
+MAX_BATCH = 256
+
+
+def is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def require_uuid(name: str, value: str) -> None:
+    if not is_uuid(value):
+        raise InvalidInput(f"{name} is not a valid id", [FieldViolation(name, "must be a UUID")])
+
+
+def require_name(name: str, value: str) -> None:
+    if not value or len(value) > MAX_ID_CHARS or not value.isprintable():
+        raise InvalidInput(
+            f"{name} is missing or malformed",
+            [FieldViolation(name, f"1..{MAX_ID_CHARS} printable characters")],
+        )
+
+
+def require_batch(name: str, items: Sequence[object]) -> None:
+    if not 1 <= len(items) <= MAX_BATCH:
+        raise InvalidInput(
+            f"{name} must hold 1..{MAX_BATCH} items",
+            [FieldViolation(name, f"1..{MAX_BATCH} items")],
+        )
+
+
+def priority_in_range(priority: int | None) -> bool:
+    return priority is None or MIN_PRIORITY <= priority <= MAX_PRIORITY
+
+
+def require_priority(priority: int | None) -> None:
+    if not priority_in_range(priority):
+        raise InvalidInput(
+            "priority is out of range",
+            [FieldViolation("priority", f"must be within {MIN_PRIORITY}..{MAX_PRIORITY}")],
+        )
+
+
+def require_input(raw_input: dict[str, Any]) -> None:
+    """Storable as jsonb, not nested too deeply, not too large."""
+    try:
+        encoded = canonical_json(raw_input).encode()
+    except ValueError:
+        raise not_json("input") from None
+    if depth(raw_input) > MAX_INPUT_DEPTH:
+        raise InvalidInput(
+            "input is nested too deeply",
+            [FieldViolation("input", f"at most {MAX_INPUT_DEPTH} levels of objects/lists")],
+        )
+    if len(encoded) > MAX_INPUT_BYTES:
+        raise InvalidInput(
+            "input is too large",
+            [FieldViolation("input", f"at most {MAX_INPUT_BYTES} bytes of JSON")],
+        )
+
+
+def not_json(field: str) -> InvalidInput:
+    """NaN, infinities and NUL characters fit in a protobuf Struct, not in jsonb."""
+    return InvalidInput(
+        f"{field} cannot be stored as JSON",
+        [FieldViolation(field, "finite numbers and strings without NUL characters only")],
+    )
+
+
+def depth(value: Any) -> int:
+    """Levels of nesting of a JSON-like value, without recursion (deep input is hostile)."""
+    deepest = 0
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+        else:
+            deepest = max(deepest, level)
+            continue
+        deepest = max(deepest, level + 1)
+    return deepest

@@ -1,0 +1,282 @@
+"""JobService's use cases on one job: create it, read it, cancel it (and its unfinished
+descendants with it), and forget its snapshot once it has expired."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from job_service import metrics
+from job_service.domain.lifecycle import JobStatus
+from job_service.domain.models import Job, NewJob, QuotaRefusal, Quotas
+from job_service.ports.jobs import CancelNotifier, CredentialOwnership, JobStore
+from job_service.ports.outbox import Waker
+from job_service.usecases.checks import (
+    is_uuid,
+    require_input,
+    require_name,
+    require_priority,
+    require_uuid,
+)
+from shared import tracing
+from shared.canonical import content_hash
+from shared.credentials import CredentialMode
+from shared.errors import (
+    FieldViolation,
+    IdempotencyKeyReused,
+    InvalidInput,
+    JobAlreadyCancelled,
+    JobNotCancellable,
+    JobNotFound,
+    JobsError,
+    QuotaExceeded,
+    TooManyJobs,
+)
+from shared.registry import JobDefinition, Registry
+
+log = logging.getLogger(__name__)
+
+# A user at the unfinished-jobs limit is told to come back after this (a guess: jobs
+# finish in seconds to minutes).
+ACTIVE_RETRY_AFTER_S = 5.0
+SNAPSHOT_CLEAN_BATCH = 500
+
+
+class Jobs:
+    def __init__(
+        self,
+        registry: Registry,
+        store: JobStore,
+        notifier: CancelNotifier,
+        outbox: Waker,
+        credentials: CredentialOwnership,
+        quotas: Quotas | None = None,
+    ) -> None:
+        self._registry = registry
+        self._store = store
+        self._notifier = notifier
+        self._outbox = outbox
+        self._credentials = credentials
+        self._quotas = quotas or Quotas()
+
+    async def create_job(
+        self,
+        user_id: str,
+        job_type: str,
+        raw_input: dict[str, Any],
+        idempotency_key: str,
+        priority: int | None,
+        credential_mode: CredentialMode = CredentialMode.PLATFORM,
+        credential_id: str = "",
+    ) -> tuple[Job, bool]:
+        """The job, and whether this call created it (False: the idempotency key's job)."""
+        with tracing.span("CreateJob", kind=tracing.SERVER, attributes={"jobs.job_type": job_type}):
+            job, created = await self._create_job(
+                user_id,
+                job_type,
+                raw_input,
+                idempotency_key,
+                priority,
+                credential_mode,
+                credential_id,
+            )
+            tracing.set_attribute("jobs.job_id", job.id)
+            return job, created
+
+    async def _create_job(
+        self,
+        user_id: str,
+        job_type: str,
+        raw_input: dict[str, Any],
+        idempotency_key: str,
+        priority: int | None,
+        credential_mode: CredentialMode,
+        credential_id: str,
+    ) -> tuple[Job, bool]:
+        require_name("user_id", user_id)
+        if idempotency_key:
+            require_name("idempotency_key", idempotency_key)
+        definition = self._registry.get(job_type)
+        require_priority(priority)
+        require_input(raw_input)
+        credential = await self._check_credential(
+            user_id, definition, credential_mode, credential_id
+        )
+        new = replace(
+            new_job(
+                definition,
+                raw_input,
+                user_id,
+                idempotency_key,
+                priority,
+                credential_mode,
+                credential,
+            ),
+            trace=tracing.carrier(),
+        )
+        stored = await self._store.create(new, self._quotas)
+        if isinstance(stored, QuotaRefusal):
+            raise self._quota_error(stored)
+        job, created = stored
+        if created:
+            metrics.job_created(job_type, definition.queue)
+            self._outbox.wake()
+        elif job.request_hash != new.request_hash:
+            raise IdempotencyKeyReused(
+                "this idempotency key was used for a different request",
+                [FieldViolation("idempotency_key", "already used with other parameters")],
+            )
+        return job, created
+
+    def _quota_error(self, refusal: QuotaRefusal) -> JobsError:
+        limits = self._quotas
+        if limits.max_active and refusal.active >= limits.max_active:
+            return TooManyJobs(
+                f"at most {limits.max_active} unfinished jobs per user",
+                retry_after_s=ACTIVE_RETRY_AFTER_S,
+            )
+        now = datetime.now(UTC)
+        midnight = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        return QuotaExceeded(
+            f"at most {limits.daily} jobs per user per day (UTC)",
+            retry_after_s=round((midnight - now).total_seconds(), 3),
+        )
+
+    async def _check_credential(
+        self, user_id: str, definition: JobDefinition, mode: CredentialMode, credential_id: str
+    ) -> str | None:
+        """The job may run with this key: allowed by its type, and the user's own. The
+        credential's id in canonical form, or None for the platform's key."""
+        if mode not in definition.credential_modes:
+            allowed = ", ".join(m.value for m in definition.credential_modes)
+            raise InvalidInput(
+                f"job type {definition.job_type} does not run with a {mode} key",
+                [FieldViolation("credential_mode", f"{definition.job_type} allows: {allowed}")],
+            )
+        if mode is CredentialMode.PLATFORM:
+            if credential_id:
+                raise InvalidInput(
+                    "credential_id is only for user keys",
+                    [FieldViolation("credential_id", "only with CREDENTIAL_MODE_USER")],
+                )
+            return None
+        if not credential_id:
+            raise InvalidInput(
+                "a user key needs credential_id",
+                [FieldViolation("credential_id", "required with CREDENTIAL_MODE_USER")],
+            )
+        if not is_uuid(credential_id) or not await self._credentials.owned(credential_id, user_id):
+            raise InvalidInput(
+                "no such credential for this user",
+                [FieldViolation("credential_id", "the id of one of this user's credentials")],
+            )
+        return str(uuid.UUID(credential_id))
+
+    async def get_job(self, job_id: str, user_id: str) -> Job:
+        require_uuid("job_id", job_id)
+        require_name("user_id", user_id)
+        job = await self._store.get(job_id, user_id)
+        if job is None:
+            raise JobNotFound("no such job")
+        return job
+
+    async def find_job(self, job_id: str, user_id: str) -> Job | None:
+        """The job, or None when it is gone (ids already checked by get_job)."""
+        return await self._store.get(job_id, user_id)
+
+    async def cancel_job(self, job_id: str, user_id: str) -> Job:
+        require_uuid("job_id", job_id)
+        require_name("user_id", user_id)
+        job = await self._store.get(job_id, user_id)
+        if job is None:
+            raise JobNotFound("no such job")
+        if job.status.terminal or not self._registry.get(job.job_type).cancellable:
+            return await self._cancel_children_of_uncancellable(job_id, user_id, job.status)
+        changed = await self._store.cancel(job_id, user_id)
+        assert changed is not None, "a job vanished between read and cancel"
+        before, after, requested = changed
+        if after is not before:
+            metrics.job_cancelled(job.job_type, before, after)
+        if after is before and before.terminal:
+            # finished between our read and the locked re-read (its children may be new)
+            return await self._cancel_children_of_uncancellable(job_id, user_id, before)
+        if after is JobStatus.CANCEL_REQUESTED and before is JobStatus.RUNNING:
+            requested = [job_id, *requested]
+        await self._notify_cancel(requested)
+        self._outbox.wake()
+        return await self.get_job(job_id, user_id)
+
+    async def _cancel_children_of_uncancellable(
+        self, job_id: str, user_id: str, status: JobStatus
+    ) -> Job:
+        """A finished (or uncancellable) parent's unfinished descendants are cancelled with
+        it and the parent is returned as it is; with none, the cancel is refused."""
+        cascaded = await self._store.cancel_descendants(job_id, user_id)
+        if cascaded:
+            await self._notify_cancel(
+                [j for j, after in cascaded if after is JobStatus.CANCEL_REQUESTED]
+            )
+            self._outbox.wake()
+            return await self.get_job(job_id, user_id)
+        if status is JobStatus.CANCELLED:
+            raise JobAlreadyCancelled("the job is already cancelled")
+        raise JobNotCancellable(f"a {status} job cannot be cancelled")
+
+    async def _notify_cancel(self, job_ids: Sequence[str]) -> None:
+        for job_id in job_ids:
+            try:
+                await self._notifier.notify_cancel(job_id)
+            except Exception:  # the worker's next heartbeat carries the cancel too
+                log.warning("cancel notice for job %s not sent", job_id, exc_info=True)
+
+    async def delete_expired_snapshots(self) -> int:
+        """The snapshot cleaner's round: finished jobs' snapshots past their expiry."""
+        return await self._store.delete_expired_snapshots(SNAPSHOT_CLEAN_BATCH)
+
+
+def new_job(
+    definition: JobDefinition,
+    raw_input: dict[str, Any],
+    user_id: str,
+    idempotency_key: str,
+    priority: int | None,
+    credential_mode: CredentialMode = CredentialMode.PLATFORM,
+    credential_id: str | None = None,
+) -> NewJob:
+    """A validated job of ``definition`` (InvalidInput naming every bad field)."""
+    validated = definition.validate_input(raw_input)
+    snapshot = definition.snapshot(validated)
+    effective_priority = definition.default_priority if priority is None else priority
+    # what "the same request" means for an idempotency key
+    request: dict[str, Any] = {
+        "job_type": definition.job_type,
+        "input": validated.model_dump(mode="json"),
+        "priority": effective_priority,
+    }
+    if credential_id is not None:  # platform jobs hash as they always did
+        request["credential_id"] = credential_id
+    return NewJob(
+        user_id=user_id,
+        job_type=definition.job_type,
+        queue=definition.queue,
+        priority=effective_priority,
+        idempotency_key=idempotency_key or None,
+        request_hash=content_hash(request),
+        max_attempts=definition.max_attempts,
+        timeout_ms=int(definition.timeout_s * 1000),
+        input_schema_version=definition.input_schema_version,
+        output_schema_version=definition.output_schema_version,
+        definition_version=definition.version,
+        snapshot=snapshot,
+        snapshot_hash=content_hash(snapshot),
+        snapshot_ttl_s=definition.snapshot_ttl_s,
+        prompt_key=definition.prompt_key or None,
+        prompt_version=definition.prompt_version or None,
+        model_tier=definition.model_tier or None,
+        credential_mode=credential_mode,
+        credential_id=credential_id,
+    )
