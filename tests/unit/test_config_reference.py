@@ -14,7 +14,7 @@ from pydantic_core import PydanticUndefined
 
 from job_service.settings import JobServiceSettings
 from jobctl.connection import ClientSettings
-from shared.ai.router import ModelSettings
+from worker_service.model_router import ModelSettings
 from worker_service.settings import WorkerSettings
 
 README = Path(__file__).resolve().parents[2] / "README.md"

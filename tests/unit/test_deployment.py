@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
+from devstack.embedded import nats_server_binary
 from job_service.settings import JobServiceSettings
-from shared.ai.router import ModelSettings
 from shared.constants import DISPATCH_STREAM, Queue, dispatch_consumer
-from shared.embedded import nats_server_binary
+from worker_service.model_router import ModelSettings
 from worker_service.settings import WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ def env_names(settings: type[Any]) -> set[str]:
 
 
 JOB_SERVICE_ENV = env_names(JobServiceSettings)
-# a worker also reads its model tiers (shared.ai.router)
+# a worker also reads its model tiers (worker_service.model_router)
 WORKER_ENV = env_names(WorkerSettings) | env_names(ModelSettings)
 
 

@@ -1,9 +1,9 @@
 """``make run``: the whole product on one machine, from pip-installed parts only.
 
-Starts a private PostgreSQL and NATS JetStream (see ``shared.embedded``) unless
+Starts a private PostgreSQL and NATS JetStream (see ``devstack.embedded``) unless
 ``JOBS_DATABASE_URL`` / ``JOBS_NATS_URL`` point at running ones, applies migrations, then
 runs ``python -m job_service serve`` and one ``python -m worker_service`` as child processes
-— by module name, so that ``shared`` imports neither service.
+— by module name, as separate processes, the way they run deployed.
 
 Environment: ``JOBS_DATA_DIR`` (default ``./.jobs-data``; data survives restarts),
 ``JOBS_GRPC_PORT`` (default 50051), ``JOBS_DATABASE_URL``, ``JOBS_NATS_URL``,
@@ -41,16 +41,16 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from shared.ai.provider import ModelTier
-from shared.ai.router import ModelSettings
-from shared.embedded import (
+from devstack.embedded import (
     EmbeddedNats,
     EmbeddedPostgres,
     ensure_database,
     free_port,
     port_is_free,
 )
+from shared.ai.provider import ModelTier
 from shared.grpc_client import ChannelConfig, aio_channel
+from worker_service.model_router import ModelSettings
 
 DATABASE = "jobs"
 DEFAULT_NATS_PORT = 4222
