@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,9 @@ def test_nats_config_is_valid_with_jetstream_fsync_always(
 def test_dockerfile_copies_every_package_it_installs() -> None:
     text = (ROOT / "Dockerfile").read_text()
     copied = re.findall(r"^COPY (\S+) \./", text, re.M)
-    assert {"shared", "job_service", "worker_service", "jobctl"} <= set(copied)
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    installed = {p.rstrip("*") for p in packages["packages"]["find"]["include"]}
+    assert installed <= set(copied)
     for source in copied:
         assert (ROOT / source).exists(), source
     cmd = re.search(r"^CMD (\[.*\])$", text, re.M)
