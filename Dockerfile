@@ -10,17 +10,21 @@ WORKDIR /app
 
 # Dependencies first, so that a code change does not reinstall them.
 COPY pyproject.toml ./
-RUN mkdir job_service worker_service shared jobctl \
+RUN mkdir job_service worker_service shared jobctl jobtypes devstack \
     && touch job_service/__init__.py worker_service/__init__.py shared/__init__.py \
-        jobctl/__init__.py \
+        jobctl/__init__.py jobtypes/__init__.py devstack/__init__.py \
     && pip install . \
     && pip uninstall -y durable-jobs \
-    && rm -rf job_service worker_service shared jobctl build *.egg-info
+    && rm -rf job_service worker_service shared jobctl jobtypes devstack build *.egg-info
 
 COPY shared ./shared
 COPY job_service ./job_service
 COPY worker_service ./worker_service
 COPY jobctl ./jobctl
+# job types are plug-ins registered by entry point: both services load them
+COPY jobtypes ./jobtypes
+# what `jobctl dev` runs
+COPY devstack ./devstack
 RUN pip install --no-deps . && rm -rf build *.egg-info
 
 RUN useradd --system --uid 10001 --no-create-home jobs

@@ -16,7 +16,7 @@ install: $(STAMP)
 
 ## run: the embedded stack (PostgreSQL, NATS JetStream, job_service, one worker)
 run: $(STAMP)
-	$(PY) -m shared.devstack
+	$(PY) -m devstack
 
 ## test: the whole suite against real PostgreSQL and NATS started by the tests
 test: $(STAMP)

@@ -43,7 +43,7 @@ import asyncpg
 import grpc
 import uvloop
 
-from shared.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database, free_port
+from devstack.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database, free_port
 from shared.grpc_client import ChannelConfig, aio_channel
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pb.jobs.v1 import job_service_pb2_grpc

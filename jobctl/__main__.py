@@ -150,9 +150,9 @@ def report(error: grpc.aio.AioRpcError) -> Exit:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     if args.command == "dev":
-        from shared import devstack
+        from devstack import stack
 
-        return asyncio.run(devstack.run(devstack.DevstackConfig.from_env()))
+        return asyncio.run(stack.run(stack.DevstackConfig.from_env()))
     try:
         return int(asyncio.run(run(args, sys.stdout)))
     except ValidationError as error:

@@ -2,7 +2,8 @@
 
 Both services read the same registry: the job service to validate input and route jobs, the
 worker to run them. A job type is one module that builds a ``JobDefinition`` and registers
-it (see ``shared.jobtypes``).
+it; a deployment finds them through the ``durable_jobs.job_types`` entry-point group (the
+shipped ones are in the ``jobtypes`` package).
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from shared.ai.provider import ModelTier
 from shared.constants import Queue
 from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput, UnknownJobType
+from shared.validation import validation_problems
 
 if TYPE_CHECKING:
     from shared.ai.prompts import RenderedPrompt
@@ -30,7 +33,6 @@ JOB_TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_]{1,63}")
 MIN_TIMEOUT_S = 1.0
 MAX_TIMEOUT_S = 600.0
 MAX_ATTEMPTS = 100
-MODEL_TIERS = ("primary", "cheap")
 # Job types shipped and installed: modules listed under this entry-point group (each with a
 # DEFINITION or DEFINITIONS), plus JOBS_JOB_TYPE_MODULES (comma-separated module names).
 ENTRY_POINT_GROUP = "durable_jobs.job_types"
@@ -98,7 +100,7 @@ class ExecutionContext(Protocol):
 
     def report_progress(self, fraction: float) -> None: ...
 
-    async def generate(self, tier: str, prompt: RenderedPrompt) -> ProviderResponse:
+    async def generate(self, tier: ModelTier, prompt: RenderedPrompt) -> ProviderResponse:
         """One model call through the provider the tier routes to; its usage is recorded
         with the attempt whether it succeeds or not."""
         ...
@@ -143,7 +145,7 @@ class JobDefinition:
     # The prompt and model tier jobs of this type are created with (AI job types).
     prompt_key: str = ""
     prompt_version: str = ""
-    model_tier: str = ""
+    model_tier: ModelTier | Literal[""] = ""
     # Job types this type's projection may create as children.
     child_job_types: frozenset[str] = frozenset()
     # Whose provider keys a job of this type may run with (CreateJob's credential_mode).
@@ -155,11 +157,8 @@ class JobDefinition:
             return self.input_model.model_validate(raw)
         except ValidationError as exc:
             violations = [
-                FieldViolation(
-                    field=".".join(["input", *(str(p) for p in err["loc"])]),
-                    description=err["msg"],
-                )
-                for err in exc.errors()
+                FieldViolation(field=".".join(["input", *problem.loc]), description=problem.message)
+                for problem in validation_problems(exc)
             ]
             raise InvalidInput(
                 f"input does not match the {self.job_type} schema", violations
@@ -236,7 +235,7 @@ def _problems(d: JobDefinition) -> list[str]:
         problems.append("concurrency must be at least 1")
     if d.backoff_base_s <= 0 or d.backoff_max_s < d.backoff_base_s:
         problems.append("backoff must satisfy 0 < base <= max")
-    if d.model_tier and d.model_tier not in MODEL_TIERS:
+    if d.model_tier and d.model_tier not in set(ModelTier):
         problems.append(f"unknown model tier {d.model_tier!r}")
     if bool(d.prompt_key) != bool(d.prompt_version):
         problems.append("prompt_key and prompt_version go together")
@@ -248,12 +247,10 @@ def _problems(d: JobDefinition) -> list[str]:
 
 
 def default_registry(env: dict[str, str] | None = None) -> Registry:
-    """The job types of this deployment: ``synthetic``, every module of the
-    ``durable_jobs.job_types`` entry-point group (the reference AI types register this
-    way, as an installed plug-in would), and the modules named in JOBS_JOB_TYPE_MODULES."""
-    from shared.jobtypes import synthetic
-
-    registry = Registry([synthetic.DEFINITION])
+    """The job types of this deployment: every module of the ``durable_jobs.job_types``
+    entry-point group (the shipped types in ``jobtypes`` register this way, as an installed
+    plug-in would), and the modules named in JOBS_JOB_TYPE_MODULES."""
+    registry = Registry()
     modules = [ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)]
     configured = (env if env is not None else os.environ).get(MODULES_ENV, "")
     modules += [m.strip() for m in configured.split(",") if m.strip()]

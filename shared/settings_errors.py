@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from shared.validation import validation_problems
+
 
 def describe(error: ValidationError, prefix: str = "JOBS_") -> str:
     lines = []
-    for item in error.errors(include_input=False, include_url=False):
-        name = "_".join(str(part) for part in item["loc"]).upper()
-        lines.append(f"  {prefix}{name}: {item['msg']}" if name else f"  {item['msg']}")
+    for problem in validation_problems(error):
+        name = "_".join(problem.loc).upper()
+        lines.append(f"  {prefix}{name}: {problem.message}" if name else f"  {problem.message}")
     return "\n".join(lines)

@@ -24,14 +24,14 @@ import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 
-from job_service.app import JobServiceApp
-from shared.embedded import (
+from devstack.embedded import (
     EmbeddedNats,
     EmbeddedPostgres,
     create_database,
     drop_database,
     with_database,
 )
+from job_service.app import JobServiceApp
 from tests.support.nats import delete_all_streams
 from tests.support.stack import Client, open_channel, running_job_service
 

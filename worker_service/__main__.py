@@ -14,11 +14,11 @@ import uvloop
 from pydantic import ValidationError
 
 from shared import logs, tracing
-from shared.ai.router import ModelSettings
 from shared.grpc_client import ClientConfigError
 from shared.settings_errors import describe
 from shared.startup import StartupError
 from worker_service.app import main
+from worker_service.model_router import ModelSettings
 from worker_service.settings import WorkerSettings
 
 EXIT_CONFIG = 2

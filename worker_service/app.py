@@ -15,13 +15,13 @@ import logging
 import signal
 from types import TracebackType
 
-from shared.ai.router import ModelRouter, ModelSettings
 from shared.metrics import MetricsServer
 from shared.registry import Registry, default_registry
 from shared.startup import connect_nats, within_startup
 from worker_service.adapters.grpc_executor import GrpcExecutorClient, open_channel
 from worker_service.adapters.nats import CancelListener, NatsDispatchSource
 from worker_service.gateway import ModelGateway
+from worker_service.model_router import ModelRouter, ModelSettings
 from worker_service.settings import WorkerSettings
 from worker_service.worker import Worker
 

@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING
 
 from shared.ai.prompts import RenderedPrompt
-from shared.ai.provider import ProviderResponse, UsageRecord
+from shared.ai.provider import ModelTier, ProviderResponse, UsageRecord
 from shared.errors import ErrorCode, ExecutionError
 from worker_service.credentials import CredentialResolver
 from worker_service.domain.errors import means_lease_lost
@@ -71,7 +71,7 @@ class Attempt:
     def prompt(self) -> tuple[str, str]:
         return self.job.prompt_key, self.job.prompt_version
 
-    async def generate(self, tier: str, prompt: RenderedPrompt) -> ProviderResponse:
+    async def generate(self, tier: ModelTier, prompt: RenderedPrompt) -> ProviderResponse:
         if self._gateway is None:
             raise ExecutionError(ErrorCode.INTERNAL_ERROR, "this worker has no model gateway")
         # the owner's own key (fetched under this lease) or None: the tier's platform key

@@ -9,10 +9,10 @@ import time
 
 from shared import metrics, tracing
 from shared.ai.prompts import RenderedPrompt
-from shared.ai.provider import ProviderRequest, ProviderResponse, UsageRecord
-from shared.ai.router import ModelRouter
+from shared.ai.provider import ModelTier, ProviderRequest, ProviderResponse, UsageRecord
 from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, ExecutionError
+from worker_service.model_router import ModelRouter
 
 
 class ModelGateway:
@@ -21,7 +21,7 @@ class ModelGateway:
 
     async def generate(
         self,
-        tier: str,
+        tier: ModelTier,
         prompt: RenderedPrompt,
         usage: list[UsageRecord],
         *,

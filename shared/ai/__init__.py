@@ -1,2 +1,4 @@
-"""AI execution: the provider port, its adapters, the model router, prompts and the
-AI job pipeline."""
+"""The AI contract both services share: the provider port and its types (``provider``),
+model tiers, and prompt templates (``prompts``). The providers and the model router are the
+worker's (``worker_service.adapters``, ``worker_service.model_router``); the AI job toolkit
+is the job types' (``jobtypes.aijob``)."""

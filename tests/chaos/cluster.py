@@ -21,7 +21,7 @@ import asyncpg
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from shared.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database, free_port
+from devstack.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database, free_port
 from shared.grpc_client import aio_channel
 from tests.chaos.profiles import StackSettings
 from tests.support.processes import (

@@ -26,7 +26,7 @@ class StackSettings:
     service_shutdown_grace_s: float = 2.0
     worker_shutdown_grace_s: float = 3.0
     worker_fetch_timeout_s: float = 0.25
-    # the synthetic job type's retry backoff (shared/jobtypes/synthetic.py): the first delay
+    # the synthetic job type's retry backoff (jobtypes/synthetic.py): the first delay
     # after an expired lease is at most this
     first_backoff_s: float = 0.2
 

@@ -11,13 +11,13 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from shared.ai.openai_server import LocalOpenAIServer, Reply
-from shared.ai.router import ModelSettings
+from devstack.openai_server import LocalOpenAIServer, Reply
 from shared.pb.jobs.v1 import job_pb2
 from tests.support.ai import FEYNMAN_INPUT, feynman_flow, review_cards
 from tests.support.stack import Client, worker_settings
 from tests.support.wait import eventually
 from worker_service.app import WorkerApp
+from worker_service.model_router import ModelSettings
 
 S = job_pb2
 PRIMARY_KEY = "sk-primary-platform-key-0123456789"

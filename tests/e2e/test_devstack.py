@@ -14,8 +14,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from devstack.embedded import free_port
 from shared.credentials import fingerprint
-from shared.embedded import free_port
 from shared.pb.jobs.v1 import credential_service_pb2 as cpb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
@@ -35,7 +35,7 @@ class Devstack:
         self.log_path = log_path
         self._log = log_path.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "shared.devstack"],
+            [sys.executable, "-m", "devstack"],
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -13,8 +13,8 @@ import asyncpg
 from nats.aio.client import Client as NatsClient
 
 from job_service.app import JobServiceApp
+from jobtypes import synthetic
 from shared.constants import MSG_ID_HEADER, dispatch_subject
-from shared.jobtypes import synthetic
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.registry import Registry

@@ -15,7 +15,7 @@ from typing import Any
 
 import asyncpg
 
-from shared.embedded import free_port
+from devstack.embedded import free_port
 from tests.support.stack import ALL_ROLES_TOKEN, client_env
 from tests.support.wait import eventually
 from worker_service.app import WorkerApp

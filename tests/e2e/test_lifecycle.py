@@ -18,7 +18,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from shared.embedded import free_port
+from devstack.embedded import free_port
 from shared.pb.jobs.v1 import job_pb2
 from tests.support.processes import WorkerProcess
 from tests.support.stack import WORKER_TOKEN, Client, client_env, open_channel, server_env

@@ -15,9 +15,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import BaseModel, ConfigDict
 
 from job_service.app import JobServiceApp
+from jobtypes import synthetic
 from shared import logs, tracing
 from shared.constants import Queue
-from shared.jobtypes import synthetic
 from shared.pb.jobs.v1 import job_pb2
 from shared.registry import ExecutionContext, JobDefinition, JobResult, Registry
 from tests.support.metrics import metrics_port_in, scrape, value

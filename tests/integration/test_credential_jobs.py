@@ -13,6 +13,7 @@ import asyncpg
 import grpc
 import pytest
 
+from jobtypes import synthetic
 from shared.credentials import CredentialMode
 from shared.errors import (
     CredentialNotFound,
@@ -21,7 +22,6 @@ from shared.errors import (
     InvalidInput,
     LeaseLost,
 )
-from shared.jobtypes import synthetic
 from shared.pb.jobs.v1 import credential_service_pb2 as cpb
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_pb2

@@ -10,7 +10,7 @@ import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js.api import StreamConfig
 
-from shared.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database
+from devstack.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database
 from tests.support.wait import eventually
 
 

@@ -8,7 +8,7 @@ import shutil
 
 import asyncpg
 
-from shared.embedded import EmbeddedNats
+from devstack.embedded import EmbeddedNats
 from shared.pb.jobs.v1 import job_pb2
 from tests.support.stack import Client, worker_settings
 from tests.support.wait import eventually

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.ai.openai_compat import OpenAICompatibleProvider, retry_after_s
-from shared.ai.openai_server import LocalOpenAIServer, Reply, completion
+from devstack.embedded import free_port
+from devstack.openai_server import LocalOpenAIServer, Reply, completion
+from jobtypes import feynman_evaluation as feynman
 from shared.ai.provider import ProviderRequest
-from shared.embedded import free_port
 from shared.errors import ErrorClass, ExecutionError, classify
-from shared.jobtypes import feynman_evaluation as feynman
 from tests.support.wait import eventually
+from worker_service.adapters.openai_compat import OpenAICompatibleProvider, retry_after_s
 
 PLATFORM_KEY = "sk-platform-0123456789abcdefghij"
 USER_KEY = "sk-user-0123456789abcdefghijklmn"

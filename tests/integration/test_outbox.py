@@ -12,12 +12,12 @@ import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 
+from devstack.embedded import EmbeddedNats
 from job_service.adapters.nats_publisher import NatsPublisher
 from job_service.adapters.postgres.outbox import OutboxRepository
 from job_service.adapters.postgres.pool import create_pool
 from job_service.usecases.outbox import OutboxDispatcher
 from shared.constants import DISPATCH_STREAM
-from shared.embedded import EmbeddedNats
 from shared.jetstream import ensure_streams
 from tests.support.wait import eventually
 

@@ -8,12 +8,12 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from shared.ai.fake import FakeProvider
 from shared.ai.prompts import RenderedPrompt
 from shared.ai.provider import ProviderRequest, ProviderResponse, UsageRecord
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pbconv import dict_from_struct
 from shared.registry import default_registry
+from worker_service.adapters.fake_provider import FakeProvider
 from worker_service.adapters.grpc_executor import result_message
 from worker_service.domain.model import ResultSubmission
 from worker_service.domain.outcomes import succeeded

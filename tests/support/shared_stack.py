@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.embedded import EmbeddedNats, create_database, drop_database, with_database
+from devstack.embedded import EmbeddedNats, create_database, drop_database, with_database
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from tests.support.stack import Client, open_channel, result_request, running_job_service
 

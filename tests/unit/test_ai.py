@@ -11,18 +11,18 @@ import pytest
 from prometheus_client import REGISTRY
 from pydantic import BaseModel, ConfigDict
 
-from shared.ai.aijob import ai_job_definition
-from shared.ai.fake import FakeProvider, FakeSettings
+from jobtypes import feynman_evaluation as feynman
+from jobtypes.aijob import ai_job_definition
+from jobtypes.safety import DEFAULT_CHECKER
 from shared.ai.prompts import PromptTemplate, get_prompt, register_prompt, variables_in
 from shared.ai.provider import ProviderRequest, ProviderResponse
-from shared.ai.router import ModelRouter, ModelSettings, PriceTable
-from shared.ai.safety import DEFAULT_CHECKER
 from shared.errors import ErrorClass, ExecutionError, classify
-from shared.jobtypes import feynman_evaluation as feynman
 from shared.registry import JobDefinition
 from tests.support.ai import FEYNMAN_INPUT
+from worker_service.adapters.fake_provider import FakeProvider, FakeSettings
 from worker_service.domain.model import LockedJob
 from worker_service.gateway import ModelGateway
+from worker_service.model_router import ModelRouter, ModelSettings, PriceTable
 
 # --- prompts ----------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from pydantic_core import PydanticUndefined
 
 from job_service.settings import JobServiceSettings
 from jobctl.connection import ClientSettings
-from shared.ai.router import ModelSettings
+from worker_service.model_router import ModelSettings
 from worker_service.settings import WorkerSettings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -24,7 +24,7 @@ PROGRAMS: dict[str, tuple[type[Any], ...]] = {
     "jobctl": (ClientSettings,),
 }
 # Read outside the settings classes: the embedded stack's data directory
-# (shared/devstack.py), the tracing switch (shared/tracing.py) and the job-type modules
+# (devstack/stack.py), the tracing switch (shared/tracing.py) and the job-type modules
 # (shared/registry.py, read by both services).
 NOT_SETTINGS = {"JOBS_DATA_DIR", "JOBS_TRACING", "JOBS_JOB_TYPE_MODULES"}
 ROW = re.compile(r"^\| `(JOBS_[A-Z0-9_]+)` \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$")

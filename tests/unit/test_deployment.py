@@ -8,16 +8,17 @@ from __future__ import annotations
 import importlib.util
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from devstack.embedded import nats_server_binary
 from job_service.settings import JobServiceSettings
-from shared.ai.router import ModelSettings
 from shared.constants import DISPATCH_STREAM, Queue, dispatch_consumer
-from shared.embedded import nats_server_binary
+from worker_service.model_router import ModelSettings
 from worker_service.settings import WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +30,7 @@ def env_names(settings: type[Any]) -> set[str]:
 
 
 JOB_SERVICE_ENV = env_names(JobServiceSettings)
-# a worker also reads its model tiers (shared.ai.router)
+# a worker also reads its model tiers (worker_service.model_router)
 WORKER_ENV = env_names(WorkerSettings) | env_names(ModelSettings)
 
 
@@ -133,7 +134,9 @@ def test_nats_config_is_valid_with_jetstream_fsync_always(
 def test_dockerfile_copies_every_package_it_installs() -> None:
     text = (ROOT / "Dockerfile").read_text()
     copied = re.findall(r"^COPY (\S+) \./", text, re.M)
-    assert {"shared", "job_service", "worker_service", "jobctl"} <= set(copied)
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    installed = {p.rstrip("*") for p in packages["packages"]["find"]["include"]}
+    assert installed <= set(copied)
     for source in copied:
         assert (ROOT / source).exists(), source
     cmd = re.search(r"^CMD (\[.*\])$", text, re.M)

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobtypes import synthetic
+from jobtypes.synthetic import FailMode, SyntheticInput
 from shared.constants import Queue
 from shared.errors import FieldViolation, InvalidInput, Reason, UnknownJobType
-from shared.jobtypes import synthetic
-from shared.jobtypes.synthetic import FailMode, SyntheticInput
 from shared.registry import (
     DefinitionError,
     JobDefinition,

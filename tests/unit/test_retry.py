@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.retry import Outcome, RetryDecision, RetryPolicy
-from shared.jobtypes import synthetic
+from jobtypes import synthetic
 from shared.registry import AbortStrategy
 
 MAX_ATTEMPTS = 5

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from shared.errors import ExecutionError, classify
-from shared.jobtypes.review_card_generation import (
+from jobtypes.review_card_generation import (
     ReviewCardInput,
     ReviewCardOutput,
     card_count,
     validate_cards,
 )
+from shared.errors import ExecutionError, classify
 
 
 def job_input(count: int = 2) -> ReviewCardInput:

@@ -1,1 +1,2 @@
-"""The worker's adapters: the job service over gRPC, dispatch and cancel messages over NATS."""
+"""The worker's adapters: the job service over gRPC, dispatch and cancel messages over NATS,
+model providers over HTTP (``openai_compat``) or none at all (``fake_provider``)."""

@@ -11,6 +11,7 @@ from pydantic_core import to_jsonable_python
 from shared.canonical import content_hash
 from shared.errors import ErrorCode, ExecutionError
 from shared.registry import ArtifactDraft, ChildJobDraft, JobDefinition, JobResult
+from shared.validation import describe_validation_error
 from worker_service.domain.model import CancelCause, Failed, Succeeded
 
 # error_message is operator detail; bound it so a runaway message cannot bloat the row.
@@ -45,7 +46,9 @@ def failure_for(exc: Exception) -> Failed:
         )
     if isinstance(exc, ValidationError):
         # str(ValidationError) quotes the offending values: keep locations and messages only.
-        return Failed(ErrorCode.INTERNAL_ERROR, _bounded(f"ValidationError: {describe(exc)}"))
+        return Failed(
+            ErrorCode.INTERNAL_ERROR, _bounded(f"ValidationError: {describe_validation_error(exc)}")
+        )
     return Failed(ErrorCode.INTERNAL_ERROR, _bounded(f"{type(exc).__name__}: {exc}"))
 
 
@@ -63,7 +66,10 @@ def succeeded(definition: JobDefinition, result: JobResult) -> Succeeded:
     try:
         output = definition.output_model.model_validate(raw)
     except ValidationError as exc:
-        raise ExecutionError(ErrorCode.VALIDATION_OUTPUT_SCHEMA, describe(exc)) from None
+        raise ExecutionError(
+            ErrorCode.VALIDATION_OUTPUT_SCHEMA,
+            describe_validation_error(exc, MAX_ERROR_MESSAGE_CHARS),
+        ) from None
     data = output.model_dump(mode="json")
     artifacts = [
         ArtifactDraft(
@@ -86,15 +92,6 @@ def succeeded(definition: JobDefinition, result: JobResult) -> Succeeded:
     return Succeeded(
         output=data, output_hash=content_hash(data), artifacts=artifacts, children=children
     )
-
-
-def describe(exc: ValidationError) -> str:
-    """Where and why a model failed to validate, without the values themselves."""
-    parts = [
-        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-        for err in exc.errors(include_url=False, include_input=False)
-    ]
-    return _bounded(f"{exc.error_count()} error(s): " + "; ".join(parts))
 
 
 def _bounded(message: str) -> str:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from jobtypes import synthetic
 from shared.credentials import CredentialMode, fingerprint
 from shared.errors import (
     CredentialNotFound,
@@ -18,7 +19,6 @@ from shared.errors import (
     LeaseLost,
     PlatformUnavailable,
 )
-from shared.jobtypes import synthetic
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import job_pb2
 from shared.rpc_errors import status_for

@@ -17,12 +17,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.ai.aijob import Projection, ProjectionInput, ai_job_definition
+from jobtypes import review_card_generation as cards
+from jobtypes.aijob import Projection, ProjectionInput, ai_job_definition
+from jobtypes.safety import DEFAULT_CHECKER
 from shared.ai.prompts import PromptTemplate, register_prompt
-from shared.ai.safety import DEFAULT_CHECKER
+from shared.ai.provider import ModelTier
 from shared.constants import Queue
 from shared.credentials import CredentialMode
-from shared.jobtypes import review_card_generation as cards
 from shared.registry import AbortStrategy, ArtifactDraft, ChildJobDraft
 
 JOB_TYPE = "feynman_evaluation"
@@ -122,7 +123,7 @@ def child_snapshot(parent: ProjectionInput) -> dict[str, Any]:
         "cardCount": cards.card_count(out.weaknesses),
         "promptKey": cards.PROMPT.key,
         "promptVersion": cards.PROMPT.version,
-        "modelTier": "cheap",
+        "modelTier": cards.MODEL_TIER.value,
         "inputSchemaVersion": cards.INPUT_SCHEMA_VERSION,
         "outputSchemaVersion": cards.OUTPUT_SCHEMA_VERSION,
     }
@@ -178,7 +179,7 @@ DEFINITION = ai_job_definition(
     input_model=FeynmanInput,
     output_model=FeynmanOutput,
     prompt=PROMPT,
-    model_tier="primary",
+    model_tier=ModelTier.PRIMARY,
     variables=variables,
     projector=project,
     content_safety=DEFAULT_CHECKER,

@@ -1,9 +1,9 @@
 """``make run``: the whole product on one machine, from pip-installed parts only.
 
-Starts a private PostgreSQL and NATS JetStream (see ``shared.embedded``) unless
+Starts a private PostgreSQL and NATS JetStream (see ``devstack.embedded``) unless
 ``JOBS_DATABASE_URL`` / ``JOBS_NATS_URL`` point at running ones, applies migrations, then
 runs ``python -m job_service serve`` and one ``python -m worker_service`` as child processes
-— by module name, so that ``shared`` imports neither service.
+— by module name, as separate processes, the way they run deployed.
 
 Environment: ``JOBS_DATA_DIR`` (default ``./.jobs-data``; data survives restarts),
 ``JOBS_GRPC_PORT`` (default 50051), ``JOBS_DATABASE_URL``, ``JOBS_NATS_URL``,
@@ -25,12 +25,10 @@ and the exit status is 1.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import fcntl
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -41,9 +39,9 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from shared.ai.provider import ModelTier
-from shared.ai.router import ModelSettings
-from shared.embedded import (
+from devstack.banner import banner
+from devstack.dev_credentials import TOKENS_FILE, dev_master_key, dev_tokens
+from devstack.embedded import (
     EmbeddedNats,
     EmbeddedPostgres,
     ensure_database,
@@ -60,7 +58,6 @@ HEALTH_TIMEOUT_S = 60.0
 MIGRATE_TIMEOUT_S = 120.0
 # Per child: the worker may be finishing a job, job_service draining RPCs.
 STOP_GRACE_S = 20.0
-MASTER_KEY_FILE = "credentials-master-key"
 
 
 class DevstackError(Exception):
@@ -104,43 +101,6 @@ def metrics_port(configured: int | None, default: int) -> int:
     if configured is not None:
         return configured
     return default if port_is_free(default) else free_port()
-
-
-def dev_master_key(data_dir: Path) -> str:
-    """The data directory's master key for users' provider keys, created on first use
-    (readable by this user only). A development convenience: production passes
-    JOBS_CREDENTIALS_MASTER_KEY from its secret store."""
-    path = data_dir / MASTER_KEY_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_text().strip()
-    with os.fdopen(fd, "w") as file:
-        file.write(base64.urlsafe_b64encode(os.urandom(32)).decode() + "\n")
-    return path.read_text().strip()
-
-
-ROLES = ("client", "admin", "worker")
-TOKENS_FILE = "auth-tokens.json"
-
-
-def dev_tokens(data_dir: Path) -> dict[str, str]:
-    """role → token for a development stack: generated once, kept in ``data_dir``."""
-    tokens = {}
-    for role in ROLES:
-        path = data_dir / f"{role}.token"
-        if not path.exists():
-            _write_private(path, secrets.token_urlsafe(32) + "\n")
-        tokens[role] = path.read_text().strip()
-    table = {token: {"principal": f"dev-{role}", "roles": [role]} for role, token in tokens.items()}
-    _write_private(data_dir / TOKENS_FILE, json.dumps(table, indent=2) + "\n")
-    return tokens
-
-
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as file:
-        file.write(text)
 
 
 def configured_worker_token(env: Mapping[str, str]) -> str | None:
@@ -273,83 +233,6 @@ async def start_server(name: str, start: Callable[[], None]) -> None:
         await asyncio.to_thread(start)
     except (RuntimeError, TimeoutError, OSError, subprocess.SubprocessError) as exc:
         raise DevstackError(f"{name} did not start: {exc}") from exc
-
-
-def banner(
-    config: DevstackConfig,
-    target: str,
-    database_url: str,
-    nats_url: str,
-    metrics_ports: tuple[int, int] | None = None,
-    generated: bool = True,
-) -> str:
-    token_source = f"$(cat {config.data_dir / 'client.token'})" if generated else "<a client token>"
-    auth = f'-H "authorization: Bearer {token_source}" '
-    create = (
-        f"grpcurl -plaintext {auth}-d "
-        """'{"user_id":"u1","job_type":"synthetic","input":{"sleep_ms":100}}' """
-        f"{target} jobs.v1.JobService/CreateJob"
-    )
-    get = (
-        f"grpcurl -plaintext {auth}"
-        """-d '{"user_id":"u1","job_id":"<id from CreateJob>"}' """
-        f"{target} jobs.v1.JobService/GetJob"
-    )
-    feynman = (
-        f"grpcurl -plaintext {auth}-d "
-        """'{"user_id":"u1","job_type":"feynman_evaluation","input":"""
-        """{"knowledge_item_id":"ki-1","knowledge_base_id":"kb-1","title":"Osmosis","""
-        """"content":"Water moves through a membrane towards higher solute concentration","""
-        """"explanation":"Water moves through a membrane"}}' """
-        f"{target} jobs.v1.JobService/CreateJob"
-    )
-    models = ModelSettings()
-    tiers = ", ".join(
-        f"{tier.value}: {kind.value} {model}{' at ' + url if url else ''}"
-        for tier in ModelTier
-        for kind, url, model, _ in [models.tier(tier)]
-    )
-    tokens = (
-        f"  auth tokens        {config.data_dir}/{{client,admin,worker}}.token"
-        if generated
-        else "  auth tokens        from JOBS_AUTH_TOKENS / JOBS_AUTH_TOKENS_FILE"
-    )
-    return "\n".join(
-        [
-            "",
-            "  The job engine is running.",
-            f"  gRPC (job_service) {target}",
-            f"    list its services: grpcurl -plaintext {target} list",
-            f"  PostgreSQL         {database_url}",
-            f"  NATS JetStream     {nats_url}",
-            f"  data               {config.data_dir}",
-            tokens,
-            *(
-                [
-                    f"  metrics            job_service http://127.0.0.1:{metrics_ports[0]}/metrics",
-                    f"                     worker      http://127.0.0.1:{metrics_ports[1]}/metrics",
-                ]
-                if metrics_ports
-                else []
-            ),
-            "",
-            "  Or with jobctl (installed with the package):",
-            f"    export JOBS_AUTH_TOKEN={token_source}",
-            f"    jobctl --target {target} create synthetic -i '{{\"sleep_ms\": 500}}' --watch",
-            f"    jobctl --target {target} list",
-            "",
-            "  Create a job:",
-            f"    {create}",
-            "  Read it back:",
-            f"    {get}",
-            "  An AI job (its review-card child follows; GetJob shows child_job_ids):",
-            f"    {feynman}",
-            f"  Models             {tiers} (JOBS_MODEL_* to change)",
-            "",
-            "  Ctrl-C stops everything.",
-            "",
-        ]
-    )
 
 
 async def run(config: DevstackConfig) -> int:

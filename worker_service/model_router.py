@@ -19,9 +19,9 @@ from enum import StrEnum
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.ai.fake import FakeProvider, FakeSettings
-from shared.ai.openai_compat import OpenAICompatibleProvider
 from shared.ai.provider import ModelTier, Provider
+from worker_service.adapters.fake_provider import FakeProvider, FakeSettings
+from worker_service.adapters.openai_compat import OpenAICompatibleProvider
 
 
 class ProviderKind(StrEnum):
@@ -112,7 +112,7 @@ class ModelRouter:
             routes[tier] = Route(provider, model)
         return cls(routes, PriceTable(dict(settings.model_prices)))
 
-    def route(self, tier: str) -> Route:
+    def route(self, tier: ModelTier) -> Route:
         return self._routes[ModelTier(tier)]
 
     async def aclose(self) -> None:

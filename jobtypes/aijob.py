@@ -24,8 +24,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from jobtypes.safety import SafetyChecker
 from shared.ai.prompts import PromptNotFound, PromptTemplate, get_prompt
-from shared.ai.safety import SafetyChecker
+from shared.ai.provider import ModelTier
 from shared.canonical import canonical_json
 from shared.errors import ErrorCode, ExecutionError
 from shared.registry import (
@@ -35,6 +36,10 @@ from shared.registry import (
     JobDefinition,
     JobResult,
 )
+from shared.validation import describe_validation_error
+
+# A schema failure's account in the job's error message is cut here.
+MAX_DESCRIPTION_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,7 @@ def ai_job_definition(
     input_model: type[BaseModel],
     output_model: type[BaseModel],
     prompt: PromptTemplate,
-    model_tier: str,
+    model_tier: ModelTier,
     variables: Variables,
     validator: Validator | None = None,
     projector: Projector | None = None,
@@ -92,7 +97,8 @@ def ai_job_definition(
             output = output_model.model_validate(raw)
         except ValidationError as exc:
             raise ExecutionError(
-                ErrorCode.VALIDATION_OUTPUT_SCHEMA, describe_validation_error(exc)
+                ErrorCode.VALIDATION_OUTPUT_SCHEMA,
+                describe_validation_error(exc, MAX_DESCRIPTION_CHARS),
             ) from None
         if content_safety is not None:
             _check(content_safety, canonical_json(output.model_dump(mode="json")), "output")
@@ -134,12 +140,3 @@ def _check(checker: SafetyChecker, text: str, where: str) -> None:
     rule = checker.check(text)
     if rule is not None:
         raise ExecutionError(ErrorCode.CONTENT_SAFETY_BLOCKED, f"{where} broke rule {rule}")
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """Where and why a model failed to validate, without the values themselves."""
-    parts = [
-        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-        for err in exc.errors(include_url=False, include_input=False)
-    ]
-    return f"{exc.error_count()} error(s): " + "; ".join(parts)[:2000]

@@ -16,8 +16,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.ai.aijob import Projection, ProjectionInput, ai_job_definition
+from jobtypes.aijob import Projection, ProjectionInput, ai_job_definition
 from shared.ai.prompts import PromptTemplate, register_prompt
+from shared.ai.provider import ModelTier
 from shared.constants import Queue
 from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, ExecutionError
@@ -26,6 +27,7 @@ from shared.registry import AbortStrategy, ArtifactDraft
 JOB_TYPE = "review_card_generation"
 INPUT_SCHEMA_VERSION = "1.0.0"
 OUTPUT_SCHEMA_VERSION = "1.0.0"
+MODEL_TIER = ModelTier.CHEAP
 
 MAX_CARDS = 20
 MAX_FRONT, MAX_BACK = 500, 1000
@@ -231,7 +233,7 @@ DEFINITION = ai_job_definition(
     input_model=ReviewCardInput,
     output_model=ReviewCardOutput,
     prompt=PROMPT,
-    model_tier="cheap",
+    model_tier=MODEL_TIER,
     variables=variables,
     validator=validate_cards,
     projector=project,

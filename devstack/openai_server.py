@@ -10,7 +10,7 @@ saw (requests with their headers, clients that hung up mid-request)::
         server.script(Reply(status=429, headers={"Retry-After": "3"}))
         ...  # point OpenAICompatibleProvider at server.url
 
-Standalone: ``python -m shared.ai.openai_server --port 8089 [--api-key KEY]
+Standalone: ``python -m devstack.openai_server --port 8089 [--api-key KEY]
 [--delay-ms N]``, then ``JOBS_MODEL_PRIMARY_PROVIDER=openai
 JOBS_MODEL_PRIMARY_BASE_URL=http://127.0.0.1:8089/v1`` (same for CHEAP).
 
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from shared.ai.fake import estimate_tokens
 from shared.ai.prompts import find_by_system_text, variables_in
+from worker_service.adapters.fake_provider import estimate_tokens
 
 Responder = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}

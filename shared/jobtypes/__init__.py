@@ -1,1 +1,0 @@
-"""The job types shipped with the product, one module each."""
