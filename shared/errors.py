@@ -8,25 +8,83 @@ Two vocabularies live here, because both services must agree on them:
   error class, and the class decides retries (``classify``; the policy itself lives in
   ``job_service.domain.retry``).
 
-Exceptions::
+Every exception the product raises on purpose, by who gets to see it. Classes defined
+elsewhere are named with the concern of the module that holds them.
 
-    JobsError                      (reason, public message, optional field violations)
-    ├── InvalidInput               INVALID_ARGUMENT   INVALID_INPUT / UNKNOWN_JOB_TYPE
-    ├── JobNotFound                NOT_FOUND          JOB_NOT_FOUND
-    ├── CredentialNotFound         NOT_FOUND          CREDENTIAL_NOT_FOUND
+API errors: a refused call. The job service's error interceptor is the one place that
+turns them into a gRPC status (with one ErrorInfo); clients turn the status back into the
+same class (``shared.rpc_errors``). The message is public: the caller reads it::
+
+    JobsError                      (reason, public message, field violations, retry_after_s)
+    ├── InvalidInput               INVALID_ARGUMENT    INVALID_INPUT
+    │   └── UnknownJobType         INVALID_ARGUMENT    UNKNOWN_JOB_TYPE
+    ├── JobNotFound                NOT_FOUND           JOB_NOT_FOUND
+    ├── CredentialNotFound         NOT_FOUND           CREDENTIAL_NOT_FOUND
     ├── CredentialUnavailable      FAILED_PRECONDITION CREDENTIAL_UNAVAILABLE
     ├── JobNotCancellable          FAILED_PRECONDITION JOB_NOT_CANCELLABLE
     ├── JobAlreadyCancelled        FAILED_PRECONDITION JOB_ALREADY_CANCELLED
     ├── JobNotRetryable            FAILED_PRECONDITION JOB_NOT_RETRYABLE
     ├── IdempotencyKeyReused       FAILED_PRECONDITION IDEMPOTENCY_KEY_REUSED
-    ├── TooManyJobs                RESOURCE_EXHAUSTED TOO_MANY_JOBS   (+ RetryInfo)
-    ├── QuotaExceeded              RESOURCE_EXHAUSTED QUOTA_EXCEEDED  (+ RetryInfo)
-    ├── LeaseLost                  ABORTED            LEASE_LOST
-    ├── Unauthenticated            UNAUTHENTICATED    UNAUTHENTICATED
-    ├── PermissionDenied           PERMISSION_DENIED  PERMISSION_DENIED
-    ├── PlatformUnavailable        UNAVAILABLE        PLATFORM_UNAVAILABLE
-    └── InternalError              INTERNAL           INTERNAL
-    ExecutionError                 raised inside a worker; its code becomes job.error_code
+    ├── TooManyJobs                RESOURCE_EXHAUSTED  TOO_MANY_JOBS   (+ RetryInfo)
+    ├── QuotaExceeded              RESOURCE_EXHAUSTED  QUOTA_EXCEEDED  (+ RetryInfo)
+    ├── LeaseLost                  ABORTED             LEASE_LOST
+    ├── Unauthenticated            UNAUTHENTICATED     UNAUTHENTICATED
+    ├── PermissionDenied           PERMISSION_DENIED   PERMISSION_DENIED
+    ├── PlatformUnavailable        UNAVAILABLE         PLATFORM_UNAVAILABLE
+    ├── InternalError              INTERNAL            INTERNAL
+    │
+    │   The job's own failure: what an attempt ends with, never the status of a call.
+    └── ExecutionError             raised by job code in a worker: its code becomes
+                                   job.error_code, its class decides retries; the owner
+                                   reads the public message of the class, operators the
+                                   detail
+
+Configuration errors: raised while a process starts. It prints one sentence and exits 2
+(invalid configuration) or 3 (cannot start); none is ever translated into a status::
+
+    ValueError
+    ├── AuthConfigError            job service auth: the token table is invalid      exit 2
+    ├── MasterKeyError             credential sealing: a malformed master key; it is
+    │                              reported among the invalid settings               exit 2
+    ├── ClientConfigError          gRPC client: TLS or auth settings incomplete or
+    │                              unreadable (worker, jobctl)                       exit 2
+    └── DefinitionError            job type registry: a definition that cannot be
+                                   registered; a programming error, so it fails the
+                                   start with its traceback
+    RuntimeError
+    └── MasterKeyMissing           credential vault: stored keys are sealed under a
+                                   master key that is not configured                 exit 2
+    StartupError                   start-up: the process cannot start                exit 3
+    └── DependencyUnavailable      start-up: PostgreSQL, NATS or the job service stayed
+                                   unreachable for the start-up timeout              exit 3
+    UsageError                     jobctl command line: arguments that parse but make
+                                   no sense                                          exit 2
+
+Internal control flow: raised and caught inside one service, each translated next to
+where it is raised; no caller ever sees one as such::
+
+    IllegalTransition              job lifecycle: a step the status does not allow; a
+                                   bug, so the interceptor answers InternalError
+    SealBroken                     credential sealing: a sealed key does not open; the
+                                   credential vault logs it and raises
+                                   CredentialUnavailable
+    ConnectionError
+    └── DatabaseUnreachable        job service postgres adapter: no new connection; an
+                                   OSError, so the interceptor answers
+                                   PlatformUnavailable, and start-up retries it
+    LookupError
+    └── PromptNotFound             prompt registry: no such prompt version; the job
+                                   raises ExecutionError instead
+    ExecutorUnreachable            worker's executor port: the call may not have got
+                                   through; retried
+    ExecutorCallFailed             worker's executor port: the job service failed the
+                                   call without a reason; not retried
+    DispatchUnavailable            worker's dispatch port: NATS cannot be read right
+                                   now; intake fetches again shortly
+    DevstackError                  local development stack: start-up failed or a child
+                                   died; everything stops, exit 1
+    Interrupted                    local development stack: Ctrl-C or SIGTERM during
+                                   start-up; everything stops, exit 0
 """
 
 from __future__ import annotations
@@ -63,7 +121,8 @@ class FieldViolation:
 
 
 class JobsError(Exception):
-    """Root of every error the API reports on purpose. ``retry_after_s`` (set on the
+    """Root of the product's own errors: every error the API reports on purpose, and
+    ``ExecutionError``, the failure of an attempt. ``retry_after_s`` (set on the
     RESOURCE_EXHAUSTED errors) travels as a ``google.rpc.RetryInfo``."""
 
     reason: Reason = Reason.INTERNAL
@@ -226,16 +285,22 @@ def public_message(code: str) -> str:
 
 
 @dataclass
-class ExecutionError(Exception):
+class ExecutionError(JobsError):
     """Raised by job code inside a worker to fail the attempt with a chosen code.
 
-    ``detail`` is internal: it reaches operators, never the job's owner."""
+    ``detail`` is internal: it reaches operators, never the job's owner. As a
+    ``JobsError`` its ``message`` is the public message of the code's class; it is not an
+    API error, and no call answers with one."""
 
     code: str
     detail: str = ""
     extra: dict[str, str] = field(default_factory=dict)
     # The earliest a retry makes sense (a provider's Retry-After), in seconds.
     retry_after_s: float | None = None
+
+    def __post_init__(self) -> None:
+        self.message = public_message(self.code)
+        self.violations = []
 
     def __str__(self) -> str:
         return f"{self.code}: {self.detail}" if self.detail else self.code

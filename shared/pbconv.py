@@ -1,11 +1,19 @@
-"""Conversions between protobuf well-known types and Python values."""
+"""Conversions between protobuf messages and Python values: the well-known types, and the
+records both services exchange (an artifact, a provider call's usage). Each direction of
+each conversion is written here once."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from google.protobuf import struct_pb2, timestamp_pb2
+
+from shared.ai.provider import UsageRecord
+from shared.pb.jobs.v1 import executor_service_pb2, job_pb2
+from shared.registry import ArtifactDraft
+
+_INT32_MAX = 2**31 - 1
 
 
 def struct_from_dict(value: dict[str, Any]) -> struct_pb2.Struct:
@@ -43,3 +51,69 @@ def timestamp(value: datetime | None) -> timestamp_pb2.Timestamp | None:
     message = timestamp_pb2.Timestamp()
     message.FromDatetime(value)
     return message
+
+
+# --- artifacts -------------------------------------------------------------------------
+
+
+class ArtifactFields(Protocol):
+    """An artifact as either side holds it: a worker's ``ArtifactDraft``, or one the job
+    service stored."""
+
+    @property
+    def artifact_type(self) -> str: ...
+    @property
+    def artifact_id(self) -> str: ...
+    @property
+    def ordinal(self) -> int: ...
+    @property
+    def payload(self) -> dict[str, Any]: ...
+
+
+def artifact_to_pb(artifact: ArtifactFields) -> job_pb2.Artifact:
+    return job_pb2.Artifact(
+        artifact_type=artifact.artifact_type,
+        artifact_id=artifact.artifact_id,
+        ordinal=artifact.ordinal,
+        payload=struct_from_dict(artifact.payload),
+    )
+
+
+def artifact_from_pb(message: job_pb2.Artifact) -> ArtifactDraft:
+    return ArtifactDraft(
+        artifact_type=message.artifact_type,
+        artifact_id=message.artifact_id,
+        ordinal=message.ordinal,
+        payload=dict_from_struct(message.payload),
+    )
+
+
+# --- provider usage --------------------------------------------------------------------
+
+
+def usage_to_pb(usage: UsageRecord) -> executor_service_pb2.ProviderUsage:
+    return executor_service_pb2.ProviderUsage(
+        provider=usage.provider,
+        model=usage.model,
+        credential_mode=usage.credential_mode,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cost_usd=usage.cost_usd,
+        latency_ms=usage.latency_ms,
+        error_code=usage.error_code,
+    )
+
+
+def usage_from_pb(message: executor_service_pb2.ProviderUsage) -> UsageRecord:
+    """A worker's account of a provider call, bounded to what a usage row holds: names
+    truncated (an empty one is ``unknown``), counts clamped, an implausible cost zeroed."""
+    return UsageRecord(
+        provider=message.provider[:64] or "unknown",
+        model=message.model[:255] or "unknown",
+        credential_mode=message.credential_mode[:16] or "platform",
+        input_tokens=max(0, min(message.input_tokens, _INT32_MAX)),
+        output_tokens=max(0, min(message.output_tokens, _INT32_MAX)),
+        cost_usd=message.cost_usd if 0 <= message.cost_usd < 1e8 else 0.0,
+        latency_ms=max(0, min(message.latency_ms, _INT32_MAX)),
+        error_code=message.error_code[:100],
+    )

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Sequence
+from pathlib import Path
 
 import grpc
 import pytest
@@ -10,6 +13,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from job_service.adapters.grpc.errors import _translate
 from shared import errors
 from shared.errors import (
     PUBLIC_MESSAGES,
@@ -157,6 +161,60 @@ def test_public_message_is_always_one_of_the_fixed_texts(code: str, detail: str)
 def test_execution_error_str() -> None:
     assert str(ExecutionError("TIMEOUT")) == "TIMEOUT"
     assert str(ExecutionError("JOB_REJECTED", "too short")) == "JOB_REJECTED: too short"
+
+
+def test_execution_error_is_a_jobs_error_with_the_public_message() -> None:
+    failure = ExecutionError("PROVIDER_HTTP_500", "key=sk-live-abc123", retry_after_s=2.0)
+    assert isinstance(failure, JobsError)
+    assert failure.message == PUBLIC_MESSAGES[ErrorClass.PROVIDER]
+    assert "sk-live-abc123" not in failure.message
+    assert failure.violations == []
+    assert failure.retry_after_s == 2.0
+
+
+def test_an_execution_error_answers_no_call() -> None:
+    """Raised in the job service, it would be a bug: INTERNAL with a request id."""
+    answered = _translate(ExecutionError("JOB_REJECTED", "secret detail"), "/jobs.v1.X/Y")
+    assert type(answered) is errors.InternalError
+    assert "request id" in answered.message
+    assert "secret" not in answered.message
+
+
+# --- the tree in the module docstring ----------------------------------------------------
+
+PACKAGES = ("shared", "job_service", "worker_service", "jobctl")
+
+
+def _exception_classes() -> dict[str, str]:
+    """Every exception class the product defines, by name, with the file it is in: a class
+    whose base is named ...Error or ...Exception, or is such a class itself."""
+    root = Path(__file__).resolve().parents[2]
+    classes: dict[str, tuple[str, list[str]]] = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            if "pb" in path.relative_to(root).parts[1:2]:
+                continue  # generated protobuf code
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef):
+                    bases = [ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases]
+                    classes[node.name] = (str(path.relative_to(root)), bases)
+    found: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, (where, bases) in classes.items():
+            if name not in found and any(
+                b.endswith(("Error", "Exception")) or b in found for b in bases
+            ):
+                found[name] = where
+                changed = True
+    return found
+
+
+def test_the_module_docstring_draws_every_exception_class() -> None:
+    drawn = set(re.findall(r"\b[A-Z]\w+\b", errors.__doc__ or ""))
+    missing = {name: where for name, where in _exception_classes().items() if name not in drawn}
+    assert not missing, f"draw these in the shared.errors docstring: {missing}"
 
 
 # --- status_for ------------------------------------------------------------------------

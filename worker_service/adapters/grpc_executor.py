@@ -12,7 +12,7 @@ from shared.credentials import CredentialMode
 from shared.grpc_client import ChannelConfig, aio_channel
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_pb2
-from shared.pbconv import dict_from_struct, struct_from_dict
+from shared.pbconv import artifact_to_pb, dict_from_struct, struct_from_dict, usage_to_pb
 from shared.rpc_errors import error_from_rpc, error_from_status
 from worker_service.domain.errors import ExecutorCallFailed, ExecutorUnreachable
 from worker_service.domain.model import (
@@ -140,7 +140,7 @@ class GrpcExecutorClient:
             lease_token=lease_token,
             error_code=error_code,
             error_message=error_message,
-            usage=[_usage(u) for u in usage],
+            usage=[usage_to_pb(u) for u in usage],
             retry_after_ms=round((retry_after_s or 0) * 1000),
         )
         try:
@@ -201,15 +201,7 @@ def result_message(submission: ResultSubmission) -> pb.SubmitResultRequest:
         lease_token=submission.lease_token,
         output=struct_from_dict(result.output),
         output_hash=result.output_hash,
-        artifacts=[
-            job_pb2.Artifact(
-                artifact_type=a.artifact_type,
-                artifact_id=a.artifact_id,
-                ordinal=a.ordinal,
-                payload=struct_from_dict(a.payload),
-            )
-            for a in result.artifacts
-        ],
+        artifacts=[artifact_to_pb(a) for a in result.artifacts],
         child_jobs=[
             pb.ChildJob(
                 job_type=c.job_type,
@@ -219,20 +211,7 @@ def result_message(submission: ResultSubmission) -> pb.SubmitResultRequest:
             )
             for c in result.children
         ],
-        usage=[_usage(u) for u in result.usage],
-    )
-
-
-def _usage(usage: UsageRecord) -> pb.ProviderUsage:
-    return pb.ProviderUsage(
-        provider=usage.provider,
-        model=usage.model,
-        credential_mode=usage.credential_mode,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cost_usd=usage.cost_usd,
-        latency_ms=usage.latency_ms,
-        error_code=usage.error_code,
+        usage=[usage_to_pb(u) for u in result.usage],
     )
 
 

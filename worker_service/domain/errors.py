@@ -1,4 +1,5 @@
-"""How the worker's ports fail, beyond the product's own ``shared.errors`` tree.
+"""How the worker's ports fail: internal control flow of the worker (drawn with the rest
+in the ``shared.errors`` docstring), never seen outside it.
 
 Adapters raise these (or a ``shared.errors.JobsError`` when the job service refused a call
 on purpose), so that the pipeline decides what to retry without knowing gRPC or NATS::

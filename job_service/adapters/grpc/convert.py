@@ -7,7 +7,7 @@ from job_service.domain.models import Job
 from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import job_pb2
-from shared.pbconv import struct_from_dict, timestamp
+from shared.pbconv import artifact_to_pb, timestamp
 
 STATUS_TO_PB: dict[JobStatus, int] = {
     status: job_pb2.JobStatus.Value(f"JOB_STATUS_{status.name}") for status in JobStatus
@@ -56,15 +56,7 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         started_at=timestamp(job.started_at),
         finished_at=timestamp(job.finished_at),
         next_run_at=timestamp(job.next_run_at),
-        artifacts=[
-            job_pb2.Artifact(
-                artifact_type=a.artifact_type,
-                artifact_id=a.artifact_id,
-                ordinal=a.ordinal,
-                payload=struct_from_dict(a.payload),
-            )
-            for a in job.artifacts
-        ],
+        artifacts=[artifact_to_pb(a) for a in job.artifacts],
         events=[
             job_pb2.JobEvent(
                 from_status=STATUS_TO_PB[e.from_status] if e.from_status else 0,  # type: ignore[arg-type]

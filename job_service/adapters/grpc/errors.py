@@ -1,7 +1,8 @@
 """The server interceptor that is the single translation point from exceptions to gRPC
-status: a ``JobsError`` becomes its status code with one ``ErrorInfo`` (see
-``shared.rpc_errors``); anything unexpected becomes INTERNAL with a generic message and a
-request id, its details logged here and nowhere else."""
+status: an API error (a ``JobsError`` other than an attempt's ``ExecutionError``) becomes
+its status code with one ``ErrorInfo`` (see ``shared.rpc_errors``); anything unexpected
+becomes INTERNAL with a generic message and a request id, its details logged here and
+nowhere else."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import asyncpg
 import grpc
 
 from shared.errors import (
+    ExecutionError,
     FieldViolation,
     InternalError,
     InvalidInput,
@@ -39,7 +41,8 @@ _UNAVAILABLE = (
 
 
 def _translate(error: Exception, method: str) -> JobsError:
-    if isinstance(error, JobsError):
+    # An ExecutionError fails an attempt inside a worker; it answers no call: here, a bug.
+    if isinstance(error, JobsError) and not isinstance(error, ExecutionError):
         return error
     request_id = uuid.uuid4().hex
     if isinstance(error, _UNAVAILABLE):

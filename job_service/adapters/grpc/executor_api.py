@@ -11,12 +11,17 @@ from job_service.domain.models import LockGrant, LockRefusal, Submission
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.leases import Leases
 from job_service.usecases.results import Results
-from shared.ai.provider import UsageRecord
 from shared.errors import FieldViolation, InvalidInput, JobsError
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc
-from shared.pbconv import dict_from_struct, struct_from_dict, timestamp
-from shared.registry import ArtifactDraft, ChildJobDraft
+from shared.pbconv import (
+    artifact_from_pb,
+    dict_from_struct,
+    struct_from_dict,
+    timestamp,
+    usage_from_pb,
+)
+from shared.registry import ChildJobDraft
 from shared.rpc_errors import status_proto_for
 
 
@@ -120,7 +125,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
             request.lease_token,
             request.error_code,
             request.error_message,
-            usage=[_usage(u) for u in request.usage],
+            usage=[usage_from_pb(u) for u in request.usage],
             retry_after_s=request.retry_after_ms / 1000,
         )
         return pb.SubmitFailureResponse(
@@ -145,15 +150,7 @@ def _submission(request: pb.SubmitResultRequest) -> Submission:
         lease_token=request.lease_token,
         output=dict_from_struct(request.output),
         output_hash=request.output_hash,
-        artifacts=[
-            ArtifactDraft(
-                artifact_type=a.artifact_type,
-                artifact_id=a.artifact_id,
-                ordinal=a.ordinal,
-                payload=dict_from_struct(a.payload),
-            )
-            for a in request.artifacts
-        ],
+        artifacts=[artifact_from_pb(a) for a in request.artifacts],
         children=[
             ChildJobDraft(
                 job_type=c.job_type,
@@ -163,18 +160,5 @@ def _submission(request: pb.SubmitResultRequest) -> Submission:
             )
             for c in request.child_jobs
         ],
-        usage=[_usage(u) for u in request.usage],
-    )
-
-
-def _usage(usage: pb.ProviderUsage) -> UsageRecord:
-    return UsageRecord(
-        provider=usage.provider[:64] or "unknown",
-        model=usage.model[:255] or "unknown",
-        credential_mode=usage.credential_mode[:16] or "platform",
-        input_tokens=max(0, min(usage.input_tokens, 2**31 - 1)),
-        output_tokens=max(0, min(usage.output_tokens, 2**31 - 1)),
-        cost_usd=usage.cost_usd if 0 <= usage.cost_usd < 1e8 else 0.0,
-        latency_ms=max(0, min(usage.latency_ms, 2**31 - 1)),
-        error_code=usage.error_code[:100],
+        usage=[usage_from_pb(u) for u in request.usage],
     )
