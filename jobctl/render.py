@@ -99,9 +99,22 @@ def job_detail(job: job_pb2.Job) -> str:
         fields.append(("retry of", job.retried_from_job_id))
     if job.HasField("output"):
         fields.append(("output", as_json(json_format.MessageToDict(job.output))))
+    if job.parent_job_id:
+        fields.append(("parent", job.parent_job_id))
+    if job.child_job_ids:
+        fields.append(("children", " ".join(job.child_job_ids)))
+    if job.total_input_tokens or job.total_output_tokens or job.total_cost_usd:
+        fields.append(
+            (
+                "usage",
+                f"{job.total_input_tokens} tokens in, {job.total_output_tokens} out, "
+                f"${job.total_cost_usd:.6f}",
+            )
+        )
     fields.append(("artifacts", str(len(job.artifacts))))
     width = max(len(k) for k, _ in fields)
     lines = [f"{k.ljust(width)}  {v}" for k, v in fields]
+    lines.extend(artifact_lines(job.artifacts))
     if job.events:
         lines.append("timeline")
         for event in job.events:
@@ -112,6 +125,30 @@ def job_detail(job: job_pb2.Job) -> str:
                 f"{status_name(event.to_status)}  attempt {event.attempt}{reason}"
             )
     return "\n".join(lines)
+
+
+PAYLOAD_WIDTH = 72
+
+
+def payload_summary(payload: dict[str, Any], width: int = PAYLOAD_WIDTH) -> str:
+    """The payload as one line of compact JSON (keys sorted: a Struct has no order), cut
+    to ``width`` characters."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def artifact_lines(artifacts: Sequence[job_pb2.Artifact]) -> list[str]:
+    """One indented line per artifact: type, id and the start of its payload (the whole
+    payload is in ``--json``)."""
+    if not artifacts:
+        return []
+    type_width = max(len(a.artifact_type) for a in artifacts)
+    id_width = max(len(a.artifact_id) for a in artifacts)
+    return [
+        f"  {a.artifact_type.ljust(type_width)}  {a.artifact_id.ljust(id_width)}  "
+        f"{payload_summary(json_format.MessageToDict(a.payload))}"
+        for a in artifacts
+    ]
 
 
 def progress_line(job: job_pb2.Job) -> str:

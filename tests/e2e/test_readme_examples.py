@@ -1,0 +1,302 @@
+"""The README's shell examples, run as written against a live stack, so that they stay true.
+
+How examples are found: a fenced block whose info string is ``sh`` and that directly follows
+an HTML comment ``<!-- tested: readme-examples NAME -->`` (invisible when the README is
+rendered) is a tested example; NAME says which one. Every other block is left alone.
+
+How a block is run, command by command, as a reader would type it:
+
+- A command is a line, or lines joined by a trailing ``\\`` or by an open quote (a JSON
+  argument may span lines). Blank lines and comment lines are skipped.
+- Each command runs in ``bash`` with ``set -euo pipefail``, after the block's earlier
+  variable assignments (``T=...``, ``export X=...``) and ``source`` lines, in a directory
+  laid out like a checkout after ``make run``: ``.venv`` (this interpreter's environment,
+  where ``jobctl`` and ``grpcurl`` are installed; its ``bin`` is on ``PATH``, as the quick
+  start has the reader arrange) and ``.jobs-data/{client,admin,worker}.token`` holding the
+  test stack's tokens. The environment holds no ``JOBS_*`` variable but one: the README's
+  address ``127.0.0.1:50051`` (or ``localhost:50051``) is replaced by the live job service's
+  in the text, and ``JOBS_JOB_SERVICE_TARGET`` is set to it, standing for jobctl's default.
+  A command that forgets its token therefore fails here as it would for a reader.
+- Placeholders stand for what a reader copies from an earlier answer: ``<id>`` is the job id
+  the last create (``CreateJob``, ``jobctl create``) printed, ``<child id>`` the first child
+  job id a job's answer listed, ``<credential id>`` the id ``PutCredential`` returned.
+- Every command must exit 0. The tests below then check what the reader sees: the jobs
+  reaching SUCCEEDED, the artifacts printed, the child job and its cards.
+
+The job service and a worker run in this process on real PostgreSQL and NATS (the e2e
+fixtures); the commands are subprocesses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.support.stack import ADMIN_TOKEN, CLIENT_TOKEN, WORKER_TOKEN
+from worker_service.app import WorkerApp
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+MARKER = re.compile(r"^<!--\s*tested:\s*readme-examples\s+(\S+)\s*-->\s*$")
+README_ADDRESSES = ("127.0.0.1:50051", "localhost:50051")
+# Commands whose effect later commands of the block need: assignments, exports, source.
+PRELUDE = re.compile(r"^(?:(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=|source\s|\.\s)")
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+COMMAND_TIMEOUT_S = 60.0
+
+# The blocks the README marks; a marker removed by accident fails here.
+EXPECTED_BLOCKS = {
+    "quick-start-jobctl",
+    "quick-start-grpcurl",
+    "diagnose-grpcurl",
+    "feynman-grpcurl",
+    "credentials-grpcurl",
+}
+
+
+def readme_blocks(text: str) -> dict[str, list[str]]:
+    """NAME → the commands of the ``sh`` block that follows its marker."""
+    blocks: dict[str, list[str]] = {}
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        marker = MARKER.match(line)
+        if not marker:
+            continue
+        start = number + 1
+        while start < len(lines) and not lines[start].strip():
+            start += 1
+        assert start < len(lines) and lines[start].strip() == "```sh", (
+            f"README line {number + 1}: the marker must be followed by a ```sh block"
+        )
+        end = lines.index("```", start + 1)
+        name = marker.group(1)
+        assert name not in blocks, f"two README blocks are named {name}"
+        blocks[name] = commands(lines[start + 1 : end])
+    return blocks
+
+
+def commands(lines: list[str]) -> list[str]:
+    """The block's commands: continuation lines and quoted line breaks joined."""
+    found: list[str] = []
+    pending = ""
+    for line in lines:
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        pending = f"{pending}\n{line}" if pending else line
+        if pending.rstrip().endswith("\\"):
+            continue
+        try:
+            shlex.split(pending, comments=True)
+        except ValueError:  # an open quote: the argument goes on on the next line
+            continue
+        found.append(pending)
+        pending = ""
+    assert not pending, f"unfinished command at the end of a README block: {pending!r}"
+    return found
+
+
+@dataclass
+class Run:
+    command: str
+    status: int
+    out: str
+    err: str
+
+    def messages(self) -> list[dict[str, object]]:
+        """grpcurl's answers: indented JSON objects, one after another."""
+        decoder, found, rest = json.JSONDecoder(), [], self.out.strip()
+        while rest:
+            message, end = decoder.raw_decode(rest)
+            found.append(message)
+            rest = rest[end:].strip()
+        return found
+
+
+@dataclass
+class Reader:
+    """Runs a README block as a reader would, in a checkout-like directory."""
+
+    workdir: Path
+    target: str
+    placeholders: dict[str, str] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        keep = ("HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME")
+        env = {name: os.environ[name] for name in keep if name in os.environ}
+        env["PATH"] = f"{self.workdir / '.venv' / 'bin'}:/usr/local/bin:/usr/bin:/bin"
+        env["JOBS_JOB_SERVICE_TARGET"] = self.target
+        return env
+
+    def prepare(self, command: str) -> str:
+        for address in README_ADDRESSES:
+            command = command.replace(address, self.target)
+        for placeholder, value in self.placeholders.items():
+            command = command.replace(placeholder, value)
+        left = re.findall(r"<(?:id|child id|credential id)>", command)
+        assert not left, f"{left[0]} used before any answer gave it: {command}"
+        return command
+
+    async def run_block(self, block: list[str]) -> list[Run]:
+        runs: list[Run] = []
+        prelude: list[str] = []
+        for text in block:
+            command = self.prepare(text)
+            script = "\n".join(["set -euo pipefail", *prelude, command])
+            process = await asyncio.create_subprocess_exec(
+                "bash",
+                "-c",
+                script,
+                cwd=self.workdir,
+                env=self.env(),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            out, err = await asyncio.wait_for(process.communicate(), COMMAND_TIMEOUT_S)
+            assert process.returncode is not None
+            run = Run(text, process.returncode, out.decode(), err.decode())
+            assert run.status == 0, (
+                f"README command failed (exit {run.status}):\n{command}\n"
+                f"--- stdout\n{run.out}--- stderr\n{run.err}"
+            )
+            if PRELUDE.match(command) and "\n" not in command:
+                prelude.append(command)
+            self.remember(run)
+            runs.append(run)
+        return runs
+
+    def remember(self, run: Run) -> None:
+        if "CreateJob" in run.command or re.search(r"\bjobctl\s.*\bcreate\b", run.command):
+            self.placeholders["<id>"] = re.findall(UUID, run.out)[0]
+        if "PutCredential" in run.command:
+            self.placeholders["<credential id>"] = re.findall(UUID, run.out)[0]
+        children = re.search(
+            rf"(?:childJobIds|child_job_ids)\"?:\s*\[\s*\"({UUID})|^children\s+({UUID})",
+            run.out,
+            re.MULTILINE,
+        )
+        if children:
+            self.placeholders["<child id>"] = children.group(1) or children.group(2)
+
+
+@pytest.fixture
+def reader(tmp_path: Path, target: str) -> Reader:
+    """A directory like a checkout after ``make run``: the venv and the generated tokens."""
+    workdir = tmp_path / "checkout"
+    data = workdir / ".jobs-data"
+    data.mkdir(parents=True)
+    (workdir / ".venv").symlink_to(Path(sys.prefix))
+    for role, token in (("client", CLIENT_TOKEN), ("admin", ADMIN_TOKEN), ("worker", WORKER_TOKEN)):
+        path = data / f"{role}.token"
+        path.write_text(token + "\n")
+        path.chmod(0o600)
+    return Reader(workdir, target)
+
+
+@pytest.fixture(scope="module")
+def blocks() -> dict[str, list[str]]:
+    return readme_blocks(README.read_text())
+
+
+def run_of(runs: list[Run], *words: str) -> Run:
+    """The last run whose command contains every word."""
+    matching = [r for r in runs if all(w in r.command for w in words)]
+    assert matching, f"no README command with {words}"
+    return matching[-1]
+
+
+def test_the_readme_marks_its_runnable_examples(blocks: dict[str, list[str]]) -> None:
+    assert set(blocks) == EXPECTED_BLOCKS
+    assert all(blocks.values())
+
+
+async def test_quick_start_with_jobctl(
+    blocks: dict[str, list[str]], reader: Reader, worker: WorkerApp
+) -> None:
+    runs = await reader.run_block(blocks["quick-start-jobctl"])
+
+    created = run_of(runs, "jobctl create")
+    assert created.out.splitlines()[0].startswith("created ")
+    assert created.out.splitlines()[-1].split()[1] == "succeeded"
+    parent = run_of(runs, "jobctl get <id>").out
+    assert re.search(r"^status\s+succeeded$", parent, re.MULTILINE)
+    assert re.search(rf"^\s+feynman_result\s+fe_{UUID}\s+\{{", parent, re.MULTILINE)
+    assert re.search(r"^\s+focus_item\s+fi_", parent, re.MULTILINE)
+    assert re.search(rf"^children\s+{UUID}$", parent, re.MULTILINE)
+    child = run_of(runs, "jobctl get <child id>").out
+    assert re.search(r"^status\s+succeeded$", child, re.MULTILINE)
+    cards = re.findall(rf"^\s+review_card\s+rc_{UUID}_\d\s+\{{", child, re.MULTILINE)
+    assert 1 <= len(cards) <= 3
+    listed = run_of(runs, "jobctl list").out.splitlines()
+    assert listed[0].split()[:3] == ["ID", "TYPE", "STATUS"]
+    assert {line.split()[1] for line in listed[1:]} == {
+        "feynman_evaluation",
+        "review_card_generation",
+    }
+
+
+async def test_quick_start_with_grpcurl(
+    blocks: dict[str, list[str]], reader: Reader, worker: WorkerApp
+) -> None:
+    runs = await reader.run_block(blocks["quick-start-grpcurl"])
+
+    statuses = [m["job"]["status"] for m in run_of(runs, "WatchJob").messages()]  # type: ignore[index]
+    assert statuses[-1] == "JOB_STATUS_SUCCEEDED"
+    [job] = [m["job"] for m in run_of(runs, "GetJob").messages()]
+    assert job["status"] == "JOB_STATUS_SUCCEEDED"  # type: ignore[index]
+    assert [a["artifact_type"] for a in job["artifacts"]] == ["synthetic_result"]  # type: ignore[index]
+
+
+async def test_diagnose_with_grpcurl(
+    blocks: dict[str, list[str]], reader: Reader, worker: WorkerApp
+) -> None:
+    runs = await reader.run_block(blocks["diagnose-grpcurl"])
+
+    assert "jobs.v1.JobService" in run_of(runs, " list").out.split()
+    assert "rpc WatchJob" in run_of(runs, "describe").out
+    assert run_of(runs, "Health/Check").messages() == [{"status": "SERVING"}]
+    watched = [m["job"]["status"] for m in run_of(runs, "WatchJob").messages()]  # type: ignore[index]
+    assert watched[-1] == "JOB_STATUS_SUCCEEDED"
+    cancelled = run_of(runs, "CancelJob").messages()[0]["job"]["status"]  # type: ignore[index]
+    assert cancelled in ("JOB_STATUS_CANCEL_REQUESTED", "JOB_STATUS_CANCELLED")
+    assert len(run_of(runs, "JobService/ListJobs").messages()[0]["jobs"]) == 2  # type: ignore[arg-type]
+    admin_view = run_of(runs, "AdminService/GetJob").messages()[0]["job"]
+    assert admin_view["trigger"] == "api"  # type: ignore[index]
+
+
+async def test_a_feynman_evaluation_with_grpcurl(
+    blocks: dict[str, list[str]], reader: Reader, worker: WorkerApp
+) -> None:
+    runs = await reader.run_block(blocks["feynman-grpcurl"])
+
+    parent = run_of(runs, "GetJob", "<id>").messages()[0]["job"]
+    assert parent["status"] == "JOB_STATUS_SUCCEEDED"  # type: ignore[index]
+    types = {a["artifact_type"] for a in parent["artifacts"]}  # type: ignore[index]
+    assert {"feynman_result", "focus_item"} <= types
+    assert len(parent["child_job_ids"]) == 1  # type: ignore[index, arg-type]
+    child = run_of(runs, "GetJob", "<child id>").messages()[0]["job"]
+    assert child["status"] == "JOB_STATUS_SUCCEEDED"  # type: ignore[index]
+    assert child["parent_job_id"] == parent["id"]  # type: ignore[index]
+    cards = [a for a in child["artifacts"] if a["artifact_type"] == "review_card"]  # type: ignore[index]
+    assert 1 <= len(cards) <= 3
+
+
+async def test_credentials_with_grpcurl(
+    blocks: dict[str, list[str]], reader: Reader, worker: WorkerApp
+) -> None:
+    runs = await reader.run_block(blocks["credentials-grpcurl"])
+
+    stored = run_of(runs, "PutCredential").messages()[0]["credential"]
+    assert "api_key" not in stored  # type: ignore[operator]
+    job = run_of(runs, "GetJob").messages()[0]["job"]
+    assert job["status"] == "JOB_STATUS_SUCCEEDED"  # type: ignore[index]
+    assert job["credential_mode"] == "CREDENTIAL_MODE_USER"  # type: ignore[index]
+    [artifact] = job["artifacts"]  # type: ignore[index]
+    # synthetic puts the fingerprint of the key it was given in its artifact
+    assert artifact["payload"]["api_key"] == stored["fingerprint"]  # type: ignore[index]
