@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -150,9 +151,9 @@ def report(error: grpc.aio.AioRpcError) -> Exit:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     if args.command == "dev":
-        from devstack import stack
-
-        return asyncio.run(stack.run(stack.DevstackConfig.from_env()))
+        # The embedded stack is dev tooling, not part of the client: become `python -m
+        # devstack` (same process, same signals), exactly what `make run` runs.
+        os.execv(sys.executable, [sys.executable, "-m", "devstack"])
     try:
         return int(asyncio.run(run(args, sys.stdout)))
     except ValidationError as error:
