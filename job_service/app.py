@@ -109,9 +109,10 @@ class JobServiceApp:
             max_attempts=s.outbox_max_attempts,
         )
         outbox = OutboxUpkeep(outbox_store, self._dispatcher)
+        job_store = JobRepository(self._pool)
         jobs = Jobs(
             self.registry,
-            JobRepository(self._pool),
+            job_store,
             publisher,
             self._dispatcher,
             credentials,
@@ -125,7 +126,7 @@ class JobServiceApp:
         listing = JobListing(self._pool)
         admin = Admin(
             self.registry,
-            JobRepository(self._pool),
+            job_store,
             listing,
             outbox_store,
             PageTokens(await _page_token_secret(s, listing)),
