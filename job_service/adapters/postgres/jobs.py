@@ -29,8 +29,8 @@ from job_service.domain.models import Artifact, Job, NewJob, QuotaRefusal, Quota
 from shared.errors import ErrorCode, public_message
 
 # The columns of `jobs` a new job (CreateJob's, or a projection's child) brings, with their
-# SQL types: the record the create and child statements bind by name. A new column is one
-# line here (and a field of NewJob).
+# SQL types: CreateJob binds them by name, a projection's children as a record. A new column
+# is one line here (and a field of NewJob).
 NEW_JOB_COLUMNS = {
     "user_id": "varchar",
     "job_type": "varchar",
@@ -49,9 +49,9 @@ NEW_JOB_COLUMNS = {
     "credential_mode": "varchar",
     "credential_id": "uuid",
 }
-# What the record carries beyond the row: the snapshot and the trace context.
+# What a new job brings beyond its row: the snapshot and the trace context.
 SNAPSHOT_FIELDS = {"snapshot": "jsonb", "snapshot_hash": "varchar", "snapshot_ttl_s": "float8"}
-_RECORD = {**NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS, "trace": "jsonb"}
+_NEW_JOB = {**NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS, "trace": "jsonb"}
 
 
 def record_type(columns: dict[str, str]) -> str:
@@ -59,30 +59,37 @@ def record_type(columns: dict[str, str]) -> str:
     return ", ".join(f"{name} {sql_type}" for name, sql_type in columns.items())
 
 
-def new_job_record(new: NewJob, names: dict[str, str] = _RECORD) -> dict[str, Any]:
-    """The NewJob fields ``names`` lists, as one jsonb record."""
+def new_job_record(new: NewJob, names: dict[str, str]) -> dict[str, Any]:
+    """The NewJob fields ``names`` lists, by name."""
     return {name: getattr(new, name) for name in names}
 
 
-# Quotas: the unfinished-jobs count stops at its limit ($2; 0 counts nothing), so it costs
-# at most that many index entries; jobs created today (UTC) are a counter row per user and
-# day ($3 the limit; 0 leaves the counter alone), bumped in the same statement. The status
-# list is spelled as the partial index jobs_user_active spells it.
+# CreateJob's named parameters: each name's `$n::type` (bound in this order by `create`),
+# then the two quota limits. Positional binding keeps asyncpg's binary encoding of each value.
+_PARAM = {name: f"${n}::{sql_type}" for n, (name, sql_type) in enumerate(_NEW_JOB.items(), 1)}
+_MAX_ACTIVE, _DAILY = f"${len(_PARAM) + 1}::int", f"${len(_PARAM) + 2}::int"
+
+# Quotas: the unfinished-jobs count stops at its limit (0 counts nothing), so it costs at
+# most that many index entries; jobs created today (UTC) are a counter row per user and day
+# (0 leaves the counter alone), bumped in the same statement. The status list is spelled as
+# the partial index jobs_user_active spells it.
 CREATE_JOB = f"""
 WITH new AS (
-    SELECT * FROM jsonb_to_record($1::jsonb) AS n({record_type(_RECORD)})
+    SELECT {", ".join(f"{param} AS {name}" for name, param in _PARAM.items())}
 ), usage AS (
     SELECT
-        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = (SELECT user_id FROM new)
-                               AND status IN {statuses_sql(ACTIVE)} LIMIT $2) a) AS active,
+        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = {_PARAM["user_id"]}
+                               AND status IN {statuses_sql(ACTIVE)} LIMIT {_MAX_ACTIVE}) a)
+            AS active,
         coalesce((SELECT created FROM job_quota_usage
-                  WHERE $3::int > 0 AND user_id = (SELECT user_id FROM new)
+                  WHERE {_DAILY} > 0 AND user_id = {_PARAM["user_id"]}
                     AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today
 ), inserted AS (
     INSERT INTO jobs AS j ({", ".join(NEW_JOB_COLUMNS)}, status, queued_at)
     SELECT {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS)}, 'queued', now()
     FROM new, usage
-    WHERE ($2::int = 0 OR usage.active < $2::int) AND ($3::int = 0 OR usage.today < $3::int)
+    WHERE ({_MAX_ACTIVE} = 0 OR usage.active < {_MAX_ACTIVE})
+      AND ({_DAILY} = 0 OR usage.today < {_DAILY})
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
     RETURNING {JOB_COLUMNS}
@@ -95,10 +102,11 @@ WITH new AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt)
     SELECT id::uuid, NULL, 'queued', 0 FROM inserted
 ), dispatch AS (
-    {dispatch_rows("inserted", dispatch_key("src.id", "create"), trace="(SELECT trace FROM new)")}
+    {dispatch_rows("inserted", dispatch_key("src.id", "create"), trace=_PARAM["trace"])}
 ), counted AS (
     INSERT INTO job_quota_usage AS q (user_id, day, created)
-    SELECT inserted.user_id, (now() AT TIME ZONE 'UTC')::date, 1 FROM inserted WHERE $3::int > 0
+    SELECT inserted.user_id, (now() AT TIME ZONE 'UTC')::date, 1 FROM inserted
+    WHERE {_DAILY} > 0
     ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + 1
 )
 SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today
@@ -242,7 +250,10 @@ class JobRepository:
         a quota limit), and a QuotaRefusal (nothing stored) when the user is at a limit."""
         async with self._pool.acquire() as conn:
             row = await conn.fetchrow(
-                CREATE_JOB, new_job_record(new), quotas.max_active, quotas.daily
+                CREATE_JOB,
+                *new_job_record(new, _NEW_JOB).values(),
+                quotas.max_active,
+                quotas.daily,
             )
             assert row is not None, "the usage row is always there"
             if row["id"] is not None:
