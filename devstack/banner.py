@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from devstack.config import DevstackConfig
 from shared.ai.provider import ModelTier
 from worker_service.model_router import ModelSettings
-
-if TYPE_CHECKING:
-    from devstack.stack import DevstackConfig
 
 
 def banner(

@@ -33,13 +33,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devstack.banner import banner
+from devstack.config import DevstackConfig
 from devstack.dev_credentials import TOKENS_FILE, dev_master_key, dev_tokens
 from devstack.embedded import (
     EmbeddedNats,
@@ -66,33 +66,6 @@ class DevstackError(Exception):
 
 class Interrupted(Exception):
     """Ctrl-C or SIGTERM arrived while starting up."""
-
-
-@dataclass(frozen=True)
-class DevstackConfig:
-    data_dir: Path
-    grpc_port: int
-    database_url: str | None
-    nats_url: str | None
-    credentials_master_key: str | None = None
-    metrics_port: int | None = None
-    worker_metrics_port: int | None = None
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> DevstackConfig:
-        return cls(
-            data_dir=Path(env.get("JOBS_DATA_DIR") or ".jobs-data").absolute(),
-            grpc_port=int(env.get("JOBS_GRPC_PORT") or 50051),
-            database_url=env.get("JOBS_DATABASE_URL") or None,
-            nats_url=env.get("JOBS_NATS_URL") or None,
-            credentials_master_key=env.get("JOBS_CREDENTIALS_MASTER_KEY") or None,
-            metrics_port=_port(env.get("JOBS_METRICS_PORT")),
-            worker_metrics_port=_port(env.get("JOBS_WORKER_METRICS_PORT")),
-        )
-
-
-def _port(value: str | None) -> int | None:
-    return int(value) if value else None
 
 
 def metrics_port(configured: int | None, default: int) -> int:

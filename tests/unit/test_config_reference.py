@@ -24,7 +24,7 @@ PROGRAMS: dict[str, tuple[type[Any], ...]] = {
     "jobctl": (ClientSettings,),
 }
 # Read outside the settings classes: the embedded stack's data directory
-# (devstack/stack.py), the tracing switch (shared/tracing.py) and the job-type modules
+# (devstack/config.py), the tracing switch (shared/tracing.py) and the job-type modules
 # (shared/registry.py, read by both services).
 NOT_SETTINGS = {"JOBS_DATA_DIR", "JOBS_TRACING", "JOBS_JOB_TYPE_MODULES"}
 ROW = re.compile(r"^\| `(JOBS_[A-Z0-9_]+)` \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$")
