@@ -79,7 +79,7 @@ def statuses_sql(statuses: frozenset[JobStatus]) -> str:
     return "(" + ", ".join(f"'{s.value}'" for s in JobStatus if s in statuses) + ")"
 
 
-def values(statuses: frozenset[JobStatus]) -> list[str]:
+def status_values(statuses: frozenset[JobStatus]) -> list[str]:
     """A status set as a sorted list of strings, for a ``status = ANY($n)`` parameter."""
     return sorted(s.value for s in statuses)
 

@@ -19,7 +19,7 @@ from job_service.domain.credentials import (
     SealBroken,
     binding,
 )
-from job_service.domain.lifecycle import LEASED, values
+from job_service.domain.lifecycle import LEASED, status_values
 from job_service.ports.credentials import CredentialStore
 from job_service.usecases.checks import require_name, require_uuid
 from shared.credentials import MAX_API_KEY_CHARS, PROVIDER_PATTERN, CredentialMode, fingerprint
@@ -91,7 +91,8 @@ class CredentialVault:
         """The job's user key, for the holder of its current lease."""
         require_uuid("job_id", job_id)
         require_uuid("lease_token", lease_token)
-        found = await self._store.for_attempt(job_id, lease_token, values(LEASED))
+        # while the lease is held, cancel pending or not (as for heartbeats)
+        found = await self._store.for_attempt(job_id, lease_token, status_values(LEASED))
         if found is None:
             raise LeaseLost("the lease on this job is no longer held")
         if found.mode is not CredentialMode.USER or found.credential_id is None:

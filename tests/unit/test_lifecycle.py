@@ -13,12 +13,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from job_service.domain.lifecycle import (
+    ACTIVE,
+    LEASED,
+    LOCKABLE,
+    RERUNNABLE,
     TERMINAL,
     TRANSITIONS,
+    UNFINISHED,
     IllegalTransition,
     JobStatus,
     Step,
     sources,
+    status_values,
+    statuses_sql,
     transition,
 )
 
@@ -150,3 +157,23 @@ def test_a_cancel_requested_job_cannot_succeed_or_be_cancelled_again() -> None:
     for step in (Step.SUCCEED, Step.CANCEL, Step.LOCK, Step.RETRY):
         with pytest.raises(IllegalTransition):
             transition(JobStatus.CANCEL_REQUESTED, step)
+
+
+def test_the_named_status_sets_are_spelled_out() -> None:
+    """Every module and statement takes its status sets from these names; written out here
+    so a change to the table that moves a set fails."""
+    assert status_values(LOCKABLE) == ["queued", "retrying"]
+    assert status_values(LEASED) == ["cancel_requested", "running"]
+    assert status_values(TERMINAL) == ["cancelled", "failed", "succeeded"]
+    assert status_values(RERUNNABLE) == ["cancelled", "failed"]
+    assert set(status_values(UNFINISHED)) == {"queued", "running", "retrying", "cancel_requested"}
+    assert status_values(ACTIVE) == sorted([*status_values(UNFINISHED), "created"])
+
+
+def test_status_lists_in_sql_match_the_partial_indexes_text() -> None:
+    """The planner matches a partial index only when a query implies its predicate; the
+    indexes (migrations 0001 and 0005) spell these lists in this order."""
+    assert (
+        statuses_sql(ACTIVE) == "('created', 'queued', 'running', 'retrying', 'cancel_requested')"
+    )
+    assert statuses_sql(LEASED) == "('running', 'cancel_requested')"

@@ -13,7 +13,7 @@ import asyncpg
 
 from job_service import metrics
 from job_service.adapters.postgres.outbox import OutboxRepository
-from job_service.domain.lifecycle import UNFINISHED, values
+from job_service.domain.lifecycle import UNFINISHED, status_values
 from job_service.domain.outbox import OutboxStatus
 
 QUEUE_DEPTH = """
@@ -33,7 +33,7 @@ class DatabaseGauges:
 
     async def refresh(self) -> int:
         """One refresh; returns 0 (nothing "handled", for the housekeeping loop)."""
-        statuses = values(UNFINISHED)
+        statuses = status_values(UNFINISHED)
         depth = await self._pool.fetch(QUEUE_DEPTH, statuses)
         backlog = await self._outbox.backlog()
         counts = {(r["queue"], r["status"]): r["n"] for r in depth}

@@ -21,9 +21,9 @@ from job_service.domain.lifecycle import (
     JobStatus,
     Step,
     sources,
+    status_values,
     statuses_sql,
     transition,
-    values,
 )
 from job_service.domain.models import Artifact, Job, NewJob, QuotaRefusal, Quotas, RetrySpec
 from shared.errors import ErrorCode, public_message
@@ -275,7 +275,7 @@ class JobRepository:
         row = await self._pool.fetchrow(
             RERUN_JOB,
             job_id,
-            values(RERUNNABLE),
+            status_values(RERUNNABLE),
             spec.max_attempts,
             spec.timeout_ms,
             spec.definition_version,
@@ -338,7 +338,7 @@ class JobRepository:
 
     async def delete_expired_snapshots(self, limit: int) -> int:
         """Removes up to ``limit`` expired snapshots of finished jobs; returns how many."""
-        done = await self._pool.execute(DELETE_EXPIRED_SNAPSHOTS, values(TERMINAL), limit)
+        done = await self._pool.execute(DELETE_EXPIRED_SNAPSHOTS, status_values(TERMINAL), limit)
         return int(done.split()[-1])
 
 

@@ -26,8 +26,8 @@ from job_service.domain.lifecycle import (
     TERMINAL,
     JobStatus,
     Step,
+    status_values,
     transition,
-    values,
 )
 from job_service.domain.models import (
     AttemptFacts,
@@ -157,7 +157,7 @@ class LeaseRepository:
         is only not due yet."""
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(
-                LOCK_JOBS, list(job_ids), worker_id, self._lease_ttl_ms, values(LOCKABLE)
+                LOCK_JOBS, list(job_ids), worker_id, self._lease_ttl_ms, status_values(LOCKABLE)
             )
             grants = {
                 row["id"]: LockGrant(
@@ -187,7 +187,7 @@ class LeaseRepository:
 
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
         row = await self._pool.fetchrow(
-            HEARTBEAT, job_id, lease_token, self._lease_ttl_ms, progress, values(LEASED)
+            HEARTBEAT, job_id, lease_token, self._lease_ttl_ms, progress, status_values(LEASED)
         )
         if row is None:
             raise LeaseLost("the lease on this job is no longer held")
@@ -209,7 +209,9 @@ class LeaseRepository:
         usage rows in the same transaction. A repeat of the same report is answered with
         the status it led to (and stores nothing); otherwise LeaseLost."""
         async with self._pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(ATTEMPT_FOR_UPDATE, job_id, lease_token, values(LEASED))
+            row = await conn.fetchrow(
+                ATTEMPT_FOR_UPDATE, job_id, lease_token, status_values(LEASED)
+            )
             if row is not None:
                 if usage:
                     await conn.execute(
@@ -237,7 +239,7 @@ class LeaseRepository:
         """Ends attempts whose lease ran out (the database clock decides), as ``decide``
         says for LEASE_EXPIRED; a pending cancel ends cancelled. Safe across replicas."""
         async with self._pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(EXPIRED_LEASES, values(LEASED), limit)
+            rows = await conn.fetch(EXPIRED_LEASES, status_values(LEASED), limit)
             return [
                 await _end(conn, row, ErrorCode.LEASE_EXPIRED, "lease expired", decide)
                 for row in rows
@@ -275,7 +277,7 @@ async def _end(
         message,
         1 if decision.refund_attempt else 0,
         decision.delay_s,
-        values(TERMINAL),
+        status_values(TERMINAL),
     )
     assert ended is not None, "attempt changed although its row was locked"
     metrics.attempt_ended(row["job_type"], code, JobStatus(ended["status"]))

@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from job_service.domain.lifecycle import LOCKABLE, values
+from job_service.domain.lifecycle import LOCKABLE, status_values
 from job_service.domain.models import DeadEvent
 from job_service.domain.outbox import UNPUBLISHED, OutboxMessage, OutboxStatus
 from shared.constants import DISPATCH_SUBJECT_PREFIX, EVENTS_SUBJECT_PREFIX
@@ -218,7 +218,7 @@ class OutboxRepository:
         touched for ``after_s`` seconds although their dispatch left the outbox (see
         REDISPATCH_STRANDED); returns how many. Safe across replicas."""
         count: int = await self._pool.fetchval(
-            REDISPATCH_STRANDED, after_s, limit, values(LOCKABLE)
+            REDISPATCH_STRANDED, after_s, limit, status_values(LOCKABLE)
         )
         return count
 
