@@ -2,7 +2,7 @@
 
 The job service decides, never the transport: a failure comes in with an error code, the
 class of that code (``shared.errors.classify``) and the job's definition decide, and the
-decision is a value the repository applies with one compare-and-set.
+decision is a value the leases adapter applies with one compare-and-set.
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def test_sources_match_the_design(step: Step) -> None:
 
 
 def test_sources_of_the_main_steps() -> None:
-    # Spelled out: these are the ``status = ANY(:from)`` sets of the repository's CAS.
+    # Spelled out: these are the ``status = ANY(:from)`` sets of the adapters' CAS.
     assert sources(Step.LOCK) == {JobStatus.QUEUED, JobStatus.RETRYING}
     assert sources(Step.CANCEL) == {JobStatus.QUEUED, JobStatus.RETRYING, JobStatus.RUNNING}
     assert sources(Step.CONFIRM_CANCEL) == {JobStatus.CANCEL_REQUESTED}
