@@ -140,6 +140,8 @@ WITH ended AS (
 SELECT status, next_run_at FROM ended
 """
 
+# The status sets as bind parameters, computed once (every lock and heartbeat binds one).
+_LOCKABLE, _LEASED, _TERMINAL = (status_values(s) for s in (LOCKABLE, LEASED, TERMINAL))
 _CANCEL = RetryDecision(Outcome.CANCEL)
 _STEP = {Outcome.RETRY: Step.RETRY, Outcome.FAIL: Step.FAIL, Outcome.CANCEL: Step.CONFIRM_CANCEL}
 
@@ -157,7 +159,7 @@ class LeaseRepository:
         is only not due yet."""
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(
-                LOCK_JOBS, list(job_ids), worker_id, self._lease_ttl_ms, status_values(LOCKABLE)
+                LOCK_JOBS, list(job_ids), worker_id, self._lease_ttl_ms, _LOCKABLE
             )
             grants = {
                 row["id"]: LockGrant(
@@ -187,7 +189,7 @@ class LeaseRepository:
 
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
         row = await self._pool.fetchrow(
-            HEARTBEAT, job_id, lease_token, self._lease_ttl_ms, progress, status_values(LEASED)
+            HEARTBEAT, job_id, lease_token, self._lease_ttl_ms, progress, _LEASED
         )
         if row is None:
             raise LeaseLost("the lease on this job is no longer held")
@@ -209,9 +211,7 @@ class LeaseRepository:
         usage rows in the same transaction. A repeat of the same report is answered with
         the status it led to (and stores nothing); otherwise LeaseLost."""
         async with self._pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(
-                ATTEMPT_FOR_UPDATE, job_id, lease_token, status_values(LEASED)
-            )
+            row = await conn.fetchrow(ATTEMPT_FOR_UPDATE, job_id, lease_token, _LEASED)
             if row is not None:
                 if usage:
                     await conn.execute(
@@ -239,7 +239,7 @@ class LeaseRepository:
         """Ends attempts whose lease ran out (the database clock decides), as ``decide``
         says for LEASE_EXPIRED; a pending cancel ends cancelled. Safe across replicas."""
         async with self._pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(EXPIRED_LEASES, status_values(LEASED), limit)
+            rows = await conn.fetch(EXPIRED_LEASES, _LEASED, limit)
             return [
                 await _end(conn, row, ErrorCode.LEASE_EXPIRED, "lease expired", decide)
                 for row in rows
@@ -277,7 +277,7 @@ async def _end(
         message,
         1 if decision.refund_attempt else 0,
         decision.delay_s,
-        status_values(TERMINAL),
+        _TERMINAL,
     )
     assert ended is not None, "attempt changed although its row was locked"
     metrics.attempt_ended(row["job_type"], code, JobStatus(ended["status"]))
