@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 # finish in seconds to minutes).
 ACTIVE_RETRY_AFTER_S = 5.0
 SNAPSHOT_CLEAN_BATCH = 500
+# A delayed job due within this long wakes the dispatcher at its time.
+DELAYED_WAKE_HORIZON_S = 60.0
 
 
 class Jobs:
@@ -134,7 +136,11 @@ class Jobs:
         job, created = stored
         if created:
             metrics.job_created(job_type, definition.queue)
-            self._outbox.wake()
+            # a delayed job's dispatch row is due at its time (a far one is found by the
+            # dispatcher's poll: no timer held for it)
+            wait = (due - datetime.now(UTC)).total_seconds() if due else 0.0
+            if wait < DELAYED_WAKE_HORIZON_S:
+                self._outbox.wake(after_s=max(0.0, wait))
         elif job.request_hash != new.request_hash:
             raise IdempotencyKeyReused(
                 "this idempotency key was used for a different request",

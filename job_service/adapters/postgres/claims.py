@@ -106,7 +106,7 @@ WITH prior AS (
               j.attempt_count, j.lock_until, j.prompt_key, j.prompt_version,
               prior.status AS from_status, j.credential_mode,
               j.credential_id::text AS credential_id,
-              extract(epoch FROM now() - prior.due_at)::float8 AS waited_s
+              extract(epoch FROM now() - prior.due_at)::float8 AS waited_s, j.sched_key
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
     SELECT id, from_status, 'running', attempt_count, $2 FROM locked
@@ -114,6 +114,7 @@ WITH prior AS (
 SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
        l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
+ORDER BY l.sched_key
 """
 
 # Why a named job was not granted: when it is due (not due yet), or none.
