@@ -44,6 +44,7 @@ from shared.pb.jobs.v1 import job_pb2
 # A live stream ends after this long; the browser's EventSource reconnects by itself.
 STREAM_MAX_S = 300.0
 MAX_FORM_BYTES = 64 * 1024
+MAX_PAGE_SIZE = 500
 Handler = Callable[[Request, Session], Awaitable[Response]]
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -318,7 +319,9 @@ class Console:
         names = ("job_type", "status", "queue", "user_id", "created_after", "created_before")
         return {n: request.query_params.get(n, "").strip() for n in names}
 
-    async def _list(self, session: Session, filters: dict[str, str], page_token: str) -> Any:
+    async def _list(
+        self, session: Session, filters: dict[str, str], page_token: str, page_size: int = 50
+    ) -> Any:
         return await self.api.list_jobs(
             session.token,
             job_type=filters["job_type"],
@@ -328,11 +331,13 @@ class Console:
             created_after=parse_time(filters["created_after"]),
             created_before=parse_time(filters["created_before"]),
             page_token=page_token,
+            page_size=page_size,
         )
 
     async def jobs_page(self, request: Request, session: Session) -> Response:
         filters = self.filters(request)
         page_token = request.query_params.get("page_token", "")
+        page_size = page_size_of(request)
         try:
             parse_time(filters["created_after"]), parse_time(filters["created_before"])
         except ValueError:
@@ -344,9 +349,12 @@ class Console:
                 message="Times are YYYY-MM-DDTHH:MM (UTC).",
             )
         page, definitions = await asyncio.gather(
-            self._list(session, filters, page_token), self.api.definitions(session.token)
+            self._list(session, filters, page_token, page_size),
+            self.api.definitions(session.token),
         )
         chosen = {k: v for k, v in filters.items() if v}
+        if page_size != 50:
+            chosen["page_size"] = str(page_size)
         query = urlencode(chosen)
         return self.page(
             "jobs.html",
@@ -374,7 +382,7 @@ class Console:
             return Response(status_code=204)
 
         async def render() -> str | None:
-            page = await self._list(session, filters, "")
+            page = await self._list(session, filters, "", page_size_of(request))
             return self.render("_job_rows.html", jobs=page.jobs)
 
         return self.stream(render, self.settings.console_live_interval_s)
@@ -549,6 +557,11 @@ class Console:
         app = Starlette(routes=routes, lifespan=self.lifespan)
         app.add_middleware(ServerTiming)
         return app
+
+
+def page_size_of(request: Request) -> int:
+    size = request.query_params.get("page_size", "")
+    return min(int(size), MAX_PAGE_SIZE) if size.isdigit() and int(size) else 50
 
 
 def first(form: dict[str, list[str]], name: str) -> str | None:
