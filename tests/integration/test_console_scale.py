@@ -95,7 +95,8 @@ async def test_every_page_renders_within_300_ms_with_100k_jobs(
             "jobs page 2": next_page.replace("&amp;", "&"),
             "jobs failed": "/jobs?status=failed",
             "jobs one user": "/jobs?user_id=user-7",
-            "jobs time range": "/jobs?created_after=2020-01-01T00:00&created_before=2999-01-01T00:00",
+            "jobs time range": "/jobs?created_after=2020-01-01T00:00"
+            "&created_before=2999-01-01T00:00",
             "jobs 500 per page": "/jobs?page_size=500",
             "job": f"/jobs/{job_id}",
             "dead letters": "/dead-letters",
