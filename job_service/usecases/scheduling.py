@@ -8,6 +8,7 @@ The policy itself (line order, limits) is ``domain/scheduling.py``; the claim's 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from job_service import metrics
@@ -18,6 +19,8 @@ from job_service.usecases.checks import is_uuid, require_batch, require_name
 from shared.ai.provider import UsageRecord
 from shared.errors import ErrorCode, FieldViolation, InvalidInput
 from shared.registry import Registry
+
+log = logging.getLogger(__name__)
 
 # A worker names at most this many definitions it runs.
 MAX_RUNNABLE = 256
@@ -91,18 +94,28 @@ class Scheduler:
         retry_after_s: float = 0.0,
     ) -> None:
         """An attempt ended with this usage: its tier's reservation is settled, and a 429
-        (with the provider's Retry-After) backs the tier off."""
+        (with the provider's Retry-After) backs the tier off. Called after the attempt's
+        outcome is committed: a failure here is logged, never the caller's."""
         await self.attempts_ended([(job_id, usage)])
         if error_code == ErrorCode.PROVIDER_RATE_LIMITED:
-            await self._rates.throttled(job_id, retry_after_s)
+            try:
+                await self._rates.throttled(job_id, retry_after_s)
+            except Exception:
+                log.warning(
+                    "job %s: the 429 could not be applied to its tier", job_id, exc_info=True
+                )
 
     async def attempts_ended(self, ended: Sequence[tuple[str, Sequence[UsageRecord]]]) -> None:
-        await self._rates.settle(
-            [
-                (job_id, sum(u.input_tokens + u.output_tokens for u in usage))
-                for job_id, usage in ended
-            ]
-        )
+        """Settles the ended attempts' token reservations (best effort: an unsettled one
+        only keeps its reservation, and the tier's budget refills anyway)."""
+        used = [
+            (job_id, sum(u.input_tokens + u.output_tokens for u in usage))
+            for job_id, usage in ended
+        ]
+        try:
+            await self._rates.settle(used)
+        except Exception:
+            log.warning("settling %d token reservations failed", len(used), exc_info=True)
 
     async def hold(self, job: Job) -> Hold | None:
         """Why a waiting job is not running (None when it does not wait)."""

@@ -123,12 +123,21 @@ SELECT id::text AS id, next_run_at FROM jobs
 WHERE id = ANY($1::text[]::uuid[]) AND status IN {WAITING} AND next_run_at > now()
 """
 
-# Does the queue hold due jobs of definitions this worker does not run?
-OTHER_VERSIONS_WAIT = f"""
-SELECT EXISTS (
-    SELECT 1 FROM jobs j
-    WHERE j.queue = $1 AND j.status IN {WAITING} AND {DUE}
-      AND NOT (j.job_type || '@' || j.definition_version = ANY($2::text[])))
+# What still waits in the queue, read without locks (rows other claims hold are seen):
+# due jobs this worker could be granted, and due jobs of definitions it does not run.
+WAITING_LEFT = f"""
+SELECT
+    EXISTS (
+        SELECT 1 FROM jobs j
+        WHERE j.queue = $1 AND j.status IN {WAITING} AND {DUE} AND {KEY_ROOM}
+          AND ($2::text[] IS NULL OR j.job_type || '@' || j.definition_version = ANY($2::text[]))
+          AND NOT EXISTS (SELECT 1 FROM queue_controls q WHERE q.queue = $1 AND q.paused)
+    ) AS mine,
+    $2::text[] IS NOT NULL AND EXISTS (
+        SELECT 1 FROM jobs j
+        WHERE j.queue = $1 AND j.status IN {WAITING} AND {DUE}
+          AND NOT (j.job_type || '@' || j.definition_version = ANY($2::text[]))
+    ) AS others
 """
 
 RATE_HELD_WAIT = f"""
@@ -146,6 +155,9 @@ ON CONFLICT (worker_id) DO UPDATE SET definitions = EXCLUDED.definitions, seen_a
 WORKER_RECORD_INTERVAL_S = 5.0
 # Candidates read per token: spares for the ones the limits hold back.
 CANDIDATE_SLACK = 2
+# A token left unused while grantable jobs still wait (locked by a concurrent claim) comes
+# back this soon.
+CONTENDED_RECHECK_S = 0.05
 
 
 class ClaimRepository:
@@ -190,7 +202,9 @@ class ClaimRepository:
             retry_after = None
             if len(grants) < want:
                 held_by_rate = held_by_rate or await self._rate_held(conn, queue, spent)
-                retry_after = await self._token_retry(conn, queue, runnable, held_by_rate)
+                retry_after = await self._token_retry(
+                    conn, queue, list(runnable) if runnable is not None else None, held_by_rate
+                )
         return QueueClaim(grants, retry_after)
 
     async def claim_jobs(
@@ -251,10 +265,10 @@ class ClaimRepository:
         demand = rate_demand(admitted)
         if not demand:
             return [(c, 0) for c in admitted], False
-        tokens = {key: self._estimated_tokens.get(key, 0) for key in demand}
-        granted = {
-            key: await self._rates.reserve(conn, key, n, tokens[key]) for key, n in demand.items()
-        }
+        granted, tokens = {}, {}
+        for key, n in demand.items():
+            estimate = self._estimated_tokens.get(key, 0)
+            granted[key], tokens[key] = await self._rates.reserve(conn, key, n, estimate)
         chosen = within_rate(admitted, granted)
         return (
             [(c, tokens[c.rate_key] if c.rate_key else 0) for c in chosen],
@@ -309,14 +323,20 @@ class ClaimRepository:
         runnable: Sequence[str] | None,
         held_by_rate: bool,
     ) -> datetime | None:
-        """When an unused token should come back: once the rate limit that held jobs back
-        has budget again, or shortly when due jobs wait for a worker of another version.
-        Jobs held by a full concurrency key get a new token when a job of the key ends, a
-        paused queue's jobs when it resumes: their tokens are dropped."""
+        """When an unused token should come back, or None to drop it. Back once the rate
+        limit that held jobs back has budget again; shortly when grantable jobs still wait
+        (rows a concurrent claim had locked: it may not grant them); after a second when
+        due jobs wait for a worker of another version. Jobs held by a full concurrency key
+        get a new token when a job of the key ends, a paused queue's when it resumes: with
+        only those left, the token is dropped."""
         now = datetime.now(UTC)
         if held_by_rate:
             return now + timedelta(seconds=self._rates.seconds_until_budget())
-        if runnable is not None and await conn.fetchval(OTHER_VERSIONS_WAIT, queue, runnable):
+        left = await conn.fetchrow(WAITING_LEFT, queue, runnable)
+        assert left is not None
+        if left["mine"]:
+            return now + timedelta(seconds=CONTENDED_RECHECK_S)
+        if left["others"]:
             return now + timedelta(seconds=VERSION_RECHECK_S)
         return None
 

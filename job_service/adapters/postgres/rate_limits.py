@@ -85,10 +85,13 @@ WITH used AS (
 ), cleared AS (
     UPDATE jobs j SET reserved_tokens = NULL FROM used WHERE j.id = used.id
 ), per_tier AS (
-    SELECT model_tier AS key, sum(reserved_tokens - used) AS back FROM used GROUP BY model_tier
+    SELECT model_tier AS key, sum(reserved_tokens - used) AS back, sum(used)::float8 AS used,
+           count(*) AS attempts
+    FROM used GROUP BY model_tier
 )
 UPDATE rate_limits r SET tokens_available = tokens_available + per_tier.back
 FROM per_tier WHERE r.key = per_tier.key
+RETURNING r.key, per_tier.used, per_tier.attempts
 """
 
 STATES = f"""
@@ -102,6 +105,10 @@ FROM rate_limits r WHERE r.key = ANY($1::text[]) ORDER BY r.key
 """
 
 
+# How much each settled batch moves a tier's average of tokens per attempt.
+SMOOTHING = 0.2
+
+
 class RateLimitRepository:
     """The tiers' buckets, with a per-replica memory of which tiers are spent (so that a
     claim's scan passes their jobs over instead of locking them for nothing)."""
@@ -111,6 +118,8 @@ class RateLimitRepository:
         self._limits = dict(limits)
         self._recovery_s = recovery_s
         self._spent_until: dict[str, float] = {}  # tier -> monotonic time budget returns
+        # tier -> running average of the tokens an attempt really used (settled here)
+        self._tokens_per_attempt: dict[str, float] = {}
 
     def limits(self, key: str) -> RateLimit | None:
         return self._limits.get(key)
@@ -133,10 +142,16 @@ class RateLimitRepository:
         key: str,
         wanted: int,
         tokens_each: int,
-    ) -> int:
-        """Spends the tier's budget on up to ``wanted`` grants; how many fit."""
+    ) -> tuple[int, int]:
+        """Spends the tier's budget on up to ``wanted`` grants; how many fit. Each grant
+        reserves the tier's running average of tokens per attempt (``tokens_each``, the
+        definitions' estimate, until attempts have been settled), so a wrong estimate
+        does not leave the budget idle or overspent for long. Returns (grants that fit,
+        tokens each one reserved)."""
         limit = self._limits[key]
-        each = min(tokens_each, int(limit.token_burst)) if limit.tokens_per_minute else 0
+        # what attempts of the tier really use, once known; the definitions' estimate before
+        each = round(self._tokens_per_attempt.get(key, tokens_each))
+        each = min(each, int(limit.token_burst)) if limit.tokens_per_minute else 0
         row = await conn.fetchrow(
             RESERVE,
             key,
@@ -149,7 +164,7 @@ class RateLimitRepository:
         )
         if row is None:  # no bucket (configured after start-up): grant nothing until it is
             await self.ensure_buckets()
-            return 0
+            return 0, each
         granted = int(row["granted"])
         if granted < wanted:
             wait = limit.seconds_until(
@@ -160,7 +175,7 @@ class RateLimitRepository:
             self._spent_until[key] = time.monotonic() + max(wait, 0.01)
         else:
             self._spent_until.pop(key, None)
-        return granted
+        return granted, each
 
     def spent_keys(self) -> list[str]:
         """The tiers that had no budget at their last claim here and have not refilled."""
@@ -188,9 +203,15 @@ class RateLimitRepository:
         """Settles the reservations of ended attempts: (job id, tokens really used)."""
         if not self._limits or not used:
             return
-        await self._pool.execute(
+        rows = await self._pool.fetch(
             SETTLE_RESERVED, [job_id for job_id, _ in used], [n for _, n in used]
         )
+        for row in rows:
+            average = row["used"] / row["attempts"]
+            known = self._tokens_per_attempt.get(row["key"])
+            self._tokens_per_attempt[row["key"]] = (
+                average if known is None else known + SMOOTHING * (average - known)
+            )
 
     async def states(self) -> list[BucketState]:
         rows = await self._pool.fetch(STATES, sorted(self._limits))
