@@ -98,11 +98,16 @@ SELECT parent_job_id::text AS parent, job_type, count(*) AS n FROM jobs
 WHERE parent_job_id IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1
 """
 
-# the first sign of a job back at work after a fault: a new attempt, or its end
+# the first sign of a job back at work after a fault: a new attempt, or its end; or its
+# end before the fault (an event's time is its transaction's start: an attempt that ended
+# just before the injection can commit after the fault listed the job as affected)
 RECOVERED_AT = """
-SELECT extract(epoch FROM min(created_at)) FROM job_events
-WHERE job_id = $1::uuid AND created_at > to_timestamp($2)
-  AND (to_status = 'running' OR to_status = ANY($3::text[]))
+SELECT extract(epoch FROM coalesce(
+    (SELECT min(created_at) FROM job_events
+     WHERE job_id = $1::uuid AND created_at > to_timestamp($2)
+       AND (to_status = 'running' OR to_status = ANY($3::text[]))),
+    (SELECT min(created_at) FROM job_events
+     WHERE job_id = $1::uuid AND to_status = ANY($3::text[]))))
 """
 
 LEASE_EXPIRED_AFTER_SHUTDOWN = """
@@ -501,7 +506,7 @@ async def _recoveries(pool: asyncpg.Pool, record: FaultRecord, report: Report) -
         if at is None:
             report.violations.append(f"{record.kind} {record.target}: job {job_id} never resumed")
             continue
-        took = float(at) - record.injected_at
+        took = max(float(at) - record.injected_at, 0.0)  # 0: it had ended before the fault
         slowest = took if slowest is None else max(slowest, took)
         if record.bound_s is not None and took > record.bound_s:
             report.violations.append(
