@@ -39,6 +39,10 @@ class StackSettings:
     # after an expired lease is at most this
     first_backoff_s: float = 0.2
     job_type_modules: str = SCHED_JOB_TYPE_MODULES
+    # one priority level is worth this much waiting (default 10 s): a job overtaken by
+    # better-placed work (a token re-sent for it after NATS lost its store grants the best
+    # job in line) waits at most (priority gap x step), which the bounds' slack absorbs
+    priority_step_s: float = 0.25
     rate_limits: str = json.dumps(RATE_LIMITS)
 
     def job_service_env(self) -> dict[str, str]:
@@ -59,6 +63,7 @@ class StackSettings:
             "JOBS_LOG_LEVEL": "INFO",
             "JOBS_JOB_TYPE_MODULES": self.job_type_modules,
             "JOBS_RATE_LIMITS": self.rate_limits,
+            "JOBS_SCHED_PRIORITY_STEP_S": str(self.priority_step_s),
         }
 
     def worker_env(self) -> dict[str, str]:

@@ -56,9 +56,10 @@ FINAL_REASONS = {"JOB_NOT_CANCELLABLE", "JOB_ALREADY_CANCELLED", "JOB_NOT_FOUND"
 # Scheduling drawn per created job, whatever its kind: delayed (run_at this far ahead) ...
 DELAYED_SHARE = 0.15
 DELAY_S = (0.5, 4.0)
-# ... and a priority other than the type's default (one level: 10 s of waiting)
+# ... and a priority other than the type's default (one level: StackSettings.priority_step_s
+# of waiting; the widest gap, 4 levels, stays inside the recovery bounds' slack)
 PRIORITISED_SHARE = 0.25
-PRIORITIES = (-3, -1, 1, 2, 5)
+PRIORITIES = (-2, -1, 1, 2)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
