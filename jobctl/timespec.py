@@ -20,6 +20,8 @@ _MAX_DURATION_S = 315_576_000_000
 
 def delay(text: str) -> timedelta:
     """``90`` (seconds), ``90s``, ``1500ms``, ``5m``, ``1.5h``, ``2d``; not negative."""
+    if text.strip().startswith("-"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a delay cannot be negative")
     found = _DELAY.match(text.strip().lower())
     if found is None:
         raise argparse.ArgumentTypeError(
