@@ -517,6 +517,64 @@ class Console:
         redriven = await self.api.redrive(session.token, ids)
         return RedirectResponse(f"/dead-letters?redriven={redriven}", status_code=303)
 
+    # --- queues and rate limits -----------------------------------------------------------
+
+    async def queues_page(self, request: Request, session: Session) -> Response:
+        queues, limits = await asyncio.gather(
+            self.api.queues(session.token), self.api.rate_limits(session.token)
+        )
+        return self.page(
+            "queues.html",
+            session,
+            nav="queues",
+            queues=queues,
+            limits=limits,
+            paused=request.query_params.get("paused", ""),
+            resumed=request.query_params.get("resumed", ""),
+        )
+
+    async def confirm_pause(self, request: Request, session: Session) -> Response:
+        return await self.confirm_queue(request, session, "pause")
+
+    async def confirm_resume(self, request: Request, session: Session) -> Response:
+        return await self.confirm_queue(request, session, "resume")
+
+    async def confirm_queue(self, request: Request, session: Session, action: str) -> Response:
+        """The confirmation page of pause/resume; a name that is no queue is 404."""
+        name = request.path_params["queue"]
+        queue = next((q for q in await self.api.queues(session.token) if q.name == name), None)
+        if queue is None:
+            return self.page(
+                "error.html", session, 404, title="Not found", message=f"No queue named {name}."
+            )
+        question = (
+            f"Pause queue {name}? No more of its jobs start until it is resumed; running "
+            "jobs finish, and new jobs can still be created."
+            if action == "pause"
+            else f"Resume queue {name}? Its waiting jobs are granted to workers again."
+        )
+        return self.page(
+            "confirm.html",
+            session,
+            nav="queues",
+            question=question,
+            queue=queue,
+            action=f"/queues/{name}/{action}",
+            back="/queues",
+            fields=[],
+            error="",
+        )
+
+    async def pause(self, request: Request, session: Session) -> Response:
+        name = request.path_params["queue"]
+        await self.api.pause(session.token, name)  # an unknown queue: INVALID_ARGUMENT, 400
+        return RedirectResponse(f"/queues?{urlencode({'paused': name})}", status_code=303)
+
+    async def resume(self, request: Request, session: Session) -> Response:
+        name = request.path_params["queue"]
+        await self.api.resume(session.token, name)
+        return RedirectResponse(f"/queues?{urlencode({'resumed': name})}", status_code=303)
+
     # --- definitions ----------------------------------------------------------------------
 
     async def definitions(self, request: Request, session: Session) -> Response:
@@ -552,6 +610,11 @@ class Console:
             Route("/dead-letters/redrive", guard(self.confirm_redrive), methods=["GET"]),
             Route("/dead-letters/redrive", guard(self.redrive), methods=["POST"]),
             Route("/definitions", guard(self.definitions)),
+            Route("/queues", guard(self.queues_page)),
+            Route("/queues/{queue}/pause", guard(self.confirm_pause), methods=["GET"]),
+            Route("/queues/{queue}/pause", guard(self.pause), methods=["POST"]),
+            Route("/queues/{queue}/resume", guard(self.confirm_resume), methods=["GET"]),
+            Route("/queues/{queue}/resume", guard(self.resume), methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ]
         app = Starlette(routes=routes, lifespan=self.lifespan)

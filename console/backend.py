@@ -131,6 +131,32 @@ class Backend:
         )
         return int(response.redriven)
 
+    async def queues(self, token: str) -> list[apb.QueueInfo]:
+        response = await self._admin.ListQueues(
+            apb.ListQueuesRequest(), metadata=self._auth(token), timeout=CALL_TIMEOUT_S
+        )
+        return list(response.queues)
+
+    async def pause(self, token: str, queue: str) -> apb.QueueInfo:
+        response = await self._admin.PauseQueue(
+            apb.PauseQueueRequest(queue=queue), metadata=self._auth(token), timeout=CALL_TIMEOUT_S
+        )
+        info: apb.QueueInfo = response.queue
+        return info
+
+    async def resume(self, token: str, queue: str) -> apb.QueueInfo:
+        response = await self._admin.ResumeQueue(
+            apb.ResumeQueueRequest(queue=queue), metadata=self._auth(token), timeout=CALL_TIMEOUT_S
+        )
+        info: apb.QueueInfo = response.queue
+        return info
+
+    async def rate_limits(self, token: str) -> list[apb.RateLimitInfo]:
+        response = await self._admin.ListRateLimits(
+            apb.ListRateLimitsRequest(), metadata=self._auth(token), timeout=CALL_TIMEOUT_S
+        )
+        return list(response.limits)
+
     async def watch(self, token: str, job: job_pb2.Job) -> AsyncIterator[job_pb2.Job]:
         """The job's state now, then each change, until it ends (WatchJob)."""
         call = self._jobs.WatchJob(

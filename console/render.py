@@ -49,6 +49,13 @@ def when(stamp: Timestamp) -> str:
     return at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
+def ahead(stamp: Timestamp) -> str:
+    """``when``, for a time still to come; "" once it has passed (or when unset)."""
+    if not stamp.seconds and not stamp.nanos:
+        return ""
+    return when(stamp) if stamp.ToDatetime(tzinfo=UTC) > datetime.now(UTC) else ""
+
+
 def as_json(message: Message | None) -> str:
     if message is None:
         return ""
@@ -64,6 +71,20 @@ def schema(text: str) -> str:
         return plain_json(json.loads(text))
     except ValueError:
         return text
+
+
+def hold_label(reason: int) -> str:
+    """``REASON_QUEUE_PAUSED`` -> ``queue paused``."""
+    try:
+        name = str(job_pb2.JobHold.Reason.Name(reason))
+    except ValueError:
+        return str(reason)
+    return name.removeprefix("REASON_").lower().replace("_", " ")
+
+
+def has_hold(job: job_pb2.Job) -> bool:
+    """A waiting job's hold (AdminService.GetJob answers only)."""
+    return job.HasField("hold") and job.hold.reason != job_pb2.JobHold.REASON_UNSPECIFIED
 
 
 def is_terminal(job: job_pb2.Job) -> bool:
@@ -87,9 +108,12 @@ def environment() -> Environment:
         as_json=as_json,
         schema=schema,
         clock=ago,
+        hold=hold_label,
+        ahead=ahead,
     )
     env.globals.update(
         is_terminal=is_terminal,
+        has_hold=has_hold,
         RETRYABLE=RETRYABLE,
         STATUS_LABELS=STATUS_LABELS,
     )

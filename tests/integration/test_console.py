@@ -10,6 +10,7 @@ The console runs in this test's event loop through httpx's ASGI transport, not S
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator
 from http.cookies import SimpleCookie
@@ -18,17 +19,21 @@ import asyncpg
 import httpx
 import pytest
 import uvicorn
+from google.protobuf.duration_pb2 import Duration
 
 from console.app import Console
 from console.overview import parse_metrics
 from console.sessions import SESSION_COOKIE
 from console.settings import ConsoleSettings
 from devstack.embedded import free_port
+from shared.constants import Queue
+from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
+from shared.pbconv import struct_from_dict
 from tests.support.shared_stack import SharedStack, shared_stack
-from tests.support.stack import ADMIN_TOKEN, CLIENT_TOKEN
+from tests.support.stack import ADMIN_TOKEN, CLIENT_TOKEN, running_job_service
 from tests.support.wait import eventually
 
 __all__ = ["shared_stack"]
@@ -104,7 +109,17 @@ async def failed_job(stack: SharedStack, user_id: str = "carol") -> str:
 
 
 @pytest.mark.parametrize(
-    "path", ["/", "/jobs", "/jobs?status=queued", "/definitions", "/dead-letters", "/jobs/x"]
+    "path",
+    [
+        "/",
+        "/jobs",
+        "/jobs?status=queued",
+        "/definitions",
+        "/dead-letters",
+        "/jobs/x",
+        "/queues",
+        "/queues/ai-interactive/pause",
+    ],
 )
 async def test_no_session_redirects_every_page_to_sign_in(console: Console, path: str) -> None:
     async with http(console) as client:
@@ -343,6 +358,141 @@ async def test_overview_counts_recent_jobs_and_dead_letters(
     assert "JOBS_CONSOLE_METRICS_URL" in page.text  # no metrics endpoint configured here
     assert page.headers["server-timing"].startswith("app;dur=")
     assert "default-src 'self'" in page.headers["content-security-policy"]
+
+
+QUEUE = Queue.INTERACTIVE.value  # synthetic's queue
+
+
+async def queue_control(database_url: str, queue: str) -> asyncpg.Record | None:
+    db = await asyncpg.connect(database_url)
+    try:
+        return await db.fetchrow("SELECT * FROM queue_controls WHERE queue = $1", queue)
+    finally:
+        await db.close()
+
+
+def row_of(page: str, row_id: str) -> str:
+    found = re.search(rf'<tr id="{row_id}">.*?</tr>', page, re.S)
+    assert found is not None, f"no row {row_id}"
+    return found.group(0)
+
+
+async def test_queues_page_lists_every_queue_with_its_counts(
+    admin: httpx.AsyncClient, shared_stack: SharedStack
+) -> None:
+    page = await admin.get("/queues")
+    assert page.status_code == 200
+    assert '<a href="/queues" class="here">Queues</a>' in page.text
+    interactive = row_of(page.text, f"queue-{QUEUE}")
+    # alice's queued job waits; her running job runs
+    waiting, eligible, running = re.findall(r'<td class="num">(\d+)</td>', interactive)[:3]
+    assert int(waiting) >= 1 and int(running) >= 1 and int(eligible) <= int(waiting)
+    assert f'id="pause-{QUEUE}" href="/queues/{QUEUE}/pause"' in interactive
+    assert 'id="no-rate-limits"' in page.text  # this stack configures none
+
+
+async def test_pausing_a_queue_without_the_csrf_token_is_forbidden_and_changes_nothing(
+    admin: httpx.AsyncClient, shared_stack: SharedStack
+) -> None:
+    for data in ({}, {"csrf": "not-the-token"}):
+        refused = await admin.post(f"/queues/{QUEUE}/pause", data=data)
+        assert refused.status_code == 403
+        assert "Nothing was changed" in refused.text
+    assert await queue_control(shared_stack.database_url, QUEUE) is None
+    # nor through a GET: that only asks
+    confirm = await admin.get(f"/queues/{QUEUE}/pause")
+    assert f"Pause queue {QUEUE}?" in confirm.text
+    assert await queue_control(shared_stack.database_url, QUEUE) is None
+    missing = await admin.get("/queues/no-such-queue/pause")
+    assert missing.status_code == 404
+
+
+async def test_pause_and_resume_after_confirmation(
+    admin: httpx.AsyncClient, shared_stack: SharedStack
+) -> None:
+    job = (await shared_stack.client.create(user_id="judy")).job
+    csrf = await csrf_of(admin, f"/queues/{QUEUE}/pause")
+    try:
+        paused = await admin.post(f"/queues/{QUEUE}/pause", data={"csrf": csrf})
+        assert (paused.status_code, paused.headers["location"]) == (303, f"/queues?paused={QUEUE}")
+        control = await queue_control(shared_stack.database_url, QUEUE)
+        assert control is not None
+        assert (control["paused"], control["paused_by"]) == (True, "test-admin")
+        listing = await admin.get(paused.headers["location"])
+        assert f"Queue {QUEUE} paused" in listing.text
+        interactive = row_of(listing.text, f"queue-{QUEUE}")
+        assert "paused</span> since" in interactive and "<code>test-admin</code>" in interactive
+        assert f'id="resume-{QUEUE}"' in interactive
+        held = await admin.get(f"/jobs/{job.id}")
+        assert 'id="hold-reason">queue paused<' in held.text
+        assert QUEUE in re.search(r'id="hold-detail">([^<]*)<', held.text).group(1)  # type: ignore[union-attr]
+        refused = await admin.post("/queues/no-such-queue/pause", data={"csrf": csrf})
+        assert refused.status_code == 400
+        assert await queue_control(shared_stack.database_url, "no-such-queue") is None
+
+        resume_csrf = await csrf_of(admin, f"/queues/{QUEUE}/resume")
+        resumed = await admin.post(f"/queues/{QUEUE}/resume", data={"csrf": resume_csrf})
+        assert resumed.headers["location"] == f"/queues?resumed={QUEUE}"
+    finally:
+        await shared_stack.client.admin.ResumeQueue(apb.ResumeQueueRequest(queue=QUEUE))
+    control = await queue_control(shared_stack.database_url, QUEUE)
+    assert control is not None and control["paused"] is False
+    after = await admin.get(f"/jobs/{job.id}")
+    assert 'id="hold-reason">queue paused<' not in after.text
+
+
+async def test_a_delayed_job_shows_when_it_runs_and_why_it_waits(
+    admin: httpx.AsyncClient, shared_stack: SharedStack
+) -> None:
+    created = await shared_stack.client.jobs.CreateJob(
+        jpb.CreateJobRequest(
+            user_id="kim",
+            job_type="synthetic",
+            input=struct_from_dict({}),
+            delay=Duration(seconds=3600),
+        )
+    )
+    job = created.job
+    page = await admin.get(f"/jobs/{job.id}")
+    assert page.status_code == 200
+    assert 'class="status s-created">created' in page.text
+    run_at = re.search(r'<dt>runs at</dt><dd id="next-run">([^<]+)</dd>', page.text)
+    assert run_at is not None
+    assert run_at.group(1).startswith(job.next_run_at.ToDatetime().strftime("%Y-%m-%d %H:%M:%S"))
+    assert 'id="hold-reason">not due<' in page.text
+    assert re.search(r'id="hold-until">([^<]+)<', page.text).group(1) == run_at.group(1)  # type: ignore[union-attr]
+    assert f'data-live="/jobs/{job.id}/live"' in page.text  # it can still change
+    assert 'id="cancel"' in page.text  # cancellable while it waits
+
+
+RATE_LIMITS = {"primary": {"requests_per_minute": 600, "tokens_per_minute": 200000}}
+
+
+@pytest.fixture
+async def limited(database_url: str, nats_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """A signed-in console of a job service with a rate limit on the primary tier."""
+    async with running_job_service(
+        database_url, nats_url, rate_limits=json.dumps(RATE_LIMITS)
+    ) as app:
+        console = Console(ConsoleSettings(job_service_target=f"127.0.0.1:{app.port}"))  # type: ignore[call-arg]
+        asgi = console.app()
+        async with (
+            console.lifespan(asgi),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=asgi), base_url="http://console.test"
+            ) as client,
+        ):
+            assert (await sign_in(client)).status_code == 303
+            yield client
+
+
+async def test_the_queues_page_shows_each_rate_limit(limited: httpx.AsyncClient) -> None:
+    page = await limited.get("/queues")
+    assert page.status_code == 200
+    primary = row_of(page.text, "limit-primary")
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", primary)
+    assert cells[:4] == ["primary", "600", "200000", "100%"]
+    assert cells[6:] == ["\u2013", "0", "0"]  # not blocked, nothing waiting, no 429 yet
 
 
 @pytest.fixture
