@@ -292,3 +292,28 @@ async def test_run_at_in_the_past_means_now_and_bad_schedules_are_refused(
 
     assert set(refusals.values()) == {grpc.StatusCode.INVALID_ARGUMENT}
     assert await db.fetchval("SELECT count(*) FROM jobs WHERE user_id = 'other'") == 0
+
+
+async def test_a_job_delayed_an_hour_survives_a_restart_and_can_then_be_cancelled(
+    database_url: str, nats_url: str, db: asyncpg.Connection
+) -> None:
+    async with (
+        running_job_service(database_url, nats_url, Registry(REGISTRY)) as first,
+        open_channel(f"127.0.0.1:{first.port}") as channel,
+    ):
+        job = await create(Client(channel), delay=Duration(seconds=3600))
+
+    async with (
+        running_job_service(database_url, nats_url, Registry(REGISTRY)) as second,
+        open_channel(f"127.0.0.1:{second.port}") as channel,
+    ):
+        client = Client(channel)
+        after = await client.get(job.id, "u1")
+        nothing = await claim(client, 1)
+        cancelled = await client.jobs.CancelJob(jpb.CancelJobRequest(job_id=job.id, user_id="u1"))
+
+    assert after.status == job_pb2.JOB_STATUS_CREATED
+    assert after.next_run_at == job.next_run_at
+    assert granted(nothing) == []
+    assert cancelled.job.status == job_pb2.JOB_STATUS_CANCELLED
+    assert await db.fetchval("SELECT status FROM jobs WHERE id = $1", job.id) == "cancelled"
