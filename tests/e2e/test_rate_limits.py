@@ -150,6 +150,13 @@ async def test_a_429_stops_every_worker_until_its_retry_after_then_recovers(
     async with fleet(database_url, nats_url, openai_server, limits) as client:
         first = await create_evaluations(client, 5)
         await eventually(lambda: all_succeeded(db, first), timeout=30, interval=0.1)
+        # their review-card children too: the next request must be a primary-tier one
+        await eventually(
+            lambda: db.fetchval(
+                "SELECT count(*) = 0 FROM jobs WHERE status NOT IN ('succeeded', 'failed')"
+            ),
+            timeout=30,
+        )
         throttled_at = len(openai_server.requests)
         openai_server.script(Reply(status=429, headers={"Retry-After": "2"}))
         rest = await create_evaluations(client, 20)
@@ -157,6 +164,7 @@ async def test_a_429_stops_every_worker_until_its_retry_after_then_recovers(
         limits_after = await db.fetchrow("SELECT factor, throttled_total FROM rate_limits")
 
     refused = openai_server.requests[throttled_at]
+    assert refused.body.get("model") == PRIMARY
     later = [
         r.at - refused.at
         for r in openai_server.requests[throttled_at + 1 :]

@@ -17,8 +17,11 @@ from typing import Any
 import asyncpg
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
+from prometheus_client import REGISTRY
 
 from job_service.app import JobServiceApp
+from shared.pb.jobs.v1 import admin_service_pb2 as apb
+from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
 from shared.registry import default_registry
@@ -256,3 +259,35 @@ async def test_delayed_jobs_start_on_time_and_never_before(
     assert lateness[0] >= 0, "a job started before its time"
     p99 = lateness[int(len(lateness) * 0.99) - 1]
     assert p99 <= 1.0, f"p99 lateness {p99:.3f} s (median {statistics.median(lateness):.3f})"
+
+
+async def test_a_rolling_deploy_runs_each_job_on_a_worker_of_its_version(
+    database_url: str, nats_url: str, db: asyncpg.Connection, workers: Callable[..., WorkerProcess]
+) -> None:
+    """job_service creates versioned@2.0.0 jobs; an old worker runs only 1.0.0: the jobs
+    wait, explained and counted, until a worker of their version arrives."""
+    async with service(database_url, nats_url, metrics_collect_interval_s=0.2) as (app, client):
+        target = f"127.0.0.1:{app.port}"
+        workers("old", target, SCHED_TEST_VERSION="1.0.0")
+        ids = await create_many(client, 20, user="u1", job_type="versioned")
+        await eventually(
+            lambda: db.fetchval(
+                "SELECT count(*) > 0 FROM worker_definitions WHERE worker_id = 'old'"
+            ),
+            timeout=30,
+        )
+        hold = (await client.admin.GetJob(apb.AdminGetJobRequest(job_id=ids[0]))).job.hold
+        waiting = await eventually(
+            lambda: (REGISTRY.get_sample_value("jobs_waiting_without_worker") or 0) >= 20,
+            timeout=10,
+        )
+        workers("new", target)
+        await eventually(lambda: all_finished(db, ids), timeout=60, interval=0.2)
+
+    assert hold.reason == job_pb2.JobHold.REASON_NO_WORKER_FOR_VERSION
+    assert hold.key == "versioned@2.0.0"
+    assert waiting
+    ran_on = await db.fetch(
+        "SELECT DISTINCT locked_by FROM jobs WHERE id = ANY($1::text[]::uuid[])", ids
+    )
+    assert [r["locked_by"] for r in ran_on] == ["new"]

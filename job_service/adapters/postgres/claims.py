@@ -108,8 +108,11 @@ WITH prior AS (
               j.credential_id::text AS credential_id,
               extract(epoch FROM now() - prior.due_at)::float8 AS waited_s, j.sched_key
 ), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
-    SELECT id, from_status, 'running', attempt_count, $2 FROM locked
+    -- the time of the grant itself, not of the transaction's start: a claim may wait for a
+    -- key's lock, and its timeline must not show it running before the job it waited for
+    -- ended
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id, created_at)
+    SELECT id, from_status, 'running', attempt_count, $2, clock_timestamp() FROM locked
 )
 SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
        l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s
