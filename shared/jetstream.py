@@ -6,6 +6,8 @@ Both streams are declared here so that the job service (which publishes) and the
 
 from __future__ import annotations
 
+import dataclasses
+
 from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
@@ -34,6 +36,7 @@ EVENTS_MAX_AGE_S = 7 * 24 * 3600.0
 DISPATCH_ACK_WAIT_S = 30.0
 
 STREAMS = (
+    # num_replicas is set by ensure_streams (JOBS_NATS_STREAM_REPLICAS)
     StreamConfig(
         name=DISPATCH_STREAM,
         subjects=[f"{DISPATCH_SUBJECT_PREFIX}.>"],
@@ -52,8 +55,14 @@ STREAMS = (
 )
 
 
-async def ensure_streams(js: JetStreamContext) -> None:
-    for config in STREAMS:
+def replicated(config: StreamConfig, replicas: int) -> StreamConfig:
+    """``config`` stored on ``replicas`` servers of a JetStream cluster (R3: survives one
+    server's loss, acknowledged by a quorum). The consumers inherit it."""
+    return dataclasses.replace(config, num_replicas=replicas)
+
+
+async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> None:
+    for config in (replicated(c, replicas) for c in STREAMS):
         try:
             await js.stream_info(config.name)  # type: ignore[arg-type]
         except NotFoundError:
