@@ -99,7 +99,14 @@ class JobServiceApp:
             s.startup_timeout_s,
             lambda: connect_nats(s.nats_url, f"job_service {self.instance_id}"),
         )
-        await ensure_streams(self._nc.jetstream(), s.nats_stream_replicas)
+        # retried too: a JetStream cluster that is still electing its leaders (or creating
+        # replicated streams on a loaded machine) times requests out for a while
+        nc = self._nc
+        await within_startup(
+            "JetStream streams",
+            s.startup_timeout_s,
+            lambda: ensure_streams(nc.jetstream(), s.nats_stream_replicas),
+        )
         publisher = NatsPublisher(self._nc, stream_replicas=s.nats_stream_replicas)
         outbox_store = OutboxRepository(self._pool)
         self._dispatcher = OutboxDispatcher(

@@ -61,17 +61,22 @@ def replicated(config: StreamConfig, replicas: int) -> StreamConfig:
     return dataclasses.replace(config, num_replicas=replicas)
 
 
-async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> None:
-    for config in (replicated(c, replicas) for c in STREAMS):
+async def ensure_streams(js: JetStreamContext, replicas: int | None = None) -> None:
+    """Declares the streams, or updates them in place. ``replicas`` None (the workers)
+    keeps an existing stream's replica count and creates a missing one with 1: only the job
+    service, which knows JOBS_NATS_STREAM_REPLICAS, chooses it — a worker declaring the
+    streams after a store loss must not scale an R3 stream down to one server."""
+    for base in STREAMS:
         try:
-            await js.stream_info(config.name)  # type: ignore[arg-type]
+            info = await js.stream_info(base.name)  # type: ignore[arg-type]
         except NotFoundError:
             try:
-                await js.add_stream(config)
+                await js.add_stream(replicated(base, replicas or 1))
                 continue
             except BadRequestError:
-                pass  # another process created it meanwhile
-        await js.update_stream(config)
+                info = await js.stream_info(base.name)  # type: ignore[arg-type]
+        keep = info.config.num_replicas or 1
+        await js.update_stream(replicated(base, replicas or keep))
 
 
 def dispatch_consumer_config(queue: str) -> ConsumerConfig:

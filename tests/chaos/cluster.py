@@ -23,6 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devstack.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database, free_port
 from shared.grpc_client import aio_channel
+from tests.chaos.nats_cluster import NatsCluster
 from tests.chaos.profiles import StackSettings
 from tests.support.processes import (
     JobServiceProcess,
@@ -68,6 +69,7 @@ class Replica:
             c.nats.url,
             self.port,
             **c.settings.job_service_env(),
+            **c.nats_env(),
         )
         await wait_serving(self.target, self.process)
 
@@ -98,14 +100,25 @@ class WorkerSlot:
 
 class Cluster:
     def __init__(
-        self, root: Path, settings: StackSettings, *, replicas: int = 2, workers: int = 3
+        self,
+        root: Path,
+        settings: StackSettings,
+        *,
+        replicas: int = 2,
+        workers: int = 3,
+        nats_servers: int = 1,
     ) -> None:
         self.root = root
         self.settings = settings
         self.log_dir = root / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.pg = EmbeddedPostgres(root / "pg", settings=PG_SETTINGS)
-        self.nats = EmbeddedNats(root / "nats")
+        # one server, or a JetStream cluster with every stream on all of its servers
+        self.nats: EmbeddedNats | NatsCluster = (
+            NatsCluster(root / "nats", nats_servers)
+            if nats_servers > 1
+            else EmbeddedNats(root / "nats")
+        )
         self.replicas = [Replica(self, i + 1) for i in range(replicas)]
         # workers spread over the replicas: each talks to one, as a pod talks to a service
         self.workers = [
@@ -113,6 +126,11 @@ class Cluster:
         ]
         self.database_url = ""
         self._db: asyncpg.Pool | None = None
+
+    def nats_env(self) -> dict[str, str]:
+        if isinstance(self.nats, NatsCluster):
+            return {"JOBS_NATS_STREAM_REPLICAS": str(len(self.nats.nodes))}
+        return {}
 
     @property
     def targets(self) -> list[str]:

@@ -90,6 +90,28 @@ class Profile:
     quiesce_timeout_s: float
     workers: int = 3
     replicas: int = 2
+    # NATS servers: 1, or 3 as a JetStream cluster with R3 streams (tests/chaos/nats_cluster.py)
+    nats_servers: int = 1
+    # the kinds a profile without a schedule draws from (None: FAULT_KINDS)
+    random_kinds: tuple[str, ...] | None = None
+
+
+# The cluster profile: the NATS cluster's faults (tests/chaos/cluster_faults.py), each
+# twice (leader and follower kill, partition, quorum loss), among a few of the others.
+CLUSTER_SCHEDULE = (
+    "nats_leader_kill",
+    "nats_follower_kill",
+    "nats_partition",
+    "worker_kill",
+    "nats_quorum_loss",
+    "duplicate_dispatch",
+    "nats_leader_kill",
+    "service_kill",
+    "nats_partition",
+    "nats_follower_kill",
+    "nats_quorum_loss",
+    "postgres_restart",
+)
 
 
 PROFILES = {
@@ -108,5 +130,14 @@ PROFILES = {
         duration_s=600.0,
         settle_s=3.0,
         quiesce_timeout_s=120.0,
+    ),
+    "cluster": Profile(
+        name="cluster",
+        rate=6.0,
+        schedule=CLUSTER_SCHEDULE,
+        duration_s=0.0,
+        settle_s=2.0,
+        quiesce_timeout_s=90.0,
+        nats_servers=3,
     ),
 }
