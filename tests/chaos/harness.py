@@ -22,6 +22,7 @@ from tests.chaos.checker import RECOVERED_AT, TERMINAL, Report, check
 from tests.chaos.cluster import Cluster
 from tests.chaos.cluster_faults import CLUSTER_FAULTS
 from tests.chaos.faults import FAULT_KINDS, FAULTS, FaultContext, FaultRecord
+from tests.chaos.pg_failover import FAILOVER_FAULTS
 from tests.chaos.profiles import Profile, StackSettings
 from tests.chaos.workload import ChaosClient, Workload
 
@@ -53,6 +54,7 @@ async def run(
         replicas=profile.replicas,
         workers=profile.workers,
         nats_servers=profile.nats_servers,
+        pg_standby=profile.pg_standby,
     )
     try:
         say(f"chaos: starting the stack in {root}")
@@ -101,7 +103,7 @@ async def _inject(
             else:
                 break
             try:
-                record = await {**FAULTS, **CLUSTER_FAULTS}[kind](ctx)
+                record = await {**FAULTS, **CLUSTER_FAULTS, **FAILOVER_FAULTS}[kind](ctx)
             except Exception as exc:  # a fault the stack made impossible is a finding too
                 log.exception("fault %s failed", kind)
                 record = FaultRecord(kind, "-", await ctx.cluster.db_now())
