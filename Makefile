@@ -71,7 +71,8 @@ bench: $(STAMP)
 	$(PY) -m bench.e2e
 
 ## chaos: fault injection over the real multi-process stack, then a checker of every job
-## (PROFILE=short, the default and part of `make test`; PROFILE=long: thousands of jobs)
+## (PROFILE=short, the default and part of `make test`; PROFILE=long: thousands of jobs;
+## PROFILE=cluster: a three-server NATS cluster; PROFILE=failover: a PostgreSQL failover)
 PROFILE ?= short
 SEED ?= 1
 chaos: $(STAMP)
