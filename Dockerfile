@@ -1,4 +1,4 @@
-# One image for job_service, its migrations and worker_service; the command picks the role.
+# One image for job_service, its migrations, worker_service and the console; the command picks the role.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -22,14 +22,16 @@ COPY jobctl ./jobctl
 COPY jobtypes ./jobtypes
 # what `jobctl dev` runs (its embedded servers need the `embedded` extra, not installed here)
 COPY devstack ./devstack
+# the web console (python -m console), with its templates and static files
+COPY console ./console
 COPY pyproject.toml ./
 RUN pip install --no-deps . && rm -rf build *.egg-info
 
 RUN useradd --system --uid 10001 --no-create-home jobs
 USER jobs
 
-# gRPC, job_service metrics, worker metrics.
-EXPOSE 50051 9464 9465
+# gRPC, job_service metrics, worker metrics, the web console.
+EXPOSE 50051 9464 9465 8080
 
 # Overridden per service in docker-compose.yml and deploy/k8s.
 CMD ["python", "-m", "job_service", "serve"]

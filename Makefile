@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint lint-deploy lint-proto typecheck format gen check-generate bench chaos install lock check-lock clean
+.PHONY: run test test-browser lint lint-deploy lint-proto typecheck format gen check-generate bench chaos install lock check-lock clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,19 @@ run: $(STAMP)
 ## test: the whole suite against real PostgreSQL and NATS started by the tests
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+## test-browser: the web console in headless Chromium against `make run`'s stack. Installs
+## Debian's chromium and chromium-driver when missing (apt-get; never a downloaded browser);
+## screenshots in artifacts/browser/. Not part of `make test`, which stays pip-only.
+test-browser: $(STAMP)
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+		echo "installing chromium and chromium-driver (Debian)"; \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
+			chromium chromium-driver; \
+	fi
+	$(PY) -m pytest -q -o addopts="--strict-markers -ra" tests/browser
 
 lint: $(STAMP) lint-deploy
 	$(PY) -m ruff check .

@@ -14,6 +14,7 @@ def banner(
     nats_url: str,
     metrics_ports: tuple[int, int] | None = None,
     generated: bool = True,
+    console_port: int | None = None,
 ) -> str:
     token_source = f"$(cat {config.data_dir / 'client.token'})" if generated else "<a client token>"
     auth = f'-H "authorization: Bearer {token_source}" '
@@ -56,6 +57,19 @@ def banner(
             f"  NATS JetStream     {nats_url}",
             f"  data               {config.data_dir}",
             tokens,
+            *(
+                [
+                    f"  web console        http://127.0.0.1:{console_port}/",
+                    "                     sign in with the admin token: "
+                    + (
+                        f"cat {config.data_dir / 'admin.token'}"
+                        if generated
+                        else "one with the admin role"
+                    ),
+                ]
+                if console_port
+                else []
+            ),
             *(
                 [
                     f"  metrics            job_service http://127.0.0.1:{metrics_ports[0]}/metrics",

@@ -1,4 +1,5 @@
-"""What ``make run`` is told by its environment (``JOBS_DATA_DIR``, ``JOBS_GRPC_PORT``, ...)."""
+"""What ``make run`` is told by its environment (``JOBS_DATA_DIR``, ``JOBS_GRPC_PORT``,
+``JOBS_CONSOLE_PORT``, ...)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ class DevstackConfig:
     credentials_master_key: str | None = None
     metrics_port: int | None = None
     worker_metrics_port: int | None = None
+    console_port: int | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> DevstackConfig:
@@ -28,6 +30,7 @@ class DevstackConfig:
             credentials_master_key=env.get("JOBS_CREDENTIALS_MASTER_KEY") or None,
             metrics_port=_port(env.get("JOBS_METRICS_PORT")),
             worker_metrics_port=_port(env.get("JOBS_WORKER_METRICS_PORT")),
+            console_port=_port(env.get("JOBS_CONSOLE_PORT")),
         )
 
 

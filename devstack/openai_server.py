@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ class SeenRequest:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    # When the request arrived (time.time()), for checks of request rates.
+    at: float = field(default_factory=time.time)
 
 
 def completion(content: str, model: str, prompt_tokens: int = 0) -> dict[str, Any]:

@@ -10,7 +10,9 @@ Environment: ``JOBS_DATA_DIR`` (default ``./.jobs-data``; data survives restarts
 ``JOBS_CREDENTIALS_MASTER_KEY`` (default: one generated on first start and kept in the data
 directory, so that stored user keys open again after a restart),
 ``JOBS_METRICS_PORT`` / ``JOBS_WORKER_METRICS_PORT`` (default 9464 / 9465, or a free port
-when that one is taken). Logs are plain text unless ``JOBS_LOG_FORMAT`` says otherwise.
+when that one is taken), ``JOBS_CONSOLE_PORT`` (the web console, ``python -m console``;
+default 8080, or a free port when taken). Logs are plain text unless ``JOBS_LOG_FORMAT``
+says otherwise.
 
 Auth: unless ``JOBS_AUTH_TOKENS`` / ``JOBS_AUTH_TOKENS_FILE`` say otherwise, one token per
 role is generated on the first start and kept in the data directory (``auth-tokens.json``
@@ -36,6 +38,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import grpc
+import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devstack.banner import banner
@@ -54,6 +57,7 @@ DATABASE = "jobs"
 DEFAULT_NATS_PORT = 4222
 DEFAULT_METRICS_PORT = 9464
 DEFAULT_WORKER_METRICS_PORT = 9465
+DEFAULT_CONSOLE_PORT = 8080
 HEALTH_TIMEOUT_S = 60.0
 MIGRATE_TIMEOUT_S = 120.0
 # Per child: the worker may be finishing a job, job_service draining RPCs.
@@ -158,6 +162,9 @@ class Children:
                 return by_task[task], task.result()
         return None
 
+    def exited(self, name: str) -> bool:
+        return any(n == name and exited.done() for n, _, exited in self._running)
+
     async def stop_all(self) -> None:
         while self._running:
             name, process, exited = self._running.pop()
@@ -196,6 +203,25 @@ async def wait_until_serving(target: str, exited: asyncio.Task[int], stop: async
                     f"job_service not SERVING on {target} after {HEALTH_TIMEOUT_S}s"
                 )
             # Poll interval; a stop request cuts it short.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.1)
+
+
+async def wait_until_listening(port: int, children: Children, stop: asyncio.Event) -> None:
+    """Until the console answers its health check."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + HEALTH_TIMEOUT_S
+    async with httpx.AsyncClient() as http:
+        while True:
+            if stop.is_set():
+                raise Interrupted
+            if children.exited("console"):
+                raise DevstackError("the console exited before it served")
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get(f"http://127.0.0.1:{port}/healthz", timeout=1)).is_success:
+                    return
+            if loop.time() > deadline:
+                raise DevstackError(f"the console not serving on {port} after {HEALTH_TIMEOUT_S}s")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.1)
 
@@ -300,7 +326,23 @@ async def run(config: DevstackConfig) -> int:
                         **log_format,
                     },
                 )
-                print(banner(config, target, database_url, nats_url, ports, generated), flush=True)
+                console_port = metrics_port(config.console_port, DEFAULT_CONSOLE_PORT)
+                await children.spawn(
+                    "console",
+                    ["-m", "console"],
+                    {
+                        "JOBS_JOB_SERVICE_TARGET": target,
+                        "JOBS_CONSOLE_HOST": "127.0.0.1",
+                        "JOBS_CONSOLE_PORT": str(console_port),
+                        "JOBS_CONSOLE_METRICS_URL": f"http://127.0.0.1:{ports[0]}/metrics",
+                        "JOBS_CONSOLE_WORKER_METRICS_URLS": f"http://127.0.0.1:{ports[1]}/metrics",
+                    },
+                )
+                await wait_until_listening(console_port, children, stop)
+                print(
+                    banner(config, target, database_url, nats_url, ports, generated, console_port),
+                    flush=True,
+                )
 
                 died = await children.first_exit_or_stop()
                 if died is not None:

@@ -19,6 +19,7 @@ from nats.aio.client import Client as NATS
 from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.server import SERVICE_NAMES, build_server, server_credentials
 from job_service.adapters.nats_publisher import NatsPublisher
+from job_service.adapters.postgres.claims import ClaimRepository
 from job_service.adapters.postgres.credentials import CredentialRepository
 from job_service.adapters.postgres.gauges import DatabaseGauges
 from job_service.adapters.postgres.jobs import JobRepository
@@ -26,6 +27,8 @@ from job_service.adapters.postgres.leases import LeaseRepository
 from job_service.adapters.postgres.listing import JobListing
 from job_service.adapters.postgres.outbox import OutboxRepository
 from job_service.adapters.postgres.pool import create_pool
+from job_service.adapters.postgres.queues import QueueRepository
+from job_service.adapters.postgres.rate_limits import RateLimitRepository
 from job_service.adapters.postgres.results import ResultRepository
 from job_service.adapters.postgres.schema_version import schema_state
 from job_service.domain.models import Quotas
@@ -43,6 +46,7 @@ from job_service.usecases.outbox import (
     OutboxUpkeep,
 )
 from job_service.usecases.results import Results
+from job_service.usecases.scheduling import Scheduler, tier_estimates
 from job_service.usecases.watch import WatchHub
 from shared.jetstream import ensure_streams
 from shared.metrics import MetricsServer, publish_build_info
@@ -86,7 +90,9 @@ class JobServiceApp:
         # Unreachable dependencies at start-up: retried until startup_timeout_s, then
         # DependencyUnavailable (the process exits non-zero with that message).
         self._pool = await within_startup(
-            "PostgreSQL", s.startup_timeout_s, lambda: create_pool(s.database_url, s.db_pool_size)
+            "PostgreSQL",
+            s.startup_timeout_s,
+            lambda: create_pool(s.database_url, s.db_pool_size, s.session_settings()),
         )
         await _check_schema(self._pool)
         credentials = CredentialRepository(self._pool)
@@ -130,6 +136,20 @@ class JobServiceApp:
         )
         lease_store = LeaseRepository(self._pool, lease_ttl_s=s.lease_ttl_s)
         leases = Leases(self.registry, lease_store, self._dispatcher)
+        rates = RateLimitRepository(self._pool, s.tier_rate_limits(), s.rate_limit_recovery_s)
+        await rates.ensure_buckets()
+        scheduler = Scheduler(
+            self.registry,
+            ClaimRepository(
+                self._pool,
+                rates,
+                lease_ttl_s=s.lease_ttl_s,
+                queue_limits=s.queue_limits(),
+                estimated_tokens=tier_estimates(self.registry),
+            ),
+            QueueRepository(self._pool, s.queue_limits()),
+            rates,
+        )
         results = Results(
             self.registry, ResultRepository(self._pool, lease_store), leases, self._dispatcher
         )
@@ -175,6 +195,12 @@ class JobServiceApp:
                 batch=_NEVER_FULL,
             ),
             Periodic(
+                "scheduler gauges",
+                scheduler.refresh_gauges,
+                interval_s=s.metrics_collect_interval_s,
+                batch=1,
+            ),
+            Periodic(
                 "metrics collector",
                 DatabaseGauges(self._pool, self.registry.queue_concurrency()).refresh,
                 interval_s=s.metrics_collect_interval_s,
@@ -189,6 +215,7 @@ class JobServiceApp:
             jobs=jobs,
             leases=leases,
             results=results,
+            scheduler=scheduler,
             admin=admin,
             outbox=outbox,
             vault=vault,

@@ -71,6 +71,39 @@ OUTBOX_PUBLISH_LAG = Histogram(
     "From an outbox row being due to its publish being acknowledged by JetStream.",
     buckets=DURATION_BUCKETS,
 )
+TOKENS_UNUSED = Counter(
+    "jobs_work_tokens_unused_total",
+    "Work tokens (dispatch messages) a claim could not use: handed back for later (a rate "
+    "limit or a missing worker version held jobs back) or dropped (nothing else waits, or "
+    "the waiting jobs get new tokens when a limit frees up).",
+    ["queue", "outcome"],
+)
+JOBS_WITHOUT_WORKER = Gauge(
+    "jobs_waiting_without_worker",
+    "Due jobs whose definition version no live worker runs (from the database).",
+)
+RATE_LIMIT_FACTOR = Gauge(
+    "jobs_rate_limit_factor",
+    "The effective share of a tier's configured rate (1 = full; halved by each 429).",
+    ["tier"],
+)
+RATE_LIMIT_REQUESTS_AVAILABLE = Gauge(
+    "jobs_rate_limit_requests_available", "Requests a tier's bucket holds now.", ["tier"]
+)
+RATE_LIMIT_TOKENS_AVAILABLE = Gauge(
+    "jobs_rate_limit_tokens_available", "Tokens a tier's bucket holds now.", ["tier"]
+)
+RATE_LIMIT_WAITING = Gauge(
+    "jobs_rate_limit_waiting", "Due jobs waiting for a rate-limited tier.", ["tier"]
+)
+RATE_LIMIT_THROTTLED = Gauge(
+    "jobs_rate_limit_throttled", "429s reported for a tier (all time, from the database).", ["tier"]
+)
+
+
+def tokens_unused(queue: str, count: int, *, handed_back: bool) -> None:
+    if count:
+        TOKENS_UNUSED.labels(queue, "handed_back" if handed_back else "dropped").inc(count)
 
 
 def job_created(job_type: str, queue: str) -> None:

@@ -6,6 +6,14 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from job_service.domain.credentials import Keyring, parse_master_key
+from job_service.domain.scheduling import (
+    DEFAULT_FAIR_QUANTUM_S,
+    DEFAULT_PRIORITY_STEP_S,
+    DEFAULT_RATE_RECOVERY_S,
+    RateLimit,
+    parse_limits,
+    parse_rate_limits,
+)
 from shared.logs import LogFormat
 from shared.metrics import port_or_disabled
 
@@ -81,6 +89,21 @@ class JobServiceSettings(BaseSettings):
     # Comma-separated former master keys: they still open what they sealed (rotation).
     credentials_retired_master_keys: SecretStr = SecretStr("")
 
+    # Scheduling (docs/architecture.md, "Scheduling"). One priority level is worth this
+    # much waiting: a job is overtaken only by work created less than (priority difference
+    # x step) after it.
+    sched_priority_step_s: float = Field(default=DEFAULT_PRIORITY_STEP_S, ge=0)
+    # A fairness key (user) with a backlog takes one place in line per quantum.
+    sched_fair_quantum_s: float = Field(default=DEFAULT_FAIR_QUANTUM_S, ge=0)
+    # Fleet-wide running limits per queue: "ai-batch=20,ai-interactive=50" (none by default).
+    queue_concurrency: str = ""
+    # Fleet-wide provider rate limits per model tier, as JSON:
+    # {"primary": {"requests_per_minute": 600, "tokens_per_minute": 200000,
+    #              "burst_requests": 10, "burst_tokens": 20000}}  (bursts optional)
+    rate_limits: str = ""
+    # After a 429 halves a tier's rate, the rate is back in full after this long.
+    rate_limit_recovery_s: float = Field(default=DEFAULT_RATE_RECOVERY_S, gt=0)
+
     # Seconds to let in-flight RPCs finish on SIGTERM.
     shutdown_grace_s: float = Field(default=10.0, ge=0)
     log_level: str = "INFO"
@@ -99,6 +122,33 @@ class JobServiceSettings(BaseSettings):
     log_format: LogFormat = "json"
 
     _port = field_validator("metrics_port", mode="before")(port_or_disabled)
+
+    @field_validator("queue_concurrency")
+    @classmethod
+    def _queue_limits_parse(cls, value: str) -> str:
+        parse_limits(value)
+        return value
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _rate_limits_parse(cls, value: str) -> str:
+        parse_rate_limits(value)
+        return value
+
+    def queue_limits(self) -> dict[str, int]:
+        return parse_limits(self.queue_concurrency)
+
+    def tier_rate_limits(self) -> dict[str, RateLimit]:
+        return parse_rate_limits(self.rate_limits)
+
+    def session_settings(self) -> dict[str, str]:
+        """What every database session of this replica is told (the scheduling SQL reads
+        them with current_setting)."""
+        return {
+            "jobs.priority_step_s": repr(self.sched_priority_step_s),
+            "jobs.fair_quantum_s": repr(self.sched_fair_quantum_s),
+            "jobs.limited_queues": ",".join(sorted(self.queue_limits())),
+        }
 
     # MasterKeyError is a ValueError: the variable is named, the value never quoted.
     @field_validator("credentials_master_key")

@@ -4,6 +4,9 @@
     jobctl get <job id>          jobctl cancel <job id>       jobctl watch <job id>
     jobctl list                  jobctl list --admin --status failed
     jobctl retry <job id>        jobctl definitions           jobctl dev
+    jobctl create synthetic --delay 5m        jobctl create synthetic --run-at 2030-01-31T09:00:00Z
+    jobctl queues                jobctl pause <queue>         jobctl resume <queue>
+    jobctl rate-limits
 
 Tables for people; ``--json`` for scripts. Connection options default to the JOBS_*
 variables the services use (see ``jobctl.connection``).
@@ -22,7 +25,7 @@ from typing import TextIO
 import grpc
 from pydantic import SecretStr, ValidationError
 
-from jobctl import commands
+from jobctl import commands, timespec
 from jobctl.connection import ClientSettings, open_channel
 from jobctl.exits import Exit, describe, for_status
 from shared.grpc_client import ClientConfigError
@@ -31,7 +34,16 @@ from shared.settings_errors import describe as describe_settings
 
 Command = Callable[[argparse.Namespace, commands.Stubs, TextIO], Awaitable[Exit]]
 
-STATUSES = ["queued", "running", "retrying", "cancel_requested", "succeeded", "failed", "cancelled"]
+STATUSES = [
+    "created",
+    "queued",
+    "running",
+    "retrying",
+    "cancel_requested",
+    "succeeded",
+    "failed",
+    "cancelled",
+]
 
 
 def _common() -> argparse.ArgumentParser:
@@ -73,9 +85,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-i", "--input", help="the input, a JSON object")
     p.add_argument("--input-file", help="read the input from a file (- for stdin)")
     p.add_argument("--key", help="idempotency key")
-    p.add_argument("--priority", type=int)
+    p.add_argument(
+        "--priority",
+        type=int,
+        help="-1000..1000, higher runs first (default: the job type's); one level is worth "
+        "JOBS_SCHED_PRIORITY_STEP_S seconds of waiting",
+    )
     p.add_argument("--credential", help="run on your own stored provider key (its id)")
     p.add_argument("--watch", action="store_true", help="then watch it until it ends")
+    later = p.add_mutually_exclusive_group()
+    later.add_argument(
+        "--run-at",
+        type=timespec.run_at,
+        metavar="TIME",
+        help="run it at this RFC 3339 time, e.g. 2030-01-31T09:00:00Z (stored as created)",
+    )
+    later.add_argument(
+        "--delay",
+        type=timespec.delay,
+        metavar="DURATION",
+        help="run it this long from now: seconds, or e.g. 90s, 5m, 1h, 2d",
+    )
 
     p = command("get", commands.get, "show a job with its output and timeline")
     p.add_argument("job_id")
@@ -100,6 +130,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--watch", action="store_true")
 
     command("definitions", commands.definitions, "list the job types")
+
+    command("queues", commands.queues, "the queues: paused, waiting, eligible, running, limit")
+    p = command(
+        "pause", commands.pause, "stop granting a queue's jobs (running ones finish; admin)"
+    )
+    p.add_argument("queue")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    p = command("resume", commands.resume, "grant a paused queue's jobs again (admin)")
+    p.add_argument("queue")
+    command(
+        "rate-limits",
+        commands.rate_limits,
+        "the fleet-wide provider rate limits per model tier and their 429 back-off (admin)",
+    )
     command("dev", None, "run the embedded stack (what `make run` runs)")
     return parser
 

@@ -71,6 +71,10 @@ async def create(args: argparse.Namespace, stubs: Stubs, out: TextIO) -> Exit:
     if args.credential:  # the user's own provider key (CredentialService), by id
         request.credential_mode = job_pb2.CREDENTIAL_MODE_USER
         request.credential_id = args.credential
+    if args.run_at is not None:
+        request.run_at.FromDatetime(args.run_at)
+    if args.delay is not None:
+        request.delay.FromTimedelta(args.delay)
     response = await stubs.jobs.CreateJob(request, timeout=CALL_TIMEOUT_S)
     if args.watch:
         if not args.json:
@@ -202,4 +206,70 @@ async def definitions(args: argparse.Namespace, stubs: Stubs, out: TextIO) -> Ex
         apb.ListJobDefinitionsRequest(), timeout=CALL_TIMEOUT_S
     )
     _show(args, out, response, render.definitions_table(response.definitions))
+    return Exit.OK
+
+
+async def queues(args: argparse.Namespace, stubs: Stubs, out: TextIO) -> Exit:
+    response = await stubs.admin.ListQueues(apb.ListQueuesRequest(), timeout=CALL_TIMEOUT_S)
+    _show(args, out, response, render.queues_table(response.queues))
+    return Exit.OK
+
+
+def confirmed(question: str) -> bool:
+    """Asks on the terminal (the question on stderr, so stdout stays the answer's): only
+    ``y`` or ``yes`` is a yes. Without a terminal to ask on, a usage error: scripts say
+    ``--yes``."""
+    if not sys.stdin.isatty():
+        raise UsageError(
+            f"{question} Refusing without confirmation: stdin is not a terminal; "
+            "add --yes to confirm."
+        )
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline()
+    return answer.strip().lower() in {"y", "yes"}
+
+
+async def pause(args: argparse.Namespace, stubs: Stubs, out: TextIO) -> Exit:
+    if not args.yes:
+        # Read first, to name the queue's work in the question (and to refuse a name that
+        # is no queue before asking anything).
+        listed = await stubs.admin.ListQueues(apb.ListQueuesRequest(), timeout=CALL_TIMEOUT_S)
+        known = {q.name: q for q in listed.queues}
+        if args.queue not in known:
+            raise UsageError(
+                f"no queue named {args.queue!r}; the queues are: {', '.join(sorted(known))}"
+            )
+        queue = known[args.queue]
+        question = (
+            f"Pause queue {queue.name}? No more of its jobs start ({queue.waiting} waiting); "
+            f"the {queue.running} running finish."
+        )
+        if not confirmed(question):
+            print(f"jobctl: not confirmed; queue {args.queue} was not paused", file=sys.stderr)
+            return Exit.NOT_CONFIRMED
+    response = await stubs.admin.PauseQueue(
+        apb.PauseQueueRequest(queue=args.queue), timeout=CALL_TIMEOUT_S
+    )
+    info = response.queue
+    _show(
+        args,
+        out,
+        info,
+        f"paused {info.name}: {info.waiting} waiting, {info.running} running (they finish)",
+    )
+    return Exit.OK
+
+
+async def resume(args: argparse.Namespace, stubs: Stubs, out: TextIO) -> Exit:
+    response = await stubs.admin.ResumeQueue(
+        apb.ResumeQueueRequest(queue=args.queue), timeout=CALL_TIMEOUT_S
+    )
+    info = response.queue
+    _show(args, out, info, f"resumed {info.name}: {info.waiting} waiting, {info.running} running")
+    return Exit.OK
+
+
+async def rate_limits(args: argparse.Namespace, stubs: Stubs, out: TextIO) -> Exit:
+    response = await stubs.admin.ListRateLimits(apb.ListRateLimitsRequest(), timeout=CALL_TIMEOUT_S)
+    _show(args, out, response, render.rate_limits_table(response.limits))
     return Exit.OK

@@ -17,6 +17,7 @@ class Exit(IntEnum):
     REFUSED = 6  # the service refused the request: invalid input, not cancellable, ...
     UNAVAILABLE = 7  # the service could not be reached, or did not answer in time
     DENIED = 8  # missing or rejected token, or a role the call needs
+    NOT_CONFIRMED = 9  # a confirmation was declined: nothing was done
 
 
 _BY_CODE = {
@@ -49,5 +50,6 @@ def describe() -> str:
         Exit.REFUSED: "refused (invalid input, not cancellable, ...)",
         Exit.UNAVAILABLE: "job_service unreachable or too slow",
         Exit.DENIED: "unauthenticated or not allowed",
+        Exit.NOT_CONFIRMED: "not confirmed: nothing was done",
     }
     return "\n".join(f"  {int(code)}  {text}" for code, text in meaning.items())

@@ -83,6 +83,7 @@ def job_detail(job: job_pb2.Job) -> str:
         ("type", job.job_type),
         ("status", status_name(job.status)),
         ("queue", job.queue),
+        ("priority", str(job.priority)),
         ("attempts", f"{job.attempt_count}/{job.max_attempts}"),
         ("progress", f"{job.progress:.0%}"),
         ("created", when(job.created_at)),
@@ -91,6 +92,11 @@ def job_detail(job: job_pb2.Job) -> str:
     ]
     if job.HasField("next_run_at"):
         fields.append(("next run", when(job.next_run_at)))
+    fields.extend(hold_fields(job))
+    if job.definition_version:
+        fields.append(("version", job.definition_version))
+    if job.concurrency_key:
+        fields.append(("concurrency key", job.concurrency_key))
     if job.error_code:
         fields.append(("error", f"{job.error_code}: {job.error_message}"))
     if job.internal_error_message:
@@ -125,6 +131,90 @@ def job_detail(job: job_pb2.Job) -> str:
                 f"{status_name(event.to_status)}  attempt {event.attempt}{reason}"
             )
     return "\n".join(lines)
+
+
+def hold_name(reason: int) -> str:
+    """``REASON_QUEUE_PAUSED`` -> ``queue_paused``."""
+    try:
+        return str(job_pb2.JobHold.Reason.Name(reason)).removeprefix("REASON_").lower()
+    except ValueError:
+        return str(reason)
+
+
+def hold_fields(job: job_pb2.Job) -> list[tuple[str, str]]:
+    """Why a waiting job waits (AdminService.GetJob answers only): reason, key, until and
+    the service's sentence."""
+    if not job.HasField("hold") or job.hold.reason == job_pb2.JobHold.REASON_UNSPECIFIED:
+        return []
+    hold = job.hold
+    fields = [("waiting", hold_name(hold.reason))]
+    if hold.key:
+        fields.append(("hold key", hold.key))
+    if hold.HasField("until"):
+        fields.append(("hold until", when(hold.until)))
+    if hold.detail:
+        fields.append(("hold detail", hold.detail))
+    return fields
+
+
+def queues_table(queues: Sequence[Any]) -> str:
+    if not queues:
+        return "no queues"
+    return table(
+        ["QUEUE", "PAUSED", "WAITING", "ELIGIBLE", "RUNNING", "LIMIT", "PAUSED-SINCE"],
+        [
+            [
+                q.name,
+                "yes" if q.paused else "no",
+                str(q.waiting),
+                str(q.eligible),
+                str(q.running),
+                str(q.concurrency_limit) if q.concurrency_limit else "-",
+                f"{when(q.paused_at)} by {q.paused_by}" if q.paused else "",
+            ]
+            for q in queues
+        ],
+    )
+
+
+def rate_limits_table(limits: Sequence[Any], now: datetime | None = None) -> str:
+    """A row per model tier; BLOCKED-UNTIL only while it lies ahead."""
+    if not limits:
+        return "no rate limits (JOBS_RATE_LIMITS is empty)"
+    now = now or datetime.now(UTC)
+
+    def blocked(stamp: Timestamp) -> str:
+        if not stamp.seconds and not stamp.nanos:
+            return "-"
+        return when(stamp) if stamp.ToDatetime(tzinfo=UTC) > now else "-"
+
+    return table(
+        [
+            "KEY",
+            "REQ/MIN",
+            "TOK/MIN",
+            "FACTOR",
+            "REQ-AVAIL",
+            "TOK-AVAIL",
+            "WAITING",
+            "429S",
+            "BLOCKED-UNTIL",
+        ],
+        [
+            [
+                r.key,
+                f"{r.requests_per_minute:g}",
+                f"{r.tokens_per_minute:g}" if r.tokens_per_minute else "-",
+                f"{r.effective_factor:.2f}",
+                f"{r.requests_available:.1f}",
+                f"{r.tokens_available:.0f}" if r.tokens_per_minute else "-",
+                str(r.waiting),
+                str(r.throttled_total),
+                blocked(r.blocked_until),
+            ]
+            for r in limits
+        ],
+    )
 
 
 PAYLOAD_WIDTH = 72

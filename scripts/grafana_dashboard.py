@@ -177,8 +177,51 @@ ROWS: list[tuple[str, list[tuple[str, str, list[tuple[str, str]], str]]]] = [
                         "{{model}}",
                     )
                 ],
-                "From the price table (JOBS_MODEL_PRICES). Rate-limit state gets a panel "
-                "once the scheduler exports it.",
+                "From the price table (JOBS_MODEL_PRICES).",
+            ),
+        ],
+    ),
+    (
+        "Scheduling and rate limits",
+        [
+            (
+                "Rate-limit factor by tier",
+                "percentunit",
+                [("max by (tier) (jobs_rate_limit_factor)", "{{tier}}")],
+                "The share of a tier's configured rate in force (1 = full; halved by each "
+                "429 from the provider).",
+            ),
+            (
+                "Rate-limit buckets",
+                "short",
+                [
+                    ("max by (tier) (jobs_rate_limit_requests_available)", "requests {{tier}}"),
+                    ("max by (tier) (jobs_rate_limit_tokens_available)", "tokens {{tier}}"),
+                ],
+                "What each tier's bucket holds now.",
+            ),
+            (
+                "Jobs held back",
+                "short",
+                [
+                    ("max by (tier) (jobs_rate_limit_waiting)", "rate-limited {{tier}}"),
+                    ("max(jobs_waiting_without_worker)", "no worker runs their version"),
+                ],
+                "Due jobs waiting for a rate-limited tier, or for a worker of their "
+                "definition's version.",
+            ),
+            (
+                "429s and unused work tokens",
+                "short",
+                [
+                    ("max by (tier) (jobs_rate_limit_throttled)", "429s {{tier}}"),
+                    (
+                        "sum by (outcome) (rate(jobs_work_tokens_unused_total"
+                        "[$__rate_interval]))",
+                        "tokens {{outcome}}/s",
+                    ),
+                ],
+                "Provider 429s per tier (all time) and dispatch messages a claim could not use.",
             ),
         ],
     ),

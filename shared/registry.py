@@ -150,6 +150,26 @@ class JobDefinition:
     child_job_types: frozenset[str] = frozenset()
     # Whose provider keys a job of this type may run with (CreateJob's credential_mode).
     credential_modes: tuple[CredentialMode, ...] = (CredentialMode.PLATFORM,)
+    # Scheduling. Fair share is kept across this key within a queue and priority: "user"
+    # (the job's owner) or "input.<field>" (a declared input field, e.g. a tenant).
+    fairness_key: str = "user"
+    # At most `concurrency_limit` jobs of this type with the same key run at once,
+    # fleet-wide: "" (no limit), "user" or "input.<field>" (e.g. "input.knowledge_base_id").
+    concurrency_key: str = ""
+    concurrency_limit: int = 0
+    # Provider tokens one attempt is expected to use: reserved from the model tier's rate
+    # limit when a job is granted, settled with the real usage when it ends.
+    estimated_tokens: int = 1000
+
+    def scheduling_keys(self, validated: BaseModel, user_id: str) -> tuple[str, str | None]:
+        """The job's fairness key and concurrency key (None without a limit). A user-scoped
+        key of a child job, whose user the job service fills in, reads "{user}"."""
+        fairness = _key_value(self.fairness_key, validated, user_id)
+        if not self.concurrency_key:
+            return fairness, None
+        return fairness, f"{self.job_type}:{self.concurrency_key}=" + _key_value(
+            self.concurrency_key, validated, user_id
+        )
 
     def validate_input(self, raw: dict[str, Any]) -> BaseModel:
         """The input as the definition's model, or InvalidInput naming every bad field."""
@@ -179,6 +199,15 @@ class JobDefinition:
         }
         data = validated.model_dump(mode="json", exclude=excluded)
         return {k: v for k, v in data.items() if k in allowed}
+
+
+KEY_SPEC = re.compile(r"user|input\.[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def _key_value(spec: str, validated: BaseModel, user_id: str) -> str:
+    if spec == "user":
+        return user_id or "{user}"
+    return str(getattr(validated, spec.removeprefix("input.")))
 
 
 class DefinitionError(ValueError):
@@ -243,6 +272,22 @@ def _problems(d: JobDefinition) -> list[str]:
         problems.append("snapshot_ttl_s must be positive")
     if not d.credential_modes or not all(isinstance(m, CredentialMode) for m in d.credential_modes):
         problems.append("credential_modes must name at least one CredentialMode")
+    return problems + _scheduling_problems(d)
+
+
+def _scheduling_problems(d: JobDefinition) -> list[str]:
+    problems = []
+    for name, spec in (("fairness_key", d.fairness_key), ("concurrency_key", d.concurrency_key)):
+        if not spec and name == "concurrency_key":
+            continue
+        if not KEY_SPEC.fullmatch(spec):
+            problems.append(f"{name} must be 'user' or 'input.<field>', not {spec!r}")
+        elif spec.startswith("input.") and spec[6:] not in d.input_model.model_fields:
+            problems.append(f"{name} names {spec[6:]!r}, which is not an input field")
+    if bool(d.concurrency_key) != (d.concurrency_limit > 0):
+        problems.append("concurrency_key and a positive concurrency_limit go together")
+    if d.estimated_tokens < 0:
+        problems.append("estimated_tokens must not be negative")
     return problems
 
 

@@ -174,6 +174,7 @@ class WorkerApp:
             fetch_timeout_s=s.worker_fetch_timeout_s,
             shutdown_grace_s=s.worker_shutdown_grace_s,
             gateway=ModelGateway(router),
+            runnable=sorted(f"{d.job_type}@{d.version}" for d in self.registry),
         )
         await stack.enter_async_context(CancelListener(nc, worker.cancel_job))
         return worker

@@ -1,6 +1,8 @@
 """Intake: one queue's dispatch messages, turned into locked attempts.
 
-A dispatch message is a hint ("job X may be worked on"), never a decision: LockJobs decides.
+A dispatch message is a work token for its queue, never a decision: LockJobs grants the
+queue's best eligible jobs by the job service's scheduling policy, up to one per message —
+not necessarily the jobs the messages name.
 Each fetched batch is locked with one LockJobs call (a gRPC call costs the job service more
 than the locking itself), then every message is settled on its own answer as soon as the
 call returns, so JetStream redelivery never acts as a retry; only the job service retries,
@@ -52,6 +54,7 @@ class QueueIntake:
         fetch_batch: int = 32,
         fetch_timeout_s: float = 1.0,
         wall_clock: Callable[[], float] = time.time,
+        runnable: Sequence[str] = (),
     ) -> None:
         if slots < 1 or fetch_batch < 1:
             raise ValueError("slots and fetch_batch must be at least 1")
@@ -64,6 +67,7 @@ class QueueIntake:
         self._fetch_batch = fetch_batch
         self._fetch_timeout_s = fetch_timeout_s
         self._wall_clock = wall_clock
+        self._runnable = list(runnable)
         self._free = slots
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -142,7 +146,11 @@ class QueueIntake:
         """Per job id, its answer: a failed call is every job's answer."""
         try:
             answers = await self._executor.lock_jobs(
-                job_ids, self._worker_id, timeout_s=LOCK_TIMEOUT_S
+                job_ids,
+                self._worker_id,
+                timeout_s=LOCK_TIMEOUT_S,
+                queue=self.queue,
+                runnable=self._runnable,
             )
             if len(answers) != len(job_ids):
                 raise ExecutorCallFailed(f"LockJobs answered {len(answers)} of {len(job_ids)}")

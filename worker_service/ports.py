@@ -24,10 +24,19 @@ class ExecutorApi(Protocol):
     """The job service's ExecutorService, one call per RPC. ``timeout_s`` bounds each call."""
 
     async def lock_jobs(
-        self, job_ids: Sequence[str], worker_id: str, *, timeout_s: float
+        self,
+        job_ids: Sequence[str],
+        worker_id: str,
+        *,
+        timeout_s: float,
+        queue: str = "",
+        runnable: Sequence[str] = (),
     ) -> Sequence[LockResult | Exception]:
-        """One LockJobs call for at most ``MAX_BATCH`` jobs: per job id, in order, its
-        LockResult or the error its own lock failed with."""
+        """One LockJobs call for at most ``MAX_BATCH`` dispatches: per dispatch, in order,
+        its LockResult or the error its own lock failed with. With ``queue``, the
+        dispatches are work tokens of that queue and the job service picks the jobs (a
+        LOCKED answer may be another job than the message named), granting only jobs of
+        the ``runnable`` definitions ("job_type@version")."""
         ...
 
     async def heartbeat(

@@ -35,6 +35,8 @@ class WorkerSettings(BaseSettings):
     worker_id: str = Field(default_factory=_default_worker_id, min_length=1)
     # Comma-separated queue names; empty means every queue the registry's job types use.
     worker_queues: str = ""
+    # Jobs run at once per queue, overriding the job types' concurrency: "ai-batch=4,...".
+    worker_slots: str = ""
     # On SIGTERM, in-flight jobs get this long to finish before they are handed back.
     worker_shutdown_grace_s: float = Field(default=20.0, ge=0)
     # At most this many dispatch messages per fetch (never more than the free slots).
@@ -66,6 +68,13 @@ class WorkerSettings(BaseSettings):
         """The queues to consume and the concurrent jobs each may run; ValueError when a
         configured queue has no job type here."""
         slots = registry.queue_concurrency()
+        for pair in filter(None, (p.strip() for p in self.worker_slots.split(","))):
+            queue, _, count = pair.partition("=")
+            if queue.strip() not in slots or not count.strip().isdigit() or int(count) < 1:
+                raise ValueError(
+                    f"JOBS_WORKER_SLOTS: expected queue=count for a known queue, got {pair!r}"
+                )
+            slots[queue.strip()] = int(count)
         wanted = [q.strip() for q in self.worker_queues.split(",") if q.strip()]
         if not wanted:
             return slots

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
 from shared.registry import JobDefinition
@@ -42,7 +42,10 @@ class Worker:
         fetch_timeout_s: float = 1.0,
         shutdown_grace_s: float = 20.0,
         gateway: ModelGateway | None = None,
+        runnable: Sequence[str] = (),
     ) -> None:
+        """``runnable``: the definitions this worker runs, as "job_type@version" (it is
+        granted only jobs pinned to one of them; empty: any)."""
         if not slots:
             raise ValueError("a worker needs at least one queue")
         self.worker_id = worker_id
@@ -62,6 +65,7 @@ class Worker:
                 worker_id=worker_id,
                 fetch_batch=fetch_batch,
                 fetch_timeout_s=fetch_timeout_s,
+                runnable=runnable,
             )
             for queue, count in slots.items()
         ]

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 
 class JobStatus(StrEnum):
-    CREATED = "created"  # reserved for scheduled jobs
+    CREATED = "created"  # created to run later (run_at / delay): waits until due
     QUEUED = "queued"
     RUNNING = "running"
     RETRYING = "retrying"
@@ -41,6 +41,8 @@ class Step(StrEnum):
 
 _S = JobStatus
 TRANSITIONS: dict[tuple[JobStatus, Step], JobStatus] = {
+    (_S.CREATED, Step.LOCK): _S.RUNNING,
+    (_S.CREATED, Step.CANCEL): _S.CANCELLED,
     (_S.QUEUED, Step.LOCK): _S.RUNNING,
     (_S.RETRYING, Step.LOCK): _S.RUNNING,
     (_S.QUEUED, Step.CANCEL): _S.CANCELLED,
@@ -85,11 +87,12 @@ def status_values(statuses: frozenset[JobStatus]) -> list[str]:
 
 
 # The named status sets: one spelling each.
-LOCKABLE = sources(Step.LOCK)  # queued, retrying: a worker may take the lease
+# created, queued, retrying: waiting; a worker may take the lease once due
+LOCKABLE = sources(Step.LOCK)
 # A worker holds the lease: its result or its stop can still be accepted.
 LEASED = sources(Step.SUCCEED) | sources(Step.CONFIRM_CANCEL)  # running, cancel_requested
 ACTIVE = frozenset(JobStatus) - TERMINAL  # unfinished (the per-user active quota)
-# Counted as queue depth: unfinished and past creation.
+# Counted as queue depth: unfinished and past creation (a delayed job is not yet work).
 UNFINISHED = ACTIVE - {JobStatus.CREATED}
 # An operator may re-run these as a new job (AdminService.RetryJob).
 RERUNNABLE = frozenset({JobStatus.FAILED, JobStatus.CANCELLED})

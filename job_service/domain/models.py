@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from job_service.domain.lifecycle import JobStatus
+from job_service.domain.scheduling import Hold
 from shared.ai.provider import UsageRecord
 from shared.credentials import CredentialMode
 from shared.registry import ArtifactDraft, ChildJobDraft
@@ -39,6 +40,12 @@ class NewJob:
     # a user's key by id only; checked to be the user's before the job is stored
     credential_mode: CredentialMode = CredentialMode.PLATFORM
     credential_id: str | None = None
+    # Scheduling: the fair-share and concurrency keys (a child's user-scoped key reads
+    # "{user}"), the key's limit, and when a delayed job becomes due (None: now).
+    fairness_key: str | None = None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    next_run_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,11 @@ class Job:
     # What created it ("api", "retry", "child_job") and the job it was retried from.
     trigger: str = "api"
     retried_from_job_id: str | None = None
+    # The definition version it is pinned to, and the concurrency key it counts against.
+    definition_version: str = ""
+    concurrency_key: str | None = None
+    # Why it waits (admin reads of a waiting job only).
+    hold: Hold | None = None
 
 
 @dataclass(frozen=True)
@@ -192,6 +204,16 @@ class LockRefusal:
     """LockJob found nothing to lock; ``retry_after`` is set when the job is simply not
     due yet."""
 
+    retry_after: datetime | None = None
+
+
+@dataclass(frozen=True)
+class QueueClaim:
+    """What a claim on a queue granted, and what to answer for the tokens it did not use:
+    hand them back at ``retry_after`` (something held back may be eligible then), or drop
+    them (None)."""
+
+    grants: list[LockGrant]
     retry_after: datetime | None = None
 
 

@@ -1,4 +1,4 @@
-"""What the leases use cases (lock, heartbeat, failed attempts, the reaper) need."""
+"""What the leases use cases (heartbeat, failed attempts, the reaper) need."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from job_service.domain.models import (
     AttemptFacts,
     FailureOutcome,
     HeartbeatAck,
-    LockGrant,
-    LockRefusal,
 )
 from job_service.domain.retry import RetryDecision
 from shared.ai.provider import UsageRecord
@@ -23,10 +21,6 @@ class Decide(Protocol):
 
 
 class LeaseStore(Protocol):
-    async def lock(
-        self, job_ids: Sequence[str], worker_id: str
-    ) -> list[LockGrant | LockRefusal]: ...
-
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
         """The extended lease, or LeaseLost."""
         ...

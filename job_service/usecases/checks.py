@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared.canonical import canonical_json
@@ -19,6 +20,8 @@ MAX_INPUT_DEPTH = 20
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 # Items one batch RPC may carry.
 MAX_BATCH = 256
+# How far ahead a job may be created to run (CreateJob's run_at / delay).
+MAX_SCHEDULE_AHEAD = timedelta(days=366)
 
 
 def is_uuid(value: str) -> bool:
@@ -103,3 +106,27 @@ def depth(value: Any) -> int:
             continue
         deepest = max(deepest, level + 1)
     return deepest
+
+
+def require_schedule(
+    run_at: datetime | None, delay_s: float | None, now: datetime
+) -> datetime | None:
+    """When a job created ``now`` with ``run_at`` or ``delay_s`` becomes due; None for
+    now (no time, a zero delay or a time already past)."""
+    if run_at is not None and delay_s is not None:
+        raise InvalidInput(
+            "give run_at or delay, not both", [FieldViolation("delay", "not with run_at")]
+        )
+    if delay_s is not None:
+        if delay_s < 0:
+            raise InvalidInput("delay is negative", [FieldViolation("delay", "must be >= 0")])
+        if delay_s > MAX_SCHEDULE_AHEAD.total_seconds():
+            raise InvalidInput("delay is too long", [FieldViolation("delay", "at most 366 days")])
+        run_at = now + timedelta(seconds=delay_s) if delay_s > 0 else None
+    if run_at is None or run_at <= now:
+        return None
+    if run_at - now > MAX_SCHEDULE_AHEAD:
+        raise InvalidInput(
+            "run_at is too far ahead", [FieldViolation("run_at", "at most 366 days from now")]
+        )
+    return run_at

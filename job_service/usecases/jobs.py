@@ -20,6 +20,7 @@ from job_service.usecases.checks import (
     require_input,
     require_name,
     require_priority,
+    require_schedule,
     require_uuid,
 )
 from shared import tracing
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 # finish in seconds to minutes).
 ACTIVE_RETRY_AFTER_S = 5.0
 SNAPSHOT_CLEAN_BATCH = 500
+# A delayed job due within this long wakes the dispatcher at its time.
+DELAYED_WAKE_HORIZON_S = 60.0
 
 
 class Jobs:
@@ -72,8 +75,11 @@ class Jobs:
         priority: int | None,
         credential_mode: CredentialMode = CredentialMode.PLATFORM,
         credential_id: str = "",
+        run_at: datetime | None = None,
+        delay_s: float | None = None,
     ) -> tuple[Job, bool]:
-        """The job, and whether this call created it (False: the idempotency key's job)."""
+        """The job, and whether this call created it (False: the idempotency key's job).
+        With ``run_at`` or ``delay_s`` it is created CREATED and becomes due then."""
         with tracing.span("CreateJob", kind=tracing.SERVER, attributes={"jobs.job_type": job_type}):
             job, created = await self._create_job(
                 user_id,
@@ -83,6 +89,8 @@ class Jobs:
                 priority,
                 credential_mode,
                 credential_id,
+                run_at,
+                delay_s,
             )
             tracing.set_attribute("jobs.job_id", job.id)
             return job, created
@@ -96,12 +104,15 @@ class Jobs:
         priority: int | None,
         credential_mode: CredentialMode,
         credential_id: str,
+        run_at: datetime | None,
+        delay_s: float | None,
     ) -> tuple[Job, bool]:
         require_name("user_id", user_id)
         if idempotency_key:
             require_name("idempotency_key", idempotency_key)
         definition = self._registry.get(job_type)
         require_priority(priority)
+        due = require_schedule(run_at, delay_s, datetime.now(UTC))
         require_input(raw_input)
         credential = await self._check_credential(
             user_id, definition, credential_mode, credential_id
@@ -115,6 +126,7 @@ class Jobs:
                 priority,
                 credential_mode,
                 credential,
+                due,
             ),
             trace=tracing.carrier(),
         )
@@ -124,7 +136,11 @@ class Jobs:
         job, created = stored
         if created:
             metrics.job_created(job_type, definition.queue)
-            self._outbox.wake()
+            # a delayed job's dispatch row is due at its time (a far one is found by the
+            # dispatcher's poll: no timer held for it)
+            wait = (due - datetime.now(UTC)).total_seconds() if due else 0.0
+            if wait < DELAYED_WAKE_HORIZON_S:
+                self._outbox.wake(after_s=max(0.0, wait))
         elif job.request_hash != new.request_hash:
             raise IdempotencyKeyReused(
                 "this idempotency key was used for a different request",
@@ -246,9 +262,12 @@ def new_job(
     priority: int | None,
     credential_mode: CredentialMode = CredentialMode.PLATFORM,
     credential_id: str | None = None,
+    next_run_at: datetime | None = None,
 ) -> NewJob:
-    """A validated job of ``definition`` (InvalidInput naming every bad field)."""
+    """A validated job of ``definition`` (InvalidInput naming every bad field), due at
+    ``next_run_at`` (None: now)."""
     validated = definition.validate_input(raw_input)
+    fairness_key, concurrency_key = definition.scheduling_keys(validated, user_id)
     snapshot = definition.snapshot(validated)
     effective_priority = definition.default_priority if priority is None else priority
     # what "the same request" means for an idempotency key
@@ -279,4 +298,8 @@ def new_job(
         model_tier=definition.model_tier or None,
         credential_mode=credential_mode,
         credential_id=credential_id,
+        fairness_key=fairness_key,
+        concurrency_key=concurrency_key,
+        concurrency_limit=definition.concurrency_limit if concurrency_key else None,
+        next_run_at=next_run_at,
     )

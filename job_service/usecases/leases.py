@@ -1,5 +1,5 @@
-"""ExecutorService's use cases on a lease: lock jobs, heartbeat, end a failed attempt as
-the retry policy decides, and reap the leases whose worker went silent.
+"""ExecutorService's use cases on a lease (the scheduler grants it): heartbeat, end a
+failed attempt as the retry policy decides, and reap the leases whose worker went silent.
 
 A lease is a token the database hands out with LockJobs; every later call of the worker
 names it, and the store refuses a stale one (LeaseLost) without changing anything. Expiry
@@ -19,13 +19,11 @@ from job_service.domain.models import (
     AttemptFacts,
     FailureOutcome,
     HeartbeatAck,
-    LockGrant,
-    LockRefusal,
 )
 from job_service.domain.retry import Outcome, RetryDecision, RetryPolicy
 from job_service.ports.leases import Decide, LeaseStore
 from job_service.ports.outbox import Waker
-from job_service.usecases.checks import is_uuid, require_batch, require_name, require_uuid
+from job_service.usecases.checks import require_uuid
 from shared.ai.provider import UsageRecord
 from shared.errors import ErrorClass, ErrorCode, FieldViolation, InvalidInput, LeaseLost, classify
 from shared.registry import Registry
@@ -47,18 +45,6 @@ class Leases:
         self._store = store
         self._outbox = outbox
         self._policies = {d.job_type: RetryPolicy.of(d) for d in registry}
-
-    async def lock_jobs(
-        self, job_ids: Sequence[str], worker_id: str
-    ) -> list[LockGrant | LockRefusal]:
-        """A lease on each lockable job, answered per id in order. A malformed, unknown or
-        repeated id is refused: a job is never granted twice in one answer."""
-        require_name("worker_id", worker_id)
-        require_batch("requests", job_ids)
-        distinct = list(dict.fromkeys(j for j in job_ids if is_uuid(j)))
-        answers = dict(zip(distinct, await self._store.lock(distinct, worker_id), strict=True))
-        refused = LockRefusal()
-        return [answers.pop(job_id, refused) for job_id in job_ids]
 
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
         require_uuid("job_id", job_id)

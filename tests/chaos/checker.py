@@ -10,6 +10,20 @@ tried to create (the Jepsen approach: judge outcomes, not the absence of excepti
                (a succeeded parent missing its child job counts as lost)
 - stuck        exists and started, but still not terminal after the quiescence deadline
 
+The scheduler's limits, judged from the timeline (``job_events``) as the database saw it,
+each breach a violation:
+
+- delayed      a job created with ``run_at`` whose first attempt started before that time
+- concurrency  more attempts of one concurrency key leased at once than its limit
+               (``jobs.concurrency_limit``); an attempt is leased from its transition into
+               running until its next transition out of running/cancel_requested, so a
+               killed worker's attempt counts until the reaper expires its lease (what the
+               limit counts); overlaps shorter than KEY_OVERLAP_SLACK_S are not counted
+- rate limit   per rate-limited model tier, more grants (transitions into running of its
+               jobs, retries included) in a window [t1, t2] than its token bucket allows:
+               burst + rate x (t2 - t1), plus RATE_SLACK (so at most rate + burst + 1 in
+               any second)
+
 Stale submits refused are counted from the workers' logs (the job service answers a stale
 submit LEASE_LOST and changes nothing, so the database cannot show them); the checker also
 proves none was applied (duplicated = 0).
@@ -18,19 +32,33 @@ proves none was applied (duplicated = 0).
 from __future__ import annotations
 
 import asyncio
+import math
 import re
-from collections import Counter
-from collections.abc import Mapping
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
+from job_service.domain.scheduling import RateLimit
 from tests.chaos.faults import FaultRecord
 from tests.chaos.workload import Submission
 
 TERMINAL = ("succeeded", "failed", "cancelled")
+# an attempt holds its concurrency key's slot in these
+LEASED = ("running", "cancel_requested")
+# The job types whose result the artifact checks know (the synthetic job and its copies).
+SYNTHETIC_TYPES = frozenset({"synthetic", "keyed", "metered"})
+# Event times are their transactions' start times (now()): an attempt's end committed while
+# a claim's transaction was already under way can carry a later time than the grant it made
+# room for. Overlaps of one key's attempts shorter than this are therefore not counted (the
+# keyed jobs of the workload run for 0.5 s at least, so an over-grant lasts longer).
+KEY_OVERLAP_SLACK_S = 0.25
+# grants a rate-limited tier may exceed its bucket by in a window (timestamp boundaries)
+RATE_SLACK = 1.0
 
 JOBS = """
 SELECT j.id::text AS id, j.user_id, j.idempotency_key AS key, j.status, j.attempt_count,
@@ -41,8 +69,28 @@ SELECT j.id::text AS id, j.user_id, j.idempotency_key AS key, j.status, j.attemp
         WHERE e.job_id = j.id AND e.to_status = 'running') AS attempts_started,
        (SELECT coalesce(array_agg(a.payload->>'attempt'), '{}') FROM job_artifacts a
         WHERE a.job_id = j.id) AS artifact_attempts,
-       (SELECT count(*) FROM jobs c WHERE c.parent_job_id = j.id) AS children
+       (SELECT count(*) FROM jobs c WHERE c.parent_job_id = j.id) AS children,
+       (SELECT min(e.created_at) FROM job_events e
+        WHERE e.job_id = j.id AND e.to_status = 'running') AS first_started,
+       j.priority
 FROM jobs j
+"""
+
+# every transition of every job with a concurrency key, in order per job
+KEYED_EVENTS = """
+SELECT e.job_id::text AS job_id, j.concurrency_key AS key, j.concurrency_limit AS "limit",
+       e.to_status, e.created_at AS at
+FROM job_events e JOIN jobs j ON j.id = e.job_id
+WHERE j.concurrency_key IS NOT NULL
+ORDER BY e.job_id, e.id
+"""
+
+# the grants of jobs of these model tiers (attempts started), in time order
+TIER_GRANTS = """
+SELECT j.model_tier AS tier, e.created_at AS at
+FROM job_events e JOIN jobs j ON j.id = e.job_id
+WHERE e.to_status = 'running' AND j.model_tier = ANY($1::text[])
+ORDER BY e.created_at, e.id
 """
 
 EXTRA_CHILDREN = """
@@ -50,11 +98,16 @@ SELECT parent_job_id::text AS parent, job_type, count(*) AS n FROM jobs
 WHERE parent_job_id IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1
 """
 
-# the first sign of a job back at work after a fault: a new attempt, or its end
+# the first sign of a job back at work after a fault: a new attempt, or its end; or its
+# end before the fault (an event's time is its transaction's start: an attempt that ended
+# just before the injection can commit after the fault listed the job as affected)
 RECOVERED_AT = """
-SELECT extract(epoch FROM min(created_at)) FROM job_events
-WHERE job_id = $1::uuid AND created_at > to_timestamp($2)
-  AND (to_status = 'running' OR to_status = ANY($3::text[]))
+SELECT extract(epoch FROM coalesce(
+    (SELECT min(created_at) FROM job_events
+     WHERE job_id = $1::uuid AND created_at > to_timestamp($2)
+       AND (to_status = 'running' OR to_status = ANY($3::text[]))),
+    (SELECT min(created_at) FROM job_events
+     WHERE job_id = $1::uuid AND to_status = ANY($3::text[]))))
 """
 
 LEASE_EXPIRED_AFTER_SHUTDOWN = """
@@ -100,6 +153,14 @@ class Report:
     stale_refused: int = 0
     stale_stopped: int = 0
     attempts_started: int = 0
+    # scheduling: jobs created delayed, and of those started before their time
+    delayed: int = 0
+    started_early: int = 0
+    prioritised: int = 0
+    # per concurrency key: (jobs, most attempts leased at once, limit)
+    keys: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    # per rate-limited tier: (grants, most grants in one second, rate + burst per second)
+    tiers: dict[str, tuple[int, int, float]] = field(default_factory=dict)
     recoveries: list[Recovery] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -158,6 +219,27 @@ class Report:
             ),
             ("attempts started", f"{self.attempts_started}", "at-least-once: re-runs included"),
             (
+                "delayed jobs",
+                f"{self.delayed}",
+                f"run_at ahead of the create; {self.started_early} started before it",
+            ),
+            ("prioritised jobs", f"{self.prioritised}", "a priority other than the default"),
+            (
+                "keyed jobs",
+                f"{sum(n for n, _, _ in self.keys.values())}",
+                "most leased at once: "
+                + ", ".join(f"{k} {peak} of {limit}" for k, (_, peak, limit) in self.keys.items()),
+            ),
+            (
+                "rate-limited grants",
+                f"{sum(n for n, _, _ in self.tiers.values())}",
+                "most in 1 s: "
+                + ", ".join(
+                    f"{tier} {peak} (bucket: {per_s:g} + 1)"
+                    for tier, (_, peak, per_s) in self.tiers.items()
+                ),
+            ),
+            (
                 "longest recovery",
                 f"{longest.seconds:.1f} s" if longest and longest.seconds is not None else "-",
                 f"{longest.kind} ({longest.what})" if longest else "",
@@ -200,7 +282,9 @@ async def check(
     faults: list[FaultRecord],
     log_dir: Path,
     report: Report,
+    rate_limits: Mapping[str, RateLimit] | None = None,
 ) -> Report:
+    """``rate_limits``: the tiers' limits the stack ran with (JOBS_RATE_LIMITS)."""
     every = await pool.fetch(JOBS, list(TERMINAL))
     report.attempts_started = sum(r["attempts_started"] for r in every)
     by_key = {(r["user_id"], r["key"]): r for r in every if r["key"] is not None}
@@ -220,6 +304,15 @@ async def check(
             report.stuck.append(f"derived job {row['id']} ({row['key']}): still {row['status']}")
     for row in await pool.fetch(EXTRA_CHILDREN):
         report.duplicated.append(f"parent {row['parent']}: {row['n']} {row['job_type']} children")
+    report.keys, breaches = key_breaches(await pool.fetch(KEYED_EVENTS))
+    report.violations += breaches
+    limits = dict(rate_limits or {})
+    grants: dict[str, list[datetime]] = {tier: [] for tier in sorted(limits)}
+    for row in await pool.fetch(TIER_GRANTS, list(limits)):
+        grants[row["tier"]].append(row["at"])
+    for tier, times in grants.items():
+        report.tiers[tier], breaches = rate_breaches(tier, times, limits[tier])
+        report.violations += breaches
     for record in faults:
         report.faults[record.kind] += 1
         report.violations += [f"{record.kind} {record.target}: {v}" for v in record.violations]
@@ -257,6 +350,7 @@ def classify_job(
     elif row["id"] != sub.job_id:
         report.duplicated.append(f"{sub.key}: acknowledged as {sub.job_id}, stored as {row['id']}")
     what = f"{sub.key} ({sub.kind.name}) job {row['id']}"
+    _check_schedule(sub, row, what, report)
     status = row["status"]
     if status in TERMINAL:
         report.terminal[status] += 1
@@ -272,7 +366,7 @@ def classify_job(
     if status == "succeeded" and children < sub.kind.children:
         report.lost.append(f"{what}: succeeded with {children} of its {sub.kind.children} children")
     artifacts = list(row["artifact_attempts"])
-    if sub.kind.job_type != "synthetic":
+    if sub.kind.job_type not in SYNTHETIC_TYPES:
         return  # the artifact checks below know what a synthetic result looks like
     if status == "succeeded" and (len(artifacts) != 1 or artifacts[0] != row["output_attempt"]):
         report.duplicated.append(
@@ -280,6 +374,116 @@ def classify_job(
         )
     elif status != "succeeded" and artifacts:
         report.duplicated.append(f"{what}: {status} with artifacts {artifacts}")
+
+
+def _check_schedule(
+    sub: Submission, row: asyncpg.Record | Mapping[str, Any], what: str, report: Report
+) -> None:
+    """A delayed job must not start before its time; an asked priority must be stored."""
+    if sub.priority is not None:
+        report.prioritised += 1
+        if row.get("priority", sub.priority) != sub.priority:
+            report.violations.append(
+                f"{what}: stored with priority {row['priority']}, created with {sub.priority}"
+            )
+    if sub.run_at is None:
+        return
+    report.delayed += 1
+    started = row.get("first_started")
+    if started is not None and started < sub.run_at:
+        report.started_early += 1
+        report.violations.append(
+            f"{what}: delayed until {sub.run_at.isoformat()}, started"
+            f" {(sub.run_at - started).total_seconds():.3f}s early at {started.isoformat()}"
+        )
+
+
+def key_breaches(
+    events: Iterable[asyncpg.Record | Mapping[str, Any]], slack_s: float = KEY_OVERLAP_SLACK_S
+) -> tuple[dict[str, tuple[int, int, int]], list[str]]:
+    """From every transition (job_id, key, limit, to_status, at; in order per job) of the
+    jobs with a concurrency key: per key (jobs, most attempts leased at once, limit), and
+    a breach for each time a key had more leased than its limit. An attempt is leased from
+    its transition into running until the next one out of LEASED (never: still leased);
+    each interval's start is moved ``slack_s`` later (see KEY_OVERLAP_SLACK_S)."""
+    # per key: (time, +1 start / -1 end, job id); limits and jobs per key
+    points: dict[str, list[tuple[float, int, str]]] = defaultdict(list)
+    limits: dict[str, int] = {}
+    jobs: dict[str, set[str]] = defaultdict(set)
+    open_since: dict[str, float] = {}  # job id -> start of its leased attempt
+    for event in events:
+        key, job_id = event["key"], event["job_id"]
+        limits[key] = min(limits.get(key, event["limit"]), event["limit"])
+        jobs[key].add(job_id)
+        at = event["at"].timestamp()
+        if job_id in open_since and (
+            event["to_status"] == "running" or event["to_status"] not in LEASED
+        ):
+            _interval(points[key], job_id, open_since.pop(job_id) + slack_s, at)
+        if event["to_status"] == "running":
+            open_since[job_id] = at
+    keys_of = {job_id: key for key, ids in jobs.items() for job_id in ids}
+    for job_id, start in open_since.items():
+        _interval(points[keys_of[job_id]], job_id, start + slack_s, math.inf)
+    figures: dict[str, tuple[int, int, int]] = {}
+    breaches: list[str] = []
+    for key in sorted(jobs):
+        limit, leased, peak = limits[key], set[str](), 0
+        # ends before starts at one instant: a slot freed and taken again is no overlap
+        for at, step, job_id in sorted(points[key], key=lambda p: (p[0], p[1])):
+            was = len(leased)
+            if step > 0:
+                leased.add(job_id)
+            else:
+                leased.discard(job_id)
+            peak = max(peak, len(leased))
+            if was <= limit < len(leased):
+                breaches.append(
+                    f"concurrency key {key}: {len(leased)} attempts leased at once (limit"
+                    f" {limit}) at {datetime.fromtimestamp(at, UTC).isoformat()}: "
+                    + ", ".join(sorted(leased))
+                )
+        figures[key] = (len(jobs[key]), peak, limit)
+    return figures, breaches
+
+
+def _interval(points: list[tuple[float, int, str]], job_id: str, start: float, end: float) -> None:
+    if start < end:
+        points += [(start, 1, job_id), (end, -1, job_id)]
+
+
+def rate_breaches(
+    tier: str, grants: Sequence[datetime], limit: RateLimit, slack: float = RATE_SLACK
+) -> tuple[tuple[int, int, float], list[str]]:
+    """The grants of a rate-limited tier, in time order, against its token bucket: every
+    window [t_i, t_j] holds at most burst + rate x (t_j - t_i) + ``slack`` of them (a bucket
+    full at t_i, refilled at the full rate). Returns (grants, most in any one second,
+    rate + burst per second) and a breach per run of windows over the bound."""
+    rate = limit.requests_per_minute / 60
+    burst = limit.request_burst
+    times = [g.timestamp() for g in grants]
+    breaches: list[str] = []
+    # the window ending at grant j with the most grants beyond its refill starts at the
+    # i <= j with the largest rate * t_i - i: one pass keeps it
+    best, best_i, over = -math.inf, 0, False
+    for j, t in enumerate(times):
+        if rate * t - j > best:
+            best, best_i = rate * t - j, j
+        excess = j + 1 - rate * t + best
+        if excess > burst + slack and not over:
+            span = t - times[best_i]
+            breaches.append(
+                f"rate limit of tier {tier}: {j - best_i + 1} grants in {span:.3f}s from"
+                f" {grants[best_i].isoformat()} (its bucket allows {burst:g} +"
+                f" {rate:g}/s x {span:.3f}s + {slack:g})"
+            )
+        over = excess > burst + slack
+    peak, i = 0, 0
+    for j, t in enumerate(times):
+        while t - times[i] >= 1.0:
+            i += 1
+        peak = max(peak, j - i + 1)
+    return (len(times), peak, rate + burst), breaches
 
 
 async def _recoveries(pool: asyncpg.Pool, record: FaultRecord, report: Report) -> None:
@@ -302,7 +506,7 @@ async def _recoveries(pool: asyncpg.Pool, record: FaultRecord, report: Report) -
         if at is None:
             report.violations.append(f"{record.kind} {record.target}: job {job_id} never resumed")
             continue
-        took = float(at) - record.injected_at
+        took = max(float(at) - record.injected_at, 0.0)  # 0: it had ended before the fault
         slowest = took if slowest is None else max(slowest, took)
         if record.bound_s is not None and took > record.bound_s:
             report.violations.append(

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import asyncpg
 
+from job_service.domain.scheduling import parse_rate_limits
 from tests.chaos.checker import RECOVERED_AT, TERMINAL, Report, check
 from tests.chaos.cluster import Cluster
 from tests.chaos.cluster_faults import CLUSTER_FAULTS
@@ -48,9 +49,10 @@ async def run(
     rng = random.Random(seed)
     report = Report(profile.name, seed)
     started = time.monotonic()
+    settings = settings or StackSettings()
     cluster = Cluster(
         root,
-        settings or StackSettings(),
+        settings,
         replicas=profile.replicas,
         workers=profile.workers,
         nats_servers=profile.nats_servers,
@@ -69,7 +71,10 @@ async def run(
             left = await _quiesce(await cluster.db(), profile.quiesce_timeout_s)
             say(f"chaos: checking ({left} jobs unfinished)")
             report.elapsed_s = time.monotonic() - started
-            await check(await cluster.db(), workload.submissions, records, cluster.log_dir, report)
+            limits = parse_rate_limits(settings.rate_limits)
+            await check(
+                await cluster.db(), workload.submissions, records, cluster.log_dir, report, limits
+            )
         finally:
             workload.stop()
             await workload.abandon()

@@ -6,9 +6,18 @@ recovery fits in seconds, so a run of a few minutes goes through every fault kin
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from tests.chaos.faults import FAULT_KINDS
+
+# The scheduler's test job types (``keyed``: a concurrency key per user; ``metered``: the
+# cheap model tier), loaded by every job_service replica and worker.
+SCHED_JOB_TYPE_MODULES = "tests.support.sched_jobtypes"
+# The fleet-wide rate limit of the cheap tier (``metered`` jobs and feynman's review-card
+# children): about twice the workload's mean demand, so that it holds back bursts and
+# backlogs after faults without starving the tier.
+RATE_LIMITS = {"cheap": {"requests_per_minute": 120, "burst_requests": 2}}
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,12 @@ class StackSettings:
     # the synthetic job type's retry backoff (jobtypes/synthetic.py): the first delay
     # after an expired lease is at most this
     first_backoff_s: float = 0.2
+    job_type_modules: str = SCHED_JOB_TYPE_MODULES
+    # one priority level is worth this much waiting (default 10 s): a job overtaken by
+    # better-placed work (a token re-sent for it after NATS lost its store grants the best
+    # job in line) waits at most (priority gap x step), which the bounds' slack absorbs
+    priority_step_s: float = 0.25
+    rate_limits: str = json.dumps(RATE_LIMITS)
 
     def job_service_env(self) -> dict[str, str]:
         return {
@@ -46,6 +61,9 @@ class StackSettings:
             "JOBS_MAX_ACTIVE_JOBS_PER_USER": "0",
             "JOBS_DAILY_JOB_QUOTA_PER_USER": "0",
             "JOBS_LOG_LEVEL": "INFO",
+            "JOBS_JOB_TYPE_MODULES": self.job_type_modules,
+            "JOBS_RATE_LIMITS": self.rate_limits,
+            "JOBS_SCHED_PRIORITY_STEP_S": str(self.priority_step_s),
         }
 
     def worker_env(self) -> dict[str, str]:
@@ -57,6 +75,7 @@ class StackSettings:
             "JOBS_FAKE_LATENCY_MS": "50",
             "JOBS_FAKE_FAILURE": "PROVIDER_UNAVAILABLE",
             "JOBS_FAKE_FAILURE_RATE": "0.1",
+            "JOBS_JOB_TYPE_MODULES": self.job_type_modules,
         }
 
     # -- the bounds the run holds the stack to (seconds); SLACK absorbs a loaded machine

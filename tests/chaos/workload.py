@@ -8,6 +8,12 @@ counted as lost (the checker still looks for it). Cancels are retried the same w
 A job kind is one entry of ``KINDS``: its job type, how to draw its input, whether and when
 the client cancels it, the statuses it may end in, and how many child jobs a succeeded one
 has (``feynman`` is the parent/child kind: its projection creates one review-card job).
+
+The scheduler's policies are exercised too: ``keyed`` jobs run under a concurrency key per
+user (at most 2 at once; two users share them, so that the limit bites), ``metered`` jobs
+and feynman's children on the cheap tier, held to its fleet-wide rate limit
+(profiles.RATE_LIMITS); a share of every kind is delayed (``run_at`` a few seconds ahead)
+and a share has a priority other than its type's default.
 """
 
 from __future__ import annotations
@@ -19,9 +25,11 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from shared.grpc_client import aio_channel
 from shared.pb.jobs.v1 import job_pb2, job_service_pb2_grpc
@@ -45,6 +53,14 @@ CHANNEL_OPTIONS = (
 )
 # Refusals that mean the call reached the service and it decided: not worth repeating.
 FINAL_REASONS = {"JOB_NOT_CANCELLABLE", "JOB_ALREADY_CANCELLED", "JOB_NOT_FOUND"}
+# Scheduling drawn per created job, whatever its kind: delayed (run_at this far ahead) ...
+DELAYED_SHARE = 0.15
+DELAY_S = (0.5, 4.0)
+# ... and a priority other than the type's default (one level: StackSettings.priority_step_s
+# of waiting; the widest gap, 4 levels, stays inside the recovery bounds' slack)
+PRIORITISED_SHARE = 0.25
+PRIORITIES = (-2, -1, 1, 2)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -59,6 +75,8 @@ class JobKind:
     cancel_after: Callable[[random.Random], float] | None = None
     # child jobs a succeeded job of this kind has (its projection creates them)
     children: int = 0
+    # when set, the users its jobs belong to (a concurrency key per user: few, so it bites)
+    users: tuple[str, ...] = ()
 
 
 def _quick(r: random.Random) -> dict[str, Any]:
@@ -134,6 +152,15 @@ KINDS: tuple[JobKind, ...] = (
         frozenset({"succeeded", "failed"}),
         children=1,
     ),
+    JobKind(
+        "keyed",
+        16,
+        "keyed",
+        lambda r: {"sleep_ms": r.randint(500, 2500)},
+        frozenset({"succeeded", "failed"}),
+        users=("chaos-keyed-0", "chaos-keyed-1"),
+    ),
+    JobKind("metered", 12, "metered", _quick, frozenset({"succeeded", "failed"})),
 )
 PROBE = JobKind("probe", 0, "synthetic", _quick, frozenset({"succeeded"}))
 
@@ -151,6 +178,10 @@ class Submission:
     create_calls: int = 0
     cancel_acked: bool | None = None
     errors: list[str] = field(default_factory=list)
+    # the due time asked for (CreateJob run_at; None: now), in whole microseconds
+    run_at: datetime | None = None
+    # the priority asked for (None: the job type's default)
+    priority: int | None = None
 
 
 class ChaosClient:
@@ -171,7 +202,13 @@ class ChaosClient:
             job_type=sub.kind.job_type,
             input=struct_from_dict(job_input),
             idempotency_key=sub.key,
+            priority=sub.priority,
         )
+        if sub.run_at is not None:
+            micros = (sub.run_at - EPOCH) // timedelta(microseconds=1)
+            request.run_at.CopyFrom(
+                Timestamp(seconds=micros // 1_000_000, nanos=micros % 1_000_000 * 1000)
+            )
 
         async def call(stub: job_service_pb2_grpc.JobServiceStub) -> None:
             response = await stub.CreateJob(request, timeout=CALL_TIMEOUT_S)
@@ -242,7 +279,11 @@ class Workload:
         started = time.monotonic()
         while not self._stop.is_set():
             kind = self.rng.choices(KINDS, self._weights)[0]
-            self.submit(kind, f"chaos-{n}")
+            delay = self.rng.uniform(*DELAY_S) if self.rng.random() < DELAYED_SHARE else None
+            priority = (
+                self.rng.choice(PRIORITIES) if self.rng.random() < PRIORITISED_SHARE else None
+            )
+            self.submit(kind, f"chaos-{n}", delay_s=delay, priority=priority)
             n += 1
             # the n-th create is due at started + n / rate (no drift from slow calls)
             pause = started + n / self.rate - time.monotonic()
@@ -250,8 +291,16 @@ class Workload:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), pause)
 
-    def submit(self, kind: JobKind, key: str) -> Submission:
-        sub = Submission(key=key, user_id=f"chaos-user-{len(self.submissions) % 7}", kind=kind)
+    def submit(
+        self, kind: JobKind, key: str, *, delay_s: float | None = None, priority: int | None = None
+    ) -> Submission:
+        user = (
+            self.rng.choice(kind.users) if kind.users else f"chaos-user-{len(self.submissions) % 7}"
+        )
+        sub = Submission(key=key, user_id=user, kind=kind, priority=priority)
+        if delay_s is not None:
+            # a datetime holds whole microseconds, as the database does: compared exactly
+            sub.run_at = datetime.now(UTC) + timedelta(seconds=delay_s)
         self.submissions.append(sub)
         task = asyncio.create_task(self._drive(sub), name=f"submit-{key}")
         self._tasks.add(task)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 
 from devstack.embedded import free_port
@@ -153,13 +154,18 @@ async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
         assert value(service, "jobs_finished_total", **done) == 1
         assert value(work, "jobs_worker_attempts_total", **done) == 1
         credential_id = await run_on_user_key(target, tokens["client"])
+        # the web console serves where the banner says, behind its sign-in
+        console = re.search(r"web console\s+(http://127.0.0.1:\d+/)", first.output())
+        assert console is not None
+        async with httpx.AsyncClient(base_url=console.group(1)) as web:
+            assert (await web.get("/jobs")).headers["location"].startswith("/signin")
 
         assert await first.interrupt() == 0
     finally:
         first.kill()
     # PostgreSQL and NATS are named when ready, the services when being stopped
     pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", first.output())]
-    assert len(pids) == 4
+    assert len(pids) == 5  # PostgreSQL, NATS, job_service, worker, console
     assert not [pid for pid in pids if alive(pid)]
     assert "PostgreSQL stopped" in first.output()
     assert (pg_data_dir / "credentials-master-key").stat().st_mode & 0o777 == 0o600

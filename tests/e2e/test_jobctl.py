@@ -9,14 +9,18 @@ import os
 import pty
 import re
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pytest
 
 from devstack.embedded import free_port
-from tests.support.stack import ALL_ROLES_TOKEN, client_env
+from shared.constants import Queue
+from tests.support.stack import ALL_ROLES_TOKEN, CLIENT_TOKEN, client_env, running_job_service
 from tests.support.wait import eventually
 from worker_service.app import WorkerApp
 
@@ -33,16 +37,22 @@ class Run:
         return json.loads(self.out)
 
 
+def jobctl_env(target: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        **client_env(ALL_ROLES_TOKEN),
+        "JOBS_JOB_SERVICE_TARGET": target,
+        "JOBS_USER_ID": "cli-user",
+    }
+
+
 async def jobctl(target: str, *args: str, timeout: float = 30) -> Run:
+    """jobctl with no terminal: stdin is /dev/null, as in a script or CI."""
     process = await asyncio.create_subprocess_exec(
         JOBCTL,
         *args,
-        env={
-            **os.environ,
-            **client_env(ALL_ROLES_TOKEN),
-            "JOBS_JOB_SERVICE_TARGET": target,
-            "JOBS_USER_ID": "cli-user",
-        },
+        env=jobctl_env(target),
+        stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -183,12 +193,7 @@ async def test_watch_on_a_terminal_draws_a_live_progress_bar(
             "-i",
             '{"sleep_ms": 1500}',
             "--watch",
-            env={
-                **os.environ,
-                **client_env(ALL_ROLES_TOKEN),
-                "JOBS_JOB_SERVICE_TARGET": target,
-                "JOBS_USER_ID": "cli-user",
-            },
+            env=jobctl_env(target),
             stdout=terminal,
         )
         os.close(terminal)
@@ -203,3 +208,230 @@ async def test_watch_on_a_terminal_draws_a_live_progress_bar(
     assert "\r\033[K" in screen  # the bar is redrawn in place
     assert re.search(r"\[[#-]{24}\]\s+\d+%\s+running\s+attempt 1/4", screen)
     assert screen.rstrip().splitlines()[-1].split()[1] == "succeeded"
+
+
+# --- scheduling ------------------------------------------------------------------------
+
+QUEUE = Queue.INTERACTIVE.value  # synthetic's queue
+
+
+def fields(human: str) -> dict[str, str]:
+    """``key  value`` lines of a job's detail (keys may hold one space: "next run")."""
+    found = {}
+    for line in human.splitlines():
+        match = re.match(r"^(\S+(?: \S+)?)\s{2,}(.*)$", line)
+        if match:
+            found[match.group(1)] = match.group(2).strip()
+    return found
+
+
+def rows(table: str) -> list[list[str]]:
+    return [line.split() for line in table.splitlines()]
+
+
+async def test_create_with_a_delay_or_a_time_stores_a_created_job_that_waits(
+    target: str, db: asyncpg.Connection
+) -> None:
+    delayed = await jobctl(target, "create", "synthetic", "--delay", "1h", "--json")
+
+    assert delayed.status == 0, delayed.err
+    job = delayed.json()["job"]
+    assert job["status"] == "JOB_STATUS_CREATED"
+    row = await db.fetchrow(
+        "SELECT status, next_run_at - created_at AS ahead FROM jobs WHERE id = $1", job["id"]
+    )
+    assert row["status"] == "created"
+    assert timedelta(minutes=59) < row["ahead"] <= timedelta(hours=1)
+    shown = fields((await jobctl(target, "get", job["id"])).out)
+    assert shown["status"] == "created"
+    assert shown["next run"] == job["next_run_at"][:19].replace("T", " ")
+    # why it waits: only the admin view carries it
+    assert "waiting" not in shown
+    admin_view = fields((await jobctl(target, "get", "--admin", job["id"])).out)
+    assert admin_view["waiting"] == "not_due"
+    assert admin_view["hold until"] == shown["next run"]
+    assert admin_view["version"] == "1.0.0"
+
+    at = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
+    local = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S") + "Z"
+    scheduled = await jobctl(
+        target, "create", "synthetic", "--run-at", local, "--priority", "7", "--json"
+    )
+    assert scheduled.status == 0, scheduled.err
+    stored = await db.fetchrow(
+        "SELECT status, next_run_at, priority FROM jobs WHERE id = $1",
+        scheduled.json()["job"]["id"],
+    )
+    assert (stored["status"], stored["next_run_at"], stored["priority"]) == ("created", at, 7)
+
+    # cancellable while it waits
+    cancelled = await jobctl(target, "cancel", job["id"])
+    assert (cancelled.status, cancelled.out.split()[1]) == (0, "cancelled")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--delay", "soon"], "argument --delay: 'soon' is not a delay"),
+        (["--delay=-5m"], "argument --delay: '-5m': a delay cannot be negative"),
+        (["--delay", "5 minutes"], "argument --delay"),
+        (["--run-at", "tomorrow"], "argument --run-at: 'tomorrow' is not an RFC 3339 time"),
+        (["--run-at", "2030-01-31T09:00:00"], "with a zone"),  # no offset: whose 9 o'clock?
+        (["--run-at", "2030-01-31T09:00:00Z", "--delay", "5m"], "not allowed with"),
+        (["--priority", "high"], "argument --priority: invalid int value"),
+    ],
+)
+async def test_a_bad_schedule_is_a_usage_error_and_nothing_is_sent(
+    target: str, db: asyncpg.Connection, args: list[str], says: str
+) -> None:
+    run = await jobctl(target, "create", "synthetic", *args)
+
+    assert run.status == 2
+    assert says in run.err
+    assert run.out == ""
+    assert await db.fetchval("SELECT count(*) FROM jobs") == 0
+
+
+async def test_a_schedule_the_service_refuses_names_the_field_and_writes_nothing(
+    target: str, db: asyncpg.Connection
+) -> None:
+    too_far = await jobctl(target, "create", "synthetic", "--delay", "400d")
+    assert too_far.status == 6
+    assert "delay: at most 366 days" in too_far.err
+    priority = await jobctl(target, "create", "synthetic", "--priority", "5000")
+    assert priority.status == 6
+    assert "priority" in priority.err
+    assert await db.fetchval("SELECT count(*) FROM jobs") == 0
+
+
+async def test_queues_pause_and_resume(target: str, db: asyncpg.Connection) -> None:
+    waiting = (await jobctl(target, "create", "synthetic", "--json")).json()["job"]["id"]
+    listed = rows((await jobctl(target, "queues")).out)
+    assert listed[0] == [
+        "QUEUE",
+        "PAUSED",
+        "WAITING",
+        "ELIGIBLE",
+        "RUNNING",
+        "LIMIT",
+        "PAUSED-SINCE",
+    ]
+    by_name = {r[0]: r for r in listed[1:]}
+    assert by_name[QUEUE][1:6] == ["no", "1", "1", "0", "-"]
+
+    paused = await jobctl(target, "pause", QUEUE, "--yes")
+
+    assert paused.status == 0, paused.err
+    assert paused.out.strip() == f"paused {QUEUE}: 1 waiting, 0 running (they finish)"
+    control = await db.fetchrow("SELECT * FROM queue_controls WHERE queue = $1", QUEUE)
+    assert (control["paused"], control["paused_by"]) == (True, "test-all")
+    shown = {r[0]: r for r in rows((await jobctl(target, "queues")).out)[1:]}
+    assert shown[QUEUE][1] == "yes" and shown[QUEUE][-2:] == ["by", "test-all"]
+    held = fields((await jobctl(target, "get", "--admin", waiting)).out)
+    assert held["waiting"] == "queue_paused"
+    assert QUEUE in held["hold detail"]
+    as_json = (await jobctl(target, "queues", "--json")).json()
+    assert {q["name"]: q.get("paused", False) for q in as_json["queues"]}[QUEUE] is True
+
+    resumed = await jobctl(target, "resume", QUEUE, "--json")
+
+    assert resumed.status == 0, resumed.err
+    assert resumed.json()["name"] == QUEUE and "paused" not in resumed.json()
+    assert await db.fetchval("SELECT paused FROM queue_controls WHERE queue = $1", QUEUE) is False
+    assert fields((await jobctl(target, "get", "--admin", waiting)).out)["waiting"] == "ready"
+
+
+async def answer_on_a_terminal(target: str, answer: bytes, *args: str) -> Run:
+    """jobctl with its stdin on a terminal, and ``answer`` typed there."""
+    controller, terminal = pty.openpty()
+    try:
+        os.write(controller, answer)
+        process = await asyncio.create_subprocess_exec(
+            JOBCTL,
+            *args,
+            env=jobctl_env(target),
+            stdin=terminal,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(process.communicate(), 30)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert process.returncode is not None
+    return Run(process.returncode, out.decode(), err.decode())
+
+
+async def test_pause_asks_first_and_refuses_without_a_terminal_to_ask_on(
+    target: str, db: asyncpg.Connection
+) -> None:
+    async def paused_rows() -> int:
+        return int(await db.fetchval("SELECT count(*) FROM queue_controls WHERE paused"))
+
+    scripted = await jobctl(target, "pause", QUEUE)
+    assert scripted.status == 2
+    assert "stdin is not a terminal; add --yes" in scripted.err
+    declined = await answer_on_a_terminal(target, b"n\n", "pause", QUEUE)
+    assert declined.status == 9, declined.err
+    assert f"Pause queue {QUEUE}?" in declined.err and "[y/N]" in declined.err
+    assert "was not paused" in declined.err
+    unknown = await answer_on_a_terminal(target, b"y\n", "pause", "no-such-queue")
+    assert unknown.status == 2
+    assert "no queue named 'no-such-queue'; the queues are: " in unknown.err
+    assert await paused_rows() == 0
+
+    accepted = await answer_on_a_terminal(target, b"y\n", "pause", QUEUE)
+
+    assert accepted.status == 0, accepted.err
+    assert accepted.out.startswith(f"paused {QUEUE}")
+    assert await paused_rows() == 1
+
+
+async def test_queue_controls_are_for_admins_only(target: str, db: asyncpg.Connection) -> None:
+    for args in (["pause", QUEUE, "--yes"], ["resume", QUEUE], ["queues"], ["rate-limits"]):
+        run = await jobctl(target, *args, "--token", CLIENT_TOKEN)
+        assert run.status == 8, (args, run.err)
+        assert "PERMISSION_DENIED" in run.err
+    assert await db.fetchval("SELECT count(*) FROM queue_controls") == 0
+    unknown = await jobctl(target, "pause", "no-such-queue", "--yes")
+    assert unknown.status == 6  # the service's own refusal
+    assert "INVALID_ARGUMENT" in unknown.err
+
+
+RATE_LIMITS = {"primary": {"requests_per_minute": 600, "tokens_per_minute": 200000}}
+
+
+@pytest.fixture
+async def limited(database_url: str, nats_url: str) -> AsyncIterator[str]:
+    """A job service with a rate limit on the primary tier."""
+    async with running_job_service(
+        database_url, nats_url, rate_limits=json.dumps(RATE_LIMITS)
+    ) as app:
+        yield f"127.0.0.1:{app.port}"
+
+
+async def test_rate_limits_lists_each_tier(limited: str) -> None:
+    run = await jobctl(limited, "rate-limits")
+
+    assert run.status == 0, run.err
+    [header, primary] = rows(run.out)
+    assert header == [
+        "KEY",
+        "REQ/MIN",
+        "TOK/MIN",
+        "FACTOR",
+        "REQ-AVAIL",
+        "TOK-AVAIL",
+        "WAITING",
+        "429S",
+        "BLOCKED-UNTIL",
+    ]
+    assert primary[:4] == ["primary", "600", "200000", "1.00"]
+    assert primary[6:] == ["0", "0", "-"]
+    [limit] = (await jobctl(limited, "rate-limits", "--json")).json()["limits"]
+    assert (limit["key"], limit["requests_per_minute"]) == ("primary", 600)
+
+
+async def test_rate_limits_says_when_none_are_configured(target: str) -> None:
+    run = await jobctl(target, "rate-limits")
+    assert (run.status, run.out.strip()) == (0, "no rate limits (JOBS_RATE_LIMITS is empty)")

@@ -38,6 +38,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from tests.support.stack import ADMIN_TOKEN, CLIENT_TOKEN, WORKER_TOKEN
@@ -58,6 +59,8 @@ EXPECTED_BLOCKS = {
     "diagnose-grpcurl",
     "feynman-grpcurl",
     "credentials-grpcurl",
+    "scheduling-jobctl",
+    "scheduling-grpcurl",
 }
 
 
@@ -300,3 +303,52 @@ async def test_credentials_with_grpcurl(
     [artifact] = job["artifacts"]  # type: ignore[index]
     # synthetic puts the fingerprint of the key it was given in its artifact
     assert artifact["payload"]["api_key"] == stored["fingerprint"]  # type: ignore[index]
+
+
+async def test_scheduling_with_jobctl(
+    blocks: dict[str, list[str]], reader: Reader, db: asyncpg.Connection
+) -> None:
+    runs = await reader.run_block(blocks["scheduling-jobctl"])
+
+    [delayed, urgent] = [r for r in runs if "jobctl create" in r.command]
+    delayed_id, urgent_id = (re.findall(UUID, r.out)[0] for r in (delayed, urgent))
+    assert re.search(r"^status\s+created$", delayed.out, re.MULTILINE)
+    row = await db.fetchrow(
+        "SELECT status, next_run_at - created_at AS ahead FROM jobs WHERE id = $1", delayed_id
+    )
+    assert row is not None and row["status"] == "created"
+    assert 85 < row["ahead"].total_seconds() <= 90
+    [first_get, second_get] = [r.out for r in runs if "jobctl get" in r.command]
+    assert re.search(r"^next run\s+\d{4}-", first_get, re.MULTILINE)
+    assert re.search(r"^waiting\s+not_due$", first_get, re.MULTILINE)
+    assert urgent_id in second_get
+    assert re.search(r"^waiting\s+queue_paused$", second_get, re.MULTILINE)
+    assert re.search(r"^priority\s+5$", second_get, re.MULTILINE)
+    queues = run_of(runs, "jobctl queues").out.splitlines()
+    assert queues[0].split()[:6] == ["QUEUE", "PAUSED", "WAITING", "ELIGIBLE", "RUNNING", "LIMIT"]
+    assert run_of(runs, "jobctl pause").out.startswith("paused ai-interactive")
+    assert run_of(runs, "jobctl resume").out.startswith("resumed ai-interactive")
+    assert await db.fetchval("SELECT paused FROM queue_controls") is False
+    # make run configures no rate limit: the command says so
+    assert "JOBS_RATE_LIMITS is empty" in run_of(runs, "jobctl rate-limits").out
+
+
+async def test_scheduling_with_grpcurl(
+    blocks: dict[str, list[str]], reader: Reader, db: asyncpg.Connection
+) -> None:
+    runs = await reader.run_block(blocks["scheduling-grpcurl"])
+
+    created = run_of(runs, "CreateJob").messages()[0]["job"]
+    assert created["status"] == "JOB_STATUS_CREATED"  # type: ignore[index]
+    assert created["priority"] == 5  # type: ignore[index]
+    hold = run_of(runs, "AdminService/GetJob").messages()[0]["job"]["hold"]  # type: ignore[index]
+    assert hold["reason"] == "REASON_NOT_DUE"  # type: ignore[index]
+    assert hold["until"] == created["next_run_at"]  # type: ignore[index]
+    paused = run_of(runs, "PauseQueue").messages()[0]["queue"]
+    assert paused["paused"] is True and paused["paused_by"] == "test-admin"  # type: ignore[index]
+    listed = {q["name"]: q for q in run_of(runs, "ListQueues").messages()[0]["queues"]}  # type: ignore[union-attr]
+    assert listed["ai-interactive"]["paused"] is True
+    assert listed["ai-interactive"]["waiting"] == "1"  # int64: a JSON string
+    assert "paused" not in run_of(runs, "ResumeQueue").messages()[0]["queue"]  # type: ignore[operator]
+    assert run_of(runs, "ListRateLimits").messages() == [{}]  # none configured
+    assert await db.fetchval("SELECT paused FROM queue_controls") is False

@@ -5,13 +5,16 @@ The table below is the contract; README "Errors" documents the same codes."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 import pytest
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -90,6 +93,7 @@ def create(**fields: Any) -> Callable[[SharedStack], Message]:
     return lambda s: jpb.CreateJobRequest(input=message, **fields)
 
 
+NOW = int(time.time())
 JOB = "/jobs.v1.JobService/"
 ADMIN = "/jobs.v1.AdminService/"
 EXEC = "/jobs.v1.ExecutorService/"
@@ -474,6 +478,82 @@ CASES: dict[str, Case] = {
         EXEC + "SubmitFailure",
         lambda s: epb.SubmitFailureRequest(
             job_id=s.running, lease_token=s.lease_token, error_code=SQL
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    # --- scheduling
+    "create: both run_at and delay": Case(
+        JOB + "CreateJob",
+        create(run_at=Timestamp(seconds=NOW + 60), delay=Duration(seconds=5)),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create: negative delay": Case(
+        JOB + "CreateJob", create(delay=Duration(seconds=-1)), INVALID, "INVALID_INPUT"
+    ),
+    "create: delay over a year": Case(
+        JOB + "CreateJob", create(delay=Duration(seconds=400 * 86400)), INVALID, "INVALID_INPUT"
+    ),
+    "create: run_at over a year ahead": Case(
+        JOB + "CreateJob",
+        create(run_at=Timestamp(seconds=NOW + 400 * 86400)),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create: run_at beyond year 9999": Case(
+        JOB + "CreateJob",
+        create(run_at=Timestamp(seconds=253_402_300_800)),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "pause: unknown queue": Case(
+        ADMIN + "PauseQueue",
+        lambda s: apb.PauseQueueRequest(queue="nope"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "pause: SQL queue": Case(
+        ADMIN + "PauseQueue", lambda s: apb.PauseQueueRequest(queue=SQL), INVALID, "INVALID_INPUT"
+    ),
+    "pause: client role": Case(
+        ADMIN + "PauseQueue",
+        lambda s: apb.PauseQueueRequest(queue="ai-interactive"),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
+    "resume: unknown queue": Case(
+        ADMIN + "ResumeQueue", lambda s: apb.ResumeQueueRequest(queue=""), INVALID, "INVALID_INPUT"
+    ),
+    "queues: worker role": Case(
+        ADMIN + "ListQueues",
+        lambda s: apb.ListQueuesRequest(),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=WORKER_TOKEN,
+    ),
+    "rate limits: client role": Case(
+        ADMIN + "ListRateLimits",
+        lambda s: apb.ListRateLimitsRequest(),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
+    "lock jobs: unknown queue": Case(
+        EXEC + "LockJobs",
+        lambda s: epb.LockJobsRequest(
+            requests=[epb.LockJobRequest(job_id=s.queued, worker_id="w")], queue="nope"
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "lock jobs: too many runnable definitions": Case(
+        EXEC + "LockJobs",
+        lambda s: epb.LockJobsRequest(
+            requests=[epb.LockJobRequest(job_id=s.queued, worker_id="w")],
+            queue="ai-interactive",
+            runnable_definitions=[f"t{n}@1" for n in range(300)],
         ),
         INVALID,
         "INVALID_INPUT",

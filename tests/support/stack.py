@@ -184,6 +184,9 @@ async def count_rows(database_url: str) -> dict[str, int]:
                 "api_secrets",
                 "job_quota_usage",
                 "credentials",
+                "queue_controls",
+                "rate_limits",
+                "worker_definitions",
             )
         }
     finally:

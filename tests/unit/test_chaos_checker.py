@@ -1,13 +1,16 @@
 """The chaos checker's verdicts on one job: it must be able to call a job lost, stuck or
-duplicated (the harness is only as good as these)."""
+duplicated (the harness is only as good as these), and the scheduler's limits breached: a
+delayed job started early, a concurrency key over its limit, a tier over its rate limit."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from tests.chaos.checker import Report, classify_job
+from job_service.domain.scheduling import RateLimit
+from tests.chaos.checker import Report, classify_job, key_breaches, rate_breaches
 from tests.chaos.workload import KINDS, Submission
 
 QUICK = KINDS[0]
@@ -83,3 +86,110 @@ def test_a_succeeded_parent_without_its_child_lost_the_child() -> None:
     report = Report("unit", 0)
     classify_job(Submission("k", "u", feynman, job_id="job-1"), {**stored, "children": 1}, report)
     assert (report.lost, report.duplicated, report.stuck) == ([], [], [])
+
+
+# --------------------------------------------------------------------------- scheduling
+
+T0 = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
+KEY = "keyed:user=u"
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_a_delayed_job_started_before_its_time_is_a_violation() -> None:
+    sub = Submission("k", "u", QUICK, job_id="job-1", run_at=at(2.0))
+    report = Report("unit", 0)
+    classify_job(sub, row(first_started=at(1.999)), report)
+    assert report.started_early == 1 and len(report.violations) == 1
+    assert "early" in report.violations[0]
+
+
+def test_a_delayed_job_started_at_or_after_its_time_is_not() -> None:
+    for started in (at(2.0), at(2.5), None):  # None: never started (cancelled while waiting)
+        report = Report("unit", 0)
+        sub = Submission("k", "u", QUICK, job_id="job-1", run_at=at(2.0))
+        classify_job(sub, row(first_started=started), report)
+        assert report.delayed == 1 and report.violations == [] and report.started_early == 0
+
+
+def test_a_priority_stored_other_than_asked_is_a_violation() -> None:
+    report = Report("unit", 0)
+    classify_job(Submission("k", "u", QUICK, job_id="job-1", priority=5), row(priority=0), report)
+    assert report.prioritised == 1 and len(report.violations) == 1
+
+
+def events(*attempts: tuple[str, float, float | None, str]) -> list[dict[str, Any]]:
+    """Transitions of keyed jobs: (job, into running at, out at (None: still leased), to)."""
+    rows = []
+    for job, start, end, to in sorted(attempts):
+        rows.append(
+            {"job_id": job, "key": KEY, "limit": 2, "to_status": "running", "at": at(start)}
+        )
+        if end is not None:
+            rows.append({"job_id": job, "key": KEY, "limit": 2, "to_status": to, "at": at(end)})
+    return rows
+
+
+def test_more_attempts_of_a_key_leased_at_once_than_its_limit_is_a_breach() -> None:
+    figures, breaches = key_breaches(
+        events(("a", 0, 3, "succeeded"), ("b", 1, 4, "succeeded"), ("c", 2, 5, "failed"))
+    )
+    assert figures[KEY] == (3, 3, 2)
+    assert len(breaches) == 1 and "3 attempts leased at once (limit 2)" in breaches[0]
+
+
+def test_a_killed_workers_attempt_holds_its_slot_until_its_lease_is_reaped() -> None:
+    # a's worker died at 1 s; the reaper expired its lease at 3 s (to retrying): the grant
+    # of c at 2 s made three leased at once, as the database counts them
+    figures, breaches = key_breaches(
+        events(("a", 0, 3, "retrying"), ("b", 0.5, 6, "succeeded"), ("c", 2, 6, "succeeded"))
+    )
+    assert len(breaches) == 1 and figures[KEY][1] == 3
+
+
+def test_cancel_requested_still_holds_the_slot_and_a_still_leased_attempt_too() -> None:
+    rows = events(("a", 0, 1, "cancel_requested"), ("b", 0.5, None, ""), ("c", 2, 4, "succeeded"))
+    # a: running -> cancel_requested at 1 s -> cancelled at 5 s
+    rows.append({"job_id": "a", "key": KEY, "limit": 2, "to_status": "cancelled", "at": at(5)})
+    rows.sort(key=lambda r: (r["job_id"], r["at"]))
+    _, breaches = key_breaches(rows)
+    assert len(breaches) == 1
+
+
+def test_attempts_that_follow_each_other_within_the_limit_are_no_breach() -> None:
+    # c starts when a ends (and a retry of a after b ends); overlaps shorter than the
+    # slack (timestamps are transaction starts) do not count
+    figures, breaches = key_breaches(
+        events(
+            ("a", 0, 2, "retrying"),
+            ("b", 0, 4, "succeeded"),
+            ("c", 2, 5, "succeeded"),
+            ("d", 3.9, 6, "succeeded"),
+        )
+    )
+    assert breaches == [] and figures[KEY] == (4, 2, 2)
+
+
+LIMIT = RateLimit("cheap", requests_per_minute=120, burst_requests=2)  # 2/s, bucket of 2
+
+
+def test_grants_within_the_bucket_are_no_breach() -> None:
+    grants = [at(0), at(0.01)] + [at(0.5 * n) for n in range(1, 39)]  # the burst, then 2/s
+    figures, breaches = rate_breaches("cheap", grants, LIMIT)
+    assert breaches == [] and figures == (40, 3, 4.0)
+
+
+def test_more_grants_in_a_second_than_rate_plus_burst_is_a_breach() -> None:
+    grants = [at(0.1 * n) for n in range(6)]  # 6 in 0.5 s: the bucket allows 2 + 1 (+ 1)
+    figures, breaches = rate_breaches("cheap", grants, LIMIT)
+    assert figures[1] == 6 and len(breaches) == 1 and "rate limit of tier cheap" in breaches[0]
+
+
+def test_a_sustained_rate_above_the_limit_is_a_breach_in_no_single_second() -> None:
+    # 3 a second for 20 s: never more than rate + burst + 1 in one second, but the bucket
+    # (2 + 2/s) is overdrawn after a few seconds
+    grants = [at(n / 3) for n in range(60)]
+    figures, breaches = rate_breaches("cheap", grants, LIMIT)
+    assert figures[1] <= 5 and len(breaches) == 1

@@ -12,6 +12,7 @@ import pytest
 from pydantic import SecretStr
 from pydantic_core import PydanticUndefined
 
+from console.settings import ConsoleSettings
 from job_service.settings import JobServiceSettings
 from jobctl.connection import ClientSettings
 from worker_service.model_router import ModelSettings
@@ -22,6 +23,7 @@ PROGRAMS: dict[str, tuple[type[Any], ...]] = {
     "job_service": (JobServiceSettings,),
     "worker": (WorkerSettings, ModelSettings),
     "jobctl": (ClientSettings,),
+    "console": (ConsoleSettings,),
 }
 # Read outside the settings classes: the embedded stack's data directory
 # (devstack/config.py), the tracing switch (shared/tracing.py) and the job-type modules

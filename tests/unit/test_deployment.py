@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from console.settings import ConsoleSettings
 from devstack.embedded import nats_server_binary
 from job_service.settings import JobServiceSettings
 from shared.constants import DISPATCH_STREAM, Queue, dispatch_consumer
@@ -34,6 +35,7 @@ def env_names(settings: type[Any]) -> set[str]:
 JOB_SERVICE_ENV = env_names(JobServiceSettings)
 # a worker also reads its model tiers (worker_service.model_router)
 WORKER_ENV = env_names(WorkerSettings) | env_names(ModelSettings)
+CONSOLE_ENV = env_names(ConsoleSettings)
 
 
 def module_of(command: list[str]) -> str:
@@ -44,7 +46,9 @@ def module_of(command: list[str]) -> str:
 
 
 def settings_for(module: str) -> set[str]:
-    return {"job_service": JOB_SERVICE_ENV, "worker_service": WORKER_ENV}[module]
+    return {"job_service": JOB_SERVICE_ENV, "worker_service": WORKER_ENV, "console": CONSOLE_ENV}[
+        module
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +76,7 @@ def test_compose_services_run_existing_modules_with_settings_they_read(
     compose: dict[str, Any],
 ) -> None:
     assert {"postgres", "nats", "migrate", "job_service", "worker_service"} <= compose.keys()
-    for name in ("migrate", "job_service", "worker_service"):
+    for name in ("migrate", "job_service", "worker_service", "console"):
         service = compose[name]
         assert service["image"] == "durable-jobs:local" and service["build"] == "."
         module = module_of(service["command"])
@@ -163,7 +167,7 @@ def test_k8s_workloads_run_existing_modules_with_settings_they_read(
     manifests: list[dict[str, Any]],
 ) -> None:
     workloads = [m for m in manifests if m["kind"] in ("Deployment", "Job")]
-    assert len(workloads) == 3
+    assert len(workloads) == 4  # migrate, job-service, worker-service, console
     for workload in workloads:
         for container in containers(workload):
             assert container["image"].startswith("durable-jobs:")
@@ -236,7 +240,7 @@ def test_k8s_pods_run_non_root_on_a_read_only_root_without_capabilities(
     manifests: list[dict[str, Any]],
 ) -> None:
     workloads = pod_workloads(manifests)
-    assert len(workloads) == 4
+    assert len(workloads) == 5  # migrate, job-service, worker-service, console, nats
     for workload in workloads:
         name = workload["metadata"]["name"]
         pod = workload["spec"]["template"]["spec"]

@@ -37,6 +37,10 @@ EXPECTED: dict[tuple[str, str], str] = {
     # queued / retrying -> cancelled: CancelJob
     ("queued", "cancel"): "cancelled",
     ("retrying", "cancel"): "cancelled",
+    # created -> running: a delayed job (run_at / delay), locked once due
+    ("created", "lock"): "running",
+    # created -> cancelled: CancelJob while it waits for its time
+    ("created", "cancel"): "cancelled",
     # running -> succeeded: SubmitResult with the current lease token
     ("running", "succeed"): "succeeded",
     # running -> retrying: retryable failure or expired lease, attempts left
@@ -138,15 +142,20 @@ def test_sources_match_the_design(step: Step) -> None:
 
 def test_sources_of_the_main_steps() -> None:
     # Spelled out: these are the ``status = ANY(:from)`` sets of the adapters' CAS.
-    assert sources(Step.LOCK) == {JobStatus.QUEUED, JobStatus.RETRYING}
-    assert sources(Step.CANCEL) == {JobStatus.QUEUED, JobStatus.RETRYING, JobStatus.RUNNING}
+    assert sources(Step.LOCK) == {JobStatus.CREATED, JobStatus.QUEUED, JobStatus.RETRYING}
+    assert sources(Step.CANCEL) == {
+        JobStatus.CREATED,
+        JobStatus.QUEUED,
+        JobStatus.RETRYING,
+        JobStatus.RUNNING,
+    }
     assert sources(Step.CONFIRM_CANCEL) == {JobStatus.CANCEL_REQUESTED}
     for step in (Step.SUCCEED, Step.RETRY, Step.FAIL):
         assert sources(step) == {JobStatus.RUNNING}
 
 
-def test_created_is_reserved_and_has_no_transition() -> None:
-    for step in Step:
+def test_a_delayed_job_can_only_be_locked_or_cancelled() -> None:
+    for step in set(Step) - {Step.LOCK, Step.CANCEL}:
         assert JobStatus.CREATED not in sources(step)
         with pytest.raises(IllegalTransition):
             transition(JobStatus.CREATED, step)
@@ -162,7 +171,7 @@ def test_a_cancel_requested_job_cannot_succeed_or_be_cancelled_again() -> None:
 def test_the_named_status_sets_are_spelled_out() -> None:
     """Every module and statement takes its status sets from these names; written out here
     so a change to the table that moves a set fails."""
-    assert status_values(LOCKABLE) == ["queued", "retrying"]
+    assert status_values(LOCKABLE) == ["created", "queued", "retrying"]
     assert status_values(LEASED) == ["cancel_requested", "running"]
     assert status_values(TERMINAL) == ["cancelled", "failed", "succeeded"]
     assert status_values(RERUNNABLE) == ["cancelled", "failed"]
@@ -177,3 +186,5 @@ def test_status_lists_in_sql_match_the_partial_indexes_text() -> None:
         statuses_sql(ACTIVE) == "('created', 'queued', 'running', 'retrying', 'cancel_requested')"
     )
     assert statuses_sql(LEASED) == "('running', 'cancel_requested')"
+    # migration 0006: jobs_claim, jobs_fair_share
+    assert statuses_sql(LOCKABLE) == "('created', 'queued', 'retrying')"

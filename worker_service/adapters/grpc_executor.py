@@ -64,11 +64,19 @@ class GrpcExecutorClient:
         self._stub = executor_service_pb2_grpc.ExecutorServiceStub(channel)  # type: ignore[no-untyped-call]
 
     async def lock_jobs(
-        self, job_ids: Sequence[str], worker_id: str, *, timeout_s: float
+        self,
+        job_ids: Sequence[str],
+        worker_id: str,
+        *,
+        timeout_s: float,
+        queue: str = "",
+        runnable: Sequence[str] = (),
     ) -> list[LockResult | Exception]:
         _check_batch(len(job_ids))
         request = pb.LockJobsRequest(
-            requests=[pb.LockJobRequest(job_id=job_id, worker_id=worker_id) for job_id in job_ids]
+            requests=[pb.LockJobRequest(job_id=job_id, worker_id=worker_id) for job_id in job_ids],
+            queue=queue,
+            runnable_definitions=list(runnable),
         )
         try:
             response = await self._stub.LockJobs(request, timeout=timeout_s)

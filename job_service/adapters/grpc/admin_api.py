@@ -5,29 +5,44 @@ interceptor's."""
 from __future__ import annotations
 
 import json
+import logging
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import grpc
 
+from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.convert import STATUS_TO_PB, job_to_pb
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import JobFilter
+from job_service.domain.scheduling import QueueState
 from job_service.usecases.admin import Admin
 from job_service.usecases.outbox import OutboxUpkeep
+from job_service.usecases.scheduling import Scheduler
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import admin_service_pb2 as pb
 from shared.pb.jobs.v1 import admin_service_pb2_grpc
 from shared.pbconv import timestamp
 from shared.registry import Registry
 
+log = logging.getLogger(__name__)
 PB_TO_STATUS = {number: status for status, number in STATUS_TO_PB.items()}
 
 
 class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
-    def __init__(self, admin: Admin, outbox: OutboxUpkeep, registry: Registry) -> None:
+    def __init__(
+        self,
+        admin: Admin,
+        outbox: OutboxUpkeep,
+        scheduler: Scheduler,
+        registry: Registry,
+        tokens: TokenTable,
+    ) -> None:
         self._admin = admin
         self._outbox = outbox
+        self._scheduler = scheduler
         self._registry = registry
+        self._tokens = tokens
 
     async def ListJobs(
         self, request: pb.AdminListJobsRequest, context: grpc.aio.ServicerContext
@@ -49,6 +64,7 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         self, request: pb.AdminGetJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.AdminGetJobResponse:
         job = await self._admin.get_any_job(request.job_id)
+        job = replace(job, hold=await self._scheduler.hold(job))
         return pb.AdminGetJobResponse(job=job_to_pb(job, internal=True))
 
     async def RetryJob(
@@ -100,12 +116,75 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
                     timeout_seconds=d.timeout_s,
                     max_attempts=d.max_attempts,
                     max_concurrency=d.concurrency,
+                    fairness_key=d.fairness_key,
+                    concurrency_key=d.concurrency_key,
+                    concurrency_limit=d.concurrency_limit,
+                    estimated_tokens=d.estimated_tokens,
                     input_schema_json=json.dumps(d.input_model.model_json_schema()),
                     output_schema_json=json.dumps(d.output_model.model_json_schema()),
                 )
                 for d in sorted(self._registry, key=lambda d: d.job_type)
             ]
         )
+
+    async def PauseQueue(
+        self, request: pb.PauseQueueRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PauseQueueResponse:
+        principal = self._tokens.caller(context.invocation_metadata())
+        state = await self._scheduler.pause(request.queue, principal)
+        log.info("queue %s paused by %s", request.queue, principal)
+        return pb.PauseQueueResponse(queue=_queue_to_pb(state))
+
+    async def ResumeQueue(
+        self, request: pb.ResumeQueueRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ResumeQueueResponse:
+        state = await self._scheduler.resume(request.queue)
+        log.info(
+            "queue %s resumed by %s",
+            request.queue,
+            self._tokens.caller(context.invocation_metadata()),
+        )
+        return pb.ResumeQueueResponse(queue=_queue_to_pb(state))
+
+    async def ListQueues(
+        self, request: pb.ListQueuesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListQueuesResponse:
+        return pb.ListQueuesResponse(
+            queues=[_queue_to_pb(q) for q in await self._scheduler.queues()]
+        )
+
+    async def ListRateLimits(
+        self, request: pb.ListRateLimitsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListRateLimitsResponse:
+        return pb.ListRateLimitsResponse(
+            limits=[
+                pb.RateLimitInfo(
+                    key=b.limit.key,
+                    requests_per_minute=b.limit.requests_per_minute,
+                    tokens_per_minute=b.limit.tokens_per_minute,
+                    effective_factor=b.factor,
+                    requests_available=b.requests_available,
+                    tokens_available=b.tokens_available,
+                    blocked_until=timestamp(b.blocked_until),
+                    waiting=b.waiting,
+                    throttled_total=b.throttled_total,
+                )
+                for b in await self._scheduler.rate_limits()
+            ]
+        )
+
+
+def _queue_to_pb(state: QueueState) -> pb.QueueInfo:
+    return pb.QueueInfo(
+        name=state.name,
+        paused=state.paused,
+        paused_at=timestamp(state.paused_at),
+        paused_by=state.paused_by or "",
+        waiting=state.waiting,
+        eligible=state.eligible,
+        running=state.running,
+        concurrency_limit=state.concurrency_limit,
+    )
 
 
 def _status(number: int) -> JobStatus | None:

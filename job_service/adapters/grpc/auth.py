@@ -129,6 +129,12 @@ class TokenTable:
             )
         return table
 
+    def caller(self, metadata: tuple[tuple[str, str | bytes], ...] | None) -> str:
+        """The name of the principal whose token the call carries ("" if none)."""
+        token = _bearer(metadata)
+        principal = self.principal(token) if token else None
+        return principal.name if principal else ""
+
 
 def _bearer(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str | None:
     for key, value in metadata or ():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import Job
+from job_service.domain.scheduling import Hold, HoldReason
 from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import job_pb2
@@ -32,6 +33,20 @@ def credential_mode_from_pb(number: int) -> CredentialMode:
             "credential_mode is not a known mode",
             [FieldViolation("credential_mode", "CREDENTIAL_MODE_PLATFORM or CREDENTIAL_MODE_USER")],
         ) from None
+
+
+HOLD_TO_PB = {
+    reason: job_pb2.JobHold.Reason.Value(f"REASON_{reason.name}") for reason in HoldReason
+}
+
+
+def hold_to_pb(hold: Hold) -> job_pb2.JobHold:
+    return job_pb2.JobHold(
+        reason=HOLD_TO_PB[hold.reason],  # type: ignore[arg-type]
+        key=hold.key,
+        until=timestamp(hold.until),
+        detail=hold.detail,
+    )
 
 
 def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
@@ -80,7 +95,11 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         internal_error_message=(job.internal_error_message or "") if internal else "",
         credential_mode=CREDENTIAL_MODE_TO_PB[job.credential_mode],  # type: ignore[arg-type]
         credential_id=job.credential_id or "",
+        definition_version=job.definition_version,
+        concurrency_key=job.concurrency_key or "",
     )
+    if internal and job.hold is not None:
+        message.hold.CopyFrom(hold_to_pb(job.hold))
     if job.validated_output is not None:
         message.output.update(job.validated_output)
     return message

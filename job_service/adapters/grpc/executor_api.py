@@ -11,6 +11,7 @@ from job_service.domain.models import LockGrant, LockRefusal, Submission
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.leases import Leases
 from job_service.usecases.results import Results
+from job_service.usecases.scheduling import Scheduler
 from shared.errors import FieldViolation, InvalidInput, JobsError
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc
@@ -30,6 +31,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         self,
         leases: Leases,
         results: Results,
+        scheduler: Scheduler,
         vault: CredentialVault,
         *,
         lease_ttl_s: float,
@@ -37,6 +39,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     ):
         self._leases = leases
         self._results = results
+        self._scheduler = scheduler
         self._vault = vault
         self._lease_ttl_ms = int(lease_ttl_s * 1000)
         self._heartbeat_interval_ms = int(heartbeat_interval_s * 1000)
@@ -44,7 +47,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def LockJob(
         self, request: pb.LockJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.LockJobResponse:
-        [answer] = await self._leases.lock_jobs([request.job_id], request.worker_id)
+        [answer] = await self._scheduler.lock_jobs([request.job_id], request.worker_id)
         return self._lock_response(answer)
 
     async def LockJobs(
@@ -58,7 +61,12 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
                 [FieldViolation("requests.worker_id", "the same in every request")],
             )
         worker_id = worker_ids.pop() if worker_ids else ""
-        answers = await self._leases.lock_jobs([r.job_id for r in request.requests], worker_id)
+        answers = await self._scheduler.lock_jobs(
+            [r.job_id for r in request.requests],
+            worker_id,
+            queue=request.queue,
+            runnable=list(request.runnable_definitions),
+        )
         return pb.LockJobsResponse(responses=[self._lock_response(a) for a in answers])
 
     def _lock_response(self, answer: LockGrant | LockRefusal) -> pb.LockJobResponse:
@@ -99,15 +107,25 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def SubmitResult(
         self, request: pb.SubmitResultRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitResultResponse:
-        [answer] = await self._results.submit_results([_submission(request)])
+        submission = _submission(request)
+        [answer] = await self._results.submit_results([submission])
         if isinstance(answer, JobsError):
             raise answer
+        await self._scheduler.attempts_ended([(submission.job_id, submission.usage)])
         return pb.SubmitResultResponse(status=STATUS_TO_PB[answer])  # type: ignore[arg-type]
 
     async def SubmitResults(
         self, request: pb.SubmitResultsRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitResultsResponse:
-        answers = await self._results.submit_results([_submission(r) for r in request.requests])
+        submissions = [_submission(r) for r in request.requests]
+        answers = await self._results.submit_results(submissions)
+        await self._scheduler.attempts_ended(
+            [
+                (s.job_id, s.usage)
+                for s, a in zip(submissions, answers, strict=True)
+                if not isinstance(a, JobsError)
+            ]
+        )
         return pb.SubmitResultsResponse(
             outcomes=[
                 pb.SubmitResultOutcome(error=status_proto_for(a))
@@ -120,13 +138,17 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def SubmitFailure(
         self, request: pb.SubmitFailureRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitFailureResponse:
+        usage = [usage_from_pb(u) for u in request.usage]
         outcome = await self._leases.submit_failure(
             request.job_id,
             request.lease_token,
             request.error_code,
             request.error_message,
-            usage=[usage_from_pb(u) for u in request.usage],
+            usage=usage,
             retry_after_s=request.retry_after_ms / 1000,
+        )
+        await self._scheduler.attempt_ended(
+            request.job_id, usage, request.error_code, request.retry_after_ms / 1000
         )
         return pb.SubmitFailureResponse(
             status=STATUS_TO_PB[outcome.status],  # type: ignore[arg-type]

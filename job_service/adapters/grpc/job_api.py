@@ -4,6 +4,7 @@ ErrorInterceptor translates them."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import grpc
 
@@ -12,6 +13,7 @@ from job_service.domain.models import Job
 from job_service.usecases.admin import Admin
 from job_service.usecases.jobs import Jobs
 from job_service.usecases.watch import WatchHub
+from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import job_service_pb2 as pb
 from shared.pb.jobs.v1 import job_service_pb2_grpc
 from shared.pbconv import dict_from_struct
@@ -34,6 +36,10 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             priority=request.priority if request.HasField("priority") else None,
             credential_mode=credential_mode_from_pb(request.credential_mode),
             credential_id=request.credential_id,
+            run_at=_run_at(request),
+            delay_s=request.delay.ToTimedelta().total_seconds()
+            if request.HasField("delay")
+            else None,
         )
         return pb.CreateJobResponse(job=job_to_pb(job), created=created)
 
@@ -72,3 +78,14 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
 
         async for job in self._watches.watch(request.job_id, read):
             yield pb.WatchJobResponse(job=job_to_pb(job))
+
+
+def _run_at(request: pb.CreateJobRequest) -> datetime | None:
+    if not request.HasField("run_at"):
+        return None
+    try:
+        return request.run_at.ToDatetime(tzinfo=UTC)
+    except (ValueError, OverflowError):
+        raise InvalidInput(
+            "run_at is out of range", [FieldViolation("run_at", "a valid timestamp")]
+        ) from None

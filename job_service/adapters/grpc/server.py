@@ -23,6 +23,7 @@ from job_service.usecases.jobs import Jobs
 from job_service.usecases.leases import Leases
 from job_service.usecases.outbox import OutboxUpkeep
 from job_service.usecases.results import Results
+from job_service.usecases.scheduling import Scheduler
 from job_service.usecases.watch import WatchHub
 from shared.pb.jobs.v1 import (
     admin_service_pb2,
@@ -60,6 +61,7 @@ def build_server(
     jobs: Jobs,
     leases: Leases,
     results: Results,
+    scheduler: Scheduler,
     admin: Admin,
     outbox: OutboxUpkeep,
     vault: CredentialVault,
@@ -80,12 +82,13 @@ def build_server(
         JobServicer(jobs, admin, watches), server
     )
     admin_service_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        AdminServicer(admin, outbox, registry), server
+        AdminServicer(admin, outbox, scheduler, registry, tokens), server
     )
     executor_service_pb2_grpc.add_ExecutorServiceServicer_to_server(  # type: ignore[no-untyped-call]
         ExecutorServicer(
             leases,
             results,
+            scheduler,
             vault,
             lease_ttl_s=s.lease_ttl_s,
             heartbeat_interval_s=s.heartbeat_interval_s,

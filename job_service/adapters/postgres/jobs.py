@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 
+from job_service.adapters.postgres.claims import place_in_line
 from job_service.adapters.postgres.outbox import (
     dispatch_key,
     dispatch_rows,
@@ -48,6 +49,11 @@ NEW_JOB_COLUMNS = {
     "model_tier": "varchar",
     "credential_mode": "varchar",
     "credential_id": "uuid",
+    # scheduling: a user-scoped key of a child reads "{user}" until its parent's user fills it
+    "fairness_key": "varchar",
+    "concurrency_key": "varchar",
+    "concurrency_limit": "int",
+    "next_run_at": "timestamptz",
 }
 # What a new job brings beyond its row: the snapshot and the trace context.
 SNAPSHOT_FIELDS = {"snapshot": "jsonb", "snapshot_hash": "varchar", "snapshot_ttl_s": "float8"}
@@ -62,6 +68,16 @@ def record_type(columns: dict[str, str]) -> str:
 def new_job_record(new: NewJob, names: dict[str, str]) -> dict[str, Any]:
     """The NewJob fields ``names`` lists, by name."""
     return {name: getattr(new, name) for name in names}
+
+
+KEY_COLUMNS = ("fairness_key", "concurrency_key")
+
+
+def user_keys(src: str) -> str:
+    """The fairness and concurrency keys of ``src`` with a "{user}" placeholder filled."""
+    return ", ".join(
+        f"replace({src}.{key}, '{{user}}', {src}.user_id) AS {key}" for key in KEY_COLUMNS
+    )
 
 
 # CreateJob's named parameters: each name's `$n::type` (bound in this order by `create`),
@@ -84,10 +100,16 @@ WITH new AS (
         coalesce((SELECT created FROM job_quota_usage
                   WHERE {_DAILY} > 0 AND user_id = {_PARAM["user_id"]}
                     AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today
+), keyed AS (
+    SELECT {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS if c not in KEY_COLUMNS)},
+           {user_keys("new")}
+    FROM new
 ), inserted AS (
-    INSERT INTO jobs AS j ({", ".join(NEW_JOB_COLUMNS)}, status, queued_at)
-    SELECT {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS)}, 'queued', now()
-    FROM new, usage
+    INSERT INTO jobs AS j ({", ".join(NEW_JOB_COLUMNS)}, status, queued_at, sched_key)
+    SELECT {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS)},
+           CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
+           {place_in_line("new")}
+    FROM keyed new, usage
     WHERE ({_MAX_ACTIVE} = 0 OR usage.active < {_MAX_ACTIVE})
       AND ({_DAILY} = 0 OR usage.today < {_DAILY})
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
@@ -100,9 +122,16 @@ WITH new AS (
     FROM inserted, new
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt)
-    SELECT id::uuid, NULL, 'queued', 0 FROM inserted
+    SELECT id::uuid, NULL, status, 0 FROM inserted
 ), dispatch AS (
-    {dispatch_rows("inserted", dispatch_key("src.id", "create"), trace=_PARAM["trace"])}
+    {
+    dispatch_rows(
+        "inserted",
+        dispatch_key("src.id", "create"),
+        available_at="coalesce(src.next_run_at, now())",
+        trace=_PARAM["trace"],
+    )
+}
 ), counted AS (
     INSERT INTO job_quota_usage AS q (user_id, day, created)
     SELECT inserted.user_id, (now() AT TIME ZONE 'UTC')::date, 1 FROM inserted
@@ -124,10 +153,12 @@ WITH src AS (
                       retried_from_job_id, status, max_attempts, timeout_ms,
                       input_schema_version, output_schema_version, definition_version,
                       queued_at, credential_mode, credential_id, prompt_key, prompt_version,
-                      model_tier)
+                      model_tier, fairness_key, concurrency_key, concurrency_limit, sched_key)
     SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, 'queued',
            $3::int, $4::int, input_schema_version, output_schema_version, $5::varchar, now(),
-           credential_mode, credential_id, prompt_key, prompt_version, model_tier
+           credential_mode, credential_id, prompt_key, prompt_version, model_tier,
+           coalesce(fairness_key, user_id), concurrency_key, concurrency_limit,
+           {place_in_line("src")}
     FROM src
     RETURNING {JOB_COLUMNS}
 ), snapshot AS (

@@ -1,5 +1,5 @@
-"""Leases on PostgreSQL: lock a batch of jobs (one statement), extend a lease, end a failed
-attempt as the retry decision says, and reap leases that ran out.
+"""Leases on PostgreSQL: extend a lease, end a failed attempt as the retry decision says,
+and reap leases that ran out (claims.py grants them).
 
 The lease token is the fence: every write after LockJobs names it, and a write whose token
 is not the job's current one matches no row. Expiry is ``lock_until < now()`` on the
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from job_service import metrics
+from job_service.adapters.postgres.claims import released_slot_tokens, retry_place
 from job_service.adapters.postgres.outbox import (
     CREATE_TRACE,
     dispatch_key,
@@ -22,7 +23,6 @@ from job_service.adapters.postgres.outbox import (
 from job_service.adapters.postgres.usage import insert_usage, usage_row
 from job_service.domain.lifecycle import (
     LEASED,
-    LOCKABLE,
     TERMINAL,
     JobStatus,
     Step,
@@ -33,49 +33,11 @@ from job_service.domain.models import (
     AttemptFacts,
     FailureOutcome,
     HeartbeatAck,
-    LockGrant,
-    LockRefusal,
 )
 from job_service.domain.retry import Outcome, RetryDecision
 from job_service.ports.leases import Decide
 from shared.ai.provider import UsageRecord
-from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, LeaseLost, public_message
-
-# Locks every lockable job of $1 (rows taken in id order, so that concurrent batches
-# cannot deadlock; FOR UPDATE waits for a concurrent writer rather than skipping a row whose
-# dispatch would then be dropped).
-LOCK_JOBS = """
-WITH prior AS (
-    SELECT id, status, coalesce(next_run_at, queued_at) AS due_at FROM jobs
-    WHERE id = ANY($1::text[]::uuid[]) AND status = ANY($4::text[])
-      AND (status = 'queued' OR next_run_at <= now())
-    ORDER BY id
-    FOR UPDATE
-), locked AS (
-    UPDATE jobs j SET status = 'running', locked_by = $2, locked_at = now(),
-        lock_until = now() + $3 * interval '1 millisecond', lease_token = gen_random_uuid(),
-        attempt_count = j.attempt_count + 1, started_at = coalesce(j.started_at, now()),
-        next_run_at = NULL, progress = 0, updated_at = now()
-    FROM prior WHERE j.id = prior.id
-    RETURNING j.id, j.job_type, j.user_id, j.lease_token::text AS lease_token,
-              j.attempt_count, j.lock_until, j.prompt_key, j.prompt_version,
-              prior.status AS from_status, j.credential_mode,
-              j.credential_id::text AS credential_id,
-              extract(epoch FROM now() - prior.due_at)::float8 AS waited_s
-), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
-    SELECT id, from_status, 'running', attempt_count, $2 FROM locked
-)
-SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
-       l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s
-FROM locked l JOIN job_snapshots s ON s.job_id = l.id
-"""
-
-NOT_DUE = """
-SELECT id::text AS id, next_run_at FROM jobs
-WHERE id = ANY($1::text[]::uuid[]) AND status = 'retrying' AND next_run_at > now()
-"""
 
 HEARTBEAT = """
 UPDATE jobs SET lock_until = now() + $3 * interval '1 millisecond',
@@ -115,12 +77,18 @@ WITH ended AS (
         attempt_count = attempt_count - $8,
         next_run_at = CASE WHEN $4::text = 'retrying'
                            THEN now() + $9 * interval '1 second' END,
+        sched_key = CASE WHEN $4::text = 'retrying'
+                         THEN {retry_place("now() + $9 * interval '1 second'", "priority")}
+                         END,
         finished_at = CASE WHEN $4::text = ANY($10::text[]) THEN now() END,
         cancel_requested_at = CASE WHEN $4::text = 'cancelled'
                                    THEN coalesce(cancel_requested_at, now())
                                    ELSE cancel_requested_at END
     WHERE id = $1 AND lease_token = $2 AND status = $3
-    RETURNING id, job_type, queue, status, attempt_count, next_run_at, locked_by
+    RETURNING id, job_type, queue, status, attempt_count, next_run_at, locked_by,
+              concurrency_key, lease_token
+), release AS (
+    {released_slot_tokens("ended")}
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, reason, worker_id)
     SELECT id, $3, status, attempt_count + $8, $5, locked_by FROM ended
@@ -141,7 +109,7 @@ SELECT status, next_run_at FROM ended
 """
 
 # The status sets as bind parameters, computed once (every lock and heartbeat binds one).
-_LOCKABLE, _LEASED, _TERMINAL = (status_values(s) for s in (LOCKABLE, LEASED, TERMINAL))
+_LEASED, _TERMINAL = (status_values(s) for s in (LEASED, TERMINAL))
 _CANCEL = RetryDecision(Outcome.CANCEL)
 _STEP = {Outcome.RETRY: Step.RETRY, Outcome.FAIL: Step.FAIL, Outcome.CANCEL: Step.CONFIRM_CANCEL}
 
@@ -152,40 +120,6 @@ class LeaseRepository:
     def __init__(self, pool: asyncpg.Pool, *, lease_ttl_s: float) -> None:
         self._pool = pool
         self._lease_ttl_ms = lease_ttl_s * 1000
-
-    async def lock(self, job_ids: Sequence[str], worker_id: str) -> list[LockGrant | LockRefusal]:
-        """Takes a lease on every lockable job of ``job_ids`` (distinct ids) in one
-        statement; answers per id, in order. A refusal carries ``retry_after`` when the job
-        is only not due yet."""
-        async with self._pool.acquire() as conn:
-            rows = await conn.fetch(
-                LOCK_JOBS, list(job_ids), worker_id, self._lease_ttl_ms, _LOCKABLE
-            )
-            grants = {
-                row["id"]: LockGrant(
-                    job_id=row["id"],
-                    job_type=row["job_type"],
-                    lease_token=row["lease_token"],
-                    attempt=row["attempt_count"],
-                    lease_expires_at=row["lock_until"],
-                    input=row["payload"],
-                    user_id=row["user_id"],
-                    prompt_key=row["prompt_key"] or "",
-                    prompt_version=row["prompt_version"] or "",
-                    credential_mode=CredentialMode(row["credential_mode"]),
-                    credential_id=row["credential_id"],
-                )
-                for row in rows
-            }
-            for row in rows:
-                metrics.picked_up(row["job_type"], row["waited_s"] or 0.0)
-            refused = [job_id for job_id in job_ids if job_id not in grants]
-            not_due = (
-                {r["id"]: r["next_run_at"] for r in await conn.fetch(NOT_DUE, refused)}
-                if refused
-                else {}
-            )
-        return [grants.get(job_id) or LockRefusal(not_due.get(job_id)) for job_id in job_ids]
 
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
         row = await self._pool.fetchrow(

@@ -32,9 +32,13 @@ async def _connect(*args: Any, **kwargs: Any) -> asyncpg.Connection:
         raise DatabaseUnreachable(f"cannot connect to PostgreSQL: {error}") from error
 
 
-async def create_pool(database_url: str, size: int) -> asyncpg.Pool:
+async def create_pool(
+    database_url: str, size: int, session: dict[str, str] | None = None
+) -> asyncpg.Pool:
+    """``session``: settings every connection starts with (``jobs.*`` for the scheduler)."""
     return await asyncpg.create_pool(
         database_url,
+        server_settings=session or {},
         connect=_connect,
         min_size=min(2, size),
         max_size=size,

@@ -10,11 +10,14 @@ from typing import Any
 import asyncpg
 
 from job_service import metrics
+from job_service.adapters.postgres.claims import place_in_line, released_slot_tokens
 from job_service.adapters.postgres.jobs import (
+    KEY_COLUMNS,
     NEW_JOB_COLUMNS,
     SNAPSHOT_FIELDS,
     new_job_record,
     record_type,
+    user_keys,
 )
 from job_service.adapters.postgres.leases import LeaseRepository
 from job_service.adapters.postgres.outbox import (
@@ -52,7 +55,9 @@ WITH input AS (
     FROM input i
     WHERE j.id = i.job_id AND j.lease_token = i.lease_token AND j.status = 'running'
     RETURNING j.id, j.user_id, j.job_type, j.status, j.attempt_count, j.locked_by,
-              j.credential_mode, j.credential_id
+              j.credential_mode, j.credential_id, j.queue, j.concurrency_key, j.lease_token
+), release AS (
+    {released_slot_tokens("done")}
 ), artifacts AS (
     INSERT INTO job_artifacts (job_id, artifact_type, artifact_id, ordinal, payload)
     SELECT a.job_id, a.artifact_type, a.artifact_id, a.ordinal, a.payload
@@ -76,11 +81,16 @@ _PROJECTION = f"""
            CASE WHEN c.inherits_credential THEN done.credential_id END AS credential_id
     FROM jsonb_to_recordset($3::jsonb) AS c({record_type(_CHILD_RECORD)})
     JOIN done ON done.id = c.parent_job_id
+), children_keyed AS (
+    SELECT {", ".join(f"c.{col}" for col in NEW_JOB_COLUMNS if col not in KEY_COLUMNS)},
+           c.parent_job_id, {user_keys("c")}
+    FROM children_in c
 ), children AS (
     INSERT INTO jobs AS j ({", ".join(NEW_JOB_COLUMNS)}, trigger_type, parent_job_id, status,
-                           queued_at)
-    SELECT {", ".join(NEW_JOB_COLUMNS)}, 'child_job', parent_job_id, 'queued', now()
-    FROM children_in
+                           queued_at, sched_key)
+    SELECT {", ".join(f"c.{col}" for col in NEW_JOB_COLUMNS)}, 'child_job', c.parent_job_id,
+           'queued', now(), {place_in_line("c")}
+    FROM children_keyed c
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
     RETURNING j.id, j.queue, j.parent_job_id, j.job_type, j.idempotency_key

@@ -18,7 +18,8 @@ JOB_COLUMNS = """
     j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
     j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
     j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
-    j.credential_mode, j.credential_id::text AS credential_id
+    j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
+    j.concurrency_key
 """
 
 
@@ -60,6 +61,8 @@ def job_from_row(
         retried_from_job_id=row["retried_from_job_id"],
         credential_mode=CredentialMode(row["credential_mode"]),
         credential_id=row["credential_id"],
+        definition_version=row["definition_version"],
+        concurrency_key=row["concurrency_key"],
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     Column,
     Date,
@@ -25,9 +26,9 @@ from sqlalchemy import (
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
-from job_service.domain.lifecycle import ACTIVE, LEASED, JobStatus, statuses_sql
+from job_service.domain.lifecycle import ACTIVE, LEASED, LOCKABLE, JobStatus, statuses_sql
 from job_service.domain.outbox import OutboxStatus
 from shared.credentials import CredentialMode
 
@@ -35,6 +36,7 @@ metadata = MetaData()
 
 _STATUSES = ", ".join(f"'{s.value}'" for s in JobStatus)
 _CREDENTIAL_MODES = ", ".join(f"'{m.value}'" for m in CredentialMode)
+_WAITING = f"status IN {statuses_sql(LOCKABLE)}"
 
 
 jobs = Table(
@@ -88,6 +90,14 @@ jobs = Table(
     # No foreign key: deleting a credential must not rewrite the history of its jobs.
     Column("credential_mode", String(32), nullable=False, server_default="platform"),
     Column("credential_id", UUID(as_uuid=False)),
+    # scheduling (migration 0006): the place in line of a waiting job (epoch seconds, lower
+    # runs first), the key fair share is kept across, the concurrency key with its limit,
+    # and the tokens the current attempt reserved from its tier's rate limit
+    Column("sched_key", Float(precision=53)),
+    Column("fairness_key", String(255)),
+    Column("concurrency_key", String(255)),
+    Column("concurrency_limit", Integer),
+    Column("reserved_tokens", Integer),
     CheckConstraint(f"status IN ({_STATUSES})", name="jobs_status_known"),
     CheckConstraint(
         f"credential_mode IN ({_CREDENTIAL_MODES})"
@@ -120,6 +130,23 @@ jobs = Table(
         "jobs_lease_expiry",
         "lock_until",
         postgresql_where=text(f"status IN {statuses_sql(LEASED)}"),
+    ),
+    # the claim: a queue's waiting jobs in line order
+    Index("jobs_claim", "queue", "sched_key", postgresql_where=text(_WAITING)),
+    # CreateJob's fair share: the last place in line of a key at a priority
+    Index(
+        "jobs_fair_share",
+        "queue",
+        "fairness_key",
+        "priority",
+        "sched_key",
+        postgresql_where=text(_WAITING),
+    ),
+    # the claim's count of running jobs per concurrency key
+    Index(
+        "jobs_running_key",
+        "concurrency_key",
+        postgresql_where=text(f"status IN {statuses_sql(LEASED)} AND concurrency_key IS NOT NULL"),
     ),
 )
 
@@ -269,4 +296,37 @@ credentials = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("last_used_at", DateTime(timezone=True)),
     Index("credentials_user_created", "user_id", "created_at"),
+)
+
+# Queue pause (AdminService.PauseQueue): a row per queue ever paused.
+queue_controls = Table(
+    "queue_controls",
+    metadata,
+    Column("queue", String(64), primary_key=True),
+    Column("paused", Boolean, nullable=False, server_default=text("false")),
+    Column("paused_at", DateTime(timezone=True)),
+    Column("paused_by", String(255)),
+)
+
+# One token bucket per rate-limit key (a model tier), shared by every replica; the
+# configured rates come from the environment (JOBS_RATE_LIMITS).
+rate_limits = Table(
+    "rate_limits",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("requests_available", Float(precision=53), nullable=False),
+    Column("tokens_available", Float(precision=53), nullable=False),
+    Column("factor", Float(precision=53), nullable=False, server_default="1"),
+    Column("refilled_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("blocked_until", DateTime(timezone=True)),
+    Column("throttled_total", BigInteger, nullable=False, server_default="0"),
+)
+
+# What each live worker runs ("job_type@version"), refreshed by its LockJobs calls.
+worker_definitions = Table(
+    "worker_definitions",
+    metadata,
+    Column("worker_id", String(255), primary_key=True),
+    Column("definitions", ARRAY(Text), nullable=False),
+    Column("seen_at", DateTime(timezone=True), nullable=False),
 )

@@ -175,7 +175,13 @@ class FakeExecutor:
         return len(self.results) + len(self.failures)
 
     async def lock_jobs(
-        self, job_ids: Sequence[str], worker_id: str, *, timeout_s: float
+        self,
+        job_ids: Sequence[str],
+        worker_id: str,
+        *,
+        timeout_s: float,
+        queue: str = "",
+        runnable: Sequence[str] = (),
     ) -> list[LockResult | Exception]:
         assert len(job_ids) <= MAX_BATCH
         self.lock_batches.append(list(job_ids))

@@ -113,7 +113,7 @@ class ListJobDefinitionsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class JobDefinitionInfo(_message.Message):
-    __slots__ = ("job_type", "label", "domain", "version", "queue", "default_priority", "timeout_seconds", "max_attempts", "max_concurrency", "input_schema_json", "output_schema_json")
+    __slots__ = ("job_type", "label", "domain", "version", "queue", "default_priority", "timeout_seconds", "max_attempts", "max_concurrency", "input_schema_json", "output_schema_json", "fairness_key", "concurrency_key", "concurrency_limit", "estimated_tokens")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +125,10 @@ class JobDefinitionInfo(_message.Message):
     MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     INPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     label: str
     domain: str
@@ -136,10 +140,100 @@ class JobDefinitionInfo(_message.Message):
     max_concurrency: int
     input_schema_json: str
     output_schema_json: str
-    def __init__(self, job_type: _Optional[str] = ..., label: _Optional[str] = ..., domain: _Optional[str] = ..., version: _Optional[str] = ..., queue: _Optional[str] = ..., default_priority: _Optional[int] = ..., timeout_seconds: _Optional[float] = ..., max_attempts: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ...) -> None: ...
+    fairness_key: str
+    concurrency_key: str
+    concurrency_limit: int
+    estimated_tokens: int
+    def __init__(self, job_type: _Optional[str] = ..., label: _Optional[str] = ..., domain: _Optional[str] = ..., version: _Optional[str] = ..., queue: _Optional[str] = ..., default_priority: _Optional[int] = ..., timeout_seconds: _Optional[float] = ..., max_attempts: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., fairness_key: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., estimated_tokens: _Optional[int] = ...) -> None: ...
 
 class ListJobDefinitionsResponse(_message.Message):
     __slots__ = ("definitions",)
     DEFINITIONS_FIELD_NUMBER: _ClassVar[int]
     definitions: _containers.RepeatedCompositeFieldContainer[JobDefinitionInfo]
     def __init__(self, definitions: _Optional[_Iterable[_Union[JobDefinitionInfo, _Mapping]]] = ...) -> None: ...
+
+class PauseQueueRequest(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class PauseQueueResponse(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: QueueInfo
+    def __init__(self, queue: _Optional[_Union[QueueInfo, _Mapping]] = ...) -> None: ...
+
+class ResumeQueueRequest(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class ResumeQueueResponse(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: QueueInfo
+    def __init__(self, queue: _Optional[_Union[QueueInfo, _Mapping]] = ...) -> None: ...
+
+class ListQueuesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class QueueInfo(_message.Message):
+    __slots__ = ("name", "paused", "paused_at", "paused_by", "waiting", "eligible", "running", "concurrency_limit")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_AT_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_BY_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    ELIGIBLE_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    paused: bool
+    paused_at: _timestamp_pb2.Timestamp
+    paused_by: str
+    waiting: int
+    eligible: int
+    running: int
+    concurrency_limit: int
+    def __init__(self, name: _Optional[str] = ..., paused: _Optional[bool] = ..., paused_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paused_by: _Optional[str] = ..., waiting: _Optional[int] = ..., eligible: _Optional[int] = ..., running: _Optional[int] = ..., concurrency_limit: _Optional[int] = ...) -> None: ...
+
+class ListQueuesResponse(_message.Message):
+    __slots__ = ("queues",)
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedCompositeFieldContainer[QueueInfo]
+    def __init__(self, queues: _Optional[_Iterable[_Union[QueueInfo, _Mapping]]] = ...) -> None: ...
+
+class ListRateLimitsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RateLimitInfo(_message.Message):
+    __slots__ = ("key", "requests_per_minute", "tokens_per_minute", "effective_factor", "requests_available", "tokens_available", "blocked_until", "waiting", "throttled_total")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_PER_MINUTE_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    BLOCKED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    THROTTLED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    requests_per_minute: float
+    tokens_per_minute: float
+    effective_factor: float
+    requests_available: float
+    tokens_available: float
+    blocked_until: _timestamp_pb2.Timestamp
+    waiting: int
+    throttled_total: int
+    def __init__(self, key: _Optional[str] = ..., requests_per_minute: _Optional[float] = ..., tokens_per_minute: _Optional[float] = ..., effective_factor: _Optional[float] = ..., requests_available: _Optional[float] = ..., tokens_available: _Optional[float] = ..., blocked_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting: _Optional[int] = ..., throttled_total: _Optional[int] = ...) -> None: ...
+
+class ListRateLimitsResponse(_message.Message):
+    __slots__ = ("limits",)
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    limits: _containers.RepeatedCompositeFieldContainer[RateLimitInfo]
+    def __init__(self, limits: _Optional[_Iterable[_Union[RateLimitInfo, _Mapping]]] = ...) -> None: ...

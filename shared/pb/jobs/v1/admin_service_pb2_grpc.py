@@ -66,6 +66,26 @@ class AdminServiceStub:
                 request_serializer=jobs_dot_v1_dot_admin__service__pb2.ListJobDefinitionsRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_admin__service__pb2.ListJobDefinitionsResponse.FromString,
                 _registered_method=True)
+        self.PauseQueue = channel.unary_unary(
+                '/jobs.v1.AdminService/PauseQueue',
+                request_serializer=jobs_dot_v1_dot_admin__service__pb2.PauseQueueRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_admin__service__pb2.PauseQueueResponse.FromString,
+                _registered_method=True)
+        self.ResumeQueue = channel.unary_unary(
+                '/jobs.v1.AdminService/ResumeQueue',
+                request_serializer=jobs_dot_v1_dot_admin__service__pb2.ResumeQueueRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_admin__service__pb2.ResumeQueueResponse.FromString,
+                _registered_method=True)
+        self.ListQueues = channel.unary_unary(
+                '/jobs.v1.AdminService/ListQueues',
+                request_serializer=jobs_dot_v1_dot_admin__service__pb2.ListQueuesRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_admin__service__pb2.ListQueuesResponse.FromString,
+                _registered_method=True)
+        self.ListRateLimits = channel.unary_unary(
+                '/jobs.v1.AdminService/ListRateLimits',
+                request_serializer=jobs_dot_v1_dot_admin__service__pb2.ListRateLimitsRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_admin__service__pb2.ListRateLimitsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -118,6 +138,35 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PauseQueue(self, request, context):
+        """Stops granting jobs of a queue: running jobs finish, CreateJob still works.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeQueue(self, request, context):
+        """Grants jobs of a paused queue again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListQueues(self, request, context):
+        """Every queue with its waiting and running counts, concurrency limit and pause state.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRateLimits(self, request, context):
+        """The fleet-wide provider rate limits: configured and effective rates, remaining budget,
+        the 429 back-off state and the jobs held back.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -150,6 +199,26 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListJobDefinitions,
                     request_deserializer=jobs_dot_v1_dot_admin__service__pb2.ListJobDefinitionsRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_admin__service__pb2.ListJobDefinitionsResponse.SerializeToString,
+            ),
+            'PauseQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseQueue,
+                    request_deserializer=jobs_dot_v1_dot_admin__service__pb2.PauseQueueRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_admin__service__pb2.PauseQueueResponse.SerializeToString,
+            ),
+            'ResumeQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeQueue,
+                    request_deserializer=jobs_dot_v1_dot_admin__service__pb2.ResumeQueueRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_admin__service__pb2.ResumeQueueResponse.SerializeToString,
+            ),
+            'ListQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQueues,
+                    request_deserializer=jobs_dot_v1_dot_admin__service__pb2.ListQueuesRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_admin__service__pb2.ListQueuesResponse.SerializeToString,
+            ),
+            'ListRateLimits': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRateLimits,
+                    request_deserializer=jobs_dot_v1_dot_admin__service__pb2.ListRateLimitsRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_admin__service__pb2.ListRateLimitsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -316,6 +385,114 @@ class AdminService:
             '/jobs.v1.AdminService/ListJobDefinitions',
             jobs_dot_v1_dot_admin__service__pb2.ListJobDefinitionsRequest.SerializeToString,
             jobs_dot_v1_dot_admin__service__pb2.ListJobDefinitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.AdminService/PauseQueue',
+            jobs_dot_v1_dot_admin__service__pb2.PauseQueueRequest.SerializeToString,
+            jobs_dot_v1_dot_admin__service__pb2.PauseQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.AdminService/ResumeQueue',
+            jobs_dot_v1_dot_admin__service__pb2.ResumeQueueRequest.SerializeToString,
+            jobs_dot_v1_dot_admin__service__pb2.ResumeQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.AdminService/ListQueues',
+            jobs_dot_v1_dot_admin__service__pb2.ListQueuesRequest.SerializeToString,
+            jobs_dot_v1_dot_admin__service__pb2.ListQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRateLimits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.AdminService/ListRateLimits',
+            jobs_dot_v1_dot_admin__service__pb2.ListRateLimitsRequest.SerializeToString,
+            jobs_dot_v1_dot_admin__service__pb2.ListRateLimitsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -171,10 +171,14 @@ class SubmitFailureResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class LockJobsRequest(_message.Message):
-    __slots__ = ("requests",)
+    __slots__ = ("requests", "queue", "runnable_definitions")
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    RUNNABLE_DEFINITIONS_FIELD_NUMBER: _ClassVar[int]
     requests: _containers.RepeatedCompositeFieldContainer[LockJobRequest]
-    def __init__(self, requests: _Optional[_Iterable[_Union[LockJobRequest, _Mapping]]] = ...) -> None: ...
+    queue: str
+    runnable_definitions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, requests: _Optional[_Iterable[_Union[LockJobRequest, _Mapping]]] = ..., queue: _Optional[str] = ..., runnable_definitions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LockJobsResponse(_message.Message):
     __slots__ = ("responses",)

@@ -42,7 +42,7 @@ CREDENTIAL_MODE_PLATFORM: CredentialMode
 CREDENTIAL_MODE_USER: CredentialMode
 
 class Job(_message.Message):
-    __slots__ = ("id", "user_id", "job_type", "status", "queue", "priority", "attempt_count", "max_attempts", "idempotency_key", "progress", "output", "output_hash", "error_code", "error_message", "created_at", "updated_at", "started_at", "finished_at", "next_run_at", "artifacts", "events", "parent_job_id", "child_job_ids", "total_input_tokens", "total_output_tokens", "total_cost_usd", "prompt_key", "prompt_version", "model_tier", "credential_mode", "credential_id", "retried_from_job_id", "trigger", "internal_error_message")
+    __slots__ = ("id", "user_id", "job_type", "status", "queue", "priority", "attempt_count", "max_attempts", "idempotency_key", "progress", "output", "output_hash", "error_code", "error_message", "created_at", "updated_at", "started_at", "finished_at", "next_run_at", "artifacts", "events", "parent_job_id", "child_job_ids", "total_input_tokens", "total_output_tokens", "total_cost_usd", "prompt_key", "prompt_version", "model_tier", "credential_mode", "credential_id", "retried_from_job_id", "trigger", "internal_error_message", "hold", "definition_version", "concurrency_key")
     ID_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +77,9 @@ class Job(_message.Message):
     RETRIED_FROM_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_FIELD_NUMBER: _ClassVar[int]
     INTERNAL_ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    HOLD_FIELD_NUMBER: _ClassVar[int]
+    DEFINITION_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     id: str
     user_id: str
     job_type: str
@@ -111,7 +114,40 @@ class Job(_message.Message):
     retried_from_job_id: str
     trigger: str
     internal_error_message: str
-    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., queue: _Optional[str] = ..., priority: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., progress: _Optional[float] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ..., parent_job_id: _Optional[str] = ..., child_job_ids: _Optional[_Iterable[str]] = ..., total_input_tokens: _Optional[int] = ..., total_output_tokens: _Optional[int] = ..., total_cost_usd: _Optional[float] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_tier: _Optional[str] = ..., credential_mode: _Optional[_Union[CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., trigger: _Optional[str] = ..., internal_error_message: _Optional[str] = ...) -> None: ...
+    hold: JobHold
+    definition_version: str
+    concurrency_key: str
+    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., queue: _Optional[str] = ..., priority: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., progress: _Optional[float] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ..., parent_job_id: _Optional[str] = ..., child_job_ids: _Optional[_Iterable[str]] = ..., total_input_tokens: _Optional[int] = ..., total_output_tokens: _Optional[int] = ..., total_cost_usd: _Optional[float] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_tier: _Optional[str] = ..., credential_mode: _Optional[_Union[CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., trigger: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., hold: _Optional[_Union[JobHold, _Mapping]] = ..., definition_version: _Optional[str] = ..., concurrency_key: _Optional[str] = ...) -> None: ...
+
+class JobHold(_message.Message):
+    __slots__ = ("reason", "key", "until", "detail")
+    class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        REASON_UNSPECIFIED: _ClassVar[JobHold.Reason]
+        REASON_READY: _ClassVar[JobHold.Reason]
+        REASON_NOT_DUE: _ClassVar[JobHold.Reason]
+        REASON_QUEUE_PAUSED: _ClassVar[JobHold.Reason]
+        REASON_CONCURRENCY_KEY_FULL: _ClassVar[JobHold.Reason]
+        REASON_QUEUE_FULL: _ClassVar[JobHold.Reason]
+        REASON_RATE_LIMITED: _ClassVar[JobHold.Reason]
+        REASON_NO_WORKER_FOR_VERSION: _ClassVar[JobHold.Reason]
+    REASON_UNSPECIFIED: JobHold.Reason
+    REASON_READY: JobHold.Reason
+    REASON_NOT_DUE: JobHold.Reason
+    REASON_QUEUE_PAUSED: JobHold.Reason
+    REASON_CONCURRENCY_KEY_FULL: JobHold.Reason
+    REASON_QUEUE_FULL: JobHold.Reason
+    REASON_RATE_LIMITED: JobHold.Reason
+    REASON_NO_WORKER_FOR_VERSION: JobHold.Reason
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    reason: JobHold.Reason
+    key: str
+    until: _timestamp_pb2.Timestamp
+    detail: str
+    def __init__(self, reason: _Optional[_Union[JobHold.Reason, str]] = ..., key: _Optional[str] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class Artifact(_message.Message):
     __slots__ = ("artifact_type", "artifact_id", "ordinal", "payload")

@@ -1,0 +1,277 @@
+"""The web console in a real browser: headless Chromium (Debian's ``chromium`` and
+``chromium-driver``, never a browser downloaded at run time) against ``make run``'s stack
+(``python -m devstack`` as a user starts it).
+
+Signs in, sees a job appear live, opens it, cancels it and sees it cancelled, retries a failed
+job, redrives a dead letter. Screenshots go to ``artifacts/browser/``. Run it with
+``make test-browser`` (which installs the two Debian packages when they are missing); plain
+``make test`` does not collect this directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from devstack.embedded import free_port
+from shared.grpc_client import ChannelConfig, sync_channel
+from shared.pb.jobs.v1 import job_service_pb2 as jpb
+from shared.pb.jobs.v1 import job_service_pb2_grpc as jgrpc
+from shared.pbconv import struct_from_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts" / "browser"
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+READY = "The job engine is running."
+USER = "browser-user"
+T = TypeVar("T")
+
+
+class Stack:
+    """``python -m devstack`` in a private data directory on free ports."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.grpc_port = free_port()
+        self.log = data_dir.parent / "devstack.log"
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k
+            not in (
+                "JOBS_DATABASE_URL",
+                "JOBS_NATS_URL",
+                "JOBS_AUTH_TOKENS",
+                "JOBS_AUTH_TOKENS_FILE",
+                "JOBS_CREDENTIALS_MASTER_KEY",
+            )
+        }
+        env |= {
+            "JOBS_DATA_DIR": str(data_dir),
+            "JOBS_GRPC_PORT": str(self.grpc_port),
+            "JOBS_CONSOLE_PORT": str(free_port()),
+            "JOBS_METRICS_PORT": str(free_port()),
+            "JOBS_WORKER_METRICS_PORT": str(free_port()),
+        }
+        self._out = self.log.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "devstack"], env=env, stdout=self._out, stderr=subprocess.STDOUT
+        )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def field(self, pattern: str) -> str:
+        found = re.search(pattern, self.output())
+        assert found is not None, pattern
+        return found.group(1)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._out.close()
+
+
+def until(condition: Callable[[], T], timeout: float = 30, message: str = "") -> T:
+    """Poll ``condition`` until it returns something truthy (selenium's wait, any callable)."""
+    result: T = WebDriverWait(None, timeout, poll_frequency=0.1).until(  # type: ignore[arg-type]
+        lambda _: condition(), message
+    )
+    return result
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    # Not under pytest's basetemp (see tests/conftest.py: PostgreSQL needs a path it keeps).
+    root = Path(tempfile.mkdtemp(prefix="jobs-browser-"))
+    stack = Stack(root / "data")
+    try:
+        until(lambda: READY in stack.output() or stack.process.poll() is not None, 120)
+        assert READY in stack.output(), stack.output()
+        yield stack
+    finally:
+        stack.stop()
+        shutil.copy(stack.log, ARTIFACTS / "devstack.log")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.fail("needs Debian's chromium and chromium-driver: run `make test-browser`")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    profile = tempfile.mkdtemp(prefix="jobs-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    # The driver's path given explicitly: selenium-manager downloads nothing.
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def shot(driver: WebDriver, name: str) -> None:
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+
+def text_of(driver: WebDriver, css: str) -> str:
+    try:
+        found = driver.find_elements(By.CSS_SELECTOR, css)
+        return found[0].text if found else ""
+    except StaleElementReferenceException:  # swapped by a live update meanwhile
+        return ""
+
+
+def db(stack: Stack, query: str, *args: Any) -> list[asyncpg.Record]:
+    async def run() -> list[asyncpg.Record]:
+        conn = await asyncpg.connect(stack.field(r"PostgreSQL\s+(postgres\S+)"))
+        try:
+            return list(await conn.fetch(query, *args))
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+def create(stack: Stack, **job_input: Any) -> str:
+    token = (stack.data_dir / "client.token").read_text().strip()
+    target = f"127.0.0.1:{stack.grpc_port}"
+    with sync_channel(ChannelConfig(target=target, token=token)) as channel:
+        response = jgrpc.JobServiceStub(channel).CreateJob(  # type: ignore[no-untyped-call]
+            jpb.CreateJobRequest(
+                user_id=USER, job_type="synthetic", input=struct_from_dict(job_input)
+            )
+        )
+    return str(response.job.id)
+
+
+def job_status(stack: Stack, job_id: str) -> str:
+    rows = db(stack, "SELECT status FROM jobs WHERE id = $1", job_id)
+    return str(rows[0]["status"]) if rows else ""
+
+
+def test_an_operator_signs_in_follows_cancels_retries_and_redrives(
+    stack: Stack, browser: WebDriver
+) -> None:
+    console = stack.field(r"web console\s+(http://127\.0\.0\.1:\d+)/")
+
+    # No session: every page sends the browser to sign in.
+    browser.get(f"{console}/jobs?user_id={USER}")
+    until(lambda: "/signin" in browser.current_url)
+    browser.find_element(By.ID, "token").send_keys("not-an-admin-token-000000")
+    browser.find_element(By.ID, "signin").click()
+    assert "not valid" in until(lambda: text_of(browser, "#signin-error"))
+    assert browser.get_cookie("jobs_console_session") is None
+    shot(browser, "01-signin-refused")
+
+    admin_token = (stack.data_dir / "admin.token").read_text().strip()
+    browser.find_element(By.ID, "token").send_keys(admin_token)
+    browser.find_element(By.ID, "signin").click()
+    until(lambda: browser.current_url.endswith(f"/jobs?user_id={USER}"))
+    cookie = browser.get_cookie("jobs_console_session")
+    assert cookie is not None and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert admin_token not in browser.page_source
+    shot(browser, "02-jobs-empty")
+
+    # A job created elsewhere appears in the open listing without a reload.
+    long_job = create(stack, sleep_ms=120_000)
+    until(lambda: browser.find_elements(By.ID, f"job-{long_job}"), message="no live row")
+    shot(browser, "03-job-appeared-live")
+
+    # Open it: the live panel follows it to running.
+    browser.find_element(By.CSS_SELECTOR, f"#job-{long_job} a").click()
+    until(lambda: text_of(browser, "#job-status") == "running", message="never running")
+    shot(browser, "04-job-running")
+
+    # Cancel it (with confirmation): the page shows it cancelled, and so does the database.
+    browser.find_element(By.ID, "cancel").click()
+    assert "Cancel job" in until(lambda: text_of(browser, "#question"))
+    shot(browser, "05-cancel-confirm")
+    browser.find_element(By.ID, "confirm").click()
+    until(lambda: text_of(browser, "#job-status") == "cancelled", message="not cancelled")
+    assert job_status(stack, long_job) == "cancelled"
+    shot(browser, "06-job-cancelled")
+
+    # A failed job: its error is shown; retry it (with confirmation) into a new job.
+    failing = create(stack, fail="fatal")
+    until(lambda: job_status(stack, failing) == "failed", message="the job did not fail")
+    browser.get(f"{console}/jobs/{failing}")
+    assert text_of(browser, "#error-code") == "JOB_REJECTED"
+    browser.find_element(By.ID, "retry").click()
+    browser.find_element(By.ID, "confirm").click()
+    until(lambda: browser.find_elements(By.ID, "retried-from"), message="no new job page")
+    assert browser.find_element(By.ID, "retried-from").text == failing
+    new_id = browser.current_url.rsplit("/", 1)[1]
+    rows = db(stack, "SELECT retried_from_job_id FROM jobs WHERE id = $1", new_id)
+    assert [str(r["retried_from_job_id"]) for r in rows] == [failing]
+    shot(browser, "07-job-retried")
+
+    # A dead letter: an outbox event that NATS kept refusing; redrive it from the console.
+    [dead] = db(
+        stack,
+        "UPDATE outbox_events SET status = 'dead', attempt_count = 10, last_error = 'boom'"
+        " WHERE aggregate_id = $1 AND event_type = 'job.dispatch' RETURNING id",
+        long_job,
+    )
+    browser.get(f"{console}/dead-letters")
+    browser.find_element(By.CSS_SELECTOR, f"#event-{dead['id']} input[type=checkbox]").click()
+    shot(browser, "08-dead-letters")
+    browser.find_element(By.ID, "redrive-selected").click()
+    browser.find_element(By.ID, "confirm").click()
+    assert "1 event(s) redriven" in until(lambda: text_of(browser, "#notice"))
+    [after] = db(stack, "SELECT status FROM outbox_events WHERE id = $1", dead["id"])
+    assert after["status"] != "dead"
+    shot(browser, "09-redriven")
+
+    # The overview and definitions render with the stack's own figures.
+    browser.get(f"{console}/")
+    until(lambda: text_of(browser, "#dead-count"))
+    assert browser.find_elements(By.ID, "workers")
+    shot(browser, "10-overview")
+    browser.get(f"{console}/definitions")
+    assert browser.find_elements(By.ID, "def-synthetic")
+
+    # Signing out ends the session.
+    browser.find_element(By.ID, "signout").click()
+    until(lambda: "/signin" in browser.current_url)
+    browser.get(f"{console}/jobs")
+    until(lambda: "/signin" in browser.current_url)
