@@ -8,14 +8,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Dependencies first, so that a code change does not reinstall them.
-COPY pyproject.toml ./
-RUN mkdir job_service worker_service shared jobctl jobtypes devstack console \
-    && touch job_service/__init__.py worker_service/__init__.py shared/__init__.py \
-        jobctl/__init__.py jobtypes/__init__.py devstack/__init__.py console/__init__.py \
-    && pip install . \
-    && pip uninstall -y durable-jobs \
-    && rm -rf job_service worker_service shared jobctl jobtypes devstack console build *.egg-info
+# Dependencies first, so that a code change does not reinstall them: exactly the versions
+# and hashes of requirements.lock (`make lock`), nothing resolved at build time. The
+# embedded PostgreSQL and NATS (the `embedded` extra) are not in it.
+COPY requirements.lock ./
+RUN pip install --require-hashes --no-deps -r requirements.lock
 
 COPY shared ./shared
 COPY job_service ./job_service
@@ -23,10 +20,11 @@ COPY worker_service ./worker_service
 COPY jobctl ./jobctl
 # job types are plug-ins registered by entry point: both services load them
 COPY jobtypes ./jobtypes
-# what `jobctl dev` runs
+# what `jobctl dev` runs (its embedded servers need the `embedded` extra, not installed here)
 COPY devstack ./devstack
 # the web console (python -m console), with its templates and static files
 COPY console ./console
+COPY pyproject.toml ./
 RUN pip install --no-deps . && rm -rf build *.egg-info
 
 RUN useradd --system --uid 10001 --no-create-home jobs

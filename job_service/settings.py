@@ -24,7 +24,11 @@ class JobServiceSettings(BaseSettings):
 
     # libpq-style URL: postgresql://user:pass@host:port/db (or ?host=/socket/dir).
     database_url: str
+    # One URL, or several comma-separated (the servers of a NATS cluster).
     nats_url: str = "nats://127.0.0.1:4222"
+    # Servers each JetStream stream is stored on: 1 for a single server, 3 for a cluster
+    # (R3 survives the loss of one server; the consumers inherit it).
+    nats_stream_replicas: int = Field(default=1, ge=1, le=5)
     grpc_host: str = "127.0.0.1"
     grpc_port: int = Field(default=50051, ge=0, le=65535)
     # Identifies this replica in outbox claims and logs.

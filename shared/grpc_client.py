@@ -28,6 +28,10 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    # One connection per address the target resolves to, calls spread over them: with
+    # `dns:///job-service-headless:50051` (one A record per job_service pod) a worker's calls
+    # spread over every replica; a target with one address behaves as before.
+    ("grpc.lb_policy_name", "round_robin"),
 )
 
 Options = Sequence[tuple[str, Any]]

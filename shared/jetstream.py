@@ -6,6 +6,8 @@ Both streams are declared here so that the job service (which publishes) and the
 
 from __future__ import annotations
 
+import dataclasses
+
 from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
@@ -34,6 +36,7 @@ EVENTS_MAX_AGE_S = 7 * 24 * 3600.0
 DISPATCH_ACK_WAIT_S = 30.0
 
 STREAMS = (
+    # num_replicas is set by ensure_streams (JOBS_NATS_STREAM_REPLICAS)
     StreamConfig(
         name=DISPATCH_STREAM,
         subjects=[f"{DISPATCH_SUBJECT_PREFIX}.>"],
@@ -52,17 +55,28 @@ STREAMS = (
 )
 
 
-async def ensure_streams(js: JetStreamContext) -> None:
-    for config in STREAMS:
+def replicated(config: StreamConfig, replicas: int) -> StreamConfig:
+    """``config`` stored on ``replicas`` servers of a JetStream cluster (R3: survives one
+    server's loss, acknowledged by a quorum). The consumers inherit it."""
+    return dataclasses.replace(config, num_replicas=replicas)
+
+
+async def ensure_streams(js: JetStreamContext, replicas: int | None = None) -> None:
+    """Declares the streams, or updates them in place. ``replicas`` None (the workers)
+    keeps an existing stream's replica count and creates a missing one with 1: only the job
+    service, which knows JOBS_NATS_STREAM_REPLICAS, chooses it — a worker declaring the
+    streams after a store loss must not scale an R3 stream down to one server."""
+    for base in STREAMS:
         try:
-            await js.stream_info(config.name)  # type: ignore[arg-type]
+            info = await js.stream_info(base.name)  # type: ignore[arg-type]
         except NotFoundError:
             try:
-                await js.add_stream(config)
+                await js.add_stream(replicated(base, replicas or 1))
                 continue
             except BadRequestError:
-                pass  # another process created it meanwhile
-        await js.update_stream(config)
+                info = await js.stream_info(base.name)  # type: ignore[arg-type]
+        keep = info.config.num_replicas or 1
+        await js.update_stream(replicated(base, replicas or keep))
 
 
 def dispatch_consumer_config(queue: str) -> ConsumerConfig:

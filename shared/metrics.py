@@ -16,11 +16,15 @@ with a plain import; the service metric modules are ``job_service.metrics`` and
 
 from __future__ import annotations
 
+import platform
 import threading
-from typing import TypeVar
-from wsgiref.simple_server import WSGIServer
+from collections.abc import Callable, Iterable
+from importlib import metadata
+from typing import Any, TypeVar
+from wsgiref.simple_server import WSGIServer, make_server
 
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
 from prometheus_client.metrics import MetricWrapperBase
 
 from shared.startup import StartupError
@@ -78,6 +82,22 @@ PROVIDER_COST = Counter(
 )
 
 
+BUILD_INFO = Gauge(
+    "jobs_build_info",
+    "Always 1: the service, the package version and the Python version of this process.",
+    ["service", "version", "python"],
+)
+
+
+def publish_build_info(service: str) -> None:
+    """Sets ``jobs_build_info`` for ``service`` (one series per process and service)."""
+    try:
+        version = metadata.version("durable-jobs")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    child(BUILD_INFO, service, version, platform.python_version()).set(1)
+
+
 def record_provider_call(
     *,
     provider: str,
@@ -101,15 +121,43 @@ def record_provider_call(
         child(PROVIDER_COST, provider, model).inc(cost_usd)
 
 
+# A health check: True when healthy. Called on the HTTP server's thread, so it must only
+# read state (a flag, a timestamp), never touch the event loop.
+HealthCheck = Callable[[], bool]
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def _with_health(metrics_app: WsgiApp, checks: dict[str, HealthCheck]) -> WsgiApp:
+    """``metrics_app`` plus one plain-text endpoint per check: 200 ``ok`` or 503."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        check = checks.get(environ.get("PATH_INFO", ""))
+        if check is None:
+            return metrics_app(environ, start_response)
+        try:
+            healthy = check()
+        except Exception:
+            healthy = False
+        status = "200 OK" if healthy else "503 Service Unavailable"
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+        return [b"ok\n" if healthy else b"unhealthy\n"]
+
+    return app
+
+
 class MetricsServer:
-    """``/metrics`` over HTTP on a daemon thread (prometheus-client's WSGI server).
+    """``/metrics`` over HTTP on a daemon thread (prometheus-client's WSGI server), plus
+    the health endpoints in ``health`` (path → check), e.g. the worker's ``/livez``.
 
     ``port`` None means disabled (nothing listens); 0 binds an ephemeral port, readable as
     ``.port`` after ``start()``. ``stop()`` is idempotent."""
 
-    def __init__(self, host: str, port: int | None) -> None:
+    def __init__(
+        self, host: str, port: int | None, health: dict[str, HealthCheck] | None = None
+    ) -> None:
         self._host = host
         self._requested = port
+        self._health = dict(health or {})
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
         self.port: int | None = None
@@ -118,10 +166,20 @@ class MetricsServer:
         if self._requested is None or self._server is not None:
             return self.port
         try:
-            self._server, self._thread = start_http_server(self._requested, addr=self._host)
+            self._server = make_server(
+                self._host,
+                self._requested,
+                _with_health(make_wsgi_app(), self._health),
+                ThreadingWSGIServer,
+                handler_class=_SilentHandler,
+            )
         except OSError as error:
             where = f"{self._host}:{self._requested}"
             raise StartupError(f"cannot serve metrics on {where}: {error.strerror}") from None
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="metrics-http", daemon=True
+        )
+        self._thread.start()
         self.port = int(self._server.server_port)
         return self.port
 

@@ -72,8 +72,18 @@ async def connect_nats(url: str, name: str, **options: Any) -> NATS:
     holds the rows and workers wait). The first connection is bounded by the caller."""
     options.setdefault("error_cb", _quiet_error)
     return await nats.connect(
-        url, name=name, max_reconnect_attempts=-1, reconnect_time_wait=0.5, **options
+        nats_servers(url),
+        name=name,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        **options,
     )
+
+
+def nats_servers(url: str) -> list[str]:
+    """``JOBS_NATS_URL`` as the client's server list: one URL, or a cluster's servers
+    comma-separated (the client also learns the others from the cluster itself)."""
+    return [u.strip() for u in url.split(",") if u.strip()]
 
 
 async def _quiet_error(exc: Exception) -> None:

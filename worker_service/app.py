@@ -15,12 +15,13 @@ import logging
 import signal
 from types import TracebackType
 
-from shared.metrics import MetricsServer
+from shared.metrics import MetricsServer, publish_build_info
 from shared.registry import Registry, default_registry
 from shared.startup import connect_nats, within_startup
 from worker_service.adapters.grpc_executor import GrpcExecutorClient, open_channel
 from worker_service.adapters.nats import CancelListener, NatsDispatchSource
 from worker_service.gateway import ModelGateway
+from worker_service.health import WorkerHealth
 from worker_service.model_router import ModelRouter, ModelSettings
 from worker_service.settings import WorkerSettings
 from worker_service.worker import Worker
@@ -52,7 +53,12 @@ class WorkerApp:
         self._task: asyncio.Task[None] | None = None
         self._source: NatsDispatchSource | None = None
         self._declaring: set[asyncio.Task[None]] = set()
-        self.metrics = MetricsServer(settings.worker_metrics_host, settings.worker_metrics_port)
+        self.health = WorkerHealth()
+        # /metrics, and /livez and /readyz for the orchestrator's probes
+        self.metrics = MetricsServer(
+            settings.worker_metrics_host, settings.worker_metrics_port, self.health.endpoints()
+        )
+        self._nc_connected: bool = False
 
     async def run(self) -> None:
         if self._started:
@@ -68,6 +74,11 @@ class WorkerApp:
                     await worker.stop()  # stop() came while connecting: run drains at once
                 stack.callback(self.metrics.stop)
                 self.metrics.start()
+                publish_build_info("worker_service")
+                ticking = asyncio.create_task(self.health.run(), name="worker-health")
+                stack.callback(ticking.cancel)
+                stack.callback(self.health.stopping)
+                self.health.consuming(lambda: self._nc_connected)
                 log.info(
                     "worker %s: metrics on %s",
                     self.settings.worker_id,
@@ -80,6 +91,7 @@ class WorkerApp:
 
     async def stop(self) -> None:
         self._stop_requested.set()
+        self.health.stopping()
         if self.worker is not None:
             await self.worker.stop()
         if self._started:
@@ -141,6 +153,7 @@ class WorkerApp:
             ),
         )
         stack.push_async_callback(nc.close)
+        self._nc_connected = True
         source = self._source = NatsDispatchSource(nc.jetstream())
         await source.subscribe(self.slots)
         stack.push_async_callback(source.close)
@@ -171,6 +184,7 @@ class WorkerApp:
 
     async def _nats_reconnected(self) -> None:
         log.info("nats: reconnected")
+        self._nc_connected = True
         # The server may have come back without its store (streams and consumers gone):
         # declaring them again is idempotent and cheap, and fetches would fail until then.
         if self._source is not None:
@@ -179,6 +193,7 @@ class WorkerApp:
             task.add_done_callback(self._declaring.discard)
 
     async def _nats_disconnected(self) -> None:
+        self._nc_connected = False
         level = logging.DEBUG if self._stop_requested.is_set() else logging.WARNING
         log.log(level, "nats: disconnected")
 

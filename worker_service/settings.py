@@ -21,6 +21,7 @@ def _default_worker_id() -> str:
 class WorkerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
 
+    # One URL, or several comma-separated (the servers of a NATS cluster).
     nats_url: str = "nats://127.0.0.1:4222"
     # host:port of the job service's gRPC server (ExecutorService).
     job_service_target: str = "127.0.0.1:50051"

@@ -23,8 +23,11 @@ PUBLISH_TIMEOUT_S = 5.0
 
 
 class NatsPublisher:
-    def __init__(self, nc: NATS, *, publish_timeout_s: float = PUBLISH_TIMEOUT_S) -> None:
+    def __init__(
+        self, nc: NATS, *, publish_timeout_s: float = PUBLISH_TIMEOUT_S, stream_replicas: int = 1
+    ) -> None:
         self._nc = nc
+        self._replicas = stream_replicas
         self._js = nc.jetstream()
         self._timeout_s = publish_timeout_s
 
@@ -48,7 +51,7 @@ class NatsPublisher:
         if missing:
             log.warning("outbox: no stream for %d messages; declaring the streams", len(missing))
             try:
-                await ensure_streams(self._js)
+                await ensure_streams(self._js, self._replicas)
             except Exception as exc:
                 log.warning("outbox: cannot declare the streams (%s)", type(exc).__name__)
             else:

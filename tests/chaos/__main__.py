@@ -1,4 +1,5 @@
-"""`python -m tests.chaos [--profile short|long] [--seed N] [--keep]` (`make chaos`)."""
+"""`python -m tests.chaos [--profile short|long|cluster|failover] [--seed N] [--keep]`
+(`make chaos`)."""
 
 from __future__ import annotations
 

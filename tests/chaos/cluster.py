@@ -23,6 +23,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devstack.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database, free_port
 from shared.grpc_client import aio_channel
+from tests.chaos.nats_cluster import NatsCluster
+from tests.chaos.pg_failover import PgPair
 from tests.chaos.profiles import StackSettings
 from tests.support.processes import (
     JobServiceProcess,
@@ -68,6 +70,7 @@ class Replica:
             c.nats.url,
             self.port,
             **c.settings.job_service_env(),
+            **c.nats_env(),
         )
         await wait_serving(self.target, self.process)
 
@@ -98,14 +101,33 @@ class WorkerSlot:
 
 class Cluster:
     def __init__(
-        self, root: Path, settings: StackSettings, *, replicas: int = 2, workers: int = 3
+        self,
+        root: Path,
+        settings: StackSettings,
+        *,
+        replicas: int = 2,
+        workers: int = 3,
+        nats_servers: int = 1,
+        pg_standby: bool = False,
     ) -> None:
         self.root = root
         self.settings = settings
         self.log_dir = root / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.pg = EmbeddedPostgres(root / "pg", settings=PG_SETTINGS)
-        self.nats = EmbeddedNats(root / "nats")
+        # one server, or a primary with a synchronous streaming standby (failover profile)
+        self.pg_pair = PgPair(root, PG_SETTINGS) if pg_standby else None
+        self.pg = (
+            self.pg_pair.primary
+            if self.pg_pair is not None
+            else EmbeddedPostgres(root / "pg", settings=PG_SETTINGS)
+        )
+        self.database_name = DATABASE
+        # one server, or a JetStream cluster with every stream on all of its servers
+        self.nats: EmbeddedNats | NatsCluster = (
+            NatsCluster(root / "nats", nats_servers)
+            if nats_servers > 1
+            else EmbeddedNats(root / "nats")
+        )
         self.replicas = [Replica(self, i + 1) for i in range(replicas)]
         # workers spread over the replicas: each talks to one, as a pod talks to a service
         self.workers = [
@@ -113,6 +135,11 @@ class Cluster:
         ]
         self.database_url = ""
         self._db: asyncpg.Pool | None = None
+
+    def nats_env(self) -> dict[str, str]:
+        if isinstance(self.nats, NatsCluster):
+            return {"JOBS_NATS_STREAM_REPLICAS": str(len(self.nats.nodes))}
+        return {}
 
     @property
     def targets(self) -> list[str]:
@@ -131,6 +158,11 @@ class Cluster:
             check=True,
             capture_output=True,
         )
+        if self.pg_pair is not None:
+            await asyncio.to_thread(self.pg_pair.start_standby)
+            await self.pg_pair.make_synchronous()
+            # every process finds the server that accepts writes, whichever it is
+            self.database_url = self.pg_pair.url(DATABASE)
         await asyncio.gather(*(r.start() for r in self.replicas))
         for worker in self.workers:
             worker.start()
@@ -173,7 +205,10 @@ class Cluster:
             if replica.process is not None:
                 replica.process.close()
         await asyncio.to_thread(self.nats.stop)
-        await asyncio.to_thread(self.pg.stop)
+        if self.pg_pair is not None:
+            await asyncio.to_thread(self.pg_pair.stop)
+        else:
+            await asyncio.to_thread(self.pg.stop)
 
 
 async def start_with_retries(start: Callable[[], None]) -> None:

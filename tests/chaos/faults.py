@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import nats
 
 from shared.constants import MSG_ID_HEADER, dispatch_subject
+from shared.startup import nats_servers
 from tests.chaos.workload import KINDS
 
 if TYPE_CHECKING:
@@ -300,7 +301,7 @@ async def duplicate_dispatch(ctx: FaultContext) -> FaultRecord:
         DUPLICATES,
     )
     record = FaultRecord("duplicate_dispatch", "nats", await ctx.cluster.db_now())
-    nc = await nats.connect(ctx.cluster.nats.url)
+    nc = await nats.connect(nats_servers(ctx.cluster.nats.url))
     try:
         js = nc.jetstream()
         for n, row in enumerate(rows):

@@ -21,7 +21,9 @@ import asyncpg
 from job_service.domain.scheduling import parse_rate_limits
 from tests.chaos.checker import RECOVERED_AT, TERMINAL, Report, check
 from tests.chaos.cluster import Cluster
+from tests.chaos.cluster_faults import CLUSTER_FAULTS
 from tests.chaos.faults import FAULT_KINDS, FAULTS, FaultContext, FaultRecord
+from tests.chaos.pg_failover import FAILOVER_FAULTS
 from tests.chaos.profiles import Profile, StackSettings
 from tests.chaos.workload import ChaosClient, Workload
 
@@ -48,7 +50,14 @@ async def run(
     report = Report(profile.name, seed)
     started = time.monotonic()
     settings = settings or StackSettings()
-    cluster = Cluster(root, settings, replicas=profile.replicas, workers=profile.workers)
+    cluster = Cluster(
+        root,
+        settings,
+        replicas=profile.replicas,
+        workers=profile.workers,
+        nats_servers=profile.nats_servers,
+        pg_standby=profile.pg_standby,
+    )
     try:
         say(f"chaos: starting the stack in {root}")
         await cluster.start()
@@ -95,11 +104,11 @@ async def _inject(
                 if kind is None:
                     break
             elif time.monotonic() < deadline:
-                kind = ctx.rng.choice(FAULT_KINDS)
+                kind = ctx.rng.choice(profile.random_kinds or FAULT_KINDS)
             else:
                 break
             try:
-                record = await FAULTS[kind](ctx)
+                record = await {**FAULTS, **CLUSTER_FAULTS, **FAILOVER_FAULTS}[kind](ctx)
             except Exception as exc:  # a fault the stack made impossible is a finding too
                 log.exception("fault %s failed", kind)
                 record = FaultRecord(kind, "-", await ctx.cluster.db_now())

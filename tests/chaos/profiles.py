@@ -109,6 +109,30 @@ class Profile:
     quiesce_timeout_s: float
     workers: int = 3
     replicas: int = 2
+    # NATS servers: 1, or 3 as a JetStream cluster with R3 streams (tests/chaos/nats_cluster.py)
+    nats_servers: int = 1
+    # PostgreSQL as a primary with a synchronous streaming standby (tests/chaos/pg_failover.py)
+    pg_standby: bool = False
+    # the kinds a profile without a schedule draws from (None: FAULT_KINDS)
+    random_kinds: tuple[str, ...] | None = None
+
+
+# The cluster profile: the NATS cluster's faults (tests/chaos/cluster_faults.py), each
+# twice (leader and follower kill, partition, quorum loss), among a few of the others.
+CLUSTER_SCHEDULE = (
+    "nats_leader_kill",
+    "nats_follower_kill",
+    "nats_partition",
+    "worker_kill",
+    "nats_quorum_loss",
+    "duplicate_dispatch",
+    "nats_leader_kill",
+    "service_kill",
+    "nats_partition",
+    "nats_follower_kill",
+    "nats_quorum_loss",
+    "postgres_restart",
+)
 
 
 PROFILES = {
@@ -127,5 +151,25 @@ PROFILES = {
         duration_s=600.0,
         settle_s=3.0,
         quiesce_timeout_s=120.0,
+    ),
+    # one failover per run (the old primary is not rejoined): load, faults around it, then
+    # the primary killed and the standby promoted, then more load and faults on the new one
+    "failover": Profile(
+        name="failover",
+        rate=6.0,
+        schedule=("worker_kill", "service_kill", "pg_failover", "worker_kill", "service_kill"),
+        duration_s=0.0,
+        settle_s=3.0,
+        quiesce_timeout_s=90.0,
+        pg_standby=True,
+    ),
+    "cluster": Profile(
+        name="cluster",
+        rate=6.0,
+        schedule=CLUSTER_SCHEDULE,
+        duration_s=0.0,
+        settle_s=2.0,
+        quiesce_timeout_s=90.0,
+        nats_servers=3,
     ),
 }

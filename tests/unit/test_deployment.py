@@ -24,6 +24,8 @@ from worker_service.settings import WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
+# the Kubernetes version the manifests are validated against (Makefile: K8S_VERSION)
+K8S_VERSION = "1.34.0"
 
 
 def env_names(settings: type[Any]) -> set[str]:
@@ -91,8 +93,9 @@ def test_compose_services_run_existing_modules_with_settings_they_read(
 
 
 def test_compose_health_checks_gate_start_up(compose: dict[str, Any]) -> None:
-    for name in ("postgres", "nats", "job_service"):
+    for name in ("postgres", "nats", "job_service", "worker_service"):
         assert compose[name]["healthcheck"]["test"], name
+    assert "/readyz" in " ".join(compose["worker_service"]["healthcheck"]["test"])
     for name in ("migrate", "job_service"):
         assert compose[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert compose["worker_service"]["depends_on"]["job_service"]["condition"] == (
@@ -199,7 +202,10 @@ def test_k8s_worker_grace_covers_its_drain(manifests: list[dict[str, Any]]) -> N
     [container] = containers(deployment)
     env = env_of(container, manifests)
     assert "JOBS_DATABASE_URL" not in env
-    assert env["JOBS_JOB_SERVICE_TARGET"] == "job-service:50051"
+    # every replica through the headless Service, calls balanced by the client
+    assert env["JOBS_JOB_SERVICE_TARGET"] == "dns:///job-service-headless:50051"
+    headless = by_kind(manifests, "Service", "job-service-headless")
+    assert headless["spec"]["clusterIP"] == "None"
     pre_stop = container["lifecycle"]["preStop"]["exec"]["command"]
     assert pre_stop[0] == "sleep"
     needed = float(pre_stop[1]) + float(env["JOBS_WORKER_SHUTDOWN_GRACE_S"]) + 10
@@ -224,3 +230,159 @@ def test_kustomization_lists_every_manifest() -> None:
     listed = yaml.safe_load((K8S / "kustomization.yaml").read_text())["resources"]
     on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
     assert set(listed) == on_disk
+
+
+def pod_workloads(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in manifests if m["kind"] in ("Deployment", "StatefulSet", "Job")]
+
+
+def test_k8s_pods_run_non_root_on_a_read_only_root_without_capabilities(
+    manifests: list[dict[str, Any]],
+) -> None:
+    workloads = pod_workloads(manifests)
+    assert len(workloads) == 5  # migrate, job-service, worker-service, console, nats
+    for workload in workloads:
+        name = workload["metadata"]["name"]
+        pod = workload["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["securityContext"]["runAsUser"] > 0, name
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
+        assert pod["automountServiceAccountToken"] is False, name
+        for container in pod["containers"]:
+            context = container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True, name
+            assert context["allowPrivilegeEscalation"] is False, name
+            assert context["capabilities"]["drop"] == ["ALL"], name
+            assert "add" not in context["capabilities"], name
+            assert container["resources"]["limits"]["memory"], name
+            # secrets only by reference, never a literal value
+            for env in container.get("env", []):
+                if any(word in env["name"] for word in ("TOKEN", "KEY", "PASSWORD", "URL")):
+                    assert "value" not in env or not env["value"] or "://" in env["value"], env
+
+
+def test_k8s_images_are_pinned_and_nats_is_the_version_the_tests_run(
+    manifests: list[dict[str, Any]], compose: dict[str, Any]
+) -> None:
+    images = [c["image"] for w in pod_workloads(manifests) for c in containers(w)]
+    for image in images:
+        _, _, tag = image.partition(":")
+        assert tag and tag != "latest" and re.fullmatch(r"[\w.-]+", tag), image
+    assert len({i for i in images if i.startswith("durable-jobs:")}) == 1
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    [override] = kustomization["images"]
+    assert f"durable-jobs:{override['newTag']}" in images
+    # one NATS version everywhere: the StatefulSet, compose, and the binary tests run
+    [nats_image] = [i for i in images if i.startswith("nats:")]
+    assert compose["nats"]["image"] == nats_image
+    version = subprocess.run(
+        [str(nats_server_binary()), "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    assert f"v{nats_image.split(':')[1].removesuffix('-alpine')}" in version, version
+    for name in ("postgres", "nats"):
+        assert re.search(r":\d+\.\d+", compose[name]["image"]), compose[name]["image"]
+
+
+def test_k8s_every_workload_has_a_disruption_budget_and_spreads(
+    manifests: list[dict[str, Any]],
+) -> None:
+    budgets = [m for m in manifests if m["kind"] == "PodDisruptionBudget"]
+    for workload in pod_workloads(manifests):
+        if workload["kind"] == "Job":
+            continue
+        name = workload["metadata"]["name"]
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        covering = [
+            b for b in budgets if b["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        ]
+        assert len(covering) == 1, name
+        spread = workload["spec"]["template"]["spec"]["topologySpreadConstraints"]
+        assert {c["topologyKey"] for c in spread} == {
+            "kubernetes.io/hostname",
+            "topology.kubernetes.io/zone",
+        }, name
+        for constraint in spread:
+            assert constraint["labelSelector"]["matchLabels"].items() <= labels.items(), name
+
+
+def test_k8s_worker_is_probed_on_its_health_endpoints(manifests: list[dict[str, Any]]) -> None:
+    [container] = containers(by_kind(manifests, "Deployment", "worker-service"))
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    env = env_of(container, manifests)
+    assert int(env["JOBS_WORKER_METRICS_PORT"]) == ports["metrics"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+def test_k8s_migrations_run_as_a_job_per_release(manifests: list[dict[str, Any]]) -> None:
+    [job] = [m for m in manifests if m["kind"] == "Job"]
+    [container] = containers(job)
+    assert container["command"][-1] == "migrate"
+    tag = container["image"].split(":")[1]
+    assert job["metadata"]["name"].endswith(tag.replace(".", "-"))
+
+
+def test_k8s_nats_cluster_config_is_valid_and_matches_the_stream_replicas(
+    manifests: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    text = by_kind(manifests, "ConfigMap", "nats-config")["data"]["nats.conf"]
+    assert re.search(r"^\s*sync_interval:\s*always\s*$", text, re.M)
+    statefulset = by_kind(manifests, "StatefulSet", "nats")
+    routes = re.findall(r"nats://(nats-\d+)\.nats-headless:6222", text)
+    assert len(routes) == statefulset["spec"]["replicas"] == 3
+    [service] = containers(by_kind(manifests, "Deployment", "job-service"))
+    assert env_of(service, manifests)["JOBS_NATS_STREAM_REPLICAS"] == "3"
+    local = tmp_path / "nats.conf"
+    local.write_text(text.replace("/data", str(tmp_path / "store")))
+    checked = subprocess.run(
+        [str(nats_server_binary()), "-c", str(local), "-t"],
+        capture_output=True,
+        text=True,
+        env={"SERVER_NAME": "nats-0"},
+    )
+    assert checked.returncode == 0, checked.stderr + checked.stdout
+
+
+def test_k8s_manifests_validate_against_the_kubernetes_schemas() -> None:
+    """The same check as `make lint-deploy`: every object against the OpenAPI schema of
+    its kind (kubernetes-validate ships them), unknown fields refused. KEDA's ScaledObject
+    is a custom resource without a schema there: test_keda_scales_workers_on_the_consumers
+    checks it instead."""
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    for path in sorted(K8S.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc or doc["kind"] in ("Kustomization", "ScaledObject"):
+                continue
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_the_schema_validation_catches_a_misspelt_field() -> None:
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    bad = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "x"},
+        "spec": {"minAvailabel": 1},
+    }
+    with pytest.raises(kubernetes_validate.utils.ValidationError):
+        kubernetes_validate.validate(bad, K8S_VERSION, strict=True)
+
+
+def _requirement_name(requirement: str) -> str:
+    name = re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0]
+    return name.lower().replace("_", "-")
+
+
+def test_the_image_installs_exactly_the_lock_file_without_the_embedded_servers() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "pip install --require-hashes --no-deps -r requirements.lock" in dockerfile
+    lock = (ROOT / "requirements.lock").read_text()
+    pinned = dict(re.findall(r"^([a-z0-9][a-z0-9._-]*)==(\S+) \\$", lock, re.M))
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    # every runtime dependency is pinned, with hashes; the embedded servers are not there
+    for requirement in project["dependencies"]:
+        assert _requirement_name(requirement) in pinned, requirement
+    assert lock.count("--hash=sha256:") >= len(pinned)
+    for requirement in project["optional-dependencies"]["embedded"]:
+        assert _requirement_name(requirement) not in pinned, requirement
+    assert "--find-links" not in lock and "--index-url" not in lock

@@ -15,6 +15,7 @@ from job_service.adapters.grpc.credential_api import CredentialServicer
 from job_service.adapters.grpc.errors import ErrorInterceptor
 from job_service.adapters.grpc.executor_api import ExecutorServicer
 from job_service.adapters.grpc.job_api import JobServicer
+from job_service.adapters.grpc.rpc_metrics import RpcMetricsInterceptor
 from job_service.settings import JobServiceSettings
 from job_service.usecases.admin import Admin
 from job_service.usecases.credentials import CredentialVault
@@ -37,6 +38,11 @@ from shared.pb.jobs.v1 import (
 from shared.registry import Registry
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# Clients are asked (GOAWAY) to open a new connection for new calls after this long; calls
+# in flight, WatchJob streams included, finish on the old one (no grace limit is set). A
+# client balancing over a headless Service (round_robin) thereby resolves the replicas
+# again and spreads over ones added since.
+MAX_CONNECTION_AGE_MS = 5 * 60 * 1000
 
 SERVICE_NAMES = (
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
@@ -62,12 +68,14 @@ def build_server(
     watches: WatchHub,
 ) -> grpc.aio.Server:
     server = grpc.aio.server(
-        # outermost first: the error interceptor translates the auth refusals too
-        interceptors=[ErrorInterceptor(), AuthInterceptor(tokens)],
+        # outermost first: the metrics see the final code, the error interceptor translates
+        # the auth refusals too
+        interceptors=[RpcMetricsInterceptor(), ErrorInterceptor(), AuthInterceptor(tokens)],
         # batch submits carry many outputs; the default 4 MiB would refuse a few large ones
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_connection_age_ms", MAX_CONNECTION_AGE_MS),
         ],
     )
     job_service_pb2_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
