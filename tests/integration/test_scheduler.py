@@ -37,13 +37,16 @@ RUNS_ALL = ["synthetic@1.0.0", "keyed@1.0.0"]
 
 @pytest.fixture
 async def sched(database_url: str, nats_url: str) -> AsyncIterator[Client]:
-    """A job service with a short priority step (0.5 s per level) and the keyed type."""
+    """A job service with a short priority step (0.5 s per level), a long fair-share
+    quantum (1 s: a backlog is spaced out however slowly the test creates it) and the
+    keyed type."""
     async with (
         running_job_service(
             database_url,
             nats_url,
             Registry(REGISTRY),
             sched_priority_step_s=0.5,
+            sched_fair_quantum_s=1.0,
             lease_ttl_s=600,
         ) as app,
         open_channel(f"127.0.0.1:{app.port}") as channel,
