@@ -31,6 +31,7 @@ from job_service.adapters.postgres.queues import QueueRepository
 from job_service.adapters.postgres.rate_limits import RateLimitRepository
 from job_service.adapters.postgres.results import ResultRepository
 from job_service.adapters.postgres.schema_version import schema_state
+from job_service.adapters.postgres.sessions import SessionRepository
 from job_service.domain.models import Quotas
 from job_service.domain.paging import PageTokens
 from job_service.periodic import Periodic
@@ -47,6 +48,7 @@ from job_service.usecases.outbox import (
 )
 from job_service.usecases.results import Results
 from job_service.usecases.scheduling import Scheduler, tier_estimates
+from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.watch import WatchHub
 from shared.jetstream import ensure_streams
 from shared.metrics import MetricsServer, publish_build_info
@@ -77,6 +79,7 @@ class JobServiceApp:
         self._dispatcher: OutboxDispatcher | None = None
         self._housekeeping: list[Periodic] = []
         self._watches: WatchHub | None = None
+        self._sessions: WorkerSessions | None = None
         self._stopping: asyncio.Future[None] | None = None
         self.metrics = MetricsServer(settings.metrics_host, settings.metrics_port)
 
@@ -136,6 +139,13 @@ class JobServiceApp:
         )
         lease_store = LeaseRepository(self._pool, lease_ttl_s=s.lease_ttl_s)
         leases = Leases(self.registry, lease_store, self._dispatcher)
+        sessions = self._sessions = WorkerSessions(
+            SessionRepository(self._pool),
+            leases,
+            instance_id=self.instance_id,
+            grace_s=s.worker_disconnect_grace_s,
+            ping_interval_s=s.worker_session_ping_interval_s,
+        )
         rates = RateLimitRepository(self._pool, s.tier_rate_limits(), s.rate_limit_recovery_s)
         await rates.ensure_buckets()
         scheduler = Scheduler(
@@ -220,6 +230,7 @@ class JobServiceApp:
             outbox=outbox,
             vault=vault,
             watches=watches,
+            sessions=sessions,
         )
         address = f"{s.grpc_host}:{s.grpc_port}"
         if tls is None:
@@ -275,7 +286,12 @@ class JobServiceApp:
             # so that balancers and clients move away before calls are refused.
             if self.settings.shutdown_delay_s > 0:
                 await asyncio.sleep(self.settings.shutdown_delay_s)
-            await server.stop(self.settings.shutdown_grace_s)
+            stopping = asyncio.ensure_future(server.stop(self.settings.shutdown_grace_s))
+            if self._sessions is not None:
+                # worker sessions end now (their workers open new ones elsewhere) and would
+                # otherwise hold the grace period; disconnects seen are still decided
+                await self._sessions.close()
+            await stopping
         if self._dispatcher is not None:
             self._dispatcher.stop()
         for periodic in self._housekeeping:

@@ -125,6 +125,8 @@ def attempt_ended(job_type: str, code: str, status: JobStatus) -> None:
     """A failed attempt's end as written: retrying, or a terminal status."""
     if code == ErrorCode.LEASE_EXPIRED:
         child(LEASE_EXPIRIES, job_type).inc()
+    elif code == ErrorCode.WORKER_DISCONNECTED:
+        child(LEASE_DISCONNECTS, job_type).inc()
     if status is JobStatus.RETRYING:
         child(RETRIES, job_type, classify(code).value).inc()
     elif status.terminal:
@@ -149,3 +151,19 @@ def outbox_published(lags_s: list[float]) -> None:
 def outbox_failed(count: int) -> None:
     if count:
         OUTBOX_PUBLISH_FAILURES.inc(count)
+
+
+# Worker sessions (docs/adr/0003-worker-sessions.md).
+LEASE_DISCONNECTS = Counter(
+    "jobs_lease_disconnects_total",
+    "Attempts ended because their worker's session closed without a goodbye and no new one"
+    " came within the grace (it crashed); jobs_lease_expiries_total counts the reaper's.",
+    ["job_type"],
+)
+WORKER_SESSIONS_OPEN = Gauge(
+    "jobs_worker_sessions_open", "Worker sessions (streams) open on this replica."
+)
+
+
+def worker_sessions_open(count: int) -> None:
+    WORKER_SESSIONS_OPEN.set(count)

@@ -40,6 +40,12 @@ class JobServiceSettings(BaseSettings):
     lease_ttl_s: float = Field(default=5.0, gt=0)
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
     reaper_interval_s: float = Field(default=1.0, gt=0)
+    # Worker sessions (docs/adr/0003-worker-sessions.md): a worker whose session stream
+    # ends without a goodbye and that opens no new one (on any replica) within this grace
+    # has its leases ended at once (WORKER_DISCONNECTED), not after the lease.
+    worker_disconnect_grace_s: float = Field(default=0.5, gt=0, le=60)
+    # How often a worker pings on its session (told to it when the session opens).
+    worker_session_ping_interval_s: float = Field(default=10.0, gt=0, le=3600)
 
     # Outbox dispatcher.
     outbox_batch_size: int = Field(default=256, ge=1, le=10_000)

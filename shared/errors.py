@@ -227,7 +227,7 @@ class ErrorClass(StrEnum):
     CANCELLED = "CANCELLED"  # the job ends cancelled
     INTERNAL = "INTERNAL"  # retried once
     JOB = "JOB"  # the job's own code declared the input unworkable: never retried
-    LEASE = "LEASE"  # the worker vanished; its lease expired: retry
+    LEASE = "LEASE"  # the worker vanished (lease expired, or it disconnected): retry
     WORKER_SHUTDOWN = "WORKER_SHUTDOWN"  # handed back by a draining worker: run again now
 
 
@@ -253,12 +253,21 @@ class ErrorCode(StrEnum):
     JOB_REJECTED = "JOB_REJECTED"
     LEASE_EXPIRED = "LEASE_EXPIRED"
     WORKER_SHUTDOWN = "WORKER_SHUTDOWN"
+    # The worker's session ended without a goodbye and no new one came within the grace:
+    # it crashed. Class LEASE, like LEASE_EXPIRED (its name predates no class prefix).
+    WORKER_DISCONNECTED = "WORKER_DISCONNECTED"
     # A user's key was deleted, or cannot be opened with this deployment's master keys.
     CREDENTIAL_UNAVAILABLE = "CREDENTIAL_UNAVAILABLE"
 
 
+# Engine codes whose prefix does not name their class.
+_CLASS_OF = {ErrorCode.WORKER_DISCONNECTED.value: ErrorClass.LEASE}
+
+
 def classify(code: str) -> ErrorClass:
     """The class of an attempt error code; unknown codes count as internal errors."""
+    if code in _CLASS_OF:
+        return _CLASS_OF[code]
     for cls in sorted(ErrorClass, key=lambda c: -len(c.value)):
         if code == cls.value or code.startswith(cls.value + "_"):
             return cls

@@ -137,7 +137,8 @@ class _TokenCall:
         self._call = call
         self._metadata = metadata
 
-    def __call__(self, request: Any, *, metadata: Any = None, **kwargs: Any) -> Any:
+    # ``request`` is optional for calls that stream requests (written with ``call.write``)
+    def __call__(self, request: Any = None, *, metadata: Any = None, **kwargs: Any) -> Any:
         return self._call(request, metadata=_with_metadata(metadata, self._metadata), **kwargs)
 
 

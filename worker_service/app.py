@@ -164,8 +164,9 @@ class WorkerApp:
         )
         router = ModelRouter.from_settings(self.models)
         stack.push_async_callback(router.aclose)
+        executor = GrpcExecutorClient(channel)
         worker = Worker(
-            executor=GrpcExecutorClient(channel),
+            executor=executor,
             source=source,
             lookup=self.registry.get,
             slots=self.slots,
@@ -175,6 +176,7 @@ class WorkerApp:
             shutdown_grace_s=s.worker_shutdown_grace_s,
             gateway=ModelGateway(router),
             runnable=sorted(f"{d.job_type}@{d.version}" for d in self.registry),
+            sessions=executor,
         )
         await stack.enter_async_context(CancelListener(nc, worker.cancel_job))
         return worker

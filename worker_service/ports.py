@@ -10,7 +10,8 @@ those same errors, and never fails the other items.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from shared.ai.provider import UsageRecord
@@ -73,6 +74,19 @@ class ExecutorApi(Protocol):
         """The job owner's key, while ``lease_token`` is the job's current lease (else
         ``LeaseLost``); ``CredentialNotFound`` / ``CredentialUnavailable`` when the job has
         no usable user key."""
+        ...
+
+
+class SessionApi(Protocol):
+    """The job service's WorkerSession stream: the worker's liveness signal."""
+
+    async def hold_session(
+        self, worker_id: str, goodbye: asyncio.Event, opened: Callable[[str], None]
+    ) -> None:
+        """Opens a session, calls ``opened(session_id)`` once registered, keeps it alive
+        until ``goodbye`` is set, then says goodbye and returns once the job service
+        answered (or after a short timeout). Raises ``ExecutorUnreachable`` (or another
+        error) when the stream ends otherwise: the caller opens a new one at once."""
         ...
 
 

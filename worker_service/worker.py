@@ -1,6 +1,7 @@
-"""The worker runtime: one intake loop per queue and the result batcher under one
-supervisor, and the shutdown order (stop intake → let in-flight jobs finish within the grace
-period → hand the rest back → wait for their reports → flush the result batcher)."""
+"""The worker runtime: one intake loop per queue, the result batcher and the session with
+the job service under one supervisor, and the shutdown order (stop intake → let in-flight
+jobs finish within the grace period → hand the rest back → wait for their reports → flush
+the result batcher → say goodbye on the session)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from worker_service.domain.model import CancelCause
 from worker_service.gateway import ModelGateway
 from worker_service.intake import QueueIntake
 from worker_service.pipeline import Pipeline
-from worker_service.ports import DispatchSource, ExecutorApi
+from worker_service.ports import DispatchSource, ExecutorApi, SessionApi
 from worker_service.results import ResultBatcher
+from worker_service.session import WorkerSession
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +45,18 @@ class Worker:
         shutdown_grace_s: float = 20.0,
         gateway: ModelGateway | None = None,
         runnable: Sequence[str] = (),
+        sessions: SessionApi | None = None,
     ) -> None:
         """``runnable``: the definitions this worker runs, as "job_type@version" (it is
-        granted only jobs pinned to one of them; empty: any)."""
+        granted only jobs pinned to one of them; empty: any). ``sessions``: where to hold
+        the worker's session (None: none, and a crash waits for the leases to expire)."""
         if not slots:
             raise ValueError("a worker needs at least one queue")
         self.worker_id = worker_id
         self._grace_s = shutdown_grace_s
         self._fetch_timeout_s = fetch_timeout_s
         self._results = ResultBatcher(executor)
+        self.session = WorkerSession(sessions, worker_id) if sessions is not None else None
         self._pipeline = Pipeline(
             executor, self._results, lookup, worker_id=worker_id, gateway=gateway
         )
@@ -97,6 +102,13 @@ class Worker:
             asyncio.create_task(intake.run(), name=f"intake-{intake.queue}"): intake
             for intake in self._intakes
         }
+        # the session lives as long as the batcher: goodbye only once every report is in
+        session = (
+            asyncio.create_task(self.session.run(), name="worker-session")
+            if self.session is not None
+            else None
+        )
+        side = {results} | ({session} if session is not None else set())
         stop_requested = asyncio.create_task(self._stop_requested.wait(), name="worker-stop")
         log.info(
             "worker %s running: %s",
@@ -106,14 +118,17 @@ class Worker:
         failure: BaseException | None = None
         try:
             done, _ = await asyncio.wait(
-                {*loops, results, stop_requested}, return_when=asyncio.FIRST_COMPLETED
+                {*loops, *side, stop_requested}, return_when=asyncio.FIRST_COMPLETED
             )
-            failure = _failure({task for task in (*loops, results) if task in done})
+            failure = _failure({task for task in (*loops, *side) if task in done})
             if failure is not None:
                 log.error("worker %s: stopping: %r", self.worker_id, failure, exc_info=failure)
             await self._drain(loops, results)
+            if self.session is not None and session is not None:
+                await self.session.close()
+                await self._cancel_all({session})
         except asyncio.CancelledError:
-            await self._abort({*loops, results})
+            await self._abort({*loops, *side})
             raise
         finally:
             stop_requested.cancel()

@@ -134,6 +134,11 @@ class Leases:
         policy = replace(self._policies[facts.job_type], max_attempts=facts.max_attempts)
         return policy.decide(facts.attempt, code)
 
+    def wake_for(self, outcomes: Sequence[FailureOutcome]) -> None:
+        """Wakes the dispatcher for attempts ended elsewhere (a worker's disconnect)."""
+        for outcome in outcomes:
+            self._wake_for(outcome)
+
     def _wake_for(self, outcome: FailureOutcome) -> None:
         """A retry's dispatch row is due at next_run_at; a terminal status wrote a domain
         event that is due now. (Only a hint: the database clock decides what is due.)"""

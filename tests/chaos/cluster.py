@@ -95,7 +95,7 @@ class WorkerSlot:
         self.incarnation += 1
         c = self.cluster
         self.process = WorkerProcess(
-            c.log_dir, self.worker_id, c.nats.url, self.replica.target, **c.settings.worker_env()
+            c.log_dir, self.worker_id, c.nats.url, c.worker_target, **c.settings.worker_env()
         )
 
 
@@ -144,6 +144,12 @@ class Cluster:
     @property
     def targets(self) -> list[str]:
         return [r.target for r in self.replicas]
+
+    @property
+    def worker_target(self) -> str:
+        """Every replica, balanced (round_robin), as a worker pod reaches the headless
+        Service: a worker whose replica dies opens its session on another (ADR 0003)."""
+        return "ipv4:" + ",".join(self.targets)
 
     async def start(self) -> None:
         await asyncio.to_thread(self.pg.start)

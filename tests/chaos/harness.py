@@ -25,6 +25,7 @@ from tests.chaos.cluster_faults import CLUSTER_FAULTS
 from tests.chaos.faults import FAULT_KINDS, FAULTS, FaultContext, FaultRecord
 from tests.chaos.pg_failover import FAILOVER_FAULTS
 from tests.chaos.profiles import Profile, StackSettings
+from tests.chaos.session_faults import SESSION_FAULTS
 from tests.chaos.workload import ChaosClient, Workload
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,8 @@ async def _inject(
             else:
                 break
             try:
-                record = await {**FAULTS, **CLUSTER_FAULTS, **FAILOVER_FAULTS}[kind](ctx)
+                faults = {**FAULTS, **CLUSTER_FAULTS, **FAILOVER_FAULTS, **SESSION_FAULTS}
+                record = await faults[kind](ctx)
             except Exception as exc:  # a fault the stack made impossible is a finding too
                 log.exception("fault %s failed", kind)
                 record = FaultRecord(kind, "-", await ctx.cluster.db_now())

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 
 from tests.chaos.faults import FAULT_KINDS
+from tests.chaos.session_faults import SESSION_FAULT_KINDS
 
 # The scheduler's test job types (``keyed``: a concurrency key per user; ``metered``: the
 # cheap model tier), loaded by every job_service replica and worker.
@@ -27,6 +28,8 @@ class StackSettings:
     lease_ttl_s: float = 2.0
     heartbeat_interval_s: float = 0.5
     reaper_interval_s: float = 0.5
+    # a crashed worker's leases end this long after its session closed (ADR 0003)
+    worker_disconnect_grace_s: float = 0.5
     outbox_poll_interval_s: float = 0.2
     # a claim left by a killed replica is taken over after this long
     outbox_claim_ttl_s: float = 3.0
@@ -50,6 +53,7 @@ class StackSettings:
             "JOBS_LEASE_TTL_S": str(self.lease_ttl_s),
             "JOBS_HEARTBEAT_INTERVAL_S": str(self.heartbeat_interval_s),
             "JOBS_REAPER_INTERVAL_S": str(self.reaper_interval_s),
+            "JOBS_WORKER_DISCONNECT_GRACE_S": str(self.worker_disconnect_grace_s),
             "JOBS_OUTBOX_POLL_INTERVAL_S": str(self.outbox_poll_interval_s),
             "JOBS_OUTBOX_CLAIM_TTL_S": str(self.outbox_claim_ttl_s),
             "JOBS_RECONCILE_AFTER_S": str(self.reconcile_after_s),
@@ -139,7 +143,7 @@ PROFILES = {
     "short": Profile(
         name="short",
         rate=6.0,
-        schedule=FAULT_KINDS,
+        schedule=FAULT_KINDS + SESSION_FAULT_KINDS,
         duration_s=0.0,
         settle_s=2.0,
         quiesce_timeout_s=60.0,

@@ -55,7 +55,7 @@ async def test_a_killed_workers_job_is_retried_on_another_worker(
     assert [(e["to_status"], e["reason"]) for e in events] == [
         ("queued", None),
         ("running", None),
-        ("retrying", "LEASE_EXPIRED"),
+        ("retrying", "WORKER_DISCONNECTED"),  # its session closed: not after the lease
         ("running", None),
         ("succeeded", None),
     ]

@@ -647,3 +647,37 @@ async def test_metacharacters_in_free_text_fields_are_stored_as_data(
         assert (await client.get(created.job.id, user_id=value)).idempotency_key == value
         listed = await client.jobs.ListJobs(jpb.ListJobsRequest(user_id=value))
         assert [j.id for j in listed.jobs] == [created.job.id]
+
+
+# WorkerSession (issue 18): a stream of requests, each checked as it comes.
+SESSION = "/jobs.v1.ExecutorService/WorkerSession"
+SESSION_CASES: dict[str, list[bytes]] = {
+    "session: first message without worker_id": [epb.WorkerSessionRequest().SerializeToString()],
+    "session: goodbye before naming the worker": [
+        epb.WorkerSessionRequest(goodbye=True).SerializeToString()
+    ],
+    "session: worker_id with control characters": [
+        epb.WorkerSessionRequest(worker_id=CONTROL).SerializeToString()
+    ],
+    "session: worker_id too long": [epb.WorkerSessionRequest(worker_id=LONG).SerializeToString()],
+    "session: worker_id not UTF-8": [_field(1, b"\xff\xfe")],
+    "session: worker_id again after the first message": [
+        epb.WorkerSessionRequest(worker_id="w-bad-1").SerializeToString(),
+        epb.WorkerSessionRequest(worker_id="w-bad-2").SerializeToString(),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(SESSION_CASES))
+async def test_malformed_session_requests_are_refused(shared_stack: SharedStack, name: str) -> None:
+    before = await count_rows(shared_stack.database_url)
+    async with open_channel(shared_stack.target, WORKER_TOKEN) as channel:
+        call = channel.stream_stream(
+            SESSION, request_serializer=lambda b: b, response_deserializer=None
+        )(iter(SESSION_CASES[name]))
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            async for _ in call:
+                pass
+
+    assert (raised.value.code(), _reasons(raised.value)) == (INVALID, ["INVALID_INPUT"])
+    assert await count_rows(shared_stack.database_url) == before

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import grpc
 
@@ -39,6 +39,9 @@ _TRANSIENT_NAMES = frozenset(code.name for code in TRANSIENT_CODES)
 # gRPC's default 4 MiB limit still takes every part, and a result too large on its own goes
 # alone and fails alone, as a single SubmitResult would have.
 MAX_CALL_BYTES = 3 * 1024 * 1024
+
+# How long the job service gets to answer a worker's goodbye.
+GOODBYE_TIMEOUT_S = 2.0
 
 # Message limits come from shared.grpc_client; a long-lived worker channel also pings.
 CHANNEL_OPTIONS = (("grpc.keepalive_time_ms", 30_000),)
@@ -166,6 +169,60 @@ class GrpcExecutorClient:
         except grpc.aio.AioRpcError as exc:
             raise _translate(exc) from exc
         return UserKey(response.api_key, response.provider, response.credential_id)
+
+    async def hold_session(
+        self, worker_id: str, goodbye: asyncio.Event, opened: Callable[[str], None]
+    ) -> None:
+        """The WorkerSession stream (see ``ports.SessionApi``); fails fast (no waiting
+        for a ready channel) so that a dead replica is left for a live one at once."""
+        call = self._stub.WorkerSession(wait_for_ready=False)
+        try:
+            await _hold(call, worker_id, goodbye, opened)
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from exc
+        finally:
+            call.cancel()
+
+
+async def _hold(
+    call: grpc.aio.StreamStreamCall,
+    worker_id: str,
+    goodbye: asyncio.Event,
+    opened: Callable[[str], None],
+) -> None:
+    await call.write(pb.WorkerSessionRequest(worker_id=worker_id))
+    first = await call.read()
+    if first is grpc.aio.EOF:
+        raise ExecutorUnreachable("the job service ended the session at once")
+    opened(first.session_id)
+    interval = max(0.05, first.ping_interval_ms / 1000)
+    answers = asyncio.ensure_future(_until_closed(call))
+    leaving = asyncio.ensure_future(goodbye.wait())
+    try:
+        while True:
+            await asyncio.wait({answers, leaving}, timeout=interval, return_when="FIRST_COMPLETED")
+            if answers.done():
+                answers.result()  # raises the stream's failure
+                raise ExecutorUnreachable("the job service ended the session")
+            if leaving.done():
+                break
+            await call.write(pb.WorkerSessionRequest())  # a ping: data both ways
+        await call.write(pb.WorkerSessionRequest(goodbye=True))
+        await call.done_writing()
+        await asyncio.wait({answers}, timeout=GOODBYE_TIMEOUT_S)
+    finally:
+        answers.cancel()
+        leaving.cancel()
+
+
+async def _until_closed(call: grpc.aio.StreamStreamCall) -> bool:
+    """Reads the session's answers (pongs) until ``closed`` (True) or the end (False)."""
+    while True:
+        answer = await call.read()
+        if answer is grpc.aio.EOF:
+            return False
+        if answer.closed:
+            return True
 
 
 def _check_batch(size: int) -> None:

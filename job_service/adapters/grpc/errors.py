@@ -74,6 +74,12 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
+        if handler.stream_stream is not None and inspect.isasyncgenfunction(handler.stream_stream):
+            return grpc.stream_stream_rpc_method_handler(
+                _guarded_stream(handler.stream_stream, method, each_request=True),
+                request_deserializer=_tolerant(handler.request_deserializer),
+                response_serializer=handler.response_serializer,
+            )
         return handler  # streams written with context.write (health Watch) report their own
 
 
@@ -120,10 +126,15 @@ def _guarded_unary(behavior: Callable[..., Any], method: str) -> Callable[..., A
     return guarded
 
 
-def _guarded_stream(behavior: Callable[..., Any], method: str) -> Callable[..., Any]:
+def _guarded_stream(
+    behavior: Callable[..., Any], method: str, *, each_request: bool = False
+) -> Callable[..., Any]:
     async def guarded(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         try:
-            _check_decoded(request)
+            if each_request:  # a stream of requests (WorkerSession): check each as it comes
+                request = _checked(request)
+            else:
+                _check_decoded(request)
             async for response in behavior(request, context):
                 yield response
         except _ABORTED:
@@ -132,3 +143,9 @@ def _guarded_stream(behavior: Callable[..., Any], method: str) -> Callable[..., 
             await context.abort_with_status(status_for(_translate(error, method)))
 
     return guarded
+
+
+async def _checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for request in requests:
+        _check_decoded(request)
+        yield request

@@ -4,14 +4,18 @@ forms of LockJob and SubmitResult share one path: a single call is a batch of on
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import grpc
 
 from job_service.adapters.grpc.convert import CREDENTIAL_MODE_TO_PB, STATUS_TO_PB
+from job_service.adapters.grpc.session_api import serve_session
 from job_service.domain.models import LockGrant, LockRefusal, Submission
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.leases import Leases
 from job_service.usecases.results import Results
 from job_service.usecases.scheduling import Scheduler
+from job_service.usecases.sessions import WorkerSessions
 from shared.errors import FieldViolation, InvalidInput, JobsError
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc
@@ -36,11 +40,13 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         *,
         lease_ttl_s: float,
         heartbeat_interval_s: float,
+        sessions: WorkerSessions,
     ):
         self._leases = leases
         self._results = results
         self._scheduler = scheduler
         self._vault = vault
+        self._sessions = sessions
         self._lease_ttl_ms = int(lease_ttl_s * 1000)
         self._heartbeat_interval_ms = int(heartbeat_interval_s * 1000)
 
@@ -164,6 +170,15 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
             provider=resolved.provider,
             credential_id=resolved.credential_id,
         )
+
+    async def WorkerSession(
+        self,
+        request_iterator: AsyncIterator[pb.WorkerSessionRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[pb.WorkerSessionResponse]:
+        # the worker's liveness stream: session_api.py
+        async for response in serve_session(self._sessions, request_iterator, context):
+            yield response
 
 
 def _submission(request: pb.SubmitResultRequest) -> Submission:

@@ -24,6 +24,7 @@ from job_service.usecases.leases import Leases
 from job_service.usecases.outbox import OutboxUpkeep
 from job_service.usecases.results import Results
 from job_service.usecases.scheduling import Scheduler
+from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.watch import WatchHub
 from shared.pb.jobs.v1 import (
     admin_service_pb2,
@@ -66,6 +67,7 @@ def build_server(
     outbox: OutboxUpkeep,
     vault: CredentialVault,
     watches: WatchHub,
+    sessions: WorkerSessions,
 ) -> grpc.aio.Server:
     server = grpc.aio.server(
         # outermost first: the metrics see the final code, the error interceptor translates
@@ -92,6 +94,7 @@ def build_server(
             vault,
             lease_ttl_s=s.lease_ttl_s,
             heartbeat_interval_s=s.heartbeat_interval_s,
+            sessions=sessions,
         ),
         server,
     )

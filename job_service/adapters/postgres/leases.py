@@ -66,6 +66,16 @@ ORDER BY lock_until LIMIT $2
 FOR UPDATE SKIP LOCKED
 """
 
+# A worker's leases, for ending them when it disconnected (sessions.py); the partial
+# index of the reaper's scan keeps this to the leased jobs.
+WORKER_LEASES = """
+SELECT id::text AS id, job_type, status, attempt_count, max_attempts,
+       lease_token::text AS lease_token, locked_by
+FROM jobs WHERE status = ANY($1::text[]) AND locked_by = $2
+ORDER BY lock_until LIMIT $3
+FOR UPDATE SKIP LOCKED
+"""
+
 INSERT_USAGE = insert_usage("$1", "$2")
 
 # Ends an attempt that did not succeed; $4 is the new status. Retries get a new dispatch
@@ -178,6 +188,22 @@ class LeaseRepository:
                 await _end(conn, row, ErrorCode.LEASE_EXPIRED, "lease expired", decide)
                 for row in rows
             ]
+
+
+async def end_worker_leases(
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
+    worker_id: str,
+    limit: int,
+    decide: Decide,
+) -> list[FailureOutcome]:
+    """Ends up to ``limit`` attempts leased by ``worker_id`` exactly as the reaper ends an
+    expired one, as WORKER_DISCONNECTED, in the caller's transaction (sessions.py: the
+    worker's session ended without a goodbye and it did not come back)."""
+    rows = await conn.fetch(WORKER_LEASES, _LEASED, worker_id, limit)
+    return [
+        await _end(conn, row, ErrorCode.WORKER_DISCONNECTED, "worker disconnected", decide)
+        for row in rows
+    ]
 
 
 def _always_cancel(facts: AttemptFacts, code: str) -> RetryDecision:

@@ -13,6 +13,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Identity,
     Index,
     Integer,
     LargeBinary,
@@ -329,4 +330,19 @@ worker_definitions = Table(
     Column("worker_id", String(255), primary_key=True),
     Column("definitions", ARRAY(Text), nullable=False),
     Column("seen_at", DateTime(timezone=True), nullable=False),
+)
+
+# Worker sessions (migration 0007): a worker's live stream with a replica. A session that
+# ended without a goodbye, with no later session of its worker, ends the worker's leases.
+worker_sessions = Table(
+    "worker_sessions",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("worker_id", String(255), nullable=False),
+    Column("instance_id", String(255), nullable=False),
+    Column("opened_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("closed_at", DateTime(timezone=True)),
+    Column("goodbye", Boolean, nullable=False, server_default=text("false")),
+    Index("worker_sessions_worker", "worker_id", "id"),
+    Index("worker_sessions_closed", "closed_at"),
 )

@@ -223,3 +223,23 @@ class ResolveCredentialResponse(_message.Message):
     provider: str
     credential_id: str
     def __init__(self, api_key: _Optional[str] = ..., provider: _Optional[str] = ..., credential_id: _Optional[str] = ...) -> None: ...
+
+class WorkerSessionRequest(_message.Message):
+    __slots__ = ("worker_id", "goodbye")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    GOODBYE_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    goodbye: bool
+    def __init__(self, worker_id: _Optional[str] = ..., goodbye: _Optional[bool] = ...) -> None: ...
+
+class WorkerSessionResponse(_message.Message):
+    __slots__ = ("session_id", "disconnect_grace_ms", "ping_interval_ms", "closed")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    DISCONNECT_GRACE_MS_FIELD_NUMBER: _ClassVar[int]
+    PING_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    disconnect_grace_ms: int
+    ping_interval_ms: int
+    closed: bool
+    def __init__(self, session_id: _Optional[str] = ..., disconnect_grace_ms: _Optional[int] = ..., ping_interval_ms: _Optional[int] = ..., closed: _Optional[bool] = ...) -> None: ...

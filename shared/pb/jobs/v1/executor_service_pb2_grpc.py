@@ -74,6 +74,11 @@ class ExecutorServiceStub:
                 request_serializer=jobs_dot_v1_dot_executor__service__pb2.ResolveCredentialRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_executor__service__pb2.ResolveCredentialResponse.FromString,
                 _registered_method=True)
+        self.WorkerSession = channel.stream_stream(
+                '/jobs.v1.ExecutorService/WorkerSession',
+                request_serializer=jobs_dot_v1_dot_executor__service__pb2.WorkerSessionRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_executor__service__pb2.WorkerSessionResponse.FromString,
+                _registered_method=True)
 
 
 class ExecutorServiceServicer:
@@ -138,6 +143,21 @@ class ExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WorkerSession(self, request_iterator, context):
+        """The worker's session: one stream per worker process, held for its whole life, the
+        job service's signal that the worker is alive. The first message names the worker;
+        then the worker pings (an empty message) and the job service answers each ping; the
+        last message of a worker that shuts down cleanly is a goodbye, answered `closed`.
+        A session that ends without a goodbye (the worker's connection closed: it crashed)
+        and that the worker does not replace with a new one, on any replica, within
+        `disconnect_grace_ms` ends the worker's leases at once (reason WORKER_DISCONNECTED),
+        as the lease reaper would on expiry. A stream the job service ends on its own (it is
+        shutting down) is not a disconnect: open a new session at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -175,6 +195,11 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     servicer.ResolveCredential,
                     request_deserializer=jobs_dot_v1_dot_executor__service__pb2.ResolveCredentialRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_executor__service__pb2.ResolveCredentialResponse.SerializeToString,
+            ),
+            'WorkerSession': grpc.stream_stream_rpc_method_handler(
+                    servicer.WorkerSession,
+                    request_deserializer=jobs_dot_v1_dot_executor__service__pb2.WorkerSessionRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_executor__service__pb2.WorkerSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -371,6 +396,33 @@ class ExecutorService:
             '/jobs.v1.ExecutorService/ResolveCredential',
             jobs_dot_v1_dot_executor__service__pb2.ResolveCredentialRequest.SerializeToString,
             jobs_dot_v1_dot_executor__service__pb2.ResolveCredentialResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WorkerSession(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/jobs.v1.ExecutorService/WorkerSession',
+            jobs_dot_v1_dot_executor__service__pb2.WorkerSessionRequest.SerializeToString,
+            jobs_dot_v1_dot_executor__service__pb2.WorkerSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,76 @@
+"""ExecutorService.WorkerSession: the stream a worker holds for its lifetime (see
+``job_service.usecases.sessions``). The first message names the worker; then pings, each
+answered; a goodbye, answered ``closed``, ends it cleanly. Any other end — the worker's
+connection closed, a malformed message — is a disconnect."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+
+from job_service.usecases.sessions import WorkerSessions
+from shared.errors import FieldViolation, InvalidInput
+from shared.pb.jobs.v1 import executor_service_pb2 as pb
+
+_PONG = pb.WorkerSessionResponse()
+_CLOSED = pb.WorkerSessionResponse(closed=True)
+
+
+async def serve_session(
+    sessions: WorkerSessions,
+    requests: AsyncIterator[pb.WorkerSessionRequest],
+    context: grpc.aio.ServicerContext,
+) -> AsyncIterator[pb.WorkerSessionResponse]:
+    first = await anext(requests, None)
+    if first is None:
+        return  # closed before saying who it is: nothing was registered
+    if first.goodbye:
+        raise _misplaced("goodbye", "not in the first message, which names the worker")
+    if sessions.closing.is_set():
+        return  # this replica is stopping: the worker opens its session elsewhere
+    session = await sessions.open(first.worker_id)
+    clean = False
+    try:
+        yield pb.WorkerSessionResponse(
+            session_id=str(session.id),
+            disconnect_grace_ms=round(sessions.grace_s * 1000),
+            ping_interval_ms=round(sessions.ping_interval_s * 1000),
+        )
+        async for request in _until_closing(requests, sessions.closing):
+            if request.worker_id:
+                raise _misplaced("worker_id", "only in the first message")
+            if request.goodbye:
+                await sessions.goodbye(session)
+                clean = True
+                yield _CLOSED
+                return
+            yield _PONG
+    finally:
+        if not clean:
+            sessions.ended(session)
+
+
+async def _until_closing(
+    requests: AsyncIterator[pb.WorkerSessionRequest], closing: asyncio.Event
+) -> AsyncIterator[pb.WorkerSessionRequest]:
+    """The requests, until the stream ends or this replica starts stopping."""
+    stopping = asyncio.ensure_future(closing.wait())
+    try:
+        while True:
+            reading = asyncio.ensure_future(anext(requests, None))
+            await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not reading.done():
+                reading.cancel()
+                return
+            request = reading.result()
+            if request is None:
+                return
+            yield request
+    finally:
+        stopping.cancel()
+
+
+def _misplaced(field: str, rule: str) -> InvalidInput:
+    return InvalidInput(f"{field} is misplaced in the session", [FieldViolation(field, rule)])

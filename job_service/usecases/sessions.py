@@ -1,0 +1,124 @@
+"""Worker sessions: a worker's live stream with this replica is the signal that it is
+alive. A session that ends with a goodbye changes nothing; one that ends without (the
+worker's connection closed: it crashed) ends the worker's leases after a short grace,
+unless the worker opened a new session meanwhile — on any replica, which is how a replica
+that crashed or stopped costs no lease: its workers reconnect elsewhere within the grace.
+
+Only the replica that saw the disconnect acts, and only when no newer session of the
+worker exists; a crashed replica's sessions stay open in the registry and never end
+anything by themselves. A replica that dies between seeing a disconnect and acting leaves
+the leases to the lease reaper, which remains the backstop. Sessions this replica ends
+itself (it is stopping) are not disconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from job_service import metrics
+from job_service.ports.sessions import SessionStore
+from job_service.usecases.checks import require_name
+from job_service.usecases.leases import Leases
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Session:
+    id: int
+    worker_id: str
+
+
+class WorkerSessions:
+    """This replica's sessions. ``close()`` ends them all (the replica is stopping) and
+    waits for the disconnects being decided, within the grace."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        leases: Leases,
+        *,
+        instance_id: str,
+        grace_s: float,
+        ping_interval_s: float,
+    ) -> None:
+        self._store = store
+        self._leases = leases
+        self._instance_id = instance_id
+        self.grace_s = grace_s
+        self.ping_interval_s = ping_interval_s
+        self._open: set[Session] = set()
+        self._deciding: set[asyncio.Task[None]] = set()
+        # set when this replica stops: streams end, and their end is no disconnect
+        self.closing = asyncio.Event()
+
+    @property
+    def open_count(self) -> int:
+        return len(self._open)
+
+    async def open(self, worker_id: str) -> Session:
+        require_name("worker_id", worker_id)
+        session = Session(await self._store.open(worker_id, self._instance_id), worker_id)
+        self._open.add(session)
+        metrics.worker_sessions_open(len(self._open))
+        log.info("worker %s: session %d opened", worker_id, session.id)
+        return session
+
+    async def goodbye(self, session: Session) -> None:
+        """The worker shut down cleanly: its leases are its own business (handed back)."""
+        self._forget(session)
+        await self._store.close(session.id, goodbye=True)
+        log.info("worker %s: session %d closed with a goodbye", session.worker_id, session.id)
+
+    def ended(self, session: Session) -> None:
+        """The session's stream ended without a goodbye. Called from the stream's own
+        teardown (possibly cancelled), so the rest runs in a task of its own."""
+        if session not in self._open:
+            return
+        self._forget(session)
+        task = asyncio.create_task(
+            self._after_disconnect(session, by_us=self.closing.is_set()),
+            name=f"session-{session.id}-ended",
+        )
+        self._deciding.add(task)
+        task.add_done_callback(self._deciding.discard)
+
+    async def close(self) -> None:
+        """Ends every stream of this replica (their workers reconnect elsewhere) and lets
+        the disconnects already seen be decided, within the grace and a margin."""
+        self.closing.set()
+        if self._deciding:
+            await asyncio.wait(set(self._deciding), timeout=self.grace_s + 5.0)
+        for task in set(self._deciding):
+            task.cancel()
+
+    def _forget(self, session: Session) -> None:
+        self._open.discard(session)
+        metrics.worker_sessions_open(len(self._open))
+
+    async def _after_disconnect(self, session: Session, *, by_us: bool) -> None:
+        try:
+            await self._store.close(session.id, goodbye=False)
+            if by_us:
+                return
+            log.info(
+                "worker %s: session %d ended without a goodbye; waiting %.2fs for it",
+                session.worker_id,
+                session.id,
+                self.grace_s,
+            )
+            await asyncio.sleep(self.grace_s)  # the grace itself: a new session may come
+            outcomes = await self._store.end_leases_unless_back(
+                session.worker_id, session.id, self._leases.decide
+            )
+        except Exception:
+            # the lease reaper ends these leases when they expire
+            log.exception("worker %s: deciding its disconnect failed", session.worker_id)
+            return
+        if outcomes is None:
+            log.info("worker %s: came back within the grace", session.worker_id)
+            return
+        log.warning("worker %s: disconnected; %d leases ended", session.worker_id, len(outcomes))
+        self._leases.wake_for(outcomes)

@@ -1,0 +1,124 @@
+"""Faults that worker sessions (ADR 0003) must tell apart: a worker that crashed (its
+connection closed: its jobs run again within the disconnect grace, not after the lease), a
+worker that is paused (its connection open: its leases are waited out, no early re-run)
+and a job_service replica that crashed (its workers move to another replica within the
+grace: no lease ends at all)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Awaitable, Callable
+
+from tests.chaos.faults import (
+    LEASED,
+    FaultContext,
+    FaultRecord,
+    _busiest_worker,
+    _leased_by,
+    _probe,
+    _restart,
+)
+
+# The issue's promise for a crashed worker's jobs: running elsewhere within this.
+CRASH_BOUND_S = 2.0
+
+ENDED_BY = """
+SELECT reason, count(*) AS n FROM job_events
+WHERE job_id = ANY($1::uuid[]) AND created_at > to_timestamp($2)
+  AND reason IN ('LEASE_EXPIRED', 'WORKER_DISCONNECTED')
+GROUP BY reason
+"""
+
+FIRST_END = """
+SELECT extract(epoch FROM min(created_at)) FROM job_events
+WHERE job_id = ANY($1::uuid[]) AND created_at > to_timestamp($2)
+  AND reason IN ('LEASE_EXPIRED', 'WORKER_DISCONNECTED')
+"""
+
+
+async def _ended_by(ctx: FaultContext, jobs: list[str], since: float) -> dict[str, int]:
+    pool = await ctx.cluster.db()
+    return {r["reason"]: r["n"] for r in await pool.fetch(ENDED_BY, jobs, since)}
+
+
+async def worker_crash(ctx: FaultContext) -> FaultRecord:
+    """SIGKILL a worker holding jobs: each runs again elsewhere within CRASH_BOUND_S,
+    ended as WORKER_DISCONNECTED, not by the reaper."""
+    worker = await _busiest_worker(ctx)
+    victim = worker.worker_id
+    record = FaultRecord("worker_crash", victim, await ctx.cluster.db_now())
+    record.affected = await _leased_by(ctx.cluster, victim)
+    record.bound_s = CRASH_BOUND_S
+    assert worker.process is not None
+    worker.process.signal(signal.SIGKILL)
+    await worker.process.wait(10)
+    s = ctx.cluster.settings
+    await asyncio.sleep(s.lease_ttl_s + s.reaper_interval_s)  # any early end has happened
+    ended = await _ended_by(ctx, record.affected, record.injected_at)
+    record.notes.append(f"{len(record.affected)} jobs held; ended by {ended}")
+    if ended.get("LEASE_EXPIRED"):
+        record.violations.append(f"{victim}: {ended['LEASE_EXPIRED']} jobs waited for the lease")
+    worker.start()
+    return record
+
+
+async def worker_pause_open(ctx: FaultContext) -> FaultRecord:
+    """SIGSTOP a worker past its lease (its connection stays open): no early re-run — its
+    jobs end by lease expiry, not before — then SIGCONT (late writes are refused)."""
+    worker = await _busiest_worker(ctx)
+    victim = worker.worker_id
+    record = FaultRecord("worker_pause_open", victim, await ctx.cluster.db_now())
+    record.affected = await _leased_by(ctx.cluster, victim)
+    s = ctx.cluster.settings
+    record.bound_s = s.worker_recovery_bound_s()
+    assert worker.process is not None
+    worker.process.signal(signal.SIGSTOP)
+    await asyncio.sleep(s.lease_ttl_s + s.reaper_interval_s + 1.5)  # past the lease
+    worker.process.signal(signal.SIGCONT)
+    if not record.affected:
+        return record
+    ended = await _ended_by(ctx, record.affected, record.injected_at)
+    record.notes.append(f"{len(record.affected)} jobs held; ended by {ended}")
+    if ended.get("WORKER_DISCONNECTED"):
+        record.violations.append(f"{victim}: paused, yet taken for disconnected")
+    pool = await ctx.cluster.db()
+    first = await pool.fetchval(FIRST_END, record.affected, record.injected_at)
+    # the lease was extended up to a heartbeat interval before the pause
+    early = s.lease_ttl_s - s.heartbeat_interval_s - 0.2
+    if first is not None and float(first) - record.injected_at < early:
+        record.violations.append(
+            f"{victim}: a lease ended {float(first) - record.injected_at:.2f}s after the"
+            f" pause (the lease is {s.lease_ttl_s}s)"
+        )
+    return record
+
+
+async def service_crash_sessions(ctx: FaultContext) -> FaultRecord:
+    """SIGKILL a replica while workers hold leases (and sessions) through it: they move to
+    the other replica within the grace; no lease ends, no job runs again."""
+    replica = ctx.rng.choice(ctx.cluster.replicas)
+    record = FaultRecord("service_crash_sessions", replica.instance_id, await ctx.cluster.db_now())
+    pool = await ctx.cluster.db()
+    held = [r["id"] for r in await pool.fetch(f"SELECT id::text FROM jobs WHERE {LEASED}")]
+    assert replica.process is not None
+    started = time.monotonic()
+    replica.process.signal(signal.SIGKILL)
+    s = ctx.cluster.settings
+    await asyncio.sleep(s.lease_ttl_s + s.reaper_interval_s + 1.0)  # any lease would be gone
+    ended = await _ended_by(ctx, held, record.injected_at)
+    record.notes.append(f"{len(held)} leases held; ended by {ended or 'nothing'}")
+    if ended:
+        record.violations.append(f"{replica.instance_id} killed: leases ended {ended}")
+    await _restart(replica)
+    await _probe(ctx, record, started)
+    return record
+
+
+SESSION_FAULTS: dict[str, Callable[[FaultContext], Awaitable[FaultRecord]]] = {
+    "worker_crash": worker_crash,
+    "worker_pause_open": worker_pause_open,
+    "service_crash_sessions": service_crash_sessions,
+}
+SESSION_FAULT_KINDS = tuple(SESSION_FAULTS)
