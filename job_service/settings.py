@@ -58,7 +58,7 @@ class JobServiceSettings(BaseSettings):
     # Retention (seed 003 §6): finished jobs are deleted this long after they finished,
     # unless their definition sets its own retention_s; 0 keeps them forever. Their usage
     # survives as daily aggregates per user and model, kept usage_retention_s (0: forever).
-    job_retention_s: float = Field(default=90 * 24 * 3600.0, ge=0)
+    job_retention_s: float = Field(default=7_776_000, ge=0)  # 90 days
     usage_retention_s: float = Field(default=0.0, ge=0)
     retention_interval_s: float = Field(default=60.0, gt=0)
     # Jobs one retention statement deletes at most (one short transaction each).
