@@ -87,7 +87,7 @@ async def test_finished_jobs_past_retention_go_with_all_they_own_and_usage_stays
     assert set((await rows_of(db, parent.id)).values()) == {0}
     assert await db.fetchval("SELECT status FROM jobs WHERE id = $1", recent) == "queued"
     billed = await db.fetch(
-        "SELECT user_id, provider, model, calls, input_tokens, output_tokens, cost_usd"
+        "SELECT user_id, provider, model, calls, input_tokens, output_tokens, cost_usd::float8"
         " FROM usage_daily"
     )
     assert [tuple(r) for r in billed] == [
