@@ -22,7 +22,13 @@ from shared.pbconv import dict_from_struct, struct_from_dict
 from shared.registry import Registry, default_registry
 from shared.rpc_errors import error_from_rpc
 from tests.support.ai import FEYNMAN_INPUT, worker_result
-from tests.support.stack import Client, open_channel, result_request, running_job_service
+from tests.support.stack import (
+    Client,
+    count_rows,
+    open_channel,
+    result_request,
+    running_job_service,
+)
 
 SECRET = "SECRET-model-reasoning-0xC0FFEE"
 
@@ -179,9 +185,7 @@ async def test_the_feynman_flow_targets_its_knowledge_item_and_records_the_model
 
     await client.executor.SubmitResult(await worker_result(locked))
 
-    row = await db.fetchrow(
-        "SELECT model_provider, model_name FROM jobs WHERE id = $1", parent.id
-    )
+    row = await db.fetchrow("SELECT model_provider, model_name FROM jobs WHERE id = $1", parent.id)
     assert tuple(row) == ("fake", "fake-primary")  # tests.support.ai.USAGE
     seen = await client.get(parent.id)
     assert (seen.model_provider, seen.model_name) == ("fake", "fake-primary")
@@ -229,3 +233,34 @@ async def test_a_pinned_version_is_part_of_the_idempotent_request(client: Client
 
     assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert not isinstance(error_from_rpc(raised.value), InvalidInput)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"target_type": "Knowledge Item", "target_id": "x"}, "target_type"),
+        ({"target_id": "ki-1"}, "target_type"),
+        ({"target_type": "knowledge_item"}, "target_id"),
+        ({"target_type": "knowledge_item", "target_id": "k" * 256}, "target_id"),
+        ({"job_type": "feynman_evaluation", "prompt_version": "9.9.9"}, "prompt_version"),
+        ({"prompt_version": "1.0.0"}, "prompt_version"),  # synthetic has no prompt
+        ({"output_schema_version": "2"}, "output_schema_version"),
+    ],
+)
+async def test_a_bad_target_or_version_is_refused_naming_the_field_and_writes_nothing(
+    client: Client, database_url: str, fields: dict, field: str
+) -> None:
+    job_type = fields.pop("job_type", "synthetic")
+    job_input = FEYNMAN_INPUT if job_type == "feynman_evaluation" else {"sleep_ms": 1}
+    before = await count_rows(database_url)
+
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await client.jobs.CreateJob(
+            jpb.CreateJobRequest(
+                user_id="user-1", job_type=job_type, input=struct_from_dict(job_input), **fields
+            )
+        )
+
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert field in [v.field for v in error_from_rpc(raised.value).violations]
+    assert await count_rows(database_url) == before

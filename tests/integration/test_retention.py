@@ -102,7 +102,9 @@ async def test_jobs_within_retention_and_unfinished_jobs_are_kept(
     await client.jobs.CancelJob(jpb.CancelJobRequest(job_id=young, user_id="user-1"))
     await age(db, young, 29)
     waiting = (await client.create(sleep_ms=1)).job.id
-    await db.execute("UPDATE jobs SET created_at = now() - interval '1 year' WHERE id = $1", waiting)
+    await db.execute(
+        "UPDATE jobs SET created_at = now() - interval '1 year' WHERE id = $1", waiting
+    )
 
     assert await retention(pool).run_round() == 0
 

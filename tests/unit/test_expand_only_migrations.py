@@ -31,9 +31,7 @@ def contracting_steps(source: str) -> list[str]:
             name = node.func.attr
             if name in CONTRACTING_OPS:
                 found.append(name)
-            elif name == "alter_column" and any(
-                k.arg == "new_column_name" for k in node.keywords
-            ):
+            elif name == "alter_column" and any(k.arg == "new_column_name" for k in node.keywords):
                 found.append("alter_column(new_column_name=...)")
             elif name == "execute":
                 texts = [
