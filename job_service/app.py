@@ -30,6 +30,7 @@ from job_service.adapters.postgres.pool import create_pool
 from job_service.adapters.postgres.queues import QueueRepository
 from job_service.adapters.postgres.rate_limits import RateLimitRepository
 from job_service.adapters.postgres.results import ResultRepository
+from job_service.adapters.postgres.retention import RetentionRepository
 from job_service.adapters.postgres.schema_version import schema_state
 from job_service.adapters.postgres.sessions import SessionRepository
 from job_service.domain.models import Quotas
@@ -47,6 +48,7 @@ from job_service.usecases.outbox import (
     OutboxUpkeep,
 )
 from job_service.usecases.results import Results
+from job_service.usecases.retention import Retention
 from job_service.usecases.scheduling import Scheduler, tier_estimates
 from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.watch import WatchHub
@@ -197,6 +199,18 @@ class JobServiceApp:
                 jobs.delete_expired_snapshots,
                 interval_s=s.snapshot_clean_interval_s,
                 batch=SNAPSHOT_CLEAN_BATCH,
+            ),
+            Periodic(
+                "retention",
+                Retention(
+                    self.registry,
+                    RetentionRepository(self._pool),
+                    job_retention_s=s.job_retention_s,
+                    usage_retention_s=s.usage_retention_s,
+                    batch=s.retention_batch,
+                ).run_round,
+                interval_s=s.retention_interval_s,
+                batch=_NEVER_FULL,  # a round works off up to its cap itself
             ),
             Periodic(
                 "watch poller",

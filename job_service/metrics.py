@@ -37,6 +37,12 @@ LEASE_EXPIRIES = Counter(
     "Attempts ended by the reaper because their worker stopped heartbeating.",
     ["job_type"],
 )
+DELETED = Counter(
+    "jobs_deleted_total",
+    "Finished jobs deleted by the retention loop (with their events, artifacts, snapshot, "
+    "usage rows folded into daily aggregates).",
+    ["job_type"],
+)
 STALE_SUBMITS = Counter(
     "jobs_stale_submits_total",
     "Worker calls refused with LEASE_LOST (a stale lease token); nothing was changed.",
@@ -115,6 +121,11 @@ def job_cancelled(job_type: str, before: JobStatus, after: JobStatus) -> None:
     child(CANCELLATIONS, job_type, "running" if before is JobStatus.RUNNING else "waiting").inc()
     if after is JobStatus.CANCELLED:
         child(FINISHED, job_type, after.value).inc()
+
+
+def jobs_deleted(job_type: str, count: int) -> None:
+    if count:
+        child(DELETED, job_type).inc(count)
 
 
 def job_succeeded(job_type: str) -> None:

@@ -61,6 +61,15 @@ class JobServiceSettings(BaseSettings):
     # How often snapshots past their expiry (finished jobs only) are deleted.
     snapshot_clean_interval_s: float = Field(default=300.0, gt=0)
 
+    # Retention (seed 003 §6): finished jobs are deleted this long after they finished,
+    # unless their definition sets its own retention_s; 0 keeps them forever. Their usage
+    # survives as daily aggregates per user and model, kept usage_retention_s (0: forever).
+    job_retention_s: float = Field(default=7_776_000, ge=0)  # 90 days
+    usage_retention_s: float = Field(default=0.0, ge=0)
+    retention_interval_s: float = Field(default=60.0, gt=0)
+    # Jobs one retention statement deletes at most (one short transaction each).
+    retention_batch: int = Field(default=500, ge=1, le=10_000)
+
     # Dispatch reconciler: a waiting job (queued, or retrying and due) whose dispatch left
     # the outbox this long ago and that no worker has locked since gets a new dispatch
     # message, checked every reconcile_interval_s. A lost message is re-sent within

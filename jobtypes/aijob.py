@@ -118,6 +118,7 @@ def ai_job_definition(
         prompt_key=prompt.key,
         prompt_version=prompt.version,
         model_tier=model_tier,
+        content_safety_check=content_safety is not None,
         **definition,
     )
 

@@ -184,6 +184,8 @@ DEFINITION = ai_job_definition(
     projector=project,
     content_safety=DEFAULT_CHECKER,
     snapshot_fields=frozenset(FeynmanInput.model_fields),
+    # "every evaluation of this knowledge item" (ListJobs' target filter)
+    default_target=("knowledge_item", "input.knowledge_item_id"),
     child_job_types=frozenset({cards.JOB_TYPE}),
     # the platform key, or the owner's own (a child runs with its parent's)
     credential_modes=(CredentialMode.PLATFORM, CredentialMode.USER),

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import BaseModel, ValidationError
 
 from shared.ai.provider import ModelTier
+from shared.canonical import content_hash
 from shared.constants import Queue
 from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput, UnknownJobType
@@ -160,6 +161,40 @@ class JobDefinition:
     # Provider tokens one attempt is expected to use: reserved from the model tier's rate
     # limit when a job is granted, settled with the real usage when it ends.
     estimated_tokens: int = 1000
+    # Data lifecycle (seed 000 §2.1 security, seed 003 §6).
+    # Output fields never stored in the job row nor returned to the owner: the job keeps
+    # "sha256:<hex>" of the field's canonical JSON in their place (seed 000 outputRedaction).
+    output_redaction: frozenset[str] = frozenset()
+    # The version of this definition's redaction rules (snapshot allow-list, secret names,
+    # output_redaction); recorded with every snapshot (seed 000 §8.4 redactionVersion).
+    redaction_version: str = "1"
+    # Whether prompts and outputs pass a content-safety check (seed 000 contentSafetyCheck).
+    content_safety_check: bool = False
+    # A finished job (with its events, artifacts, snapshot, usage and outbox rows) is
+    # deleted this long after it finished; None: the deployment's JOBS_JOB_RETENTION_S.
+    # 0 keeps them forever.
+    retention_s: float | None = None
+    # What a job is about when CreateJob names no target: (target_type, "input.<field>"),
+    # e.g. ("knowledge_item", "input.knowledge_item_id") (seed 003 targetType, targetId).
+    default_target: tuple[str, str] | None = None
+
+    def target_of(self, validated: BaseModel) -> tuple[str, str] | None:
+        """The default target of a job with this input, or None."""
+        if self.default_target is None:
+            return None
+        target_type, spec = self.default_target
+        value = getattr(validated, spec.removeprefix("input."), None)
+        return (target_type, str(value)) if value not in (None, "") else None
+
+    def redact_output(self, output: dict[str, Any]) -> dict[str, Any]:
+        """The output as it may be stored and shown: each ``output_redaction`` field
+        replaced by the hash of its canonical JSON."""
+        if not self.output_redaction:
+            return output
+        return {
+            name: (f"sha256:{content_hash(value)}" if name in self.output_redaction else value)
+            for name, value in output.items()
+        }
 
     def scheduling_keys(self, validated: BaseModel, user_id: str) -> tuple[str, str | None]:
         """The job's fairness key and concurrency key (None without a limit). A user-scoped
@@ -288,6 +323,24 @@ def _scheduling_problems(d: JobDefinition) -> list[str]:
         problems.append("concurrency_key and a positive concurrency_limit go together")
     if d.estimated_tokens < 0:
         problems.append("estimated_tokens must not be negative")
+    return problems + _lifecycle_problems(d)
+
+
+def _lifecycle_problems(d: JobDefinition) -> list[str]:
+    problems = []
+    unknown = sorted(d.output_redaction - set(d.output_model.model_fields))
+    if unknown:
+        problems.append(f"output_redaction names fields the output lacks: {unknown}")
+    if not d.redaction_version or len(d.redaction_version) > 32:
+        problems.append("redaction_version must be 1..32 characters")
+    if d.retention_s is not None and d.retention_s < 0:
+        problems.append("retention_s must not be negative")
+    if d.default_target is not None:
+        target_type, spec = d.default_target
+        if not JOB_TYPE_PATTERN.fullmatch(target_type) or len(target_type) > 32:
+            problems.append(f"default_target type {target_type!r} must be a short name")
+        if not spec.startswith("input.") or spec[6:] not in d.input_model.model_fields:
+            problems.append(f"default_target names {spec!r}, which is not an input field")
     return problems
 
 

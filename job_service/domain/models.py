@@ -46,6 +46,11 @@ class NewJob:
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
     next_run_at: datetime | None = None
+    # What the job is about (seed 003 targetType, targetId), and the definition's redaction
+    # rules version its snapshot is built under.
+    target_type: str | None = None
+    target_id: str | None = None
+    redaction_version: str = "1"
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,13 @@ class Job:
     concurrency_key: str | None = None
     # Why it waits (admin reads of a waiting job only).
     hold: Hold | None = None
+    # What it is about; the output schema version it was created with; the provider and
+    # model of its last provider call (None before any).
+    target_type: str | None = None
+    target_id: str | None = None
+    output_schema_version: str = ""
+    model_provider: str | None = None
+    model_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +161,9 @@ class JobFilter:
     queue: str | None = None
     created_after: datetime | None = None  # inclusive
     created_before: datetime | None = None  # exclusive
+    # what the jobs are about: a type, or a type and an id
+    target_type: str | None = None
+    target_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from job_service.domain.paging import PageTokens, page_size
 from job_service.ports.jobs import JobStore
 from job_service.ports.listing import JobListingStore
 from job_service.ports.outbox import OutboxStore, Waker
-from job_service.usecases.checks import require_name, require_uuid
+from job_service.usecases.checks import require_name, require_target, require_uuid
 from shared.constants import Queue
 from shared.errors import (
     FieldViolation,
@@ -54,11 +54,21 @@ class Admin:
     # --- listings ----------------------------------------------------------------------
 
     async def list_user_jobs(
-        self, user_id: str, requested_size: int, token: str
+        self,
+        user_id: str,
+        requested_size: int,
+        token: str,
+        *,
+        target_type: str = "",
+        target_id: str = "",
     ) -> tuple[list[Job], str]:
-        """One user's jobs, newest first; the token of the next page ('' at the end)."""
+        """One user's jobs (about a target, when named), newest first; the token of the
+        next page ('' at the end)."""
         require_name("user_id", user_id)
-        return await self.list_jobs(JobFilter(user_id=user_id), requested_size, token)
+        where = JobFilter(
+            user_id=user_id, target_type=target_type or None, target_id=target_id or None
+        )
+        return await self.list_jobs(where, requested_size, token)
 
     async def list_jobs(
         self, where: JobFilter, requested_size: int, token: str
@@ -79,6 +89,7 @@ class Admin:
             require_name("user_id", where.user_id)
         if where.job_type is not None:
             self._registry.get(where.job_type)  # UNKNOWN_JOB_TYPE
+        require_target(where.target_type or "", where.target_id or "")
         if where.queue is not None and where.queue not in set(Queue):
             raise InvalidInput(
                 "no job type uses this queue",
@@ -164,4 +175,7 @@ def _scope_of(where: JobFilter) -> dict[str, Any]:
         "queue": where.queue,
         "created_after": stamp(where.created_after),
         "created_before": stamp(where.created_before),
+        # absent when unset: tokens issued before these filters existed stay valid
+        **({"target_type": where.target_type} if where.target_type else {}),
+        **({"target_id": where.target_id} if where.target_id else {}),
     }

@@ -3,6 +3,7 @@ priorities and JSON input. Each raises InvalidInput naming the field."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -43,6 +44,27 @@ def require_name(name: str, value: str) -> None:
             f"{name} is missing or malformed",
             [FieldViolation(name, f"1..{MAX_ID_CHARS} printable characters")],
         )
+
+
+# A target type is a short name like "knowledge_item" (seed 003: VARCHAR(32)).
+TARGET_TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+def require_target(target_type: str, target_id: str, *, id_needs_type: bool = True) -> None:
+    """A target as CreateJob takes it (both or neither) or a listing filters by it (a type,
+    or a type and an id): named, well-formed, within the column sizes."""
+    if target_type and not TARGET_TYPE.fullmatch(target_type):
+        raise InvalidInput(
+            "target_type is malformed",
+            [FieldViolation("target_type", "1..32 of a-z, 0-9 and _, starting with a letter")],
+        )
+    if target_id:
+        require_name("target_id", target_id)
+        if not target_type and id_needs_type:
+            raise InvalidInput(
+                "target_id needs target_type",
+                [FieldViolation("target_type", "required with target_id")],
+            )
 
 
 def require_batch(name: str, items: Sequence[object]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,14 +16,17 @@ from job_service.domain.models import Job, NewJob, QuotaRefusal, Quotas
 from job_service.ports.jobs import CancelNotifier, CredentialOwnership, JobStore
 from job_service.ports.outbox import Waker
 from job_service.usecases.checks import (
+    MAX_ID_CHARS,
     is_uuid,
     require_input,
     require_name,
     require_priority,
     require_schedule,
+    require_target,
     require_uuid,
 )
 from shared import tracing
+from shared.ai.prompts import PromptNotFound, get_prompt
 from shared.canonical import content_hash
 from shared.credentials import CredentialMode
 from shared.errors import (
@@ -77,9 +80,11 @@ class Jobs:
         credential_id: str = "",
         run_at: datetime | None = None,
         delay_s: float | None = None,
+        pins: Pins | None = None,
     ) -> tuple[Job, bool]:
         """The job, and whether this call created it (False: the idempotency key's job).
-        With ``run_at`` or ``delay_s`` it is created CREATED and becomes due then."""
+        With ``run_at`` or ``delay_s`` it is created CREATED and becomes due then;
+        ``pins`` name its target and pin its prompt and output schema versions."""
         with tracing.span("CreateJob", kind=tracing.SERVER, attributes={"jobs.job_type": job_type}):
             job, created = await self._create_job(
                 user_id,
@@ -91,6 +96,7 @@ class Jobs:
                 credential_id,
                 run_at,
                 delay_s,
+                pins or Pins(),
             )
             tracing.set_attribute("jobs.job_id", job.id)
             return job, created
@@ -106,6 +112,7 @@ class Jobs:
         credential_id: str,
         run_at: datetime | None,
         delay_s: float | None,
+        pins: Pins,
     ) -> tuple[Job, bool]:
         require_name("user_id", user_id)
         if idempotency_key:
@@ -114,6 +121,13 @@ class Jobs:
         require_priority(priority)
         due = require_schedule(run_at, delay_s, datetime.now(UTC))
         require_input(raw_input)
+        require_target(pins.target_type, pins.target_id)
+        if bool(pins.target_type) != bool(pins.target_id):
+            raise InvalidInput(
+                "a target is a type and an id",
+                [FieldViolation("target_id", "required with target_type")],
+            )
+        require_versions(definition, pins)
         credential = await self._check_credential(
             user_id, definition, credential_mode, credential_id
         )
@@ -127,6 +141,7 @@ class Jobs:
                 credential_mode,
                 credential,
                 due,
+                pins,
             ),
             trace=tracing.carrier(),
         )
@@ -263,10 +278,16 @@ def new_job(
     credential_mode: CredentialMode = CredentialMode.PLATFORM,
     credential_id: str | None = None,
     next_run_at: datetime | None = None,
+    pins: Pins | None = None,
 ) -> NewJob:
     """A validated job of ``definition`` (InvalidInput naming every bad field), due at
-    ``next_run_at`` (None: now)."""
+    ``next_run_at`` (None: now), with the target and versions ``pins`` names (checked by
+    the caller), else the definition's."""
+    pins = pins or Pins()
     validated = definition.validate_input(raw_input)
+    target = (
+        (pins.target_type, pins.target_id) if pins.target_type else definition.target_of(validated)
+    )
     fairness_key, concurrency_key = definition.scheduling_keys(validated, user_id)
     snapshot = definition.snapshot(validated)
     effective_priority = definition.default_priority if priority is None else priority
@@ -278,6 +299,13 @@ def new_job(
     }
     if credential_id is not None:  # platform jobs hash as they always did
         request["credential_id"] = credential_id
+    # so do jobs without a target or pinned versions
+    if pins.target_type:
+        request["target"] = [pins.target_type, pins.target_id]
+    if pins.prompt_version:
+        request["prompt_version"] = pins.prompt_version
+    if pins.output_schema_version:
+        request["output_schema_version"] = pins.output_schema_version
     return NewJob(
         user_id=user_id,
         job_type=definition.job_type,
@@ -288,13 +316,13 @@ def new_job(
         max_attempts=definition.max_attempts,
         timeout_ms=int(definition.timeout_s * 1000),
         input_schema_version=definition.input_schema_version,
-        output_schema_version=definition.output_schema_version,
+        output_schema_version=pins.output_schema_version or definition.output_schema_version,
         definition_version=definition.version,
         snapshot=snapshot,
         snapshot_hash=content_hash(snapshot),
         snapshot_ttl_s=definition.snapshot_ttl_s,
         prompt_key=definition.prompt_key or None,
-        prompt_version=definition.prompt_version or None,
+        prompt_version=pins.prompt_version or definition.prompt_version or None,
         model_tier=definition.model_tier or None,
         credential_mode=credential_mode,
         credential_id=credential_id,
@@ -302,4 +330,58 @@ def new_job(
         concurrency_key=concurrency_key,
         concurrency_limit=definition.concurrency_limit if concurrency_key else None,
         next_run_at=next_run_at,
+        target_type=target[0] if target else None,
+        target_id=target[1][:MAX_ID_CHARS] if target else None,
+        redaction_version=definition.redaction_version,
     )
+
+
+@dataclass(frozen=True)
+class Pins:
+    """CreateJob's optional target and version overrides (seed 000 §2.4): what the job is
+    about, and the prompt and output schema versions it runs with instead of the
+    definition's current ones."""
+
+    target_type: str = ""
+    target_id: str = ""
+    prompt_version: str = ""
+    output_schema_version: str = ""
+
+
+def require_versions(definition: JobDefinition, pins: Pins) -> None:
+    """Pinned versions must be ones this deployment knows: a registered version of the
+    definition's prompt, and the output schema version its output model describes."""
+    if pins.prompt_version:
+        known = definition.prompt_key and _prompt_known(definition.prompt_key, pins.prompt_version)
+        if not known:
+            raise InvalidInput(
+                f"unknown prompt version for {definition.job_type}",
+                [
+                    FieldViolation(
+                        "prompt_version",
+                        f"a registered version of prompt {definition.prompt_key!r}"
+                        if definition.prompt_key
+                        else f"{definition.job_type} has no prompt",
+                    )
+                ],
+            )
+    if pins.output_schema_version and pins.output_schema_version != (
+        definition.output_schema_version
+    ):
+        raise InvalidInput(
+            f"unknown output schema version for {definition.job_type}",
+            [
+                FieldViolation(
+                    "output_schema_version",
+                    f"{definition.job_type} produces version {definition.output_schema_version!r}",
+                )
+            ],
+        )
+
+
+def _prompt_known(key: str, version: str) -> bool:
+    try:
+        get_prompt(key, version)
+    except PromptNotFound:
+        return False
+    return True

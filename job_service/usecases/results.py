@@ -9,6 +9,7 @@ what the worker claims). A projection it cannot store fails the attempt.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from job_service import metrics
 from job_service.domain.lifecycle import JobStatus
@@ -61,8 +62,14 @@ class Results:
         refused: dict[str, str] = {}
         children: list[NewChild] = []
         with_children = [s for s in valid if s.children]
+        redacting = any(d.output_redaction for d in self._registry)
+        types: dict[str, str] = {}
+        if with_children or (redacting and valid):
+            looked_up = valid if redacting else with_children
+            types = await self._store.job_types([s.job_id for s in looked_up])
+        if redacting:
+            valid = [self._redacted(s, types.get(s.job_id)) for s in valid]
         if with_children:
-            types = await self._store.job_types([s.job_id for s in with_children])
             for submission in with_children:
                 try:
                     children += self._children(submission, types.get(submission.job_id))
@@ -82,6 +89,15 @@ class Results:
             else:
                 results.append(next(stored))
         return results
+
+    def _redacted(self, submission: Submission, job_type: str | None) -> Submission:
+        """The submission with its definition's output_redaction fields replaced by their
+        hashes (seed 000 outputRedaction): what is stored and shown. ``output_hash``
+        stays the hash of the whole output the worker produced."""
+        if job_type is None:
+            return submission  # no such job: refused as a lost lease anyway
+        redacted = self._registry.get(job_type).redact_output(submission.output)
+        return replace(submission, output=redacted)
 
     def _children(self, submission: Submission, parent_type: str | None) -> list[NewChild]:
         """The submission's child jobs, validated as CreateJob would validate them and

@@ -24,6 +24,7 @@ from shared.pb.jobs.v1 import credential_service_pb2 as cpb
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
+from tests.support.ai import FEYNMAN_INPUT
 from tests.support.shared_stack import SharedStack, shared_stack
 from tests.support.stack import (
     ALL_ROLES_TOKEN,
@@ -152,6 +153,43 @@ CASES: dict[str, Case] = {
     ),
     "create: input nested past protobuf's limit": Case(
         JOB + "CreateJob", lambda s: _deep_create(200), INVALID, "INVALID_INPUT"
+    ),
+    # --- CreateJob: targets and version pins (issue 14)
+    "create: SQL in target type": Case(
+        JOB + "CreateJob", create(target_type=SQL, target_id="ki-1"), INVALID, "INVALID_INPUT"
+    ),
+    "create: target id without a type": Case(
+        JOB + "CreateJob", create(target_id="ki-1"), INVALID, "INVALID_INPUT"
+    ),
+    "create: target type without an id": Case(
+        JOB + "CreateJob", create(target_type="knowledge_item"), INVALID, "INVALID_INPUT"
+    ),
+    "create: target id too long": Case(
+        JOB + "CreateJob",
+        create(target_type="knowledge_item", target_id=LONG),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create: target type too long": Case(
+        JOB + "CreateJob", create(target_type="t" * 33, target_id="x"), INVALID, "INVALID_INPUT"
+    ),
+    "create: unknown prompt version": Case(
+        JOB + "CreateJob",
+        create(job_type="feynman_evaluation", input=FEYNMAN_INPUT, prompt_version="9.9.9"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create: prompt version for a type without a prompt": Case(
+        JOB + "CreateJob", create(prompt_version="1.0.0"), INVALID, "INVALID_INPUT"
+    ),
+    "create: SQL as prompt version": Case(
+        JOB + "CreateJob",
+        create(job_type="feynman_evaluation", input=FEYNMAN_INPUT, prompt_version=SQL),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create: unknown output schema version": Case(
+        JOB + "CreateJob", create(output_schema_version="2"), INVALID, "INVALID_INPUT"
     ),
     "create: priority too high": Case(
         JOB + "CreateJob", create(priority=2**31 - 1), INVALID, "INVALID_INPUT"
@@ -334,6 +372,30 @@ CASES: dict[str, Case] = {
         lambda s: apb.AdminListJobsRequest(job_type=SQL),
         INVALID,
         "UNKNOWN_JOB_TYPE",
+    ),
+    "admin list: target id without a type": Case(
+        ADMIN + "ListJobs",
+        lambda s: apb.AdminListJobsRequest(target_id="ki-1"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "admin list: target id with control characters": Case(
+        ADMIN + "ListJobs",
+        lambda s: apb.AdminListJobsRequest(target_type="knowledge_item", target_id=CONTROL),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "list: SQL target type": Case(
+        JOB + "ListJobs",
+        lambda s: jpb.ListJobsRequest(user_id="alice", target_type=SQL),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "list: target id without a type": Case(
+        JOB + "ListJobs",
+        lambda s: jpb.ListJobsRequest(user_id="alice", target_id="ki-1"),
+        INVALID,
+        "INVALID_INPUT",
     ),
     "admin list: SQL queue": Case(
         ADMIN + "ListJobs", lambda s: apb.AdminListJobsRequest(queue=SQL), INVALID, "INVALID_INPUT"

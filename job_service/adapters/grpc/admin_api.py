@@ -37,7 +37,10 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         scheduler: Scheduler,
         registry: Registry,
         tokens: TokenTable,
+        *,
+        job_retention_s: float = 0.0,
     ) -> None:
+        self._job_retention_s = job_retention_s
         self._admin = admin
         self._outbox = outbox
         self._scheduler = scheduler
@@ -54,6 +57,8 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
             queue=request.queue or None,
             created_after=_time(request, "created_after"),
             created_before=_time(request, "created_before"),
+            target_type=request.target_type or None,
+            target_id=request.target_id or None,
         )
         jobs, token = await self._admin.list_jobs(where, request.page_size, request.page_token)
         return pb.AdminListJobsResponse(
@@ -122,6 +127,12 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
                     estimated_tokens=d.estimated_tokens,
                     input_schema_json=json.dumps(d.input_model.model_json_schema()),
                     output_schema_json=json.dumps(d.output_model.model_json_schema()),
+                    output_redaction=sorted(d.output_redaction),
+                    redaction_version=d.redaction_version,
+                    content_safety_check=d.content_safety_check,
+                    retention_seconds=(
+                        self._job_retention_s if d.retention_s is None else d.retention_s
+                    ),
                 )
                 for d in sorted(self._registry, key=lambda d: d.job_type)
             ]

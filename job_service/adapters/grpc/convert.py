@@ -97,6 +97,11 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         credential_id=job.credential_id or "",
         definition_version=job.definition_version,
         concurrency_key=job.concurrency_key or "",
+        target_type=job.target_type or "",
+        target_id=job.target_id or "",
+        model_provider=job.model_provider or "",
+        model_name=job.model_name or "",
+        output_schema_version=job.output_schema_version,
     )
     if internal and job.hold is not None:
         message.hold.CopyFrom(hold_to_pb(job.hold))

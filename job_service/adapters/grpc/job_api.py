@@ -11,7 +11,7 @@ import grpc
 from job_service.adapters.grpc.convert import credential_mode_from_pb, job_to_pb
 from job_service.domain.models import Job
 from job_service.usecases.admin import Admin
-from job_service.usecases.jobs import Jobs
+from job_service.usecases.jobs import Jobs, Pins
 from job_service.usecases.watch import WatchHub
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import job_service_pb2 as pb
@@ -40,6 +40,12 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             delay_s=request.delay.ToTimedelta().total_seconds()
             if request.HasField("delay")
             else None,
+            pins=Pins(
+                target_type=request.target_type,
+                target_id=request.target_id,
+                prompt_version=request.prompt_version,
+                output_schema_version=request.output_schema_version,
+            ),
         )
         return pb.CreateJobResponse(job=job_to_pb(job), created=created)
 
@@ -59,7 +65,11 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListJobsResponse:
         jobs, token = await self._listings.list_user_jobs(
-            request.user_id, request.page_size, request.page_token
+            request.user_id,
+            request.page_size,
+            request.page_token,
+            target_type=request.target_type,
+            target_id=request.target_id,
         )
         return pb.ListJobsResponse(jobs=[job_to_pb(j) for j in jobs], next_page_token=token)
 

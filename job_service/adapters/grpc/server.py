@@ -84,7 +84,10 @@ def build_server(
         JobServicer(jobs, admin, watches), server
     )
     admin_service_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        AdminServicer(admin, outbox, scheduler, registry, tokens), server
+        AdminServicer(
+            admin, outbox, scheduler, registry, tokens, job_retention_s=s.job_retention_s
+        ),
+        server,
     )
     executor_service_pb2_grpc.add_ExecutorServiceServicer_to_server(  # type: ignore[no-untyped-call]
         ExecutorServicer(

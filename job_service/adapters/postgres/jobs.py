@@ -54,9 +54,16 @@ NEW_JOB_COLUMNS = {
     "concurrency_key": "varchar",
     "concurrency_limit": "int",
     "next_run_at": "timestamptz",
+    "target_type": "varchar",
+    "target_id": "varchar",
 }
 # What a new job brings beyond its row: the snapshot and the trace context.
-SNAPSHOT_FIELDS = {"snapshot": "jsonb", "snapshot_hash": "varchar", "snapshot_ttl_s": "float8"}
+SNAPSHOT_FIELDS = {
+    "snapshot": "jsonb",
+    "snapshot_hash": "varchar",
+    "snapshot_ttl_s": "float8",
+    "redaction_version": "varchar",
+}
 _NEW_JOB = {**NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS, "trace": "jsonb"}
 
 
@@ -116,9 +123,10 @@ WITH new AS (
         DO NOTHING
     RETURNING {JOB_COLUMNS}
 ), snapshot AS (
-    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at)
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
+                               redaction_version)
     SELECT inserted.id::uuid, new.snapshot, new.snapshot_hash, new.input_schema_version,
-           now() + new.snapshot_ttl_s * interval '1 second'
+           now() + new.snapshot_ttl_s * interval '1 second', new.redaction_version
     FROM inserted, new
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt)
@@ -145,7 +153,7 @@ FROM usage LEFT JOIN inserted ON true
 # A new job from a finished one's snapshot ($1, in a status of $2), trigger "retry".
 RERUN_JOB = f"""
 WITH src AS (
-    SELECT j.*, s.payload, s.content_hash, s.schema_version
+    SELECT j.*, s.payload, s.content_hash, s.schema_version, s.redaction_version
     FROM jobs j JOIN job_snapshots s ON s.job_id = j.id
     WHERE j.id = $1 AND j.status = ANY($2::text[])
 ), inserted AS (
@@ -153,18 +161,20 @@ WITH src AS (
                       retried_from_job_id, status, max_attempts, timeout_ms,
                       input_schema_version, output_schema_version, definition_version,
                       queued_at, credential_mode, credential_id, prompt_key, prompt_version,
-                      model_tier, fairness_key, concurrency_key, concurrency_limit, sched_key)
+                      model_tier, fairness_key, concurrency_key, concurrency_limit, sched_key,
+                      target_type, target_id)
     SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, 'queued',
            $3::int, $4::int, input_schema_version, output_schema_version, $5::varchar, now(),
            credential_mode, credential_id, prompt_key, prompt_version, model_tier,
            coalesce(fairness_key, user_id), concurrency_key, concurrency_limit,
-           {place_in_line("src")}
+           {place_in_line("src")}, target_type, target_id
     FROM src
     RETURNING {JOB_COLUMNS}
 ), snapshot AS (
-    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at)
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
+                               redaction_version)
     SELECT inserted.id::uuid, src.payload, src.content_hash, src.schema_version,
-           now() + $6 * interval '1 second'
+           now() + $6 * interval '1 second', src.redaction_version
     FROM inserted, src
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)

@@ -77,6 +77,8 @@ FOR UPDATE SKIP LOCKED
 """
 
 INSERT_USAGE = insert_usage("$1", "$2")
+# The provider and model of a job's last provider call (seed 003 modelProvider, modelName).
+SET_MODEL = "UPDATE jobs SET model_provider = $2, model_name = $3 WHERE id = $1"
 
 # Ends an attempt that did not succeed; $4 is the new status. Retries get a new dispatch
 # row available at next_run_at; terminal statuses get their domain event.
@@ -163,6 +165,7 @@ class LeaseRepository:
                         [usage_row(job_id, u) for u in usage],
                         row["attempt_count"],
                     )
+                    await conn.execute(SET_MODEL, job_id, usage[-1].provider, usage[-1].model)
                 return await _end(conn, row, code, message, decide)
             state = await conn.fetchrow(LEASE_STATE, job_id)
         if state is not None and state["lease_token"] == lease_token:

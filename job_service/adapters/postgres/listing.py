@@ -47,6 +47,10 @@ class JobListing:
             conditions.append(f"j.status = {arg(where.status.value)}")
         if where.queue is not None:
             conditions.append(f"j.queue = {arg(where.queue)}")
+        if where.target_type is not None:
+            conditions.append(f"j.target_type = {arg(where.target_type)}")
+        if where.target_id is not None:
+            conditions.append(f"j.target_id = {arg(where.target_id)}")
         if where.created_after is not None:
             conditions.append(f"j.created_at >= {arg(where.created_after)}")
         if where.created_before is not None:

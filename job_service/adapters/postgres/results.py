@@ -47,10 +47,13 @@ _CHILD_RECORD = {
 _SUBMIT_CORE = f"""
 WITH input AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb)
-        AS i(job_id uuid, lease_token uuid, output jsonb, output_hash text)
+        AS i(job_id uuid, lease_token uuid, output jsonb, output_hash text,
+             model_provider text, model_name text)
 ), done AS (
     UPDATE jobs j SET status = 'succeeded', validated_output = i.output,
         output_hash = i.output_hash, progress = 1, finished_at = now(), updated_at = now(),
+        model_provider = coalesce(i.model_provider, j.model_provider),
+        model_name = coalesce(i.model_name, j.model_name),
         lock_until = NULL, error_code = NULL, public_error_message = NULL
     FROM input i
     WHERE j.id = i.job_id AND j.lease_token = i.lease_token AND j.status = 'running'
@@ -95,9 +98,10 @@ _PROJECTION = f"""
         DO NOTHING
     RETURNING j.id, j.queue, j.parent_job_id, j.job_type, j.idempotency_key
 ), child_snapshots AS (
-    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at)
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
+                               redaction_version)
     SELECT ch.id, c.snapshot, c.snapshot_hash, c.input_schema_version,
-           now() + c.snapshot_ttl_s * interval '1 second'
+           now() + c.snapshot_ttl_s * interval '1 second', c.redaction_version
     FROM children ch JOIN children_in c
         ON c.parent_job_id = ch.parent_job_id AND c.job_type = ch.job_type
        AND c.idempotency_key = ch.idempotency_key
@@ -144,6 +148,9 @@ class ResultRepository:
                 "lease_token": r.lease_token,
                 "output": r.output,
                 "output_hash": r.output_hash,
+                # the provider and model of the attempt's last call (seed 003 §2.2)
+                "model_provider": r.usage[-1].provider if r.usage else None,
+                "model_name": r.usage[-1].model if r.usage else None,
             }
             for r in results
         ]

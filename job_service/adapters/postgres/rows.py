@@ -19,7 +19,8 @@ JOB_COLUMNS = """
     j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
     j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
-    j.concurrency_key
+    j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
+    j.model_provider, j.model_name
 """
 
 
@@ -63,6 +64,11 @@ def job_from_row(
         credential_id=row["credential_id"],
         definition_version=row["definition_version"],
         concurrency_key=row["concurrency_key"],
+        target_type=row["target_type"],
+        target_id=row["target_id"],
+        output_schema_version=row["output_schema_version"],
+        model_provider=row["model_provider"],
+        model_name=row["model_name"],
     )
 
 

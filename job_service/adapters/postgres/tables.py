@@ -29,7 +29,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
-from job_service.domain.lifecycle import ACTIVE, LEASED, LOCKABLE, JobStatus, statuses_sql
+from job_service.domain.lifecycle import (
+    ACTIVE,
+    LEASED,
+    LOCKABLE,
+    TERMINAL,
+    JobStatus,
+    statuses_sql,
+)
 from job_service.domain.outbox import OutboxStatus
 from shared.credentials import CredentialMode
 
@@ -99,6 +106,13 @@ jobs = Table(
     Column("concurrency_key", String(255)),
     Column("concurrency_limit", Integer),
     Column("reserved_tokens", Integer),
+    # the data lifecycle (migration 0009): what the job is about (seed 003 targetType,
+    # targetId; e.g. "knowledge_item" and its id), and the provider and model its last
+    # provider call used (seed 003 modelProvider, modelName), from the worker's usage
+    Column("target_type", String(32)),
+    Column("target_id", String(255)),
+    Column("model_provider", String(64)),
+    Column("model_name", String(255)),
     CheckConstraint(f"status IN ({_STATUSES})", name="jobs_status_known"),
     CheckConstraint(
         f"credential_mode IN ({_CREDENTIAL_MODES})"
@@ -149,6 +163,22 @@ jobs = Table(
         "concurrency_key",
         postgresql_where=text(f"status IN {statuses_sql(LEASED)} AND concurrency_key IS NOT NULL"),
     ),
+    # ListJobs by target, a user's or anyone's (migration 0009)
+    Index(
+        "jobs_target",
+        "target_type",
+        "target_id",
+        "user_id",
+        "created_at",
+        postgresql_where=text("target_type IS NOT NULL"),
+    ),
+    # retention: a type's finished jobs, oldest first (migration 0009)
+    Index(
+        "jobs_finished",
+        "job_type",
+        "finished_at",
+        postgresql_where=text(f"status IN {statuses_sql(TERMINAL)}"),
+    ),
 )
 
 job_snapshots = Table(
@@ -162,6 +192,8 @@ job_snapshots = Table(
     Column("schema_version", String(100), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("expires_at", DateTime(timezone=True)),
+    # the definition's redaction_version when the snapshot was built (migration 0009)
+    Column("redaction_version", String(32)),
     # the cleaner's scan
     Index("job_snapshots_expiry", "expires_at", postgresql_where=text("expires_at IS NOT NULL")),
 )
@@ -248,6 +280,8 @@ job_quota_usage = Table(
     Column("user_id", String(255), primary_key=True),
     Column("day", Date, primary_key=True),
     Column("created", Integer, nullable=False),
+    # the retention loop prunes past days (migration 0009)
+    Index("job_quota_usage_day", "day"),
 )
 
 # Secrets every replica shares; "page_token" signs ListJobs page tokens (migration 0005).
@@ -277,6 +311,24 @@ usage_logs = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Index("usage_logs_job", "job_id"),
     Index("usage_logs_created", "created_at"),
+)
+
+# Usage that outlives its jobs (migration 0009): the retention loop folds the usage rows of
+# the jobs it deletes into one row per user, UTC day, provider and model, so billing
+# survives; pruned after JOBS_USAGE_RETENTION_S.
+usage_daily = Table(
+    "usage_daily",
+    metadata,
+    Column("user_id", String(255), primary_key=True),
+    Column("day", Date, primary_key=True),
+    Column("provider", String(64), primary_key=True),
+    Column("model", String(255), primary_key=True),
+    Column("calls", BigInteger, nullable=False, server_default="0"),
+    Column("failed_calls", BigInteger, nullable=False, server_default="0"),
+    Column("input_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("output_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("cost_usd", Numeric(18, 6), nullable=False, server_default="0"),
+    Index("usage_daily_day", "day"),
 )
 
 # Users' own provider keys, sealed (job_service.domain.credentials): the plaintext is never

@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AdminListJobsRequest(_message.Message):
-    __slots__ = ("job_type", "status", "queue", "user_id", "created_after", "created_before", "page_size", "page_token")
+    __slots__ = ("job_type", "status", "queue", "user_id", "created_after", "created_before", "page_size", "page_token", "target_type", "target_id")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,8 @@ class AdminListJobsRequest(_message.Message):
     CREATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TARGET_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     status: _job_pb2.JobStatus
     queue: str
@@ -28,7 +30,9 @@ class AdminListJobsRequest(_message.Message):
     created_before: _timestamp_pb2.Timestamp
     page_size: int
     page_token: str
-    def __init__(self, job_type: _Optional[str] = ..., status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., queue: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    target_type: str
+    target_id: str
+    def __init__(self, job_type: _Optional[str] = ..., status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., queue: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ...) -> None: ...
 
 class AdminListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")
@@ -113,7 +117,7 @@ class ListJobDefinitionsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class JobDefinitionInfo(_message.Message):
-    __slots__ = ("job_type", "label", "domain", "version", "queue", "default_priority", "timeout_seconds", "max_attempts", "max_concurrency", "input_schema_json", "output_schema_json", "fairness_key", "concurrency_key", "concurrency_limit", "estimated_tokens")
+    __slots__ = ("job_type", "label", "domain", "version", "queue", "default_priority", "timeout_seconds", "max_attempts", "max_concurrency", "input_schema_json", "output_schema_json", "fairness_key", "concurrency_key", "concurrency_limit", "estimated_tokens", "output_redaction", "redaction_version", "content_safety_check", "retention_seconds")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
@@ -129,6 +133,10 @@ class JobDefinitionInfo(_message.Message):
     CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     CONCURRENCY_LIMIT_FIELD_NUMBER: _ClassVar[int]
     ESTIMATED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_REDACTION_FIELD_NUMBER: _ClassVar[int]
+    REDACTION_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_SAFETY_CHECK_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_SECONDS_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     label: str
     domain: str
@@ -144,7 +152,11 @@ class JobDefinitionInfo(_message.Message):
     concurrency_key: str
     concurrency_limit: int
     estimated_tokens: int
-    def __init__(self, job_type: _Optional[str] = ..., label: _Optional[str] = ..., domain: _Optional[str] = ..., version: _Optional[str] = ..., queue: _Optional[str] = ..., default_priority: _Optional[int] = ..., timeout_seconds: _Optional[float] = ..., max_attempts: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., fairness_key: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., estimated_tokens: _Optional[int] = ...) -> None: ...
+    output_redaction: _containers.RepeatedScalarFieldContainer[str]
+    redaction_version: str
+    content_safety_check: bool
+    retention_seconds: float
+    def __init__(self, job_type: _Optional[str] = ..., label: _Optional[str] = ..., domain: _Optional[str] = ..., version: _Optional[str] = ..., queue: _Optional[str] = ..., default_priority: _Optional[int] = ..., timeout_seconds: _Optional[float] = ..., max_attempts: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., fairness_key: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., estimated_tokens: _Optional[int] = ..., output_redaction: _Optional[_Iterable[str]] = ..., redaction_version: _Optional[str] = ..., content_safety_check: _Optional[bool] = ..., retention_seconds: _Optional[float] = ...) -> None: ...
 
 class ListJobDefinitionsResponse(_message.Message):
     __slots__ = ("definitions",)

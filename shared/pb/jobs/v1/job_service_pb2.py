@@ -28,7 +28,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from shared.pb.jobs.v1 import job_pb2 as jobs_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19jobs/v1/job_service.proto\x12\x07jobs.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11jobs/v1/job.proto\"\xb9\x02\n\x10\x43reateJobRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12&\n\x05input\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12\x15\n\x08priority\x18\x05 \x01(\x05H\x00\x88\x01\x01\x12\x30\n\x0f\x63redential_mode\x18\x06 \x01(\x0e\x32\x17.jobs.v1.CredentialMode\x12\x15\n\rcredential_id\x18\x07 \x01(\t\x12*\n\x06run_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12(\n\x05\x64\x65lay\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationB\x0b\n\t_priority\"?\n\x11\x43reateJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"0\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"+\n\x0eGetJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\"3\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\".\n\x11\x43\x61ncelJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\"I\n\x0fListJobsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"G\n\x10ListJobsResponse\x12\x1a\n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.jobs.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"2\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"-\n\x10WatchJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job2\xd3\x02\n\nJobService\x12\x42\n\tCreateJob\x12\x19.jobs.v1.CreateJobRequest\x1a\x1a.jobs.v1.CreateJobResponse\x12\x39\n\x06GetJob\x12\x16.jobs.v1.GetJobRequest\x1a\x17.jobs.v1.GetJobResponse\x12\x42\n\tCancelJob\x12\x19.jobs.v1.CancelJobRequest\x1a\x1a.jobs.v1.CancelJobResponse\x12?\n\x08ListJobs\x12\x18.jobs.v1.ListJobsRequest\x1a\x19.jobs.v1.ListJobsResponse\x12\x41\n\x08WatchJob\x12\x18.jobs.v1.WatchJobRequest\x1a\x19.jobs.v1.WatchJobResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19jobs/v1/job_service.proto\x12\x07jobs.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11jobs/v1/job.proto\"\x98\x03\n\x10\x43reateJobRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12&\n\x05input\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12\x15\n\x08priority\x18\x05 \x01(\x05H\x00\x88\x01\x01\x12\x30\n\x0f\x63redential_mode\x18\x06 \x01(\x0e\x32\x17.jobs.v1.CredentialMode\x12\x15\n\rcredential_id\x18\x07 \x01(\t\x12*\n\x06run_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12(\n\x05\x64\x65lay\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x13\n\x0btarget_type\x18\x14 \x01(\t\x12\x11\n\ttarget_id\x18\x15 \x01(\t\x12\x16\n\x0eprompt_version\x18\x16 \x01(\t\x12\x1d\n\x15output_schema_version\x18\x17 \x01(\tB\x0b\n\t_priority\"?\n\x11\x43reateJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"0\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"+\n\x0eGetJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\"3\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\".\n\x11\x43\x61ncelJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\"q\n\x0fListJobsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x13\n\x0btarget_type\x18\x14 \x01(\t\x12\x11\n\ttarget_id\x18\x15 \x01(\t\"G\n\x10ListJobsResponse\x12\x1a\n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.jobs.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"2\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"-\n\x10WatchJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job2\xd3\x02\n\nJobService\x12\x42\n\tCreateJob\x12\x19.jobs.v1.CreateJobRequest\x1a\x1a.jobs.v1.CreateJobResponse\x12\x39\n\x06GetJob\x12\x16.jobs.v1.GetJobRequest\x1a\x17.jobs.v1.GetJobResponse\x12\x42\n\tCancelJob\x12\x19.jobs.v1.CancelJobRequest\x1a\x1a.jobs.v1.CancelJobResponse\x12?\n\x08ListJobs\x12\x18.jobs.v1.ListJobsRequest\x1a\x19.jobs.v1.ListJobsResponse\x12\x41\n\x08WatchJob\x12\x18.jobs.v1.WatchJobRequest\x1a\x19.jobs.v1.WatchJobResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,25 +36,25 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobs.v1.job_service_pb2', _
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CREATEJOBREQUEST']._serialized_start=153
-  _globals['_CREATEJOBREQUEST']._serialized_end=466
-  _globals['_CREATEJOBRESPONSE']._serialized_start=468
-  _globals['_CREATEJOBRESPONSE']._serialized_end=531
-  _globals['_GETJOBREQUEST']._serialized_start=533
-  _globals['_GETJOBREQUEST']._serialized_end=581
-  _globals['_GETJOBRESPONSE']._serialized_start=583
-  _globals['_GETJOBRESPONSE']._serialized_end=626
-  _globals['_CANCELJOBREQUEST']._serialized_start=628
-  _globals['_CANCELJOBREQUEST']._serialized_end=679
-  _globals['_CANCELJOBRESPONSE']._serialized_start=681
-  _globals['_CANCELJOBRESPONSE']._serialized_end=727
-  _globals['_LISTJOBSREQUEST']._serialized_start=729
-  _globals['_LISTJOBSREQUEST']._serialized_end=802
-  _globals['_LISTJOBSRESPONSE']._serialized_start=804
-  _globals['_LISTJOBSRESPONSE']._serialized_end=875
-  _globals['_WATCHJOBREQUEST']._serialized_start=877
-  _globals['_WATCHJOBREQUEST']._serialized_end=927
-  _globals['_WATCHJOBRESPONSE']._serialized_start=929
-  _globals['_WATCHJOBRESPONSE']._serialized_end=974
-  _globals['_JOBSERVICE']._serialized_start=977
-  _globals['_JOBSERVICE']._serialized_end=1316
+  _globals['_CREATEJOBREQUEST']._serialized_end=561
+  _globals['_CREATEJOBRESPONSE']._serialized_start=563
+  _globals['_CREATEJOBRESPONSE']._serialized_end=626
+  _globals['_GETJOBREQUEST']._serialized_start=628
+  _globals['_GETJOBREQUEST']._serialized_end=676
+  _globals['_GETJOBRESPONSE']._serialized_start=678
+  _globals['_GETJOBRESPONSE']._serialized_end=721
+  _globals['_CANCELJOBREQUEST']._serialized_start=723
+  _globals['_CANCELJOBREQUEST']._serialized_end=774
+  _globals['_CANCELJOBRESPONSE']._serialized_start=776
+  _globals['_CANCELJOBRESPONSE']._serialized_end=822
+  _globals['_LISTJOBSREQUEST']._serialized_start=824
+  _globals['_LISTJOBSREQUEST']._serialized_end=937
+  _globals['_LISTJOBSRESPONSE']._serialized_start=939
+  _globals['_LISTJOBSRESPONSE']._serialized_end=1010
+  _globals['_WATCHJOBREQUEST']._serialized_start=1012
+  _globals['_WATCHJOBREQUEST']._serialized_end=1062
+  _globals['_WATCHJOBRESPONSE']._serialized_start=1064
+  _globals['_WATCHJOBRESPONSE']._serialized_end=1109
+  _globals['_JOBSERVICE']._serialized_start=1112
+  _globals['_JOBSERVICE']._serialized_end=1451
 # @@protoc_insertion_point(module_scope)
