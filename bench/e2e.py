@@ -11,6 +11,10 @@ and worker processes exactly as ``make run`` does, and measures:
 3. create+process  jobs created and executed together: jobs/s from first create to last success
 4. steady          create→succeeded latency p50/p99 at a steady rate (default 200 jobs/s)
 
+and, as a health check of the runs, how many jobs the dispatch reconciler had to re-send
+(their dispatch was lost or dropped, so they waited JOBS_RECONCILE_AFTER_S, 30 s) and the
+longest create→start wait of the create+process and steady phases.
+
 The stack runs as deployed: every call authenticated (bearer tokens, role checks) and the
 per-user quotas on at their defaults; each phase spreads its jobs over USERS users, as a
 product's traffic would be (one user with thousands of unfinished jobs would hit the
@@ -245,6 +249,21 @@ async def steady(
     return cuts[49], cuts[98], n
 
 
+async def lost_dispatches(db: asyncpg.Connection) -> tuple[int, float]:
+    """Jobs whose dispatch the reconciler had to re-send (a dispatch lost or dropped: the
+    job waited JOBS_RECONCILE_AFTER_S for it), and the longest create→start wait of the
+    phases where jobs are picked up as they come (create+process, steady), in s."""
+    resent = await db.fetchval(
+        "SELECT count(DISTINCT aggregate_id) FROM outbox_events"
+        " WHERE dedupe_key LIKE '%:redispatch:%'"
+    )
+    longest = await db.fetchval(
+        "SELECT coalesce(max(extract(epoch FROM started_at - created_at)), 0) FROM jobs"
+        " WHERE user_id LIKE 'bench-mixed-%' OR user_id LIKE 'bench-steady-%'"
+    )
+    return int(resent), float(longest)
+
+
 async def main(args: argparse.Namespace) -> None:
     root = Path(tempfile.mkdtemp(prefix="jobs-bench-"))
     stack = Stack(root)
@@ -268,6 +287,7 @@ async def main(args: argparse.Namespace) -> None:
             mixed = args.jobs / await span(db, "mixed", "created_at")
 
             p50, p99, n = await steady(stub, db, args.rate, args.seconds)
+            resent, longest = await lost_dispatches(db)
         await db.close()
     finally:
         stack.stop()
@@ -285,6 +305,8 @@ async def main(args: argparse.Namespace) -> None:
         print(f"{name + ' jobs/s':<34}{value:>14,.0f}{value / ceiling:>14.2f}")
     print(f"{f'steady {args.rate:.0f}/s x {n} jobs: p50 ms':<34}{p50:>14.1f}")
     print(f"{f'steady {args.rate:.0f}/s x {n} jobs: p99 ms':<34}{p99:>14.1f}")
+    print(f"{'jobs re-sent by the reconciler':<34}{resent:>14,}")
+    print(f"{'longest wait to start, s':<34}{longest:>14.1f}")
 
 
 def parse() -> argparse.Namespace:
