@@ -482,11 +482,12 @@ async def place_lookup(conn: asyncpg.Connection, args: argparse.Namespace) -> No
     )
     print(f"\nCreateJob's place_in_line for {heavy} ({waiting:,} waiting at priority 0):")
     print(await explain(conn, PLACE_IN_LINE, QUEUE, heavy, 0))
-    for who in (heavy, "bench-new-user"):
-        samples = [
-            await rolled_back(conn, lambda who=who: conn.fetchval(PLACE_IN_LINE, QUEUE, who, 0))
-            for _ in range(args.claims)
-        ]
+    for who in (str(heavy), "bench-new-user"):
+
+        async def lookup(who: str = who) -> None:
+            await conn.fetchval(PLACE_IN_LINE, QUEUE, who, 0)
+
+        samples = [await rolled_back(conn, lookup) for _ in range(args.claims)]
         print(f"  place_in_line, {who:<20} {ms_summary(samples)}")
 
 

@@ -259,7 +259,7 @@ async def first_99(db: asyncpg.Connection, tag: str) -> float:
         f"bench-{tag}-%",
     )
     count = await db.fetchval("SELECT count(*) FROM jobs WHERE user_id LIKE $1", f"bench-{tag}-%")
-    return 0.99 * count / float(seconds)
+    return 0.99 * int(count) / float(seconds)
 
 
 async def lost_dispatches(db: asyncpg.Connection) -> tuple[int, float]:
