@@ -20,14 +20,16 @@ Then, on that table, it prints:
    ``ClaimRepository.claim_queue`` (scan, advisory locks and counts of the keys, grant),
    each in a transaction rolled back afterwards, so every claim sees the same line; the
    pre-scheduler ``LOCK_JOBS`` (25b579d: the ids a NATS message named) on the same jobs,
-   alternating with the new path; and claims that commit (the line moves, WAL is flushed);
-3. the same with a held-back backlog: HELD jobs of one concurrency key that is full,
-   placed at the front of the line, which every scan must walk past, and (suggestion) a
+   alternating with the new path; the claim statement by statement; and (suggestion) a
    variant of the scan whose per-key count PostgreSQL memoizes;
-4. two claims at once on a short line: what becomes of the tokens of a claim that finds
-   only the other claim's locked spare candidates;
-5. CreateJob's ``place_in_line`` lookup (the fair-share ``max(sched_key)``): its plan for
-   the heaviest user and its time for a heavy and a new user.
+3. CreateJob's ``place_in_line`` lookup (the fair-share ``max(sched_key)``): its plan for
+   the heaviest user, its time for a heavy and a new user, and for a user with DELAYED
+   jobs scheduled for tomorrow (the lookup walks back over them to the last due one);
+4. claims that commit (the line moves, WAL is flushed);
+5. the same as 2. with a held-back backlog: HELD jobs of one concurrency key that is
+   full, placed at the front of the line, which every scan must walk past;
+6. two claims at once on a short line, one token per job: what becomes of the tokens of
+   a claim that finds only the other claim's locked spare candidates.
 """
 
 from __future__ import annotations
@@ -183,6 +185,21 @@ PLACE_IN_LINE = f"""
 SELECT {place_in_line("new")} FROM (
     SELECT $1::varchar AS queue, $2::varchar AS fairness_key, $3::smallint AS priority,
            NULL::timestamptz AS next_run_at) new
+"""
+
+# A user with a due job and, behind it in line, DELAYED jobs scheduled for tomorrow (their
+# places are past every due job's): the fair-share lookup walks back over all of them.
+DELAYED_USER = "bench-delayed-user"
+MAKE_DELAYED_USER = f"""
+UPDATE jobs SET user_id = '{DELAYED_USER}', fairness_key = '{DELAYED_USER}',
+    status = CASE WHEN h.rn = 1 THEN 'queued' ELSE 'created' END,
+    next_run_at = CASE WHEN h.rn > 1 THEN now() + interval '1 day' END,
+    sched_key = CASE WHEN h.rn = 1 THEN extract(epoch FROM now())
+                     ELSE extract(epoch FROM now() + interval '1 day') + h.rn END
+FROM (SELECT id AS delayed_id, row_number() OVER (ORDER BY id) AS rn FROM jobs
+      WHERE queue = $1 AND priority = 0 AND status = 'queued' AND concurrency_key IS NULL
+      LIMIT $2) h
+WHERE id = h.delayed_id
 """
 
 FRONT_IDS = f"""
@@ -489,6 +506,25 @@ async def place_lookup(conn: asyncpg.Connection, args: argparse.Namespace) -> No
 
         samples = [await rolled_back(conn, lookup) for _ in range(args.claims)]
         print(f"  place_in_line, {who:<20} {ms_summary(samples)}")
+    tx = conn.transaction()
+    await tx.start()
+    try:
+        await conn.execute(MAKE_DELAYED_USER, QUEUE, args.delayed + 1)
+        print(f"\n  a user with 1 due job and {args.delayed:,} delayed to tomorrow (rolled back):")
+        plan = await explain(conn, PLACE_IN_LINE, QUEUE, DELAYED_USER, 0)
+        print("\n".join(line for line in plan.splitlines() if "Removed" in line or "Exec" in line))
+
+        async def delayed() -> None:
+            await conn.fetchval(PLACE_IN_LINE, QUEUE, DELAYED_USER, 0)
+
+        samples = []
+        for _ in range(args.claims):
+            started = time.perf_counter()
+            await delayed()
+            samples.append((time.perf_counter() - started) * 1000)
+        print(f"  place_in_line, {DELAYED_USER:<20} {ms_summary(samples)}")
+    finally:
+        await tx.rollback()
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -541,6 +577,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--claims", type=int, default=200, help="claims timed per case")
     parser.add_argument("--want", type=int, default=32, help="tokens per claim")
     parser.add_argument("--held", type=int, default=5_000, help="held-back jobs of one key")
+    parser.add_argument("--delayed", type=int, default=5_000, help="delayed jobs of one user")
     return parser.parse_args()
 
 
