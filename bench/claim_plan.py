@@ -468,9 +468,14 @@ async def spare_race(pool: asyncpg.Pool, conn: asyncpg.Connection, want: int) ->
     print(f"\nTwo claims at once, {want} + {extra} tokens for {want + extra} waiting jobs")
     print(f"  (CANDIDATE_SLACK={CANDIDATE_SLACK}): the first claim's scan locks {len(locked)};")
     print(f"  the second grants {len(result.grants)} of {extra}, retry_after={result.retry_after}")
-    print(f"  (unused tokens dropped); the first grants {len(granted.grants)} and commits:")
-    print(f"  {left} jobs left waiting with no token (until the dispatch reconciler re-sends")
-    print("  them: JOBS_RECONCILE_AFTER_S, 30 s by default)")
+    fate = "dropped" if result.retry_after is None else "handed back"
+    print(f"  (unused tokens {fate}); the first grants {len(granted.grants)} and commits:")
+    print(f"  {left} jobs left waiting", end=" ")
+    if result.retry_after is None:
+        print("with no token (until the dispatch reconciler re-sends")
+        print("  them: JOBS_RECONCILE_AFTER_S, 30 s by default)")
+    else:
+        print("for the tokens handed back")
 
 
 async def committed_claims(pool: asyncpg.Pool, args: argparse.Namespace) -> None:
