@@ -100,6 +100,11 @@ def main() -> None:
     parser.add_argument("--after", type=Path, help="tree of the build after")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, required=True, help="directory of the outputs")
+    parser.add_argument(
+        "--compare",
+        default="before,after",
+        help="the two sides (file names rN-<side>.txt) to summarise, e.g. before,patched",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.before and args.after:
@@ -111,7 +116,8 @@ def main() -> None:
             for side, tree in (("before", args.before), ("after", args.after)):
                 print(f"round {n}: {side} ({tree})", flush=True)
                 run(tree.resolve(), args.out / f"r{n}-{side}.txt")
-    print(summarise(args.out))
+    before, after = args.compare.split(",")
+    print(summarise(args.out, before, after))
 
 
 if __name__ == "__main__":
