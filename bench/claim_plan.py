@@ -21,13 +21,14 @@ Then, on that table, it prints:
    each in a transaction rolled back afterwards, so every claim sees the same line; the
    pre-scheduler ``LOCK_JOBS`` (25b579d: the ids a NATS message named) on the same jobs,
    alternating with the new path; the claim statement by statement; and (suggestion) a
-   variant of the scan whose per-key count PostgreSQL memoizes;
+   variant of the scan that finds the full keys once instead of counting per row;
 3. CreateJob's ``place_in_line`` lookup (the fair-share ``max(sched_key)``): its plan for
    the heaviest user, its time for a heavy and a new user, and for a user with DELAYED
    jobs scheduled for tomorrow (the lookup walks back over them to the last due one);
 4. claims that commit (the line moves, WAL is flushed);
-5. the same as 2. with a held-back backlog: HELD jobs of one concurrency key that is
-   full, placed at the front of the line, which every scan must walk past;
+5. the same as 2. (with the variant) with a held-back backlog: HELD jobs of one
+   concurrency key that is full, placed at the front of the line, which every scan must
+   walk past;
 6. two claims at once on a short line, one token per job: what becomes of the tokens of
    a claim that finds only the other claim's locked spare candidates.
 """
@@ -210,20 +211,18 @@ ORDER BY sched_key LIMIT $2
 """
 
 
-# A suggestion, not the service's SQL: the key's running count as a LATERAL join, which
-# PostgreSQL can Memoize per concurrency key (one count per distinct key per scan instead of
-# one per row the scan walks past). Empty when claims.py no longer has the text it replaces.
-MEMO_FROM = f"""FROM jobs j LEFT JOIN LATERAL (
-    SELECT count(*) AS running FROM jobs r
-    WHERE r.concurrency_key = j.concurrency_key AND r.status IN {_LEASED}
-      AND r.concurrency_key IS NOT NULL) rk ON true
-WHERE"""
-MEMO_CANDIDATES = (
-    QUEUE_CANDIDATES.replace("FROM jobs j\nWHERE", MEMO_FROM).replace(
-        KEY_ROOM, "(j.concurrency_key IS NULL OR rk.running < j.concurrency_limit)"
-    )
-    if "FROM jobs j\nWHERE" in QUEUE_CANDIDATES and KEY_ROOM in QUEUE_CANDIDATES
-    else ""
+# A suggestion, not the service's SQL: the keys that are full, found once per scan (an
+# uncorrelated subquery: an InitPlan) instead of a count per row the scan walks past. It
+# compares a key's running count with the limit its running jobs carry, where the current
+# text uses the waiting job's own limit (the same when a key has one limit); either way a
+# hint, which the count under the key's advisory lock decides. Empty when claims.py no
+# longer has the text it replaces.
+FULL_KEYS_ROOM = f"""(j.concurrency_key IS NULL OR j.concurrency_key <> ALL (ARRAY(
+    SELECT r.concurrency_key FROM jobs r
+    WHERE r.status IN {_LEASED} AND r.concurrency_key IS NOT NULL
+    GROUP BY r.concurrency_key HAVING count(*) >= max(r.concurrency_limit))))"""
+ONCE_CANDIDATES = (
+    QUEUE_CANDIDATES.replace(KEY_ROOM, FULL_KEYS_ROOM) if KEY_ROOM in QUEUE_CANDIDATES else ""
 )
 
 
@@ -403,34 +402,35 @@ async def statements(conn: asyncpg.Connection, args: argparse.Namespace) -> None
             print(f"    {name:<28} {ms_summary(samples)}")
 
 
-async def memo_scan(conn: asyncpg.Connection, args: argparse.Namespace) -> None:
-    """The suggested memoized scan: its plan and time, alternating with the current one."""
-    if not MEMO_CANDIDATES:
-        print("\n(the memoized variant no longer applies to claims.py's text: skipped)")
+async def once_scan(conn: asyncpg.Connection, args: argparse.Namespace) -> None:
+    """The suggested scan (full keys found once): its plan and time, alternating with the
+    current one, and a check that both choose the same candidates."""
+    if not ONCE_CANDIDATES:
+        print("\n(the full-keys variant no longer applies to claims.py's text: skipped)")
         return
     limit = args.want * CANDIDATE_SLACK
-    print("\n  suggestion (not the service's SQL): the key count as a LATERAL join, memoized:")
-    print(await explain(conn, MEMO_CANDIDATES, QUEUE, None, limit, []))
+    print("\n  suggestion (not the service's SQL): the full keys found once per scan:")
+    print(await explain(conn, ONCE_CANDIDATES, QUEUE, None, limit, []))
     now: list[float] = []
-    memo: list[float] = []
+    once: list[float] = []
     for _ in range(args.claims):
         now.append(
             await rolled_back(conn, lambda: conn.fetch(QUEUE_CANDIDATES, QUEUE, None, limit, []))
         )
-        memo.append(
-            await rolled_back(conn, lambda: conn.fetch(MEMO_CANDIDATES, QUEUE, None, limit, []))
+        once.append(
+            await rolled_back(conn, lambda: conn.fetch(ONCE_CANDIDATES, QUEUE, None, limit, []))
         )
     await rolled_back(conn, lambda: same_rows(conn, limit))
     print(f"    current candidate scan     {ms_summary(now)}")
-    print(f"    memoized candidate scan    {ms_summary(memo)}")
+    print(f"    full keys once per scan    {ms_summary(once)}")
     print("    (both chose the same candidates in the same order)")
 
 
 async def same_rows(conn: asyncpg.Connection, limit: int) -> None:
     a = [r["id"] for r in await conn.fetch(QUEUE_CANDIDATES, QUEUE, None, limit, [])]
-    b = [r["id"] for r in await conn.fetch(MEMO_CANDIDATES, QUEUE, None, limit, [])]
+    b = [r["id"] for r in await conn.fetch(ONCE_CANDIDATES, QUEUE, None, limit, [])]
     if a != b:
-        raise AssertionError("the memoized scan chose other candidates")
+        raise AssertionError("the full-keys scan chose other candidates")
 
 
 async def spare_race(pool: asyncpg.Pool, conn: asyncpg.Connection, want: int) -> None:
@@ -552,7 +552,7 @@ async def main(args: argparse.Namespace) -> None:
             print("\n  as a generic plan (prepared statement after five executions):")
             print(await generic_plan(conn, args.want * CANDIDATE_SLACK))
             await time_claims(conn, args, "front of the line free", old=True)
-            await memo_scan(conn, args)
+            await once_scan(conn, args)
             await place_lookup(conn, args)
         await committed_claims(pool, args)
         async with pool.acquire() as proxy:
@@ -566,7 +566,7 @@ async def main(args: argparse.Namespace) -> None:
                 await explain(conn, QUEUE_CANDIDATES, QUEUE, None, args.want * CANDIDATE_SLACK, [])
             )
             await time_claims(conn, args, "held-back backlog at the front", old=False)
-            await memo_scan(conn, args)
+            await once_scan(conn, args)
             await spare_race(pool, conn, args.want)
         await pool.close()
     finally:
