@@ -49,7 +49,7 @@ from job_service.usecases.outbox import (
 )
 from job_service.usecases.results import Results
 from job_service.usecases.retention import Retention
-from job_service.usecases.scheduling import Scheduler, tier_estimates
+from job_service.usecases.scheduling import Scheduler, tier_estimates, unlimited_queues
 from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.watch import WatchHub
 from shared.jetstream import ensure_streams
@@ -158,6 +158,9 @@ class JobServiceApp:
                 lease_ttl_s=s.lease_ttl_s,
                 queue_limits=s.queue_limits(),
                 estimated_tokens=tier_estimates(self.registry),
+                unlimited_queues=unlimited_queues(
+                    self.registry, s.queue_limits(), s.tier_rate_limits()
+                ),
             ),
             QueueRepository(self._pool, s.queue_limits()),
             rates,

@@ -9,7 +9,7 @@ The policy itself (line order, limits) is ``domain/scheduling.py``; the claim's 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from job_service import metrics
 from job_service.domain.models import Job, LockGrant, LockRefusal
@@ -154,3 +154,17 @@ def tier_estimates(registry: Registry) -> dict[str, int]:
             tier = str(definition.model_tier)
             estimates[tier] = max(estimates.get(tier, 0), definition.estimated_tokens)
     return estimates
+
+
+def unlimited_queues(
+    registry: Registry, queue_limits: Mapping[str, int], rate_tiers: Collection[str]
+) -> frozenset[str]:
+    """The queues no limit applies to: no queue limit, and no job type with a concurrency
+    key or on a rate-limited model tier. Their claims need no admission step."""
+    limited = set(queue_limits)
+    for definition in registry:
+        if definition.concurrency_key or (
+            definition.model_tier and str(definition.model_tier) in rate_tiers
+        ):
+            limited.add(definition.queue)
+    return frozenset({d.queue for d in registry} - limited)

@@ -42,21 +42,26 @@ WAITING = statuses_sql(LOCKABLE)
 _LEASED = statuses_sql(LEASED)
 DUE = "(j.next_run_at IS NULL OR j.next_run_at <= now())"
 # A key is skipped by the scan when it already runs its limit (the statement's snapshot:
-# a hint; the count under the key's advisory lock decides).
-KEY_ROOM = f"""(j.concurrency_key IS NULL OR (
-    SELECT count(*) FROM jobs r
-    WHERE r.concurrency_key = j.concurrency_key AND r.status IN {_LEASED}
-      AND r.concurrency_key IS NOT NULL) < j.concurrency_limit)"""
+# a hint; the count under the key's advisory lock decides). Computed once per scan over the
+# running jobs, not per candidate: a held-back backlog at the front of the line stays cheap.
+KEY_ROOM = f"""(j.concurrency_key IS NULL OR j.concurrency_key <> ALL(ARRAY(
+    SELECT r.concurrency_key FROM jobs r
+    WHERE r.status IN {_LEASED} AND r.concurrency_key IS NOT NULL
+    GROUP BY r.concurrency_key HAVING count(*) >= max(r.concurrency_limit))))"""
 _CANDIDATE_COLUMNS = "j.id::text AS id, j.concurrency_key, j.concurrency_limit, j.model_tier"
 
-# $1 queue, $2 definitions the worker runs (NULL: any), $3 how many, $4 tiers known spent.
+# A queue's waiting jobs a worker may be granted now: $1 queue, $2 the definitions it runs
+# (NULL: any).
+ELIGIBLE = f"""j.queue = $1 AND j.status IN {WAITING} AND {DUE}
+  AND ($2::text[] IS NULL OR j.job_type || '@' || j.definition_version = ANY($2::text[]))
+  AND NOT EXISTS (SELECT 1 FROM queue_controls q WHERE q.queue = $1 AND q.paused)"""
+
+# $3 how many, $4 tiers known spent.
 QUEUE_CANDIDATES = f"""
 SELECT {_CANDIDATE_COLUMNS} FROM jobs j
-WHERE j.queue = $1 AND j.status IN {WAITING} AND {DUE}
-  AND ($2::text[] IS NULL OR j.job_type || '@' || j.definition_version = ANY($2::text[]))
+WHERE {ELIGIBLE}
   AND (j.model_tier IS NULL OR j.model_tier <> ALL($4::text[]))
   AND {KEY_ROOM}
-  AND NOT EXISTS (SELECT 1 FROM queue_controls q WHERE q.queue = $1 AND q.paused)
 ORDER BY j.sched_key
 LIMIT $3
 FOR UPDATE OF j SKIP LOCKED
@@ -90,18 +95,19 @@ WHERE queue = ANY($2::text[]) AND status IN {_LEASED}
 GROUP BY queue
 """
 
-GRANT = f"""
-WITH prior AS (
-    SELECT id, status, coalesce(next_run_at, queued_at) AS due_at FROM jobs
-    WHERE id = ANY($1::text[]::uuid[]) AND status IN {WAITING}
+
+def grant(prior: str, worker: str, ttl_ms: str) -> str:
+    """The grant of the jobs ``prior`` selects (id, status, due_at, tokens; locked): each
+    RUNNING with a fresh lease, its timeline event, its snapshot returned in line order."""
+    return f"""
+WITH prior AS ({prior}
 ), locked AS (
-    UPDATE jobs j SET status = 'running', locked_by = $2, locked_at = now(),
-        lock_until = now() + $3 * interval '1 millisecond', lease_token = gen_random_uuid(),
+    UPDATE jobs j SET status = 'running', locked_by = {worker}, locked_at = now(),
+        lock_until = now() + {ttl_ms} * interval '1 millisecond',
+        lease_token = gen_random_uuid(),
         attempt_count = j.attempt_count + 1, started_at = coalesce(j.started_at, now()),
-        next_run_at = NULL, progress = 0, updated_at = now(),
-        reserved_tokens = r.tokens
-    FROM prior, unnest($1::text[]::uuid[], $4::int[]) AS r(id, tokens)
-    WHERE j.id = prior.id AND r.id = prior.id
+        next_run_at = NULL, progress = 0, updated_at = now(), reserved_tokens = prior.tokens
+    FROM prior WHERE j.id = prior.id
     RETURNING j.id, j.job_type, j.user_id, j.lease_token::text AS lease_token,
               j.attempt_count, j.lock_until, j.prompt_key, j.prompt_version,
               prior.status AS from_status, j.credential_mode,
@@ -112,13 +118,37 @@ WITH prior AS (
     -- key's lock, and its timeline must not show it running before the job it waited for
     -- ended
     INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id, created_at)
-    SELECT id, from_status, 'running', attempt_count, $2, clock_timestamp() FROM locked
+    SELECT id, from_status, 'running', attempt_count, {worker}, clock_timestamp() FROM locked
 )
 SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
        l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
 ORDER BY l.sched_key
 """
+
+
+# The admitted jobs ($1, locked by this transaction) with the tokens each reserved ($4).
+GRANT = grant(
+    f"""
+    SELECT j.id, j.status, coalesce(j.next_run_at, j.queued_at) AS due_at, r.tokens
+    FROM jobs j JOIN unnest($1::text[]::uuid[], $4::int[]) AS r(id, tokens) ON r.id = j.id
+    WHERE j.status IN {WAITING}""",
+    worker="$2",
+    ttl_ms="$3",
+)
+
+# A queue where nothing can hold a job back (no limit, no keyed or rate-limited job type):
+# candidates and grant in one statement, as before the scheduler. $3 how many, $4 worker,
+# $5 lease milliseconds.
+GRANT_UNLIMITED = grant(
+    f"""
+    SELECT j.id, j.status, coalesce(j.next_run_at, j.queued_at) AS due_at, NULL::int AS tokens
+    FROM jobs j WHERE {ELIGIBLE}
+    ORDER BY j.sched_key LIMIT $3
+    FOR UPDATE OF j SKIP LOCKED""",
+    worker="$4",
+    ttl_ms="$5",
+)
 
 # Why a named job was not granted: when it is due (not due yet), or none.
 NOT_DUE = f"""
@@ -130,12 +160,7 @@ WHERE id = ANY($1::text[]::uuid[]) AND status IN {WAITING} AND next_run_at > now
 # due jobs this worker could be granted, and due jobs of definitions it does not run.
 WAITING_LEFT = f"""
 SELECT
-    EXISTS (
-        SELECT 1 FROM jobs j
-        WHERE j.queue = $1 AND j.status IN {WAITING} AND {DUE} AND {KEY_ROOM}
-          AND ($2::text[] IS NULL OR j.job_type || '@' || j.definition_version = ANY($2::text[]))
-          AND NOT EXISTS (SELECT 1 FROM queue_controls q WHERE q.queue = $1 AND q.paused)
-    ) AS mine,
+    EXISTS (SELECT 1 FROM jobs j WHERE {ELIGIBLE} AND {KEY_ROOM}) AS mine,
     $2::text[] IS NOT NULL AND EXISTS (
         SELECT 1 FROM jobs j
         WHERE j.queue = $1 AND j.status IN {WAITING} AND {DUE}
@@ -174,14 +199,17 @@ class ClaimRepository:
         lease_ttl_s: float,
         queue_limits: Mapping[str, int],
         estimated_tokens: Mapping[str, int],
+        unlimited_queues: frozenset[str] = frozenset(),
     ) -> None:
         """``estimated_tokens``: per model tier, the tokens a grant reserves (the largest
-        estimate of the tier's job types)."""
+        estimate of the tier's job types). ``unlimited_queues``: queues no limit applies to
+        (no queue limit, no keyed or rate-limited job type), claimed in one statement."""
         self._pool = pool
         self._rates = rates
         self._lease_ttl_ms = lease_ttl_s * 1000
         self._queue_limits = dict(queue_limits)
         self._estimated_tokens = dict(estimated_tokens)
+        self._unlimited = unlimited_queues
         self._workers_seen: dict[tuple[str, tuple[str, ...]], float] = {}
 
     async def claim_queue(
@@ -189,6 +217,9 @@ class ClaimRepository:
     ) -> QueueClaim:
         """Grants up to ``want`` of the queue's best eligible jobs to ``worker_id``."""
         await self._record_worker(worker_id, runnable)
+        definitions = list(runnable) if runnable is not None else None
+        if queue in self._unlimited:
+            return await self._claim_unlimited(queue, want, worker_id, definitions)
         queue_limit = self._queue_limits.get(queue, 0)
         spent = self._rates.spent_keys()
         async with self._pool.acquire() as conn, conn.transaction():
@@ -205,9 +236,22 @@ class ClaimRepository:
             retry_after = None
             if len(grants) < want:
                 held_by_rate = held_by_rate or await self._rate_held(conn, queue, spent)
-                retry_after = await self._token_retry(
-                    conn, queue, list(runnable) if runnable is not None else None, held_by_rate
-                )
+                retry_after = await self._token_retry(conn, queue, definitions, held_by_rate)
+        return QueueClaim(grants, retry_after)
+
+    async def _claim_unlimited(
+        self, queue: str, want: int, worker_id: str, definitions: list[str] | None
+    ) -> QueueClaim:
+        """A queue no limit applies to: one statement scans and grants, as LockJobs did
+        before the scheduler; the unused tokens' answer costs a second one."""
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                GRANT_UNLIMITED, queue, definitions, want, worker_id, self._lease_ttl_ms
+            )
+            grants = self._grants(rows)
+            retry_after = None
+            if len(grants) < want:
+                retry_after = await self._token_retry(conn, queue, definitions, False)
         return QueueClaim(grants, retry_after)
 
     async def claim_jobs(
@@ -293,6 +337,9 @@ class ClaimRepository:
             self._lease_ttl_ms,
             [tokens or None for _, tokens in chosen],
         )
+        return self._grants(rows)
+
+    def _grants(self, rows: list[asyncpg.Record]) -> list[LockGrant]:
         for row in rows:
             metrics.picked_up(row["job_type"], row["waited_s"] or 0.0)
         return [

@@ -156,6 +156,7 @@ jobs = Table(
         "priority",
         "sched_key",
         postgresql_where=text(_WAITING),
+        postgresql_include=["next_run_at"],
     ),
     # the claim's count of running jobs per concurrency key
     Index(

@@ -34,12 +34,14 @@ def upgrade() -> None:
     )
     # The claim: a queue's waiting jobs in line order.
     op.create_index("jobs_claim", "jobs", ["queue", "sched_key"], postgresql_where=sa.text(WAITING))
-    # CreateJob's fair-share lookup: the last place in line of a key at a priority.
+    # CreateJob's fair-share lookup: the last place in line of a key at a priority (due
+    # jobs only: next_run_at is carried so delayed ones are passed over in the index).
     op.create_index(
         "jobs_fair_share",
         "jobs",
         ["queue", "fairness_key", "priority", "sched_key"],
         postgresql_where=sa.text(WAITING),
+        postgresql_include=["next_run_at"],
     )
     # The claim's count of running jobs per concurrency key.
     op.create_index(
