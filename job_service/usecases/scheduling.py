@@ -9,6 +9,7 @@ The policy itself (line order, limits) is ``domain/scheduling.py``; the claim's 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Collection, Mapping, Sequence
 
 from job_service import metrics
@@ -22,8 +23,9 @@ from shared.registry import Registry
 
 log = logging.getLogger(__name__)
 
-# A worker names at most this many definitions it runs.
+# A worker names at most this many definitions it runs, each as job_type@version.
 MAX_RUNNABLE = 256
+DEFINITION_ID = re.compile(r"[a-z][a-z0-9_]{1,63}@[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
 
 
 class Scheduler:
@@ -51,10 +53,15 @@ class Scheduler:
         malformed, unknown or repeated id is refused: a job is never granted twice."""
         require_name("worker_id", worker_id)
         require_batch("requests", job_ids)
-        if len(runnable) > MAX_RUNNABLE:
+        if len(runnable) > MAX_RUNNABLE or not all(map(DEFINITION_ID.fullmatch, runnable)):
             raise InvalidInput(
-                "too many runnable definitions",
-                [FieldViolation("runnable_definitions", f"at most {MAX_RUNNABLE}")],
+                "runnable_definitions is malformed",
+                [
+                    FieldViolation(
+                        "runnable_definitions",
+                        f"at most {MAX_RUNNABLE} of job_type@version",
+                    )
+                ],
             )
         if not queue:
             distinct = list(dict.fromkeys(j for j in job_ids if is_uuid(j)))

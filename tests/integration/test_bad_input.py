@@ -610,6 +610,16 @@ CASES: dict[str, Case] = {
         INVALID,
         "INVALID_INPUT",
     ),
+    "lock jobs: a runnable definition with SQL in it": Case(
+        EXEC + "LockJobs",
+        lambda s: epb.LockJobsRequest(
+            requests=[epb.LockJobRequest(job_id=s.queued, worker_id="w")],
+            queue="ai-interactive",
+            runnable_definitions=[SQL],
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
     "lock jobs: too many runnable definitions": Case(
         EXEC + "LockJobs",
         lambda s: epb.LockJobsRequest(
