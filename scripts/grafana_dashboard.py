@@ -216,8 +216,7 @@ ROWS: list[tuple[str, list[tuple[str, str, list[tuple[str, str]], str]]]] = [
                 [
                     ("max by (tier) (jobs_rate_limit_throttled)", "429s {{tier}}"),
                     (
-                        "sum by (outcome) (rate(jobs_work_tokens_unused_total"
-                        "[$__rate_interval]))",
+                        "sum by (outcome) (rate(jobs_work_tokens_unused_total[$__rate_interval]))",
                         "tokens {{outcome}}/s",
                     ),
                 ],

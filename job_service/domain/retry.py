@@ -13,12 +13,12 @@ from enum import StrEnum
 
 from job_service.domain.lifecycle import JobStatus
 from shared.errors import ErrorClass, ErrorCode, classify
+from shared.registry import AbortStrategy, JobDefinition
 
 # Codes never retried whatever their class says: a provider's 4xx other than 401, 403,
 # 408 and 429 refuses the request itself, and the same request is refused again (seed 000
 # §5.2 lists provider timeouts, 5xx and rate limits as the retried PROVIDER_* errors).
 NEVER_RETRIED = frozenset({ErrorCode.PROVIDER_REQUEST_REJECTED.value})
-from shared.registry import AbortStrategy, JobDefinition
 
 
 class Outcome(StrEnum):

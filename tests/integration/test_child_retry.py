@@ -16,8 +16,8 @@ from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.rpc_errors import error_from_rpc
-from tests.support.ai import FEYNMAN_INPUT, worker_result
 from tests.integration.test_projections import fail_attempt, feynman_succeeded
+from tests.support.ai import FEYNMAN_INPUT, worker_result
 from tests.support.stack import Client
 
 S = job_pb2

@@ -210,6 +210,8 @@ SELECT {JOB_COLUMNS},
      FROM job_events e WHERE e.job_id = j.id) AS events,
     (SELECT coalesce(array_agg(c.id::text ORDER BY c.created_at, c.id), '{{}}')
      FROM jobs c WHERE c.parent_job_id = j.id) AS child_job_ids,
+    (SELECT count(*) FROM job_events e WHERE e.job_id = j.id AND e.usage_unknown)::int
+        AS usage_unknown_attempts,
     usage.*
 FROM jobs j
 CROSS JOIN LATERAL (
@@ -373,6 +375,7 @@ class JobRepository:
             total_input_tokens=row["total_input_tokens"],
             total_output_tokens=row["total_output_tokens"],
             total_cost_usd=row["total_cost_usd"],
+            usage_unknown_attempts=row["usage_unknown_attempts"],
         )
 
     async def cancel(
