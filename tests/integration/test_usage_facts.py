@@ -154,3 +154,24 @@ async def test_report_usage_needs_a_call_id_on_every_record(
     assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert isinstance(error_from_rpc(raised.value), InvalidInput)
     assert await db.fetchval("SELECT count(*) FROM usage_logs") == 0
+
+
+async def test_an_attempt_that_reported_its_usage_before_the_reaper_is_not_unknown(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    job = (await client.create(job_type="feynman_evaluation", **FEYNMAN_INPUT)).job
+    token = (await client.lock(job.id)).job.lease_token
+    await client.executor.ReportUsage(report(job.id, token, call(str(uuid.uuid4()))))
+    before = unknown_metric()
+
+    await db.execute(
+        "UPDATE jobs SET lock_until = now() - interval '1 second' WHERE id = $1", job.id
+    )
+    await eventually(
+        lambda: db.fetchval("SELECT status = 'retrying' FROM jobs WHERE id = $1", job.id),
+        timeout=10,
+        message="the lease was not reaped",
+    )
+
+    assert (await client.get(job.id)).usage_unknown_attempts == 0
+    assert unknown_metric() == before

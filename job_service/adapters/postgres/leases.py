@@ -87,14 +87,20 @@ WITH ended AS (
     WHERE id = $1 AND lease_token = $2 AND status = $3
     RETURNING id, job_type, queue, status, attempt_count, next_run_at, locked_by,
               concurrency_key, lease_token, model_tier
+), unknown AS (
+    -- a reaped attempt of an AI job whose worker reported no usage (ReportUsage may have
+    -- come first: a worker that lost its lease and said so before the reaper came by)
+    SELECT $11::bool AND e.model_tier IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM usage_logs u WHERE u.job_id = e.id AND u.attempt = e.attempt_count + $8
+    ) AS usage_unknown
+    FROM ended e
 ), release AS (
     {released_slot_tokens("ended")}
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, reason, worker_id,
                             lease_token, usage_unknown)
-    SELECT id, $3, status, attempt_count + $8, $5, locked_by, $2,
-           $11::bool AND model_tier IS NOT NULL
-    FROM ended
+    SELECT id, $3, status, attempt_count + $8, $5, locked_by, $2, unknown.usage_unknown
+    FROM ended, unknown
 ), dispatch AS (
     {
     dispatch_rows(
@@ -108,7 +114,7 @@ WITH ended AS (
 ), domain_event AS (
     {domain_event_rows("(SELECT * FROM ended WHERE status <> 'retrying')")}
 )
-SELECT status, next_run_at, model_tier IS NOT NULL AS calls_models FROM ended
+SELECT status, next_run_at, unknown.usage_unknown FROM ended, unknown
 """
 
 # The attempt lease token $2 names on job $1: an ended attempt's (its event keeps the
@@ -261,6 +267,6 @@ async def _end(
     )
     assert ended is not None, "attempt changed although its row was locked"
     metrics.attempt_ended(row["job_type"], code, JobStatus(ended["status"]))
-    if reaped and ended["calls_models"]:
+    if ended["usage_unknown"]:
         metrics.usage_unknown(row["job_type"])
     return FailureOutcome(JobStatus(ended["status"]), ended["next_run_at"])
