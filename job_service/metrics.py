@@ -43,6 +43,17 @@ DELETED = Counter(
     "usage rows folded into daily aggregates).",
     ["job_type"],
 )
+USAGE_UNKNOWN = Counter(
+    "jobs_attempts_usage_unknown_total",
+    "Attempts of AI jobs ended by lease expiry without their usage reported: their provider "
+    "calls may be missing from usage_logs (a late ReportUsage fills them in).",
+    ["job_type"],
+)
+USAGE_REPORTED_LATE = Counter(
+    "jobs_usage_reported_late_total",
+    "Usage rows stored through ReportUsage (calls of an attempt that lost its lease or was "
+    "stopped), repeats not counted.",
+)
 STALE_SUBMITS = Counter(
     "jobs_stale_submits_total",
     "Worker calls refused with LEASE_LOST (a stale lease token); nothing was changed.",
@@ -146,6 +157,15 @@ def attempt_ended(job_type: str, code: str, status: JobStatus) -> None:
 
 def picked_up(job_type: str, waited_s: float) -> None:
     child(PICKUP_LATENCY, job_type).observe(max(0.0, waited_s))
+
+
+def usage_unknown(job_type: str) -> None:
+    child(USAGE_UNKNOWN, job_type).inc()
+
+
+def usage_reported_late(count: int) -> None:
+    if count:
+        USAGE_REPORTED_LATE.inc(count)
 
 
 def stale_submit(rpc: str, count: int = 1) -> None:

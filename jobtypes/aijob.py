@@ -9,6 +9,9 @@ DESIGN §7, the same for every AI job type::
     parse: the answer must be a JSON object   VALIDATION_OUTPUT_MALFORMED
     business validation of the raw answer     (optional ``validator``: reject/default/trim)
     the output model                          VALIDATION_OUTPUT_SCHEMA
+      a VALIDATION_* failure: one repair call (seed 000 §5.2: "retry with the prompt
+      adjusted"): the same messages, the rejected answer, and an instruction naming what
+      was wrong; a repair that fails too fails the attempt (the job service retries it)
     content-safety check of the output        CONTENT_SAFETY_BLOCKED
     projection: artifacts and child jobs      (optional ``projector``; pure, no I/O)
 
@@ -25,10 +28,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from jobtypes.safety import SafetyChecker
-from shared.ai.prompts import PromptNotFound, PromptTemplate, get_prompt
-from shared.ai.provider import ModelTier
+from shared.ai.prompts import PromptNotFound, PromptTemplate, RenderedPrompt, get_prompt
+from shared.ai.provider import Message, ModelTier, ProviderResponse
 from shared.canonical import canonical_json
-from shared.errors import ErrorCode, ExecutionError
+from shared.errors import ErrorClass, ErrorCode, ExecutionError, classify
 from shared.registry import (
     ArtifactDraft,
     ChildJobDraft,
@@ -40,6 +43,10 @@ from shared.validation import describe_validation_error
 
 # A schema failure's account in the job's error message is cut here.
 MAX_DESCRIPTION_CHARS = 2000
+# Repair calls per attempt after a VALIDATION_* failure (each is a billed provider call).
+REPAIR_CALLS = 1
+# The rejected answer shown back to the model is cut here.
+MAX_ECHO_CHARS = 4000
 
 
 @dataclass(frozen=True)
@@ -82,24 +89,36 @@ def ai_job_definition(
     """A JobDefinition running the AI pipeline; ``definition`` holds the other
     JobDefinition fields (label, domain, version, queue, timeout_s, ...)."""
 
-    async def execute(job_input: BaseModel, ctx: ExecutionContext) -> JobResult:
-        rendered = _template(prompt, ctx).render(variables(job_input))
-        if content_safety is not None:
-            for message in rendered.messages:
-                _check(content_safety, message.content, "prompt")
-        response = await ctx.generate(model_tier, rendered)
+    def validated(response: ProviderResponse, job_input: BaseModel) -> BaseModel:
         raw = response.parsed
         if raw is None:
             raise ExecutionError(ErrorCode.VALIDATION_OUTPUT_MALFORMED, "no JSON object")
         if validator is not None:
             raw = validator(raw, job_input)
         try:
-            output = output_model.model_validate(raw)
+            return output_model.model_validate(raw)
         except ValidationError as exc:
             raise ExecutionError(
                 ErrorCode.VALIDATION_OUTPUT_SCHEMA,
                 describe_validation_error(exc, MAX_DESCRIPTION_CHARS),
             ) from None
+
+    async def execute(job_input: BaseModel, ctx: ExecutionContext) -> JobResult:
+        rendered = _template(prompt, ctx).render(variables(job_input))
+        if content_safety is not None:
+            for message in rendered.messages:
+                _check(content_safety, message.content, "prompt")
+        response = await ctx.generate(model_tier, rendered)
+        repairs = REPAIR_CALLS
+        while True:
+            try:
+                output = validated(response, job_input)
+                break
+            except ExecutionError as error:
+                if classify(error.code) is not ErrorClass.VALIDATION or repairs == 0:
+                    raise
+                repairs -= 1
+                response = await ctx.generate(model_tier, repair_prompt(rendered, response, error))
         if content_safety is not None:
             _check(content_safety, canonical_json(output.model_dump(mode="json")), "output")
         projection = (
@@ -120,6 +139,29 @@ def ai_job_definition(
         model_tier=model_tier,
         content_safety_check=content_safety is not None,
         **definition,
+    )
+
+
+def repair_prompt(
+    rendered: RenderedPrompt, answer: ProviderResponse, error: ExecutionError
+) -> RenderedPrompt:
+    """The prompt again, followed by the rejected answer and what was wrong with it (the
+    error's detail: locations and reasons, never the input's values)."""
+    instruction = (
+        f"Your previous answer was rejected ({error.code}): "
+        f"{error.detail or 'it did not have the expected shape'}. "
+        "Answer again with one JSON object that follows the instructions above and fixes "
+        "exactly this."
+    )
+    return RenderedPrompt(
+        key=rendered.key,
+        version=rendered.version,
+        messages=(
+            *rendered.messages,
+            Message("assistant", answer.text[:MAX_ECHO_CHARS]),
+            Message("user", instruction),
+        ),
+        variables=rendered.variables,
     )
 
 

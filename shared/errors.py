@@ -24,6 +24,7 @@ same class (``shared.rpc_errors``). The message is public: the caller reads it::
     ├── JobNotCancellable          FAILED_PRECONDITION JOB_NOT_CANCELLABLE
     ├── JobAlreadyCancelled        FAILED_PRECONDITION JOB_ALREADY_CANCELLED
     ├── JobNotRetryable            FAILED_PRECONDITION JOB_NOT_RETRYABLE
+    ├── LiveChildExists            FAILED_PRECONDITION LIVE_CHILD_EXISTS
     ├── IdempotencyKeyReused       FAILED_PRECONDITION IDEMPOTENCY_KEY_REUSED
     ├── TooManyJobs                RESOURCE_EXHAUSTED  TOO_MANY_JOBS   (+ RetryInfo)
     ├── QuotaExceeded              RESOURCE_EXHAUSTED  QUOTA_EXCEEDED  (+ RetryInfo)
@@ -104,6 +105,7 @@ class Reason(StrEnum):
     JOB_NOT_CANCELLABLE = "JOB_NOT_CANCELLABLE"
     JOB_ALREADY_CANCELLED = "JOB_ALREADY_CANCELLED"
     JOB_NOT_RETRYABLE = "JOB_NOT_RETRYABLE"
+    LIVE_CHILD_EXISTS = "LIVE_CHILD_EXISTS"
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     TOO_MANY_JOBS = "TOO_MANY_JOBS"
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
@@ -175,6 +177,13 @@ class JobAlreadyCancelled(JobsError):
 
 class JobNotRetryable(JobsError):
     reason = Reason.JOB_NOT_RETRYABLE
+
+
+class LiveChildExists(JobsError):
+    """RetryJob of a child whose parent already has a child of that type that is
+    unfinished or succeeded (a newer retry, say): one live child per parent and type."""
+
+    reason = Reason.LIVE_CHILD_EXISTS
 
 
 class IdempotencyKeyReused(JobsError):

@@ -101,6 +101,7 @@ def usage_to_pb(usage: UsageRecord) -> executor_service_pb2.ProviderUsage:
         cost_usd=usage.cost_usd,
         latency_ms=usage.latency_ms,
         error_code=usage.error_code,
+        call_id=usage.call_id,
     )
 
 
@@ -116,4 +117,5 @@ def usage_from_pb(message: executor_service_pb2.ProviderUsage) -> UsageRecord:
         cost_usd=message.cost_usd if 0 <= message.cost_usd < 1e8 else 0.0,
         latency_ms=max(0, min(message.latency_ms, _INT32_MAX)),
         error_code=message.error_code[:100],
+        call_id=message.call_id[:64],
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 
 from shared import metrics, tracing
 from shared.ai.prompts import RenderedPrompt
@@ -60,6 +61,7 @@ class ModelGateway:
                     cost_usd=cost_usd,
                     latency_ms=int(elapsed_s * 1000),
                     error_code=error_code,
+                    call_id=str(uuid.uuid4()),
                 )
             )
             metrics.record_provider_call(

@@ -25,6 +25,11 @@ RUN_DURATION = Histogram(
     ["job_type", "outcome"],
     buckets=DURATION_BUCKETS,
 )
+USAGE_REPORTED = Counter(
+    "jobs_worker_usage_reported_total",
+    "Provider calls of uncommitted attempts (a lost lease, a stopped attempt) this worker "
+    "reported through ReportUsage and the job service stored.",
+)
 SLOTS = Gauge("jobs_worker_slots", "Executor slots per queue (jobs run at once).", ["queue"])
 SLOTS_IN_USE = Gauge(
     "jobs_worker_slots_in_use",
@@ -42,3 +47,8 @@ def watch_slots(queue: str, slots: int, in_use: Callable[[], float]) -> None:
 def attempt_ended(job_type: str, outcome: str, duration_s: float) -> None:
     child(ATTEMPTS, job_type, outcome).inc()
     child(RUN_DURATION, job_type, outcome).observe(max(0.0, duration_s))
+
+
+def usage_reported_late(stored: int) -> None:
+    if stored:
+        USAGE_REPORTED.inc(stored)

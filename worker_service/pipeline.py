@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from shared import logs, tracing
+from shared.ai.provider import UsageRecord
 from shared.errors import ErrorCode, classify
 from shared.registry import JobDefinition
 from worker_service import metrics
@@ -110,21 +111,28 @@ class Pipeline:
             started = self._clock()
             lease = Lease.granted(job, started)
             outcome: Outcome | None
+            usage: tuple[UsageRecord, ...] = ()
             if self._closing:
                 outcome = failure_for_cause(CancelCause.SHUTDOWN)
             else:
                 with tracing.span("execute", attributes={"jobs.attempt": job.attempt}):
-                    outcome = await self._execute(job, lease)
+                    outcome, usage = await self._execute(job, lease)
             metrics.attempt_ended(job.job_type, _outcome_label(outcome), self._clock() - started)
             if outcome is None:
-                return  # the lease is lost: another worker owns the job, say nothing
+                # the lease is lost: another worker owns the job, so the outcome is not
+                # ours to report; the provider calls made were billed all the same
+                await self._report_usage(job, lease, usage)
+                return
             rpc = "SubmitResult" if isinstance(outcome, Succeeded) else "SubmitFailure"
             with tracing.span(rpc, kind=tracing.CLIENT):
                 await self._submit(job, lease, outcome)
 
     # --- execution ----------------------------------------------------------------------
 
-    async def _execute(self, job: LockedJob, lease: Lease) -> Outcome | None:
+    async def _execute(
+        self, job: LockedJob, lease: Lease
+    ) -> tuple[Outcome | None, tuple[UsageRecord, ...]]:
+        """The outcome (None: the lease was lost) and the attempt's provider calls."""
         attempt = Attempt(job, credentials=self._credentials, gateway=self._gateway)
         self._running[job.job_id] = attempt
         early = self._early_cancels.pop(job.job_id, None)
@@ -147,11 +155,12 @@ class Pipeline:
         finally:
             if self._running.get(job.job_id) is attempt:
                 del self._running[job.job_id]
+        usage = tuple(attempt.usage)
         if attempt.cause is CancelCause.LEASE_LOST or outcome is None:
-            return None
-        if attempt.usage:  # the attempt's provider calls travel with its outcome
-            outcome = dataclasses.replace(outcome, usage=tuple(attempt.usage))
-        return outcome
+            return None, usage
+        if usage:  # the attempt's provider calls travel with its outcome
+            outcome = dataclasses.replace(outcome, usage=usage)
+        return outcome, usage
 
     async def _attempt(self, job: LockedJob, attempt: Attempt) -> Outcome:
         try:
@@ -206,6 +215,7 @@ class Pipeline:
                     f"the job service refused the result: {type(exc).__name__}: {exc}",
                     usage=result.usage,
                 )
+            await self._report_usage(job, lease, result.usage)
             return None
         log.debug("job %s attempt %d: result submitted -> %s", job.job_id, job.attempt, status)
         return None
@@ -228,7 +238,8 @@ class Pipeline:
                 ),
             )
         except Exception as exc:
-            self._refused(job, "SubmitFailure", exc)
+            if not self._refused(job, "SubmitFailure", exc):
+                await self._report_usage(job, lease, failure.usage)
             return
         log.info(
             "job %s attempt %d on %s: %s -> %s",
@@ -237,6 +248,39 @@ class Pipeline:
             self._worker_id,
             failure.code,
             status,
+        )
+
+    async def _report_usage(
+        self, job: LockedJob, lease: Lease, usage: tuple[UsageRecord, ...]
+    ) -> None:
+        """Usage is a fact, not a result: the provider calls of an attempt whose outcome
+        could not be committed (a lost lease, a submit that never got through) are reported
+        on their own, named by the attempt's lease token. Each call's id makes a repeat
+        harmless; what cannot be reported stays marked unknown by the job service."""
+        if not usage:
+            return
+        ex = self._executor
+        deadline = self._clock() + MIN_SUBMIT_WINDOW_S
+        try:
+            stored = await self._retrying(
+                deadline,
+                lambda timeout: ex.report_usage(job.job_id, lease.token, usage, timeout_s=timeout),
+            )
+        except Exception as exc:
+            log.warning(
+                "job %s attempt %d: %d provider calls could not be reported (%s)",
+                job.job_id,
+                job.attempt,
+                len(usage),
+                type(exc).__name__,
+            )
+            return
+        metrics.usage_reported_late(stored)
+        log.info(
+            "job %s attempt %d: reported %d provider calls of an uncommitted attempt",
+            job.job_id,
+            job.attempt,
+            stored,
         )
 
     async def _retrying(self, deadline: float, call: Callable[[float], Awaitable[T]]) -> T:

@@ -68,6 +68,14 @@ class ExecutorApi(Protocol):
         is stored with the failure; ``retry_after_s`` delays a retry at least that long."""
         ...
 
+    async def report_usage(
+        self, job_id: str, lease_token: str, usage: Sequence[UsageRecord], *, timeout_s: float
+    ) -> int:
+        """Records provider calls of the attempt ``lease_token`` named, whether or not it
+        still holds the lease (every call is billed); the rows stored now (a call stored
+        already is skipped). ``LeaseLost`` when the token names no attempt of the job."""
+        ...
+
     async def resolve_credential(
         self, job_id: str, lease_token: str, *, timeout_s: float
     ) -> UserKey:

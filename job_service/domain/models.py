@@ -113,6 +113,8 @@ class Job:
     total_input_tokens: int = 0
     total_output_tokens: int = 0
     total_cost_usd: float = 0.0
+    # attempts ended by lease expiry whose provider calls were not reported (GetJob only)
+    usage_unknown_attempts: int = 0
     prompt_key: str | None = None
     prompt_version: str | None = None
     model_tier: str | None = None

@@ -12,8 +12,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from job_service.domain.lifecycle import JobStatus
-from shared.errors import ErrorClass, classify
+from shared.errors import ErrorClass, ErrorCode, classify
 from shared.registry import AbortStrategy, JobDefinition
+
+# Codes never retried whatever their class says: a provider's 4xx other than 401, 403,
+# 408 and 429 refuses the request itself, and the same request is refused again (seed 000
+# §5.2 lists provider timeouts, 5xx and rate limits as the retried PROVIDER_* errors).
+NEVER_RETRIED = frozenset({ErrorCode.PROVIDER_REQUEST_REJECTED.value})
 
 
 class Outcome(StrEnum):
@@ -64,7 +69,11 @@ class RetryPolicy:
             return RetryDecision(Outcome.CANCEL)
         if error_class is ErrorClass.WORKER_SHUTDOWN:
             return RetryDecision(Outcome.RETRY, refund_attempt=True)
-        if not self._retryable(error_class, attempt) or attempt >= self.max_attempts:
+        if (
+            code in NEVER_RETRIED
+            or not self._retryable(error_class, attempt)
+            or attempt >= self.max_attempts
+        ):
             return RetryDecision(Outcome.FAIL)
         return RetryDecision(Outcome.RETRY, delay_s=self.backoff(attempt, rng))
 

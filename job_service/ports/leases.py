@@ -38,3 +38,10 @@ class LeaseStore(Protocol):
         ...
 
     async def reap_expired_leases(self, limit: int, decide: Decide) -> list[FailureOutcome]: ...
+
+    async def report_usage(
+        self, job_id: str, lease_token: str, usage: Sequence[UsageRecord]
+    ) -> tuple[int, int]:
+        """(attempt number, rows stored) for calls of the attempt the token names, current
+        or ended; LeaseLost when it names none."""
+        ...

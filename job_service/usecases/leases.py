@@ -23,7 +23,7 @@ from job_service.domain.models import (
 from job_service.domain.retry import Outcome, RetryDecision, RetryPolicy
 from job_service.ports.leases import Decide, LeaseStore
 from job_service.ports.outbox import Waker
-from job_service.usecases.checks import require_uuid
+from job_service.usecases.checks import require_batch, require_uuid
 from shared.ai.provider import UsageRecord
 from shared.errors import ErrorClass, ErrorCode, FieldViolation, InvalidInput, LeaseLost, classify
 from shared.registry import Registry
@@ -117,6 +117,25 @@ class Leases:
             return decision
 
         return decide
+
+    async def report_usage(
+        self, job_id: str, lease_token: str, usage: Sequence[UsageRecord]
+    ) -> tuple[int, int]:
+        """Records provider calls of an attempt, held or not (usage is a fact, not a
+        result): (the attempt number, rows stored); calls stored already are skipped."""
+        require_uuid("job_id", job_id)
+        require_uuid("lease_token", lease_token)
+        require_batch("usage", usage)
+        if any(not u.call_id for u in usage):
+            raise InvalidInput(
+                "every usage record needs its call_id",
+                [FieldViolation("usage.call_id", "the worker's id of the call, e.g. a uuid")],
+            )
+        attempt, stored = await _counting_stale(
+            "ReportUsage", self._store.report_usage(job_id, lease_token, usage)
+        )
+        metrics.usage_reported_late(stored)
+        return attempt, stored
 
     async def reap_expired_leases(self) -> int:
         """The reaper's round: attempts whose lease ran out end as LEASE_EXPIRED."""

@@ -77,6 +77,8 @@ class UsageRecord:
     latency_ms: int = 0
     # Empty when the call succeeded.
     error_code: str = ""
+    # The worker's id of the call (a uuid): a record reported twice is stored once.
+    call_id: str = ""
 
 
 class Provider(Protocol):

@@ -24,6 +24,16 @@ each breach a violation:
                burst + rate x (t2 - t1), plus RATE_SLACK (so at most rate + burst + 1 in
                any second)
 
+Parents and children, and billing:
+
+- live children  a parent with more than one child of a type that is unfinished or
+                 succeeded (admin retries of children included: one live child per parent
+                 and type), or more than one child its projection created: duplicated
+- billing        provider calls (the fake provider logs each one, a killed worker's
+                 included) against usage rows: more rows than calls, or more calls missing
+                 than the attempts marked usage-unknown (reaped without their usage: a
+                 killed worker's) can have made, is a violation
+
 Stale submits refused are counted from the workers' logs (the job service answers a stale
 submit LEASE_LOST and changes nothing, so the database cannot show them); the checker also
 proves none was applied (duplicated = 0).
@@ -93,10 +103,32 @@ WHERE e.to_status = 'running' AND j.model_tier = ANY($1::text[])
 ORDER BY e.created_at, e.id
 """
 
+# children a projection created (an admin retry of a child is a child too, and counted
+# by LIVE_CHILDREN instead)
 EXTRA_CHILDREN = """
 SELECT parent_job_id::text AS parent, job_type, count(*) AS n FROM jobs
-WHERE parent_job_id IS NOT NULL GROUP BY 1, 2 HAVING count(*) > 1
+WHERE parent_job_id IS NOT NULL AND trigger_type <> 'retry' GROUP BY 1, 2 HAVING count(*) > 1
 """
+
+# more than one child of a type that is unfinished or succeeded (admin retries included)
+LIVE_CHILDREN = """
+SELECT parent_job_id::text AS parent, job_type, count(*) AS n FROM jobs
+WHERE parent_job_id IS NOT NULL AND status NOT IN ('failed', 'cancelled')
+GROUP BY 1, 2 HAVING count(*) > 1
+"""
+
+RETRIED_CHILDREN = (
+    "SELECT count(*) FROM jobs WHERE parent_job_id IS NOT NULL AND trigger_type = 'retry'"
+)
+
+USAGE = """
+SELECT (SELECT count(*) FROM usage_logs) AS usage_rows,
+       (SELECT coalesce(sum(cost_usd), 0)::float8 FROM usage_logs) AS cost_usd,
+       (SELECT count(*) FROM job_events WHERE usage_unknown) AS usage_unknown
+"""
+# provider calls one attempt can make: the call, and one repair call (jobtypes/aijob.py)
+CALLS_PER_ATTEMPT = 2
+PROVIDER_CALL = re.compile(r"fake provider call \d+")
 
 # the first sign of a job back at work after a fault: a new attempt, or its end; or its
 # end before the fault (an event's time is its transaction's start: an attempt that ended
@@ -153,6 +185,16 @@ class Report:
     stale_refused: int = 0
     stale_stopped: int = 0
     attempts_started: int = 0
+    # parents and children: admin retries of children made and refused, retried children
+    child_retries_made: int = 0
+    child_retries_refused: Counter[str] = field(default_factory=Counter)
+    retried_children: int = 0
+    # billing: provider calls (the fake provider's log lines), usage rows, their cost, and
+    # attempts reaped without their usage
+    provider_calls: int = 0
+    usage_rows: int = 0
+    usage_cost_usd: float = 0.0
+    usage_unknown: int = 0
     # scheduling: jobs created delayed, and of those started before their time
     delayed: int = 0
     started_early: int = 0
@@ -218,6 +260,18 @@ class Report:
                 f"+ {self.stale_stopped} stale attempts stopped by their worker before submitting",
             ),
             ("attempts started", f"{self.attempts_started}", "at-least-once: re-runs included"),
+            (
+                "admin child retries",
+                f"{self.child_retries_made}",
+                f"{self.retried_children} retried children; refused: "
+                + ", ".join(f"{k} {n}" for k, n in sorted(self.child_retries_refused.items())),
+            ),
+            (
+                "provider calls",
+                f"{self.provider_calls}",
+                f"usage rows {self.usage_rows} (${self.usage_cost_usd:.4f}), "
+                f"{self.usage_unknown} attempts with unknown usage (killed workers)",
+            ),
             (
                 "delayed jobs",
                 f"{self.delayed}",
@@ -304,6 +358,14 @@ async def check(
             report.stuck.append(f"derived job {row['id']} ({row['key']}): still {row['status']}")
     for row in await pool.fetch(EXTRA_CHILDREN):
         report.duplicated.append(f"parent {row['parent']}: {row['n']} {row['job_type']} children")
+    for row in await pool.fetch(LIVE_CHILDREN):
+        report.duplicated.append(
+            f"parent {row['parent']}: {row['n']} live {row['job_type']} children"
+        )
+    for sub in submissions:
+        report.child_retries_made += sub.child_retries_made
+        report.child_retries_refused.update(sub.child_retries_refused)
+    report.retried_children = await pool.fetchval(RETRIED_CHILDREN)
     report.keys, breaches = key_breaches(await pool.fetch(KEYED_EVENTS))
     report.violations += breaches
     limits = dict(rate_limits or {})
@@ -321,7 +383,27 @@ async def check(
     text = await asyncio.to_thread(_worker_logs, log_dir)
     report.stale_refused = len(STALE_REFUSED.findall(text))
     report.stale_stopped = len(STALE_STOPPED.findall(text))
+    usage = await pool.fetchrow(USAGE)
+    assert usage is not None, "the USAGE query always answers one row"
+    report.violations += billing_breaches(
+        len(PROVIDER_CALL.findall(text)), usage["usage_rows"], usage["usage_unknown"], report
+    )
+    report.usage_cost_usd = usage["cost_usd"]
     return report
+
+
+def billing_breaches(calls: int, rows: int, unknown: int, report: Report) -> list[str]:
+    """Every provider call billed once: no more usage rows than calls, and no more calls
+    without a row than the attempts marked usage-unknown can have made."""
+    report.provider_calls, report.usage_rows, report.usage_unknown = calls, rows, unknown
+    if rows > calls:
+        return [f"billing: {rows} usage rows for {calls} provider calls"]
+    if calls - rows > CALLS_PER_ATTEMPT * unknown:
+        return [
+            f"billing: {calls - rows} provider calls without a usage row, but only {unknown}"
+            f" attempts (at most {CALLS_PER_ATTEMPT} calls each) have unknown usage"
+        ]
+    return []
 
 
 def _worker_logs(log_dir: Path) -> str:

@@ -32,7 +32,8 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from shared.grpc_client import aio_channel
-from shared.pb.jobs.v1 import job_pb2, job_service_pb2_grpc
+from shared.pb.jobs.v1 import admin_service_pb2 as apb
+from shared.pb.jobs.v1 import admin_service_pb2_grpc, job_pb2, job_service_pb2_grpc
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
 from shared.rpc_errors import error_from_rpc
@@ -77,6 +78,9 @@ class JobKind:
     children: int = 0
     # when set, the users its jobs belong to (a concurrency key per user: few, so it bites)
     users: tuple[str, ...] = ()
+    # when set, once the parent succeeded the client cancels its child and an admin retries
+    # the child this many times at once (one live child per parent and type must hold)
+    child_retries: int = 0
 
 
 def _quick(r: random.Random) -> dict[str, Any]:
@@ -161,7 +165,21 @@ KINDS: tuple[JobKind, ...] = (
         users=("chaos-keyed-0", "chaos-keyed-1"),
     ),
     JobKind("metered", 12, "metered", _quick, frozenset({"succeeded", "failed"})),
+    JobKind(
+        "feynman-child-retried",
+        6,
+        "feynman_evaluation",
+        _feynman,
+        frozenset({"succeeded", "failed"}),
+        children=1,
+        child_retries=3,
+    ),
 )
+# how long the client waits for a parent (and its child) before it gives up retrying
+CHILD_WAIT_S = 30.0
+ENDED = (job_pb2.JOB_STATUS_SUCCEEDED, job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_STATUS_CANCELLED)
+# RetryJob refusals that are the service deciding (one live child per parent and type)
+RETRY_REFUSALS = {"LIVE_CHILD_EXISTS", "JOB_NOT_RETRYABLE"}
 PROBE = JobKind("probe", 0, "synthetic", _quick, frozenset({"succeeded"}))
 
 
@@ -182,6 +200,9 @@ class Submission:
     run_at: datetime | None = None
     # the priority asked for (None: the job type's default)
     priority: int | None = None
+    # admin retries of the job's child: made, and refused (by reason)
+    child_retries_made: int = 0
+    child_retries_refused: dict[str, int] = field(default_factory=dict)
 
 
 class ChaosClient:
@@ -190,6 +211,7 @@ class ChaosClient:
     def __init__(self, targets: list[str]) -> None:
         self._channels = [aio_channel(client_config(t), CHANNEL_OPTIONS) for t in targets]
         self._stubs = [job_service_pb2_grpc.JobServiceStub(c) for c in self._channels]
+        self._admins = [admin_service_pb2_grpc.AdminServiceStub(c) for c in self._channels]
         self._next = 0
 
     def _stub(self) -> job_service_pb2_grpc.JobServiceStub:
@@ -235,6 +257,46 @@ class ChaosClient:
         except grpc.aio.AioRpcError:
             return False
         return bool(response.job.status == job_pb2.JOB_STATUS_SUCCEEDED)
+
+    async def job(self, job_id: str, user_id: str) -> job_pb2.Job | None:
+        """The job as GetJob shows it (None: no answer now)."""
+        try:
+            response = await self._stub().GetJob(
+                jpb.GetJobRequest(job_id=job_id, user_id=user_id), timeout=CALL_TIMEOUT_S
+            )
+        except grpc.aio.AioRpcError:
+            return None
+        job: job_pb2.Job = response.job
+        return job
+
+    async def cancel_job(self, job_id: str, user_id: str) -> None:
+        """One CancelJob; any refusal or failure is fine (the job may have finished)."""
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await self._stub().CancelJob(
+                jpb.CancelJobRequest(job_id=job_id, user_id=user_id), timeout=CALL_TIMEOUT_S
+            )
+
+    async def retry_job(self, job_id: str) -> str:
+        """AdminService.RetryJob until the service decides: "made", or the reason it
+        refused; "gave up" when it never answered."""
+        deadline = time.monotonic() + GIVE_UP_S
+        delay = RETRY_START_S
+        while True:
+            self._next = (self._next + 1) % len(self._admins)
+            try:
+                await self._admins[self._next].RetryJob(
+                    apb.RetryJobRequest(job_id=job_id), timeout=CALL_TIMEOUT_S
+                )
+                return "made"
+            except grpc.aio.AioRpcError as exc:
+                error = error_from_rpc(exc)
+                reason = error.reason.value if error is not None else exc.code().name
+                if reason in RETRY_REFUSALS:
+                    return reason
+            if time.monotonic() + delay > deadline:
+                return "gave up"
+            await asyncio.sleep(delay)  # backoff between tries of a failed call
+            delay = min(delay * 2, RETRY_MAX_S)
 
     async def _retrying(self, sub: Submission, call: Any, what: str) -> bool:
         deadline = time.monotonic() + GIVE_UP_S
@@ -325,6 +387,39 @@ class Workload:
         if sub.kind.cancel_after is not None:
             await asyncio.sleep(sub.kind.cancel_after(self.rng))  # the client's own pace
             sub.cancel_acked = await self.client.cancel(sub)
+        if sub.kind.child_retries:
+            await self._retry_child(sub)
+
+    async def _retry_child(self, sub: Submission) -> None:
+        """Once the parent succeeded: cancel its child (it may have finished: then the
+        retries are refused), and have an admin retry it several times at once."""
+        assert sub.job_id is not None
+        deadline = time.monotonic() + CHILD_WAIT_S
+        parent = None
+        while time.monotonic() < deadline:
+            parent = await self.client.job(sub.job_id, sub.user_id)
+            if parent is not None and (
+                parent.child_job_ids or parent.status == job_pb2.JOB_STATUS_FAILED
+            ):
+                break
+            await asyncio.sleep(0.2)  # poll interval, bounded by the deadline
+        if parent is None or not parent.child_job_ids:
+            return
+        child_id = parent.child_job_ids[0]
+        await self.client.cancel_job(child_id, sub.user_id)
+        while time.monotonic() < deadline:  # a running child ends cancelled once stopped
+            child = await self.client.job(child_id, sub.user_id)
+            if child is not None and child.status in ENDED:
+                break
+            await asyncio.sleep(0.2)  # poll interval, bounded by the deadline
+        answers = await asyncio.gather(
+            *(self.client.retry_job(child_id) for _ in range(sub.kind.child_retries))
+        )
+        for answer in answers:
+            if answer == "made":
+                sub.child_retries_made += 1
+            else:
+                sub.child_retries_refused[answer] = sub.child_retries_refused.get(answer, 0) + 1
 
     def stop(self) -> None:
         self._stop.set()

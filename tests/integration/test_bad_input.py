@@ -465,6 +465,53 @@ CASES: dict[str, Case] = {
         "INVALID_INPUT",
     ),
     # --- ExecutorService
+    "report usage: a token of no attempt": Case(
+        EXEC + "ReportUsage",
+        lambda s: epb.ReportUsageRequest(
+            job_id=s.running,
+            lease_token=UNKNOWN_ID,
+            usage=[epb.ProviderUsage(provider="fake", model="m", call_id="c-1")],
+        ),
+        grpc.StatusCode.ABORTED,
+        "LEASE_LOST",
+    ),
+    "report usage: no records": Case(
+        EXEC + "ReportUsage",
+        lambda s: epb.ReportUsageRequest(job_id=s.running, lease_token=s.lease_token),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "report usage: a record without its call id": Case(
+        EXEC + "ReportUsage",
+        lambda s: epb.ReportUsageRequest(
+            job_id=s.running,
+            lease_token=s.lease_token,
+            usage=[epb.ProviderUsage(provider="fake", model="m")],
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "report usage: SQL job id": Case(
+        EXEC + "ReportUsage",
+        lambda s: epb.ReportUsageRequest(
+            job_id=SQL,
+            lease_token=s.lease_token,
+            usage=[epb.ProviderUsage(provider="fake", model="m", call_id="c-1")],
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "report usage: client role": Case(
+        EXEC + "ReportUsage",
+        lambda s: epb.ReportUsageRequest(
+            job_id=s.running,
+            lease_token=s.lease_token,
+            usage=[epb.ProviderUsage(provider="fake", model="m", call_id="c-1")],
+        ),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
     "resolve credential: without the lease": Case(
         EXEC + "ResolveCredential",
         lambda s: epb.ResolveCredentialRequest(job_id=s.running, lease_token=UNKNOWN_ID),

@@ -5,6 +5,7 @@ worker's gateway, and snapshots built from allow-lists."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -418,3 +419,46 @@ async def test_a_job_runs_with_the_prompt_version_it_was_created_with() -> None:
     with pytest.raises(ExecutionError) as raised:
         await run(feynman.DEFINITION, FEYNMAN_INPUT, ctx)
     assert raised.value.code == "INTERNAL_ERROR"
+
+
+class RepairingContext(ScriptedContext):
+    """Answers each call from ``answers`` in turn and keeps the prompts it was sent."""
+
+    def __init__(self, *answers: dict[str, Any] | None) -> None:
+        super().__init__(None)
+        self.answers = list(answers)
+        self.prompts: list[Any] = []
+
+    async def generate(self, tier: str, prompt: Any) -> ProviderResponse:
+        self.calls += 1
+        self.prompts.append(prompt)
+        answer = self.answers.pop(0)
+        return ProviderResponse(json.dumps(answer), answer, 1, 1, 1, "m")
+
+
+async def test_a_validation_failure_is_retried_with_a_repair_instruction_not_the_same_prompt() -> (
+    None
+):
+    good = feynman.PROMPT.fake(feynman.variables(_feynman_input()))  # type: ignore[misc]
+    ctx = RepairingContext({"score": 101}, good)
+
+    result = await run(feynman.DEFINITION, FEYNMAN_INPUT, ctx)
+
+    assert ctx.calls == 2
+    first, repair = ctx.prompts
+    assert repair.messages[: len(first.messages)] == first.messages
+    assistant, instruction = repair.messages[len(first.messages) :]
+    assert (assistant.role, json.loads(assistant.content)) == ("assistant", {"score": 101})
+    assert instruction.role == "user"
+    assert "VALIDATION_OUTPUT_SCHEMA" in instruction.content and "score" in instruction.content
+    assert result.output.score == good["score"]
+
+
+async def test_a_repair_that_fails_too_fails_the_attempt_with_the_validation_code() -> None:
+    ctx = RepairingContext({"score": 101}, None)
+
+    with pytest.raises(ExecutionError) as raised:
+        await run(feynman.DEFINITION, FEYNMAN_INPUT, ctx)
+
+    assert ctx.calls == 2  # one repair per attempt; the job service retries the attempt
+    assert raised.value.code == "VALIDATION_OUTPUT_MALFORMED"

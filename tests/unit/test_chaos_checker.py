@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from job_service.domain.scheduling import RateLimit
-from tests.chaos.checker import Report, classify_job, key_breaches, rate_breaches
+from tests.chaos.checker import (
+    Report,
+    billing_breaches,
+    classify_job,
+    key_breaches,
+    rate_breaches,
+)
 from tests.chaos.workload import KINDS, Submission
 
 QUICK = KINDS[0]
@@ -77,7 +83,7 @@ def test_more_than_one_accepted_outcome_is_duplicated(stored: dict[str, Any]) ->
 
 
 def test_a_succeeded_parent_without_its_child_lost_the_child() -> None:
-    [feynman] = [k for k in KINDS if k.children]
+    [feynman] = [k for k in KINDS if k.children and not k.child_retries]
     report = Report("unit", 0)
     stored = row(artifact_attempts=[], children=0)
     classify_job(Submission("k", "u", feynman, job_id="job-1"), stored, report)
@@ -193,3 +199,23 @@ def test_a_sustained_rate_above_the_limit_is_a_breach_in_no_single_second() -> N
     grants = [at(n / 3) for n in range(60)]
     figures, breaches = rate_breaches("cheap", grants, LIMIT)
     assert figures[1] <= 5 and len(breaches) == 1
+
+
+# --- billing: every provider call has its usage row ------------------------------------
+
+
+def test_billing_holds_when_every_call_has_its_row() -> None:
+    assert billing_breaches(10, 10, 0, Report("unit", 0)) == []
+
+
+def test_billing_fails_on_more_usage_rows_than_provider_calls() -> None:
+    [breach] = billing_breaches(10, 11, 0, Report("unit", 0))
+    assert "11 usage rows for 10 provider calls" in breach
+
+
+def test_billing_attributes_missing_rows_to_attempts_with_unknown_usage_only() -> None:
+    report = Report("unit", 0)
+    assert billing_breaches(10, 7, 2, report) == []  # a killed worker's calls
+    [breach] = billing_breaches(10, 7, 1, report)
+    assert "3 provider calls without a usage row" in breach
+    assert (report.provider_calls, report.usage_rows, report.usage_unknown) == (10, 7, 1)

@@ -239,6 +239,7 @@ EXPECTED_CODES = {
         grpc.StatusCode.FAILED_PRECONDITION,
     ),
     errors.JobNotRetryable: (Reason.JOB_NOT_RETRYABLE, grpc.StatusCode.FAILED_PRECONDITION),
+    errors.LiveChildExists: (Reason.LIVE_CHILD_EXISTS, grpc.StatusCode.FAILED_PRECONDITION),
     errors.TooManyJobs: (Reason.TOO_MANY_JOBS, grpc.StatusCode.RESOURCE_EXHAUSTED),
     errors.QuotaExceeded: (Reason.QUOTA_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED),
     errors.LeaseLost: (Reason.LEASE_LOST, grpc.StatusCode.ABORTED),

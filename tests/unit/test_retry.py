@@ -216,3 +216,24 @@ def test_backoff_does_not_overflow_for_large_attempt_numbers() -> None:
     p = RetryPolicy(max_attempts=5000, base_s=0.5, max_s=60.0, retry_on_timeout=False, jitter=0)
     assert p.backoff(1100) == 60.0
     assert p.decide(1100, "PROVIDER_TIMEOUT").delay_s == 60.0
+
+
+# --- seed 000 §5.2 against seed 001 §5.2 ----------------------------------------------
+
+
+@pytest.mark.parametrize("attempt", [1, 2, MAX_ATTEMPTS - 1])
+def test_a_provider_request_rejected_is_not_retried(attempt: int) -> None:
+    """A 4xx other than 401/403/408/429: the same request would be refused again."""
+    assert policy().decide(attempt, "PROVIDER_REQUEST_REJECTED").outcome is Outcome.FAIL
+    # while the other provider errors still are
+    assert policy().decide(attempt, "PROVIDER_UNAVAILABLE").outcome is Outcome.RETRY
+
+
+def test_a_p0_rejection_of_the_answer_is_retried_until_the_attempts_are_spent() -> None:
+    """Seed 001's P0 card rules say "reject, job failed"; seed 000 retries VALIDATION_*.
+    The engine retries (with a repair instruction) and fails the job at the last attempt."""
+    decisions = [
+        policy().decide(attempt, "VALIDATION_OUTPUT_REJECTED").outcome
+        for attempt in range(1, MAX_ATTEMPTS + 1)
+    ]
+    assert decisions == [Outcome.RETRY] * (MAX_ATTEMPTS - 1) + [Outcome.FAIL]

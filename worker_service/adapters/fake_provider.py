@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 import time
 from dataclasses import dataclass
@@ -23,6 +24,11 @@ from dataclasses import dataclass
 from shared.ai.prompts import PromptNotFound, get_prompt
 from shared.ai.provider import ProviderRequest, ProviderResponse
 from shared.errors import ErrorCode, ExecutionError
+
+log = logging.getLogger(__name__)
+# One line per call, written before the call does anything: the chaos checker counts them
+# (the calls of a worker killed mid-call included) against the usage rows stored.
+CALL_LOG = "fake provider call %d"
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class FakeProvider:
     async def generate(self, request: ProviderRequest) -> ProviderResponse:
         started = time.monotonic()
         self.calls += 1
+        log.info(CALL_LOG, self.calls)
         s = self.settings
         if s.latency_ms:
             await asyncio.sleep(s.latency_ms / 1000)

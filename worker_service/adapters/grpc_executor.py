@@ -160,6 +160,19 @@ class GrpcExecutorClient:
             raise _translate(exc) from exc
         return _status_name(response.status)
 
+    async def report_usage(
+        self, job_id: str, lease_token: str, usage: Sequence[UsageRecord], *, timeout_s: float
+    ) -> int:
+        _check_batch(len(usage))
+        request = pb.ReportUsageRequest(
+            job_id=job_id, lease_token=lease_token, usage=[usage_to_pb(u) for u in usage]
+        )
+        try:
+            response = await self._stub.ReportUsage(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from exc
+        return int(response.recorded)
+
     async def resolve_credential(
         self, job_id: str, lease_token: str, *, timeout_s: float
     ) -> UserKey:

@@ -87,6 +87,7 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         total_input_tokens=job.total_input_tokens,
         total_output_tokens=job.total_output_tokens,
         total_cost_usd=job.total_cost_usd,
+        usage_unknown_attempts=job.usage_unknown_attempts,
         prompt_key=job.prompt_key or "",
         prompt_version=job.prompt_version or "",
         model_tier=job.model_tier or "",

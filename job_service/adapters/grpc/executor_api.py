@@ -161,6 +161,14 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
             next_run_at=timestamp(outcome.next_run_at),
         )
 
+    async def ReportUsage(
+        self, request: pb.ReportUsageRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReportUsageResponse:
+        attempt, stored = await self._leases.report_usage(
+            request.job_id, request.lease_token, [usage_from_pb(u) for u in request.usage]
+        )
+        return pb.ReportUsageResponse(attempt=attempt, recorded=stored)
+
     async def ResolveCredential(
         self, request: pb.ResolveCredentialRequest, context: grpc.aio.ServicerContext
     ) -> pb.ResolveCredentialResponse:

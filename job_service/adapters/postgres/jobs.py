@@ -27,7 +27,7 @@ from job_service.domain.lifecycle import (
     transition,
 )
 from job_service.domain.models import Artifact, Job, NewJob, QuotaRefusal, Quotas, RetrySpec
-from shared.errors import ErrorCode, public_message
+from shared.errors import ErrorCode, JobNotRetryable, LiveChildExists, public_message
 
 # The columns of `jobs` a new job (CreateJob's, or a projection's child) brings, with their
 # SQL types: CreateJob binds them by name, a projection's children as a record. A new column
@@ -150,7 +150,10 @@ SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today
 FROM usage LEFT JOIN inserted ON true
 """
 
-# A new job from a finished one's snapshot ($1, in a status of $2), trigger "retry".
+# A new job from a finished one's snapshot ($1, in a status of $2), trigger "retry". A
+# retried child stays its parent's child (GetJob's child_job_ids, the cancel cascade); it
+# has no idempotency key: the original child keeps it, so a re-run parent projection still
+# finds the original and creates nothing.
 RERUN_JOB = f"""
 WITH src AS (
     SELECT j.*, s.payload, s.content_hash, s.schema_version, s.redaction_version
@@ -158,12 +161,13 @@ WITH src AS (
     WHERE j.id = $1 AND j.status = ANY($2::text[])
 ), inserted AS (
     INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, request_hash,
-                      retried_from_job_id, status, max_attempts, timeout_ms,
+                      retried_from_job_id, parent_job_id, status, max_attempts, timeout_ms,
                       input_schema_version, output_schema_version, definition_version,
                       queued_at, credential_mode, credential_id, prompt_key, prompt_version,
                       model_tier, fairness_key, concurrency_key, concurrency_limit, sched_key,
                       target_type, target_id)
-    SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, 'queued',
+    SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, parent_job_id,
+           'queued',
            $3::int, $4::int, input_schema_version, output_schema_version, $5::varchar, now(),
            credential_mode, credential_id, prompt_key, prompt_version, model_tier,
            coalesce(fairness_key, user_id), concurrency_key, concurrency_limit,
@@ -185,6 +189,20 @@ WITH src AS (
 SELECT * FROM inserted
 """
 
+RERUN_SOURCE = "SELECT parent_job_id::text AS parent_job_id, job_type FROM jobs WHERE id = $1"
+
+# Serialises RetryJob of one parent's children (and the parent's own cancel, which locks the
+# same row): the sibling check that follows, a statement of its own, sees every child a
+# concurrent retry committed before the lock was granted.
+LOCK_PARENT = "SELECT status FROM jobs WHERE id = $1 FOR UPDATE"
+
+# A child of parent $1 and type $2 other than $3 that is unfinished or succeeded.
+LIVE_SIBLING = """
+SELECT id::text FROM jobs
+WHERE parent_job_id = $1 AND job_type = $2 AND id <> $3 AND status <> ALL($4::text[])
+ORDER BY created_at DESC LIMIT 1
+"""
+
 FIND_BY_IDEMPOTENCY_KEY = f"""
 SELECT {JOB_COLUMNS} FROM jobs j
 WHERE j.user_id = $1 AND j.job_type = $2 AND j.idempotency_key = $3
@@ -202,6 +220,8 @@ SELECT {JOB_COLUMNS},
      FROM job_events e WHERE e.job_id = j.id) AS events,
     (SELECT coalesce(array_agg(c.id::text ORDER BY c.created_at, c.id), '{{}}')
      FROM jobs c WHERE c.parent_job_id = j.id) AS child_job_ids,
+    (SELECT count(*) FROM job_events e WHERE e.job_id = j.id AND e.usage_unknown)::int
+        AS usage_unknown_attempts,
     usage.*
 FROM jobs j
 CROSS JOIN LATERAL (
@@ -276,6 +296,9 @@ DELETE FROM job_snapshots WHERE job_id IN (
 )
 """
 
+# A parent in one of these has cancelled (or is cancelling) its unfinished children.
+CANCELLING = (JobStatus.CANCEL_REQUESTED.value, JobStatus.CANCELLED.value)
+
 _CANCEL_STEP = {s.value: transition(s, Step.CANCEL).value for s in sources(Step.CANCEL)}
 
 
@@ -312,16 +335,39 @@ class JobRepository:
 
     async def rerun(self, job_id: str, spec: RetrySpec) -> Job | None:
         """A new job from a failed or cancelled job's snapshot; None when that job is not
-        (or no longer) failed or cancelled, or its snapshot is gone."""
-        row = await self._pool.fetchrow(
-            RERUN_JOB,
-            job_id,
-            status_values(RERUNNABLE),
-            spec.max_attempts,
-            spec.timeout_ms,
-            spec.definition_version,
-            spec.snapshot_ttl_s,
-        )
+        (or no longer) failed or cancelled, or its snapshot is gone. A child's retry stays
+        its parent's child; it is refused (LiveChildExists) while the parent has another
+        child of its type that is unfinished or succeeded, and (JobNotRetryable) when the
+        parent was cancelled."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            source = await conn.fetchrow(RERUN_SOURCE, job_id)
+            if source is not None and source["parent_job_id"] is not None:
+                parent_status = await conn.fetchval(LOCK_PARENT, source["parent_job_id"])
+                if parent_status in CANCELLING:
+                    raise JobNotRetryable(
+                        f"the parent job is {parent_status}; its children stay cancelled"
+                    )
+                live = await conn.fetchval(
+                    LIVE_SIBLING,
+                    source["parent_job_id"],
+                    source["job_type"],
+                    job_id,
+                    status_values(RERUNNABLE),
+                )
+                if live is not None:
+                    raise LiveChildExists(
+                        f"the parent already has a {source['job_type']} child that is "
+                        f"unfinished or succeeded ({live}); retry that one when it fails"
+                    )
+            row = await conn.fetchrow(
+                RERUN_JOB,
+                job_id,
+                status_values(RERUNNABLE),
+                spec.max_attempts,
+                spec.timeout_ms,
+                spec.definition_version,
+                spec.snapshot_ttl_s,
+            )
         return None if row is None else job_from_row(row)
 
     async def get(self, job_id: str, user_id: str | None) -> Job | None:
@@ -339,6 +385,7 @@ class JobRepository:
             total_input_tokens=row["total_input_tokens"],
             total_output_tokens=row["total_output_tokens"],
             total_cost_usd=row["total_cost_usd"],
+            usage_unknown_attempts=row["usage_unknown_attempts"],
         )
 
     async def cancel(

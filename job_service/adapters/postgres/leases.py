@@ -98,12 +98,21 @@ WITH ended AS (
                                    ELSE cancel_requested_at END
     WHERE id = $1 AND lease_token = $2 AND status = $3
     RETURNING id, job_type, queue, status, attempt_count, next_run_at, locked_by,
-              concurrency_key, lease_token
+              concurrency_key, lease_token, model_tier
+), unknown AS (
+    -- a reaped attempt of an AI job whose worker reported no usage (ReportUsage may have
+    -- come first: a worker that lost its lease and said so before the reaper came by)
+    SELECT $11::bool AND e.model_tier IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM usage_logs u WHERE u.job_id = e.id AND u.attempt = e.attempt_count + $8
+    ) AS usage_unknown
+    FROM ended e
 ), release AS (
     {released_slot_tokens("ended")}
 ), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason, worker_id)
-    SELECT id, $3, status, attempt_count + $8, $5, locked_by FROM ended
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason, worker_id,
+                            lease_token, usage_unknown)
+    SELECT id, $3, status, attempt_count + $8, $5, locked_by, $2, unknown.usage_unknown
+    FROM ended, unknown
 ), dispatch AS (
     {
     dispatch_rows(
@@ -117,7 +126,28 @@ WITH ended AS (
 ), domain_event AS (
     {domain_event_rows("(SELECT * FROM ended WHERE status <> 'retrying')")}
 )
-SELECT status, next_run_at FROM ended
+SELECT status, next_run_at, unknown.usage_unknown FROM ended, unknown
+"""
+
+# The attempt lease token $2 names on job $1: an ended attempt's (its event keeps the
+# token), else the current one's; NULL when the token names no attempt of the job.
+USAGE_ATTEMPT = """
+SELECT coalesce(
+    (SELECT e.attempt FROM job_events e
+     WHERE e.job_id = j.id AND e.lease_token = $2 ORDER BY e.id LIMIT 1),
+    CASE WHEN j.lease_token = $2 THEN j.attempt_count END) AS attempt
+FROM jobs j WHERE j.id = $1
+"""
+
+REPORT_USAGE = f"""
+WITH stored AS (
+    {insert_usage("$1", "$2::int")}
+    RETURNING 1
+), known AS (
+    UPDATE job_events SET usage_unknown = false
+    WHERE job_id = $3 AND lease_token = $4 AND usage_unknown
+)
+SELECT count(*) FROM stored
 """
 
 # The status sets as bind parameters, computed once (every lock and heartbeat binds one).
@@ -178,6 +208,23 @@ class LeaseRepository:
         """Ends the attempt of a job whose cancel won the race with its result."""
         return await self.end_attempt(job_id, lease_token, ErrorCode.CANCELLED, "", _always_cancel)
 
+    async def report_usage(
+        self, job_id: str, lease_token: str, usage: Sequence[UsageRecord]
+    ) -> tuple[int, int]:
+        """Stores an attempt's usage whether or not its lease is still held (the attempt
+        is named by its lease token: the current one or an ended attempt's), skipping
+        calls stored already, and clears the attempt's unknown-usage mark; returns (the
+        attempt number, rows stored). LeaseLost when the token names no attempt of the
+        job."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            attempt = await conn.fetchval(USAGE_ATTEMPT, job_id, lease_token)
+            if attempt is None:
+                raise LeaseLost("no attempt of this job holds this lease token")
+            stored = await conn.fetchval(
+                REPORT_USAGE, [usage_row(job_id, u) for u in usage], attempt, job_id, lease_token
+            )
+        return attempt, int(stored)
+
     async def lease_state(self, job_id: str) -> asyncpg.Record | None:
         """The job's status, current lease token and output hash."""
         return await self._pool.fetchrow(LEASE_STATE, job_id)
@@ -188,7 +235,7 @@ class LeaseRepository:
         async with self._pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(EXPIRED_LEASES, _LEASED, limit)
             return [
-                await _end(conn, row, ErrorCode.LEASE_EXPIRED, "lease expired", decide)
+                await _end(conn, row, ErrorCode.LEASE_EXPIRED, "lease expired", decide, reaped=True)
                 for row in rows
             ]
 
@@ -219,7 +266,11 @@ async def _end(
     code: str,
     message: str,
     decide: Decide,
+    *,
+    reaped: bool = False,
 ) -> FailureOutcome:
+    """Ends the attempt; ``reaped``: by lease expiry, so an AI job's attempt is marked as
+    having unknown usage (its worker reported none) until a late ReportUsage."""
     status = JobStatus(row["status"])
     facts = AttemptFacts(
         row["id"], row["job_type"], status, row["attempt_count"], row["max_attempts"]
@@ -241,7 +292,10 @@ async def _end(
         1 if decision.refund_attempt else 0,
         decision.delay_s,
         _TERMINAL,
+        reaped,
     )
     assert ended is not None, "attempt changed although its row was locked"
     metrics.attempt_ended(row["job_type"], code, JobStatus(ended["status"]))
+    if ended["usage_unknown"]:
+        metrics.usage_unknown(row["job_type"])
     return FailureOutcome(JobStatus(ended["status"]), ended["next_run_at"])

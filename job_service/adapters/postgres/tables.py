@@ -227,6 +227,11 @@ job_events = Table(
     Column("reason", String(100)),
     Column("worker_id", String(255)),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # the lease token of the attempt this event ended (migration 0008): a late usage report
+    # names its attempt by it; usage_unknown marks a reaped attempt whose provider calls
+    # were not reported (ReportUsage clears it)
+    Column("lease_token", UUID(as_uuid=False)),
+    Column("usage_unknown", Boolean, nullable=False, server_default=text("false")),
     Index("job_events_job", "job_id", "id"),
 )
 
@@ -310,8 +315,16 @@ usage_logs = Table(
     Column("latency_ms", Integer, nullable=False, server_default="0"),
     Column("error_code", String(100)),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # the worker's id of the call (migration 0008): a call reported twice is stored once
+    Column("call_id", String(64)),
     Index("usage_logs_job", "job_id"),
     Index("usage_logs_created", "created_at"),
+    Index(
+        "usage_logs_call_id",
+        "call_id",
+        unique=True,
+        postgresql_where=text("call_id IS NOT NULL"),
+    ),
 )
 
 # Usage that outlives its jobs (migration 0009): the retention loop folds the usage rows of

@@ -166,6 +166,7 @@ class FakeExecutor:
     # job id -> what its ResolveCredential calls answer, in order (the last one repeats).
     credentials: dict[str, list[UserKey | Exception]] = field(default_factory=dict)
     resolve_calls: list[tuple[str, str]] = field(default_factory=list)
+    usage_reports: list[tuple[str, str, list[Any]]] = field(default_factory=list)
 
     def lock_as(self, job: LockedJob) -> None:
         self.locks[job.job_id] = [LockResult(LockOutcome.LOCKED, job=job)]
@@ -252,6 +253,12 @@ class FakeExecutor:
             }
         )
         return "CANCELLED" if error_code == "CANCELLED" else "RETRYING"
+
+    async def report_usage(
+        self, job_id: str, lease_token: str, usage: Sequence[Any], *, timeout_s: float
+    ) -> int:
+        self.usage_reports.append((job_id, lease_token, list(usage)))
+        return len(usage)
 
     async def resolve_credential(
         self, job_id: str, lease_token: str, *, timeout_s: float

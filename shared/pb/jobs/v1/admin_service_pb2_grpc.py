@@ -110,7 +110,10 @@ class AdminServiceServicer:
     def RetryJob(self, request, context):
         """Creates a new job from a failed or cancelled job's snapshot, with
         `retried_from_job_id` set and trigger "retry". A job that is not terminal is refused
-        (FAILED_PRECONDITION, JOB_NOT_RETRYABLE).
+        (FAILED_PRECONDITION, JOB_NOT_RETRYABLE). A child's retry keeps its `parent_job_id`;
+        while the parent has another child of its type that is unfinished or succeeded it is
+        refused (FAILED_PRECONDITION, LIVE_CHILD_EXISTS), and a cancelled parent's child is
+        JOB_NOT_RETRYABLE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

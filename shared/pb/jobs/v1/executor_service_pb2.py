@@ -28,15 +28,15 @@ from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 from shared.pb.jobs.v1 import job_pb2 as jobs_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ejobs/v1/executor_service.proto\x12\x07jobs.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x11jobs/v1/job.proto\"3\n\x0eLockJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\"\x8a\x01\n\x0fLockJobResponse\x12%\n\x07outcome\x18\x01 \x01(\x0e\x32\x14.jobs.v1.LockOutcome\x12\x1f\n\x03job\x18\x02 \x01(\x0b\x32\x12.jobs.v1.LockedJob\x12/\n\x0bretry_after\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xec\x02\n\tLockedJob\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12\x13\n\x0blease_token\x18\x03 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12&\n\x05input\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x34\n\x10lease_expires_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0clease_ttl_ms\x18\x07 \x01(\x03\x12\x1d\n\x15heartbeat_interval_ms\x18\x08 \x01(\x03\x12\x0f\n\x07user_id\x18\x14 \x01(\t\x12\x12\n\nprompt_key\x18\x15 \x01(\t\x12\x16\n\x0eprompt_version\x18\x16 \x01(\t\x12\x30\n\x0f\x63redential_mode\x18\x1e \x01(\x0e\x32\x17.jobs.v1.CredentialMode\x12\x15\n\rcredential_id\x18\x1f \x01(\t\"I\n\x10HeartbeatRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x10\n\x08progress\x18\x03 \x01(\x01\"c\n\x11HeartbeatResponse\x12\x34\n\x10lease_expires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"\xec\x01\n\x13SubmitResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06output\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0boutput_hash\x18\x04 \x01(\t\x12$\n\tartifacts\x18\x05 \x03(\x0b\x32\x11.jobs.v1.Artifact\x12%\n\nchild_jobs\x18\x14 \x03(\x0b\x32\x11.jobs.v1.ChildJob\x12%\n\x05usage\x18\x15 \x03(\x0b\x32\x16.jobs.v1.ProviderUsage\"\x81\x01\n\x08\x43hildJob\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12&\n\x05input\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x15\n\x08priority\x18\x04 \x01(\x05H\x00\x88\x01\x01\x42\x0b\n\t_priority\"\xb0\x01\n\rProviderUsage\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x17\n\x0f\x63redential_mode\x18\x03 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x04 \x01(\x03\x12\x15\n\routput_tokens\x18\x05 \x01(\x03\x12\x10\n\x08\x63ost_usd\x18\x06 \x01(\x01\x12\x12\n\nlatency_ms\x18\x07 \x01(\x03\x12\x12\n\nerror_code\x18\x08 \x01(\t\":\n\x14SubmitResultResponse\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\"\xa5\x01\n\x14SubmitFailureRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x12\n\nerror_code\x18\x03 \x01(\t\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12%\n\x05usage\x18\x14 \x03(\x0b\x32\x16.jobs.v1.ProviderUsage\x12\x16\n\x0eretry_after_ms\x18\x15 \x01(\x03\"l\n\x15SubmitFailureResponse\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12/\n\x0bnext_run_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"i\n\x0fLockJobsRequest\x12)\n\x08requests\x18\x01 \x03(\x0b\x32\x17.jobs.v1.LockJobRequest\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x1c\n\x14runnable_definitions\x18\x03 \x03(\t\"?\n\x10LockJobsResponse\x12+\n\tresponses\x18\x01 \x03(\x0b\x32\x18.jobs.v1.LockJobResponse\"F\n\x14SubmitResultsRequest\x12.\n\x08requests\x18\x01 \x03(\x0b\x32\x1c.jobs.v1.SubmitResultRequest\"G\n\x15SubmitResultsResponse\x12.\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1c.jobs.v1.SubmitResultOutcome\"\\\n\x13SubmitResultOutcome\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12!\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.Status\"?\n\x18ResolveCredentialRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"U\n\x19ResolveCredentialResponse\x12\x0f\n\x07\x61pi_key\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x15\n\rcredential_id\x18\x03 \x01(\t\":\n\x14WorkerSessionRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07goodbye\x18\x02 \x01(\x08\"r\n\x15WorkerSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x1b\n\x13\x64isconnect_grace_ms\x18\x02 \x01(\x03\x12\x18\n\x10ping_interval_ms\x18\x03 \x01(\x03\x12\x0e\n\x06\x63losed\x18\x04 \x01(\x08*|\n\x0bLockOutcome\x12\x1c\n\x18LOCK_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n\x13LOCK_OUTCOME_LOCKED\x10\x01\x12\x18\n\x14LOCK_OUTCOME_NOT_DUE\x10\x02\x12\x1c\n\x18LOCK_OUTCOME_UNAVAILABLE\x10\x03\x32\xf1\x04\n\x0f\x45xecutorService\x12<\n\x07LockJob\x12\x17.jobs.v1.LockJobRequest\x1a\x18.jobs.v1.LockJobResponse\x12\x42\n\tHeartbeat\x12\x19.jobs.v1.HeartbeatRequest\x1a\x1a.jobs.v1.HeartbeatResponse\x12K\n\x0cSubmitResult\x12\x1c.jobs.v1.SubmitResultRequest\x1a\x1d.jobs.v1.SubmitResultResponse\x12N\n\rSubmitFailure\x12\x1d.jobs.v1.SubmitFailureRequest\x1a\x1e.jobs.v1.SubmitFailureResponse\x12?\n\x08LockJobs\x12\x18.jobs.v1.LockJobsRequest\x1a\x19.jobs.v1.LockJobsResponse\x12N\n\rSubmitResults\x12\x1d.jobs.v1.SubmitResultsRequest\x1a\x1e.jobs.v1.SubmitResultsResponse\x12Z\n\x11ResolveCredential\x12!.jobs.v1.ResolveCredentialRequest\x1a\".jobs.v1.ResolveCredentialResponse\x12R\n\rWorkerSession\x12\x1d.jobs.v1.WorkerSessionRequest\x1a\x1e.jobs.v1.WorkerSessionResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ejobs/v1/executor_service.proto\x12\x07jobs.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x11jobs/v1/job.proto\"3\n\x0eLockJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\"\x8a\x01\n\x0fLockJobResponse\x12%\n\x07outcome\x18\x01 \x01(\x0e\x32\x14.jobs.v1.LockOutcome\x12\x1f\n\x03job\x18\x02 \x01(\x0b\x32\x12.jobs.v1.LockedJob\x12/\n\x0bretry_after\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xec\x02\n\tLockedJob\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12\x13\n\x0blease_token\x18\x03 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x04 \x01(\x05\x12&\n\x05input\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x34\n\x10lease_expires_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0clease_ttl_ms\x18\x07 \x01(\x03\x12\x1d\n\x15heartbeat_interval_ms\x18\x08 \x01(\x03\x12\x0f\n\x07user_id\x18\x14 \x01(\t\x12\x12\n\nprompt_key\x18\x15 \x01(\t\x12\x16\n\x0eprompt_version\x18\x16 \x01(\t\x12\x30\n\x0f\x63redential_mode\x18\x1e \x01(\x0e\x32\x17.jobs.v1.CredentialMode\x12\x15\n\rcredential_id\x18\x1f \x01(\t\"I\n\x10HeartbeatRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x10\n\x08progress\x18\x03 \x01(\x01\"c\n\x11HeartbeatResponse\x12\x34\n\x10lease_expires_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x18\n\x10\x63\x61ncel_requested\x18\x02 \x01(\x08\"\xec\x01\n\x13SubmitResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\'\n\x06output\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0boutput_hash\x18\x04 \x01(\t\x12$\n\tartifacts\x18\x05 \x03(\x0b\x32\x11.jobs.v1.Artifact\x12%\n\nchild_jobs\x18\x14 \x03(\x0b\x32\x11.jobs.v1.ChildJob\x12%\n\x05usage\x18\x15 \x03(\x0b\x32\x16.jobs.v1.ProviderUsage\"\x81\x01\n\x08\x43hildJob\x12\x10\n\x08job_type\x18\x01 \x01(\t\x12&\n\x05input\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x12\x15\n\x08priority\x18\x04 \x01(\x05H\x00\x88\x01\x01\x42\x0b\n\t_priority\"\xc1\x01\n\rProviderUsage\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x17\n\x0f\x63redential_mode\x18\x03 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x04 \x01(\x03\x12\x15\n\routput_tokens\x18\x05 \x01(\x03\x12\x10\n\x08\x63ost_usd\x18\x06 \x01(\x01\x12\x12\n\nlatency_ms\x18\x07 \x01(\x03\x12\x12\n\nerror_code\x18\x08 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\t \x01(\t\":\n\x14SubmitResultResponse\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\"\xa5\x01\n\x14SubmitFailureRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x12\n\nerror_code\x18\x03 \x01(\t\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12%\n\x05usage\x18\x14 \x03(\x0b\x32\x16.jobs.v1.ProviderUsage\x12\x16\n\x0eretry_after_ms\x18\x15 \x01(\x03\"l\n\x15SubmitFailureResponse\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12/\n\x0bnext_run_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"i\n\x0fLockJobsRequest\x12)\n\x08requests\x18\x01 \x03(\x0b\x32\x17.jobs.v1.LockJobRequest\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x1c\n\x14runnable_definitions\x18\x03 \x03(\t\"?\n\x10LockJobsResponse\x12+\n\tresponses\x18\x01 \x03(\x0b\x32\x18.jobs.v1.LockJobResponse\"F\n\x14SubmitResultsRequest\x12.\n\x08requests\x18\x01 \x03(\x0b\x32\x1c.jobs.v1.SubmitResultRequest\"G\n\x15SubmitResultsResponse\x12.\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1c.jobs.v1.SubmitResultOutcome\"\\\n\x13SubmitResultOutcome\x12\"\n\x06status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12!\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.Status\"?\n\x18ResolveCredentialRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\"U\n\x19ResolveCredentialResponse\x12\x0f\n\x07\x61pi_key\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x15\n\rcredential_id\x18\x03 \x01(\t\":\n\x14WorkerSessionRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07goodbye\x18\x02 \x01(\x08\"r\n\x15WorkerSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x1b\n\x13\x64isconnect_grace_ms\x18\x02 \x01(\x03\x12\x18\n\x10ping_interval_ms\x18\x03 \x01(\x03\x12\x0e\n\x06\x63losed\x18\x04 \x01(\x08\"`\n\x12ReportUsageRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12%\n\x05usage\x18\x03 \x03(\x0b\x32\x16.jobs.v1.ProviderUsage\"8\n\x13ReportUsageResponse\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\x05\x12\x10\n\x08recorded\x18\x02 \x01(\x05*|\n\x0bLockOutcome\x12\x1c\n\x18LOCK_OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n\x13LOCK_OUTCOME_LOCKED\x10\x01\x12\x18\n\x14LOCK_OUTCOME_NOT_DUE\x10\x02\x12\x1c\n\x18LOCK_OUTCOME_UNAVAILABLE\x10\x03\x32\xbb\x05\n\x0f\x45xecutorService\x12<\n\x07LockJob\x12\x17.jobs.v1.LockJobRequest\x1a\x18.jobs.v1.LockJobResponse\x12\x42\n\tHeartbeat\x12\x19.jobs.v1.HeartbeatRequest\x1a\x1a.jobs.v1.HeartbeatResponse\x12K\n\x0cSubmitResult\x12\x1c.jobs.v1.SubmitResultRequest\x1a\x1d.jobs.v1.SubmitResultResponse\x12N\n\rSubmitFailure\x12\x1d.jobs.v1.SubmitFailureRequest\x1a\x1e.jobs.v1.SubmitFailureResponse\x12?\n\x08LockJobs\x12\x18.jobs.v1.LockJobsRequest\x1a\x19.jobs.v1.LockJobsResponse\x12N\n\rSubmitResults\x12\x1d.jobs.v1.SubmitResultsRequest\x1a\x1e.jobs.v1.SubmitResultsResponse\x12Z\n\x11ResolveCredential\x12!.jobs.v1.ResolveCredentialRequest\x1a\".jobs.v1.ResolveCredentialResponse\x12R\n\rWorkerSession\x12\x1d.jobs.v1.WorkerSessionRequest\x1a\x1e.jobs.v1.WorkerSessionResponse(\x01\x30\x01\x12H\n\x0bReportUsage\x12\x1b.jobs.v1.ReportUsageRequest\x1a\x1c.jobs.v1.ReportUsageResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobs.v1.executor_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LOCKOUTCOME']._serialized_start=2514
-  _globals['_LOCKOUTCOME']._serialized_end=2638
+  _globals['_LOCKOUTCOME']._serialized_start=2687
+  _globals['_LOCKOUTCOME']._serialized_end=2811
   _globals['_LOCKJOBREQUEST']._serialized_start=150
   _globals['_LOCKJOBREQUEST']._serialized_end=201
   _globals['_LOCKJOBRESPONSE']._serialized_start=204
@@ -52,31 +52,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHILDJOB']._serialized_start=1127
   _globals['_CHILDJOB']._serialized_end=1256
   _globals['_PROVIDERUSAGE']._serialized_start=1259
-  _globals['_PROVIDERUSAGE']._serialized_end=1435
-  _globals['_SUBMITRESULTRESPONSE']._serialized_start=1437
-  _globals['_SUBMITRESULTRESPONSE']._serialized_end=1495
-  _globals['_SUBMITFAILUREREQUEST']._serialized_start=1498
-  _globals['_SUBMITFAILUREREQUEST']._serialized_end=1663
-  _globals['_SUBMITFAILURERESPONSE']._serialized_start=1665
-  _globals['_SUBMITFAILURERESPONSE']._serialized_end=1773
-  _globals['_LOCKJOBSREQUEST']._serialized_start=1775
-  _globals['_LOCKJOBSREQUEST']._serialized_end=1880
-  _globals['_LOCKJOBSRESPONSE']._serialized_start=1882
-  _globals['_LOCKJOBSRESPONSE']._serialized_end=1945
-  _globals['_SUBMITRESULTSREQUEST']._serialized_start=1947
-  _globals['_SUBMITRESULTSREQUEST']._serialized_end=2017
-  _globals['_SUBMITRESULTSRESPONSE']._serialized_start=2019
-  _globals['_SUBMITRESULTSRESPONSE']._serialized_end=2090
-  _globals['_SUBMITRESULTOUTCOME']._serialized_start=2092
-  _globals['_SUBMITRESULTOUTCOME']._serialized_end=2184
-  _globals['_RESOLVECREDENTIALREQUEST']._serialized_start=2186
-  _globals['_RESOLVECREDENTIALREQUEST']._serialized_end=2249
-  _globals['_RESOLVECREDENTIALRESPONSE']._serialized_start=2251
-  _globals['_RESOLVECREDENTIALRESPONSE']._serialized_end=2336
-  _globals['_WORKERSESSIONREQUEST']._serialized_start=2338
-  _globals['_WORKERSESSIONREQUEST']._serialized_end=2396
-  _globals['_WORKERSESSIONRESPONSE']._serialized_start=2398
-  _globals['_WORKERSESSIONRESPONSE']._serialized_end=2512
-  _globals['_EXECUTORSERVICE']._serialized_start=2641
-  _globals['_EXECUTORSERVICE']._serialized_end=3266
+  _globals['_PROVIDERUSAGE']._serialized_end=1452
+  _globals['_SUBMITRESULTRESPONSE']._serialized_start=1454
+  _globals['_SUBMITRESULTRESPONSE']._serialized_end=1512
+  _globals['_SUBMITFAILUREREQUEST']._serialized_start=1515
+  _globals['_SUBMITFAILUREREQUEST']._serialized_end=1680
+  _globals['_SUBMITFAILURERESPONSE']._serialized_start=1682
+  _globals['_SUBMITFAILURERESPONSE']._serialized_end=1790
+  _globals['_LOCKJOBSREQUEST']._serialized_start=1792
+  _globals['_LOCKJOBSREQUEST']._serialized_end=1897
+  _globals['_LOCKJOBSRESPONSE']._serialized_start=1899
+  _globals['_LOCKJOBSRESPONSE']._serialized_end=1962
+  _globals['_SUBMITRESULTSREQUEST']._serialized_start=1964
+  _globals['_SUBMITRESULTSREQUEST']._serialized_end=2034
+  _globals['_SUBMITRESULTSRESPONSE']._serialized_start=2036
+  _globals['_SUBMITRESULTSRESPONSE']._serialized_end=2107
+  _globals['_SUBMITRESULTOUTCOME']._serialized_start=2109
+  _globals['_SUBMITRESULTOUTCOME']._serialized_end=2201
+  _globals['_RESOLVECREDENTIALREQUEST']._serialized_start=2203
+  _globals['_RESOLVECREDENTIALREQUEST']._serialized_end=2266
+  _globals['_RESOLVECREDENTIALRESPONSE']._serialized_start=2268
+  _globals['_RESOLVECREDENTIALRESPONSE']._serialized_end=2353
+  _globals['_WORKERSESSIONREQUEST']._serialized_start=2355
+  _globals['_WORKERSESSIONREQUEST']._serialized_end=2413
+  _globals['_WORKERSESSIONRESPONSE']._serialized_start=2415
+  _globals['_WORKERSESSIONRESPONSE']._serialized_end=2529
+  _globals['_REPORTUSAGEREQUEST']._serialized_start=2531
+  _globals['_REPORTUSAGEREQUEST']._serialized_end=2627
+  _globals['_REPORTUSAGERESPONSE']._serialized_start=2629
+  _globals['_REPORTUSAGERESPONSE']._serialized_end=2685
+  _globals['_EXECUTORSERVICE']._serialized_start=2814
+  _globals['_EXECUTORSERVICE']._serialized_end=3513
 # @@protoc_insertion_point(module_scope)

@@ -121,7 +121,7 @@ class ChildJob(_message.Message):
     def __init__(self, job_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class ProviderUsage(_message.Message):
-    __slots__ = ("provider", "model", "credential_mode", "input_tokens", "output_tokens", "cost_usd", "latency_ms", "error_code")
+    __slots__ = ("provider", "model", "credential_mode", "input_tokens", "output_tokens", "cost_usd", "latency_ms", "error_code", "call_id")
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_MODE_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +130,7 @@ class ProviderUsage(_message.Message):
     COST_USD_FIELD_NUMBER: _ClassVar[int]
     LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
     provider: str
     model: str
     credential_mode: str
@@ -138,7 +139,8 @@ class ProviderUsage(_message.Message):
     cost_usd: float
     latency_ms: int
     error_code: str
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_mode: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency_ms: _Optional[int] = ..., error_code: _Optional[str] = ...) -> None: ...
+    call_id: str
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_mode: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency_ms: _Optional[int] = ..., error_code: _Optional[str] = ..., call_id: _Optional[str] = ...) -> None: ...
 
 class SubmitResultResponse(_message.Message):
     __slots__ = ("status",)
@@ -243,3 +245,21 @@ class WorkerSessionResponse(_message.Message):
     ping_interval_ms: int
     closed: bool
     def __init__(self, session_id: _Optional[str] = ..., disconnect_grace_ms: _Optional[int] = ..., ping_interval_ms: _Optional[int] = ..., closed: _Optional[bool] = ...) -> None: ...
+
+class ReportUsageRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token", "usage")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    usage: _containers.RepeatedCompositeFieldContainer[ProviderUsage]
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., usage: _Optional[_Iterable[_Union[ProviderUsage, _Mapping]]] = ...) -> None: ...
+
+class ReportUsageResponse(_message.Message):
+    __slots__ = ("attempt", "recorded")
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    recorded: int
+    def __init__(self, attempt: _Optional[int] = ..., recorded: _Optional[int] = ...) -> None: ...

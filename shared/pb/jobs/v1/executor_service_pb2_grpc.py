@@ -79,6 +79,11 @@ class ExecutorServiceStub:
                 request_serializer=jobs_dot_v1_dot_executor__service__pb2.WorkerSessionRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_executor__service__pb2.WorkerSessionResponse.FromString,
                 _registered_method=True)
+        self.ReportUsage = channel.unary_unary(
+                '/jobs.v1.ExecutorService/ReportUsage',
+                request_serializer=jobs_dot_v1_dot_executor__service__pb2.ReportUsageRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_executor__service__pb2.ReportUsageResponse.FromString,
+                _registered_method=True)
 
 
 class ExecutorServiceServicer:
@@ -158,6 +163,16 @@ class ExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportUsage(self, request, context):
+        """Records provider calls of an attempt whether or not the caller still holds its lease:
+        every call is billed, also one made by an attempt whose lease was lost. The attempt is
+        named by its job and lease token (the current attempt's or an ended one's; another
+        token is ABORTED, LEASE_LOST). Records whose call_id is stored already are skipped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -200,6 +215,11 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     servicer.WorkerSession,
                     request_deserializer=jobs_dot_v1_dot_executor__service__pb2.WorkerSessionRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_executor__service__pb2.WorkerSessionResponse.SerializeToString,
+            ),
+            'ReportUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportUsage,
+                    request_deserializer=jobs_dot_v1_dot_executor__service__pb2.ReportUsageRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_executor__service__pb2.ReportUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -423,6 +443,33 @@ class ExecutorService:
             '/jobs.v1.ExecutorService/WorkerSession',
             jobs_dot_v1_dot_executor__service__pb2.WorkerSessionRequest.SerializeToString,
             jobs_dot_v1_dot_executor__service__pb2.WorkerSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.ExecutorService/ReportUsage',
+            jobs_dot_v1_dot_executor__service__pb2.ReportUsageRequest.SerializeToString,
+            jobs_dot_v1_dot_executor__service__pb2.ReportUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -6,7 +6,7 @@ Expand-only, like every migration (tests/unit/test_expand_only_migrations.py): n
 columns, new indexes, a new table.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-12-10 09:00:00
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
