@@ -42,6 +42,14 @@ async def leased_by(db: asyncpg.Connection, worker_id: str) -> int:
     return n
 
 
+async def running_on(db: asyncpg.Connection, workers: tuple[str, ...]) -> int:
+    n: int = await db.fetchval(
+        "SELECT count(*) FROM jobs WHERE status = 'running' AND locked_by = ANY($1::text[])",
+        list(workers),
+    )
+    return n
+
+
 async def session_open(db: asyncpg.Connection, worker_id: str) -> bool:
     return bool(
         await db.fetchval(
@@ -59,31 +67,38 @@ async def reasons(db: asyncpg.Connection) -> list[str]:
 async def test_a_crashed_workers_jobs_run_again_within_the_grace_not_after_the_lease(
     client: Client, db: asyncpg.Connection, spawn_worker: SpawnWorker
 ) -> None:
+    """A 3-worker stack: one worker holds 20 running jobs and is SIGKILLed; the other two
+    take them over."""
     doomed = spawn_worker("doomed", **SLOTS)
     for n in range(JOBS):
         await client.create(sleep_ms=20_000, key=f"crash-{n}")
     await eventually(
         lambda: _equals(leased_by(db, "doomed"), JOBS), timeout=20, message="never all started"
     )
-    spawn_worker("survivor", **SLOTS)
-    await eventually(lambda: session_open(db, "survivor"), timeout=15, message="no session")
+    survivors = ("survivor-1", "survivor-2")
+    for worker_id in survivors:
+        spawn_worker(worker_id, **SLOTS)
+    for worker_id in survivors:
+        await eventually(lambda: session_open(db, worker_id), timeout=15, message="no session")
 
     killed_at = await db.fetchval("SELECT clock_timestamp()")
     doomed.signal(signal.SIGKILL)
     await doomed.wait(5)
     await eventually(
-        lambda: _equals(leased_by(db, "survivor"), JOBS),
+        lambda: _equals(running_on(db, survivors), JOBS),
         timeout=LEASE_TTL_S + 10,
         message="the jobs did not move",
     )
 
     rerun = await db.fetch(
         "SELECT job_id, extract(epoch FROM min(created_at) - $1) AS after_s FROM job_events"
-        " WHERE to_status = 'running' AND worker_id = 'survivor' GROUP BY job_id",
+        " WHERE to_status = 'running' AND worker_id = ANY($2::text[]) GROUP BY job_id",
         killed_at,
+        list(survivors),
     )
     assert len(rerun) == JOBS
     slowest = max(float(r["after_s"]) for r in rerun)
+    print(f"re-run after the kill: slowest of {JOBS} {slowest:.3f} s")
     assert slowest < RERUN_BOUND_S, f"slowest re-run {slowest:.2f}s after the kill"
     # ended by the disconnect, each once, not by the reaper
     assert await reasons(db) == ["WORKER_DISCONNECTED"] * JOBS
