@@ -53,9 +53,9 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                 [FieldViolation("requests", f"1..{MAX_CREATE_BATCH} items")],
             )
         items: list[CreateRequest | JobsError] = []
-        for item in request.requests:
+        for asked in request.requests:
             try:
-                items.append(_create_request(item))
+                items.append(_create_request(asked))
             except JobsError as error:  # a run_at out of range refuses only its item
                 items.append(error)
         valid = [i for i in items if isinstance(i, CreateRequest)]

@@ -10,8 +10,8 @@ plus n stay within the limit, and likewise for the day's count.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import asyncpg
