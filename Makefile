@@ -6,10 +6,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-browser lint lint-deploy lint-proto typecheck format gen check-generate bench chaos install lock check-lock clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,embedded]'
+	$(PY) -m pip install --quiet -e ./client
 	touch $(STAMP)
 
 install: $(STAMP)

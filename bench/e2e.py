@@ -7,6 +7,7 @@ It starts a private PostgreSQL (durable defaults: fsync on) and NATS JetStream, 
 and worker processes exactly as ``make run`` does, and measures:
 
 1. create          CreateJob calls/s with no worker running (64 in flight)
+1b. create batched CreateJobs: jobs/s in batches of 500 (4 calls in flight), no worker
 2. backlog drain   that backlog executed: jobs/s from the first lock to the last success
 3. create+process  jobs created and executed together: jobs/s from first create to last success
 4. steady          create→succeeded latency p50/p99 at a steady rate (default 200 jobs/s)
@@ -163,6 +164,34 @@ async def create(stub: job_service_pb2_grpc.JobServiceStub, n: int, tag: str) ->
     return n / (time.perf_counter() - started)
 
 
+BATCH = 500
+BATCHES_IN_FLIGHT = 4
+
+
+async def create_batched(stub: job_service_pb2_grpc.JobServiceStub, n: int, tag: str) -> float:
+    """Creates n no-op jobs with CreateJobs, BATCH per call; returns jobs/s."""
+    batches = [range(start, min(n, start + BATCH)) for start in range(0, n, BATCH)]
+
+    async def caller() -> None:
+        while batches:
+            numbers = batches.pop()
+            response = await stub.CreateJobs(
+                jpb.CreateJobsRequest(
+                    requests=[
+                        jpb.CreateJobRequest(user_id=user(tag, i), job_type="synthetic", input=NOOP)
+                        for i in numbers
+                    ]
+                )
+            )
+            refused = [r.error.message for r in response.results if r.HasField("error")]
+            if refused:
+                raise RuntimeError(f"CreateJobs refused {len(refused)}: {refused[0]}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(BATCHES_IN_FLIGHT)))
+    return n / (time.perf_counter() - started)
+
+
 async def wait_for(predicate: Callable[[], Awaitable[bool]], limit_s: float, what: str) -> None:
     deadline = time.monotonic() + limit_s
     while not await predicate():
@@ -289,6 +318,12 @@ async def main(args: argparse.Namespace) -> None:
             await create(stub, 200, "warmup")
 
             create_rate = await create(stub, args.jobs, "backlog")
+            await create_batched(stub, 1000, "warmup-batched")
+            batched_rate = await create_batched(stub, args.jobs, "batched")
+            if args.create_only:
+                await db.close()
+                report_creates(args, ceiling, create_rate, batched_rate)
+                return
             for _ in range(args.workers):
                 stack.start_worker()
             await wait_for(lambda: all_succeeded(db, "warmup", 200), 120, "warm-up jobs")
@@ -307,12 +342,8 @@ async def main(args: argparse.Namespace) -> None:
         stack.stop()
         shutil.rmtree(root, ignore_errors=True)
 
-    print(f"\nEnd-to-end, synthetic no-op jobs, {args.workers} worker process(es),", end=" ")
-    print(f"{os.cpu_count()} cores")
-    print(f"{'figure':<34}{'value':>14}{'x PG ceiling':>14}")
-    print(f"{'PostgreSQL ceiling (2-row tx/s)':<34}{ceiling:>14,.0f}{1:>14.2f}")
+    report_creates(args, ceiling, create_rate, batched_rate)
     for name, value in (
-        (f"create ({args.jobs} jobs, no worker)", create_rate),
         (f"backlog drain ({args.jobs} jobs)", drain),
         (f"create+process ({args.jobs} jobs)", mixed),
     ):
@@ -324,12 +355,30 @@ async def main(args: argparse.Namespace) -> None:
     print(f"{'longest wait to start, s':<34}{longest:>14.1f}")
 
 
+def report_creates(
+    args: argparse.Namespace, ceiling: float, create_rate: float, batched_rate: float
+) -> None:
+    print(f"\nEnd-to-end, synthetic no-op jobs, {args.workers} worker process(es),", end=" ")
+    print(f"{os.cpu_count()} cores")
+    print(f"{'figure':<34}{'value':>14}{'x PG ceiling':>14}")
+    print(f"{'PostgreSQL ceiling (2-row tx/s)':<34}{ceiling:>14,.0f}{1:>14.2f}")
+    for name, value in (
+        (f"create ({args.jobs} jobs, no worker)", create_rate),
+        (f"CreateJobs x{BATCH} ({args.jobs} jobs)", batched_rate),
+    ):
+        print(f"{name + ' jobs/s':<34}{value:>14,.0f}{value / ceiling:>14.2f}")
+    print(f"{'CreateJobs / CreateJob':<34}{batched_rate / create_rate:>14.1f}")
+
+
 def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per throughput phase")
     parser.add_argument("--rate", type=float, default=200.0, help="steady phase jobs/s")
     parser.add_argument("--seconds", type=float, default=10.0, help="steady phase length")
     parser.add_argument("--workers", type=int, default=1, help="worker processes")
+    parser.add_argument(
+        "--create-only", action="store_true", help="only the two create phases (no worker)"
+    )
     return parser.parse_args()
 
 

@@ -19,6 +19,7 @@ from nats.aio.client import Client as NATS
 from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.server import SERVICE_NAMES, build_server, server_credentials
 from job_service.adapters.nats_publisher import NatsPublisher
+from job_service.adapters.postgres.batches import BatchRepository
 from job_service.adapters.postgres.claims import ClaimRepository
 from job_service.adapters.postgres.credentials import CredentialRepository
 from job_service.adapters.postgres.gauges import DatabaseGauges
@@ -138,6 +139,7 @@ class JobServiceApp:
             self._dispatcher,
             credentials,
             Quotas(max_active=s.max_active_jobs_per_user, daily=s.daily_job_quota_per_user),
+            BatchRepository(self._pool),
         )
         lease_store = LeaseRepository(self._pool, lease_ttl_s=s.lease_ttl_s)
         leases = Leases(self.registry, lease_store, self._dispatcher)

@@ -1,4 +1,6 @@
-"""Generate the Python code for proto/jobs/v1 into shared/pb, or check that it is current.
+"""Generate the Python code for proto/jobs/v1 into shared/pb, and the copy the client
+distribution ships (client/durable_jobs_client/_pb: JobService and its messages only, under
+the client's own import path), or check that both are current.
 
 protoc names modules after their proto paths (``jobs.v1.job_pb2``); our generated package
 lives at ``shared.pb.jobs.v1``, so the absolute imports between generated modules are
@@ -19,19 +21,25 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "proto"
 OUTPUT = ROOT / "shared" / "pb"
 PACKAGE_PREFIX = "shared.pb."
+CLIENT_OUTPUT = ROOT / "client" / "durable_jobs_client" / "_pb"
+CLIENT_PREFIX = "durable_jobs_client._pb."
+# what the client library calls: JobService and the messages it needs
+CLIENT_PROTOS = ("jobs/v1/job.proto", "jobs/v1/job_service.proto")
 _IMPORT = re.compile(r"^from jobs\.v1 import ", re.MULTILINE)
 
 
-def rewrite_imports(source: str) -> str:
+def rewrite_imports(source: str, prefix: str = PACKAGE_PREFIX) -> str:
     """Point protoc's `from jobs.v1 import x` at our package."""
-    return _IMPORT.sub(f"from {PACKAGE_PREFIX}jobs.v1 import ", source)
+    return _IMPORT.sub(f"from {prefix}jobs.v1 import ", source)
 
 
-def generate(out: Path) -> None:
+def generate(out: Path, only: tuple[str, ...] = (), prefix: str = PACKAGE_PREFIX) -> None:
     import google.rpc  # the googleapis-common-protos wheel ships google/rpc/*.proto
     from grpc_tools import protoc  # dev dependency: only this script needs it
 
-    protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
+    protos = list(only) or sorted(
+        str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto")
+    )
     out.mkdir(parents=True, exist_ok=True)
     args = [
         "protoc",
@@ -46,7 +54,7 @@ def generate(out: Path) -> None:
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
     for path in out.rglob("*.py*"):
-        path.write_text(rewrite_imports(path.read_text()))
+        path.write_text(rewrite_imports(path.read_text(), prefix))
     for folder in [out, *(p for p in out.rglob("*") if p.is_dir())]:
         (folder / "__init__.py").touch()
 
@@ -62,17 +70,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--check", action="store_true", help="fail if shared/pb is stale")
     check = parser.parse_args().check
+    targets = (
+        (OUTPUT, (), PACKAGE_PREFIX),
+        (CLIENT_OUTPUT, CLIENT_PROTOS, CLIENT_PREFIX),
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        fresh = Path(tmp) / "pb"
-        generate(fresh)
-        if check:
-            stale = differences(fresh, OUTPUT) if OUTPUT.exists() else ["shared/pb missing"]
-            if stale:
-                print("generated code is stale; run `make gen`:", ", ".join(stale))
-                return 1
-            return 0
-        shutil.rmtree(OUTPUT, ignore_errors=True)
-        shutil.copytree(fresh, OUTPUT)
+        for n, (output, only, prefix) in enumerate(targets):
+            fresh = Path(tmp) / f"pb{n}"
+            generate(fresh, only, prefix)
+            if check:
+                name = output.relative_to(ROOT)
+                stale = differences(fresh, output) if output.exists() else [f"{name} missing"]
+                if stale:
+                    print(f"{name} is stale; run `make gen`:", ", ".join(stale))
+                    return 1
+                continue
+            shutil.rmtree(output, ignore_errors=True)
+            shutil.copytree(fresh, output)
     return 0
 
 

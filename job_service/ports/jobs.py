@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import Job, NewJob, QuotaRefusal, Quotas, RetrySpec
+
+
+class BatchStore(Protocol):
+    async def create_many(
+        self, news: Sequence[NewJob], quotas: Quotas, trace: dict[str, str] | None = None
+    ) -> list[tuple[Job, bool] | QuotaRefusal]:
+        """``JobStore.create`` for each job in one statement, quotas counted in order; an
+        outcome per job. Idempotency keys are distinct within ``news``."""
+        ...
 
 
 class JobStore(Protocol):

@@ -13,7 +13,7 @@ from typing import Any
 from job_service import metrics
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import Job, NewJob, QuotaRefusal, Quotas
-from job_service.ports.jobs import CancelNotifier, CredentialOwnership, JobStore
+from job_service.ports.jobs import BatchStore, CancelNotifier, CredentialOwnership, JobStore
 from job_service.ports.outbox import Waker
 from job_service.usecases.checks import (
     MAX_ID_CHARS,
@@ -50,6 +50,10 @@ ACTIVE_RETRY_AFTER_S = 5.0
 SNAPSHOT_CLEAN_BATCH = 500
 # A delayed job due within this long wakes the dispatcher at its time.
 DELAYED_WAKE_HORIZON_S = 60.0
+# CreateJobs' items per call.
+MAX_CREATE_BATCH = 500
+
+Created = tuple[Job, bool]
 
 
 class Jobs:
@@ -61,9 +65,11 @@ class Jobs:
         outbox: Waker,
         credentials: CredentialOwnership,
         quotas: Quotas | None = None,
+        batches: BatchStore | None = None,
     ) -> None:
         self._registry = registry
         self._store = store
+        self._batches = batches or _NoBatches()
         self._notifier = notifier
         self._outbox = outbox
         self._credentials = credentials
@@ -114,43 +120,87 @@ class Jobs:
         delay_s: float | None,
         pins: Pins,
     ) -> tuple[Job, bool]:
-        require_name("user_id", user_id)
-        if idempotency_key:
-            require_name("idempotency_key", idempotency_key)
-        definition = self._registry.get(job_type)
-        require_priority(priority)
-        due = require_schedule(run_at, delay_s, datetime.now(UTC))
-        require_input(raw_input)
-        require_target(pins.target_type, pins.target_id)
-        if bool(pins.target_type) != bool(pins.target_id):
-            raise InvalidInput(
-                "a target is a type and an id",
-                [FieldViolation("target_id", "required with target_type")],
-            )
-        require_versions(definition, pins)
-        credential = await self._check_credential(
-            user_id, definition, credential_mode, credential_id
+        request = CreateRequest(
+            user_id,
+            job_type,
+            raw_input,
+            idempotency_key,
+            priority,
+            credential_mode,
+            credential_id,
+            run_at,
+            delay_s,
+            pins,
         )
-        new = replace(
-            new_job(
-                definition,
-                raw_input,
-                user_id,
-                idempotency_key,
-                priority,
-                credential_mode,
-                credential,
-                due,
-                pins,
-            ),
-            trace=tracing.carrier(),
-        )
+        new, due = await self._prepare(request)
+        new = replace(new, trace=tracing.carrier())
         stored = await self._store.create(new, self._quotas)
+        return self._settle(new, due, stored)
+
+    async def create_jobs(self, requests: Sequence[CreateRequest]) -> list[Created | JobsError]:
+        """CreateJob for each request, stored in one statement: per request, the job and
+        whether it was created, or the error CreateJob would have raised for it alone."""
+        if not 1 <= len(requests) <= MAX_CREATE_BATCH:
+            raise InvalidInput(
+                f"1..{MAX_CREATE_BATCH} requests per call",
+                [FieldViolation("requests", f"1..{MAX_CREATE_BATCH} items")],
+            )
+        attributes = {"jobs.count": len(requests)}
+        with tracing.span("CreateJobs", kind=tracing.SERVER, attributes=attributes):
+            answers: list[Created | JobsError | None] = [None] * len(requests)
+            prepared: dict[int, tuple[NewJob, datetime | None]] = {}
+            first_of_key: dict[tuple[str, str, str], int] = {}
+            repeats: dict[int, int] = {}
+            for n, request in enumerate(requests):
+                try:
+                    new, due = await self._prepare(request)
+                except JobsError as error:
+                    answers[n] = error
+                    continue
+                if new.idempotency_key is not None:
+                    key = (new.user_id, new.job_type, new.idempotency_key)
+                    if key in first_of_key:  # judged after the first item with its key
+                        repeats[n] = first_of_key[key]
+                        prepared[n] = (new, due)
+                        continue
+                    first_of_key[key] = n
+                prepared[n] = (new, due)
+            order = [n for n in prepared if n not in repeats]
+            if order:
+                stored = await self._batches.create_many(
+                    [prepared[n][0] for n in order], self._quotas, tracing.carrier()
+                )
+                for n, outcome in zip(order, stored, strict=True):
+                    new, due = prepared[n]
+                    try:
+                        answers[n] = self._settle(new, due, outcome)
+                    except JobsError as error:
+                        answers[n] = error
+            for n, first in repeats.items():
+                earlier = answers[first]
+                if isinstance(earlier, JobsError):
+                    answers[n] = earlier
+                    continue
+                assert earlier is not None
+                try:
+                    answers[n] = self._settle(prepared[n][0], None, (earlier[0], False))
+                except JobsError as error:
+                    answers[n] = error
+            return [a for a in answers if a is not None]
+
+    def _settle(
+        self,
+        new: NewJob,
+        due: datetime | None,
+        stored: tuple[Job, bool] | QuotaRefusal,
+    ) -> Created:
+        """What the store's answer means for the caller: the job (waking the dispatcher for
+        a new one), or the quota or idempotency error to raise."""
         if isinstance(stored, QuotaRefusal):
             raise self._quota_error(stored)
         job, created = stored
         if created:
-            metrics.job_created(job_type, definition.queue)
+            metrics.job_created(job.job_type, job.queue)
             # a delayed job's dispatch row is due at its time (a far one is found by the
             # dispatcher's poll: no timer held for it)
             wait = (due - datetime.now(UTC)).total_seconds() if due else 0.0
@@ -162,6 +212,40 @@ class Jobs:
                 [FieldViolation("idempotency_key", "already used with other parameters")],
             )
         return job, created
+
+    async def _prepare(self, request: CreateRequest) -> tuple[NewJob, datetime | None]:
+        """The validated job a request asks for, and when it is due (None: now); raises the
+        InvalidInput (or UnknownJobType) naming every bad field. Nothing is stored."""
+        pins = request.pins
+        require_name("user_id", request.user_id)
+        if request.idempotency_key:
+            require_name("idempotency_key", request.idempotency_key)
+        definition = self._registry.get(request.job_type)
+        require_priority(request.priority)
+        due = require_schedule(request.run_at, request.delay_s, datetime.now(UTC))
+        require_input(request.raw_input)
+        require_target(pins.target_type, pins.target_id)
+        if bool(pins.target_type) != bool(pins.target_id):
+            raise InvalidInput(
+                "a target is a type and an id",
+                [FieldViolation("target_id", "required with target_type")],
+            )
+        require_versions(definition, pins)
+        credential = await self._check_credential(
+            request.user_id, definition, request.credential_mode, request.credential_id
+        )
+        new = new_job(
+            definition,
+            request.raw_input,
+            request.user_id,
+            request.idempotency_key,
+            request.priority,
+            request.credential_mode,
+            credential,
+            due,
+            pins,
+        )
+        return new, due
 
     def _quota_error(self, refusal: QuotaRefusal) -> JobsError:
         limits = self._quotas
@@ -385,3 +469,26 @@ def _prompt_known(key: str, version: str) -> bool:
     except PromptNotFound:
         return False
     return True
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    """One CreateJob request, as CreateJob and each item of CreateJobs take it."""
+
+    user_id: str
+    job_type: str
+    raw_input: dict[str, Any]
+    idempotency_key: str = ""
+    priority: int | None = None
+    credential_mode: CredentialMode = CredentialMode.PLATFORM
+    credential_id: str = ""
+    run_at: datetime | None = None
+    delay_s: float | None = None
+    pins: Pins = Pins()
+
+
+class _NoBatches:
+    async def create_many(
+        self, news: Sequence[NewJob], quotas: Quotas, trace: dict[str, str] | None = None
+    ) -> list[tuple[Job, bool] | QuotaRefusal]:
+        raise NotImplementedError("this Jobs was built without a batch store")

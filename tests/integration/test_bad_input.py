@@ -677,6 +677,24 @@ CASES: dict[str, Case] = {
         INVALID,
         "INVALID_INPUT",
     ),
+    # --- CreateJobs (issue 13): the call as a whole; a bad item is refused in its answer
+    "create batch: no items": Case(
+        JOB + "CreateJobs", lambda s: jpb.CreateJobsRequest(), INVALID, "INVALID_INPUT"
+    ),
+    "create batch: 501 items": Case(
+        JOB + "CreateJobs",
+        lambda s: jpb.CreateJobsRequest(
+            requests=[jpb.CreateJobRequest(user_id="alice", job_type="synthetic")] * 501
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create batch: not UTF-8 inside an item": Case(
+        JOB + "CreateJobs",
+        lambda s: _field(1, _field(1, b"\xff\xfe") + _field(2, b"synthetic")),
+        INVALID,
+        "INVALID_INPUT",
+    ),
     "failure: without the lease": Case(
         EXEC + "SubmitFailure",
         lambda s: epb.SubmitFailureRequest(

@@ -11,12 +11,13 @@ import grpc
 from job_service.adapters.grpc.convert import credential_mode_from_pb, job_to_pb
 from job_service.domain.models import Job
 from job_service.usecases.admin import Admin
-from job_service.usecases.jobs import Jobs, Pins
+from job_service.usecases.jobs import MAX_CREATE_BATCH, CreateRequest, Jobs, Pins
 from job_service.usecases.watch import WatchHub
-from shared.errors import FieldViolation, InvalidInput
+from shared.errors import FieldViolation, InvalidInput, JobsError
 from shared.pb.jobs.v1 import job_service_pb2 as pb
 from shared.pb.jobs.v1 import job_service_pb2_grpc
 from shared.pbconv import dict_from_struct
+from shared.rpc_errors import status_proto_for
 
 
 class JobServicer(job_service_pb2_grpc.JobServiceServicer):
@@ -28,26 +29,50 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     async def CreateJob(
         self, request: pb.CreateJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreateJobResponse:
+        r = _create_request(request)
         job, created = await self._jobs.create_job(
-            user_id=request.user_id,
-            job_type=request.job_type,
-            raw_input=dict_from_struct(request.input),
-            idempotency_key=request.idempotency_key,
-            priority=request.priority if request.HasField("priority") else None,
-            credential_mode=credential_mode_from_pb(request.credential_mode),
-            credential_id=request.credential_id,
-            run_at=_run_at(request),
-            delay_s=request.delay.ToTimedelta().total_seconds()
-            if request.HasField("delay")
-            else None,
-            pins=Pins(
-                target_type=request.target_type,
-                target_id=request.target_id,
-                prompt_version=request.prompt_version,
-                output_schema_version=request.output_schema_version,
-            ),
+            user_id=r.user_id,
+            job_type=r.job_type,
+            raw_input=r.raw_input,
+            idempotency_key=r.idempotency_key,
+            priority=r.priority,
+            credential_mode=r.credential_mode,
+            credential_id=r.credential_id,
+            run_at=r.run_at,
+            delay_s=r.delay_s,
+            pins=r.pins,
         )
         return pb.CreateJobResponse(job=job_to_pb(job), created=created)
+
+    async def CreateJobs(
+        self, request: pb.CreateJobsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateJobsResponse:
+        if not 1 <= len(request.requests) <= MAX_CREATE_BATCH:  # before converting any
+            raise InvalidInput(
+                f"1..{MAX_CREATE_BATCH} requests per call",
+                [FieldViolation("requests", f"1..{MAX_CREATE_BATCH} items")],
+            )
+        items: list[CreateRequest | JobsError] = []
+        for asked in request.requests:
+            try:
+                items.append(_create_request(asked))
+            except JobsError as error:  # a run_at out of range refuses only its item
+                items.append(error)
+        valid = [i for i in items if isinstance(i, CreateRequest)]
+        stored = iter(await self._jobs.create_jobs(valid) if valid else [])
+        results: list[pb.CreateJobResult] = []
+        for item in items:
+            outcome = next(stored) if isinstance(item, CreateRequest) else item
+            if isinstance(outcome, JobsError):
+                results.append(pb.CreateJobResult(error=status_proto_for(outcome)))
+            else:
+                job, created = outcome
+                results.append(
+                    pb.CreateJobResult(
+                        response=pb.CreateJobResponse(job=job_to_pb(job), created=created)
+                    )
+                )
+        return pb.CreateJobsResponse(results=results)
 
     async def GetJob(
         self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext
@@ -88,6 +113,26 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
 
         async for job in self._watches.watch(request.job_id, read):
             yield pb.WatchJobResponse(job=job_to_pb(job))
+
+
+def _create_request(request: pb.CreateJobRequest) -> CreateRequest:
+    return CreateRequest(
+        user_id=request.user_id,
+        job_type=request.job_type,
+        raw_input=dict_from_struct(request.input),
+        idempotency_key=request.idempotency_key,
+        priority=request.priority if request.HasField("priority") else None,
+        credential_mode=credential_mode_from_pb(request.credential_mode),
+        credential_id=request.credential_id,
+        run_at=_run_at(request),
+        delay_s=request.delay.ToTimedelta().total_seconds() if request.HasField("delay") else None,
+        pins=Pins(
+            target_type=request.target_type,
+            target_id=request.target_id,
+            prompt_version=request.prompt_version,
+            output_schema_version=request.output_schema_version,
+        ),
+    )
 
 
 def _run_at(request: pb.CreateJobRequest) -> datetime | None:

@@ -25,36 +25,43 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 from shared.pb.jobs.v1 import job_pb2 as jobs_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19jobs/v1/job_service.proto\x12\x07jobs.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11jobs/v1/job.proto\"\x98\x03\n\x10\x43reateJobRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12&\n\x05input\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12\x15\n\x08priority\x18\x05 \x01(\x05H\x00\x88\x01\x01\x12\x30\n\x0f\x63redential_mode\x18\x06 \x01(\x0e\x32\x17.jobs.v1.CredentialMode\x12\x15\n\rcredential_id\x18\x07 \x01(\t\x12*\n\x06run_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12(\n\x05\x64\x65lay\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x13\n\x0btarget_type\x18\x14 \x01(\t\x12\x11\n\ttarget_id\x18\x15 \x01(\t\x12\x16\n\x0eprompt_version\x18\x16 \x01(\t\x12\x1d\n\x15output_schema_version\x18\x17 \x01(\tB\x0b\n\t_priority\"?\n\x11\x43reateJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"0\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"+\n\x0eGetJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\"3\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\".\n\x11\x43\x61ncelJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\"q\n\x0fListJobsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x13\n\x0btarget_type\x18\x14 \x01(\t\x12\x11\n\ttarget_id\x18\x15 \x01(\t\"G\n\x10ListJobsResponse\x12\x1a\n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.jobs.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"2\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"-\n\x10WatchJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job2\xd3\x02\n\nJobService\x12\x42\n\tCreateJob\x12\x19.jobs.v1.CreateJobRequest\x1a\x1a.jobs.v1.CreateJobResponse\x12\x39\n\x06GetJob\x12\x16.jobs.v1.GetJobRequest\x1a\x17.jobs.v1.GetJobResponse\x12\x42\n\tCancelJob\x12\x19.jobs.v1.CancelJobRequest\x1a\x1a.jobs.v1.CancelJobResponse\x12?\n\x08ListJobs\x12\x18.jobs.v1.ListJobsRequest\x1a\x19.jobs.v1.ListJobsResponse\x12\x41\n\x08WatchJob\x12\x18.jobs.v1.WatchJobRequest\x1a\x19.jobs.v1.WatchJobResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19jobs/v1/job_service.proto\x12\x07jobs.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x11jobs/v1/job.proto\"\x98\x03\n\x10\x43reateJobRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12&\n\x05input\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12\x15\n\x08priority\x18\x05 \x01(\x05H\x00\x88\x01\x01\x12\x30\n\x0f\x63redential_mode\x18\x06 \x01(\x0e\x32\x17.jobs.v1.CredentialMode\x12\x15\n\rcredential_id\x18\x07 \x01(\t\x12*\n\x06run_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12(\n\x05\x64\x65lay\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x13\n\x0btarget_type\x18\x14 \x01(\t\x12\x11\n\ttarget_id\x18\x15 \x01(\t\x12\x16\n\x0eprompt_version\x18\x16 \x01(\t\x12\x1d\n\x15output_schema_version\x18\x17 \x01(\tB\x0b\n\t_priority\"?\n\x11\x43reateJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"0\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"+\n\x0eGetJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\"3\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\".\n\x11\x43\x61ncelJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\"q\n\x0fListJobsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x13\n\x0btarget_type\x18\x14 \x01(\t\x12\x11\n\ttarget_id\x18\x15 \x01(\t\"G\n\x10ListJobsResponse\x12\x1a\n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.jobs.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"2\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"-\n\x10WatchJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\"@\n\x11\x43reateJobsRequest\x12+\n\x08requests\x18\x01 \x03(\x0b\x32\x19.jobs.v1.CreateJobRequest\"b\n\x0f\x43reateJobResult\x12,\n\x08response\x18\x01 \x01(\x0b\x32\x1a.jobs.v1.CreateJobResponse\x12!\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.Status\"?\n\x12\x43reateJobsResponse\x12)\n\x07results\x18\x01 \x03(\x0b\x32\x18.jobs.v1.CreateJobResult2\x9a\x03\n\nJobService\x12\x42\n\tCreateJob\x12\x19.jobs.v1.CreateJobRequest\x1a\x1a.jobs.v1.CreateJobResponse\x12\x39\n\x06GetJob\x12\x16.jobs.v1.GetJobRequest\x1a\x17.jobs.v1.GetJobResponse\x12\x42\n\tCancelJob\x12\x19.jobs.v1.CancelJobRequest\x1a\x1a.jobs.v1.CancelJobResponse\x12?\n\x08ListJobs\x12\x18.jobs.v1.ListJobsRequest\x1a\x19.jobs.v1.ListJobsResponse\x12\x41\n\x08WatchJob\x12\x18.jobs.v1.WatchJobRequest\x1a\x19.jobs.v1.WatchJobResponse0\x01\x12\x45\n\nCreateJobs\x12\x1a.jobs.v1.CreateJobsRequest\x1a\x1b.jobs.v1.CreateJobsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobs.v1.job_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CREATEJOBREQUEST']._serialized_start=153
-  _globals['_CREATEJOBREQUEST']._serialized_end=561
-  _globals['_CREATEJOBRESPONSE']._serialized_start=563
-  _globals['_CREATEJOBRESPONSE']._serialized_end=626
-  _globals['_GETJOBREQUEST']._serialized_start=628
-  _globals['_GETJOBREQUEST']._serialized_end=676
-  _globals['_GETJOBRESPONSE']._serialized_start=678
-  _globals['_GETJOBRESPONSE']._serialized_end=721
-  _globals['_CANCELJOBREQUEST']._serialized_start=723
-  _globals['_CANCELJOBREQUEST']._serialized_end=774
-  _globals['_CANCELJOBRESPONSE']._serialized_start=776
-  _globals['_CANCELJOBRESPONSE']._serialized_end=822
-  _globals['_LISTJOBSREQUEST']._serialized_start=824
-  _globals['_LISTJOBSREQUEST']._serialized_end=937
-  _globals['_LISTJOBSRESPONSE']._serialized_start=939
-  _globals['_LISTJOBSRESPONSE']._serialized_end=1010
-  _globals['_WATCHJOBREQUEST']._serialized_start=1012
-  _globals['_WATCHJOBREQUEST']._serialized_end=1062
-  _globals['_WATCHJOBRESPONSE']._serialized_start=1064
-  _globals['_WATCHJOBRESPONSE']._serialized_end=1109
-  _globals['_JOBSERVICE']._serialized_start=1112
-  _globals['_JOBSERVICE']._serialized_end=1451
+  _globals['_CREATEJOBREQUEST']._serialized_start=178
+  _globals['_CREATEJOBREQUEST']._serialized_end=586
+  _globals['_CREATEJOBRESPONSE']._serialized_start=588
+  _globals['_CREATEJOBRESPONSE']._serialized_end=651
+  _globals['_GETJOBREQUEST']._serialized_start=653
+  _globals['_GETJOBREQUEST']._serialized_end=701
+  _globals['_GETJOBRESPONSE']._serialized_start=703
+  _globals['_GETJOBRESPONSE']._serialized_end=746
+  _globals['_CANCELJOBREQUEST']._serialized_start=748
+  _globals['_CANCELJOBREQUEST']._serialized_end=799
+  _globals['_CANCELJOBRESPONSE']._serialized_start=801
+  _globals['_CANCELJOBRESPONSE']._serialized_end=847
+  _globals['_LISTJOBSREQUEST']._serialized_start=849
+  _globals['_LISTJOBSREQUEST']._serialized_end=962
+  _globals['_LISTJOBSRESPONSE']._serialized_start=964
+  _globals['_LISTJOBSRESPONSE']._serialized_end=1035
+  _globals['_WATCHJOBREQUEST']._serialized_start=1037
+  _globals['_WATCHJOBREQUEST']._serialized_end=1087
+  _globals['_WATCHJOBRESPONSE']._serialized_start=1089
+  _globals['_WATCHJOBRESPONSE']._serialized_end=1134
+  _globals['_CREATEJOBSREQUEST']._serialized_start=1136
+  _globals['_CREATEJOBSREQUEST']._serialized_end=1200
+  _globals['_CREATEJOBRESULT']._serialized_start=1202
+  _globals['_CREATEJOBRESULT']._serialized_end=1300
+  _globals['_CREATEJOBSRESPONSE']._serialized_start=1302
+  _globals['_CREATEJOBSRESPONSE']._serialized_end=1365
+  _globals['_JOBSERVICE']._serialized_start=1368
+  _globals['_JOBSERVICE']._serialized_end=1778
 # @@protoc_insertion_point(module_scope)

@@ -3,6 +3,7 @@ import datetime
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.rpc import status_pb2 as _status_pb2
 from shared.pb.jobs.v1 import job_pb2 as _job_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -113,3 +114,23 @@ class WatchJobResponse(_message.Message):
     JOB_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class CreateJobsRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[CreateJobRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[CreateJobRequest, _Mapping]]] = ...) -> None: ...
+
+class CreateJobResult(_message.Message):
+    __slots__ = ("response", "error")
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    response: CreateJobResponse
+    error: _status_pb2.Status
+    def __init__(self, response: _Optional[_Union[CreateJobResponse, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class CreateJobsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CreateJobResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[CreateJobResult, _Mapping]]] = ...) -> None: ...

@@ -62,6 +62,11 @@ class JobServiceStub:
                 request_serializer=jobs_dot_v1_dot_job__service__pb2.WatchJobRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_job__service__pb2.WatchJobResponse.FromString,
                 _registered_method=True)
+        self.CreateJobs = channel.unary_unary(
+                '/jobs.v1.JobService/CreateJobs',
+                request_serializer=jobs_dot_v1_dot_job__service__pb2.CreateJobsRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_job__service__pb2.CreateJobsResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -113,6 +118,16 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateJobs(self, request, context):
+        """CreateJob for up to 500 jobs in one call and one statement. Each item is judged exactly
+        as CreateJob judges it (validation, idempotency key, quotas in the order of the items);
+        a refused item carries its own google.rpc.Status and leaves the others alone. More than
+        500 items, or none, is INVALID_ARGUMENT for the whole call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -140,6 +155,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.WatchJob,
                     request_deserializer=jobs_dot_v1_dot_job__service__pb2.WatchJobRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_job__service__pb2.WatchJobResponse.SerializeToString,
+            ),
+            'CreateJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateJobs,
+                    request_deserializer=jobs_dot_v1_dot_job__service__pb2.CreateJobsRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_job__service__pb2.CreateJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -280,6 +300,33 @@ class JobService:
             '/jobs.v1.JobService/WatchJob',
             jobs_dot_v1_dot_job__service__pb2.WatchJobRequest.SerializeToString,
             jobs_dot_v1_dot_job__service__pb2.WatchJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.JobService/CreateJobs',
+            jobs_dot_v1_dot_job__service__pb2.CreateJobsRequest.SerializeToString,
+            jobs_dot_v1_dot_job__service__pb2.CreateJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

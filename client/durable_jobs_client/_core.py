@@ -1,0 +1,114 @@
+"""What the sync and async clients share: requests, the retry policy, watch bookkeeping."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import grpc
+from google.protobuf import struct_pb2
+
+from durable_jobs_client._pb.jobs.v1 import job_pb2
+from durable_jobs_client._pb.jobs.v1 import job_service_pb2 as pb
+from durable_jobs_client.errors import JobsError, QuotaExceeded, TooManyJobs, Unavailable
+
+TERMINAL = frozenset(
+    {job_pb2.JOB_STATUS_SUCCEEDED, job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_STATUS_CANCELLED}
+)
+RETRIED_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """UNAVAILABLE and RESOURCE_EXHAUSTED are retried, up to ``attempts`` calls in all:
+    after the server's RetryInfo delay when it gives one (if not longer than
+    ``max_wait`` seconds: a quota that resets at midnight is raised at once), else after
+    an exponential backoff."""
+
+    attempts: int = 5
+    initial_backoff: float = 0.2
+    max_backoff: float = 5.0
+    max_wait: float = 30.0
+
+    def delay(self, error: JobsError, attempt: int) -> float | None:
+        """Seconds to wait before call ``attempt + 1``, or None to raise ``error``."""
+        if attempt >= self.attempts or error.code not in RETRIED_CODES:
+            return None
+        if error.retry_after is not None:
+            return error.retry_after if error.retry_after <= self.max_wait else None
+        if isinstance(error, TooManyJobs | QuotaExceeded):
+            return None
+        if isinstance(error, Unavailable) or error.code == grpc.StatusCode.UNAVAILABLE:
+            return min(self.max_backoff, self.initial_backoff * 2.0 ** (attempt - 1))
+        return None
+
+
+def struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    message.update(dict(values))
+    return message
+
+
+def create_request(
+    user_id: str,
+    job_type: str,
+    input: Mapping[str, Any],
+    *,
+    idempotency_key: str | None = None,
+    priority: int | None = None,
+    run_at: datetime | None = None,
+    delay: timedelta | None = None,
+    target_type: str = "",
+    target_id: str = "",
+    prompt_version: str = "",
+    output_schema_version: str = "",
+) -> pb.CreateJobRequest:
+    """A CreateJobRequest; without an idempotency key one is made here, so that a retried
+    create can never make two jobs."""
+    request = pb.CreateJobRequest(
+        user_id=user_id,
+        job_type=job_type,
+        input=struct(input),
+        idempotency_key=idempotency_key or f"client-{uuid.uuid4()}",
+        target_type=target_type,
+        target_id=target_id,
+        prompt_version=prompt_version,
+        output_schema_version=output_schema_version,
+    )
+    if priority is not None:
+        request.priority = priority
+    if run_at is not None:
+        request.run_at.FromDatetime(run_at)
+    if delay is not None:
+        request.delay.FromTimedelta(delay)
+    return request
+
+
+def with_key(request: pb.CreateJobRequest) -> pb.CreateJobRequest:
+    """The request, given an idempotency key when it has none."""
+    if request.idempotency_key:
+        return request
+    keyed = pb.CreateJobRequest()
+    keyed.CopyFrom(request)
+    keyed.idempotency_key = f"client-{uuid.uuid4()}"
+    return keyed
+
+
+class WatchState:
+    """What a watch has shown: a reconnect's first answer (the current state again) is not
+    shown twice, and nothing follows a terminal state."""
+
+    def __init__(self) -> None:
+        self._last: tuple[Any, ...] | None = None
+        self.done = False
+
+    def fresh(self, job: job_pb2.Job) -> bool:
+        seen = (job.status, job.progress, job.attempt_count, job.updated_at.ToNanoseconds())
+        if self.done or seen == self._last:
+            return False
+        self._last = seen
+        self.done = job.status in TERMINAL
+        return True

@@ -1,0 +1,404 @@
+"""``JobsClient`` (blocking) and ``AsyncJobsClient`` (asyncio): the same methods, the same
+retries and errors, over one channel each.
+
+Every call has a deadline (``timeout``, 30 s by default); UNAVAILABLE and
+RESOURCE_EXHAUSTED are retried as ``RetryPolicy`` says, a create always with the same
+idempotency key (made here when the caller gives none), so a retry never makes two jobs.
+A refused call raises the ``JobsError`` subclass of its reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import grpc
+
+from durable_jobs_client._core import RetryPolicy, WatchState, create_request, with_key
+from durable_jobs_client._pb.jobs.v1 import job_pb2, job_service_pb2_grpc
+from durable_jobs_client._pb.jobs.v1 import job_service_pb2 as pb
+from durable_jobs_client.config import ClientConfig
+from durable_jobs_client.errors import (
+    DeadlineExceeded,
+    JobsError,
+    error_from_rpc,
+    error_from_status,
+)
+
+T = TypeVar("T")
+DEFAULT_TIMEOUT = 30.0
+Job = job_pb2.Job
+Created = pb.CreateJobResponse
+
+
+class _Base:
+    def __init__(
+        self,
+        target: str | None,
+        *,
+        user_id: str,
+        token: str | None,
+        ca_file: str | None,
+        client_cert_file: str | None,
+        client_key_file: str | None,
+        timeout: float,
+        retry: RetryPolicy | None,
+    ) -> None:
+        self.config = ClientConfig.resolve(
+            target, token, ca_file, client_cert_file, client_key_file
+        )
+        self.user_id = user_id
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self._metadata = self.config.metadata()
+
+    def _request(
+        self, job_type: str, input: Mapping[str, Any], user_id: str | None, **options: Any
+    ) -> pb.CreateJobRequest:
+        return create_request(user_id or self.user_id, job_type, input, **options)
+
+
+class JobsClient(_Base):
+    """The blocking client. ``user_id`` is the user calls act for unless one is given."""
+
+    def __init__(
+        self,
+        target: str | None = None,
+        *,
+        user_id: str = "",
+        token: str | None = None,
+        ca_file: str | None = None,
+        client_cert_file: str | None = None,
+        client_key_file: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(
+            target,
+            user_id=user_id,
+            token=token,
+            ca_file=ca_file,
+            client_cert_file=client_cert_file,
+            client_key_file=client_key_file,
+            timeout=timeout,
+            retry=retry,
+        )
+        self.channel = self.config.sync_channel()
+        self._stub: Any = job_service_pb2_grpc.JobServiceStub(self.channel)  # type: ignore[no-untyped-call]
+
+    def __enter__(self) -> JobsClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def _call(self, method: Callable[..., Any], request: Any, answer: type[T]) -> T:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = method(request, timeout=self.timeout, metadata=self._metadata)
+                assert isinstance(response, answer)
+                return response
+            except grpc.RpcError as raised:
+                error = error_from_rpc(raised)
+                delay = self.retry.delay(error, attempt)
+                if delay is None:
+                    raise error from None
+                time.sleep(delay)
+
+    def create(
+        self,
+        job_type: str,
+        input: Mapping[str, Any],
+        *,
+        user_id: str | None = None,
+        idempotency_key: str | None = None,
+        priority: int | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | None = None,
+        target_type: str = "",
+        target_id: str = "",
+        prompt_version: str = "",
+        output_schema_version: str = "",
+    ) -> Created:
+        """Creates a job (``.job``; ``.created`` False when the key's job already existed)."""
+        request = self._request(
+            job_type,
+            input,
+            user_id,
+            idempotency_key=idempotency_key,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            target_type=target_type,
+            target_id=target_id,
+            prompt_version=prompt_version,
+            output_schema_version=output_schema_version,
+        )
+        return self._call(self._stub.CreateJob, request, pb.CreateJobResponse)
+
+    def create_many(self, requests: Sequence[pb.CreateJobRequest]) -> list[Created | JobsError]:
+        """CreateJobs (up to 500): per request, its answer or the error refusing it alone.
+        Requests without an idempotency key get one (and keep it across retries)."""
+        batch = pb.CreateJobsRequest(requests=[with_key(r) for r in requests])
+        response = self._call(self._stub.CreateJobs, batch, pb.CreateJobsResponse)
+        return [_result(r) for r in response.results]
+
+    def get(self, job_id: str, *, user_id: str | None = None) -> Job:
+        request = pb.GetJobRequest(job_id=job_id, user_id=user_id or self.user_id)
+        return self._call(self._stub.GetJob, request, pb.GetJobResponse).job
+
+    def cancel(self, job_id: str, *, user_id: str | None = None) -> Job:
+        request = pb.CancelJobRequest(job_id=job_id, user_id=user_id or self.user_id)
+        return self._call(self._stub.CancelJob, request, pb.CancelJobResponse).job
+
+    def list(
+        self,
+        *,
+        user_id: str | None = None,
+        page_size: int = 0,
+        target_type: str = "",
+        target_id: str = "",
+    ) -> Iterator[Job]:
+        """Every job of the user, newest first, fetched a page at a time as you iterate."""
+        token = ""
+        while True:
+            request = pb.ListJobsRequest(
+                user_id=user_id or self.user_id,
+                page_size=page_size,
+                page_token=token,
+                target_type=target_type,
+                target_id=target_id,
+            )
+            page = self._call(self._stub.ListJobs, request, pb.ListJobsResponse)
+            yield from page.jobs
+            token = page.next_page_token
+            if not token:
+                return
+
+    def watch(self, job_id: str, *, user_id: str | None = None) -> Iterator[Job]:
+        """The job's state now, then each change, ending after its terminal state. A stream
+        that breaks (the service restarted) is opened again; no state is shown twice."""
+        request = pb.WatchJobRequest(job_id=job_id, user_id=user_id or self.user_id)
+        state = WatchState()
+        attempt = 0
+        while not state.done:
+            try:
+                for answer in self._stub.WatchJob(request, metadata=self._metadata):
+                    attempt = 0
+                    if state.fresh(answer.job):
+                        yield answer.job
+                    if state.done:
+                        return
+            except grpc.RpcError as raised:
+                error = error_from_rpc(raised)
+                attempt += 1
+                delay = self.retry.delay(error, attempt)
+                if delay is None:
+                    raise error from None
+                time.sleep(delay)
+
+    def wait(self, job_id: str, *, timeout: float, user_id: str | None = None) -> Job:
+        """The job once terminal; DeadlineExceeded after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        request = pb.WatchJobRequest(job_id=job_id, user_id=user_id or self.user_id)
+        attempt = 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DeadlineExceeded(f"job {job_id} not finished within {timeout} s")
+            try:
+                for answer in self._stub.WatchJob(request, timeout=left, metadata=self._metadata):
+                    if answer.job.status in _TERMINAL:
+                        job: Job = answer.job
+                        return job
+                    attempt = 0
+            except grpc.RpcError as raised:
+                error = error_from_rpc(raised)
+                if isinstance(error, DeadlineExceeded):
+                    raise DeadlineExceeded(
+                        f"job {job_id} not finished within {timeout} s"
+                    ) from None
+                attempt += 1
+                delay = self.retry.delay(error, attempt)
+                if delay is None:
+                    raise error from None
+                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+
+
+class AsyncJobsClient(_Base):
+    """The asyncio client: ``JobsClient``'s methods as coroutines and async iterators."""
+
+    def __init__(
+        self,
+        target: str | None = None,
+        *,
+        user_id: str = "",
+        token: str | None = None,
+        ca_file: str | None = None,
+        client_cert_file: str | None = None,
+        client_key_file: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(
+            target,
+            user_id=user_id,
+            token=token,
+            ca_file=ca_file,
+            client_cert_file=client_cert_file,
+            client_key_file=client_key_file,
+            timeout=timeout,
+            retry=retry,
+        )
+        self.channel = self.config.aio_channel()
+        self._stub: Any = job_service_pb2_grpc.JobServiceStub(self.channel)  # type: ignore[no-untyped-call]
+
+    async def __aenter__(self) -> AsyncJobsClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+    async def _call(
+        self, method: Callable[..., Awaitable[Any]], request: Any, answer: type[T]
+    ) -> T:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await method(request, timeout=self.timeout, metadata=self._metadata)
+                assert isinstance(response, answer)
+                return response
+            except grpc.RpcError as raised:
+                error = error_from_rpc(raised)
+                delay = self.retry.delay(error, attempt)
+                if delay is None:
+                    raise error from None
+                await asyncio.sleep(delay)
+
+    async def create(
+        self,
+        job_type: str,
+        input: Mapping[str, Any],
+        *,
+        user_id: str | None = None,
+        idempotency_key: str | None = None,
+        priority: int | None = None,
+        run_at: datetime | None = None,
+        delay: timedelta | None = None,
+        target_type: str = "",
+        target_id: str = "",
+        prompt_version: str = "",
+        output_schema_version: str = "",
+    ) -> Created:
+        request = self._request(
+            job_type,
+            input,
+            user_id,
+            idempotency_key=idempotency_key,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            target_type=target_type,
+            target_id=target_id,
+            prompt_version=prompt_version,
+            output_schema_version=output_schema_version,
+        )
+        return await self._call(self._stub.CreateJob, request, pb.CreateJobResponse)
+
+    async def create_many(
+        self, requests: Sequence[pb.CreateJobRequest]
+    ) -> list[Created | JobsError]:
+        batch = pb.CreateJobsRequest(requests=[with_key(r) for r in requests])
+        response = await self._call(self._stub.CreateJobs, batch, pb.CreateJobsResponse)
+        return [_result(r) for r in response.results]
+
+    async def get(self, job_id: str, *, user_id: str | None = None) -> Job:
+        request = pb.GetJobRequest(job_id=job_id, user_id=user_id or self.user_id)
+        return (await self._call(self._stub.GetJob, request, pb.GetJobResponse)).job
+
+    async def cancel(self, job_id: str, *, user_id: str | None = None) -> Job:
+        request = pb.CancelJobRequest(job_id=job_id, user_id=user_id or self.user_id)
+        return (await self._call(self._stub.CancelJob, request, pb.CancelJobResponse)).job
+
+    async def list(
+        self,
+        *,
+        user_id: str | None = None,
+        page_size: int = 0,
+        target_type: str = "",
+        target_id: str = "",
+    ) -> AsyncIterator[Job]:
+        token = ""
+        while True:
+            request = pb.ListJobsRequest(
+                user_id=user_id or self.user_id,
+                page_size=page_size,
+                page_token=token,
+                target_type=target_type,
+                target_id=target_id,
+            )
+            page = await self._call(self._stub.ListJobs, request, pb.ListJobsResponse)
+            for job in page.jobs:
+                yield job
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def watch(self, job_id: str, *, user_id: str | None = None) -> AsyncIterator[Job]:
+        request = pb.WatchJobRequest(job_id=job_id, user_id=user_id or self.user_id)
+        state = WatchState()
+        attempt = 0
+        while not state.done:
+            try:
+                async for answer in self._stub.WatchJob(request, metadata=self._metadata):
+                    attempt = 0
+                    if state.fresh(answer.job):
+                        yield answer.job
+                    if state.done:
+                        return
+            except grpc.RpcError as raised:
+                error = error_from_rpc(raised)
+                attempt += 1
+                delay = self.retry.delay(error, attempt)
+                if delay is None:
+                    raise error from None
+                await asyncio.sleep(delay)
+
+    async def wait(self, job_id: str, *, timeout: float, user_id: str | None = None) -> Job:
+        """The job once terminal; DeadlineExceeded after ``timeout`` seconds."""
+
+        async def last() -> Job:
+            final: Job | None = None
+            async for job in self.watch(job_id, user_id=user_id):
+                final = job
+            assert final is not None
+            return final
+
+        try:
+            return await asyncio.wait_for(last(), timeout)
+        except TimeoutError:
+            raise DeadlineExceeded(f"job {job_id} not finished within {timeout} s") from None
+
+
+_TERMINAL = frozenset(
+    {job_pb2.JOB_STATUS_SUCCEEDED, job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_STATUS_CANCELLED}
+)
+
+
+def _result(result: pb.CreateJobResult) -> Created | JobsError:
+    if result.HasField("error"):
+        return error_from_status(result.error)
+    response: Created = result.response
+    return response

@@ -1,0 +1,158 @@
+"""CreateJobs on PostgreSQL: many new jobs in one statement, each judged as CreateJob judges
+one (idempotency key, quotas), with its snapshot, timeline event and dispatch row.
+
+The items travel as one JSON array (``jsonb_to_recordset``) with ids chosen here, so that
+each inserted row finds its item again. Quotas are counted per user in the order of the
+items: the n-th new job of a user in the batch is admitted when the user's unfinished jobs
+plus n stay within the limit, and likewise for the day's count.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from job_service.adapters.postgres.claims import FAIR_QUANTUM, place_in_line
+from job_service.adapters.postgres.jobs import (
+    FIND_BY_IDEMPOTENCY_KEY,
+    KEY_COLUMNS,
+    NEW_JOB_COLUMNS,
+    SNAPSHOT_FIELDS,
+    new_job_record,
+    record_type,
+    user_keys,
+)
+from job_service.adapters.postgres.outbox import dispatch_key, dispatch_rows
+from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
+from job_service.domain.lifecycle import ACTIVE, statuses_sql
+from job_service.domain.models import Job, NewJob, QuotaRefusal, Quotas
+
+_ITEM = {"idx": "int", "id": "uuid", **NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS}
+_MAX_ACTIVE, _DAILY = "$2::int", "$3::int"
+
+CREATE_JOBS = f"""
+WITH new AS (
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS n({record_type(_ITEM)})
+), usage AS (
+    SELECT u.user_id,
+        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = u.user_id
+                               AND status IN {statuses_sql(ACTIVE)} LIMIT {_MAX_ACTIVE}) a)
+            AS active,
+        coalesce((SELECT created FROM job_quota_usage
+                  WHERE {_DAILY} > 0 AND user_id = u.user_id
+                    AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today
+    FROM (SELECT DISTINCT user_id FROM new) u
+), fresh AS (
+    -- items whose idempotency key names no job yet, numbered per user in item order
+    SELECT n.*, row_number() OVER (PARTITION BY n.user_id ORDER BY n.idx) AS rank
+    FROM new n
+    WHERE n.idempotency_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM jobs e WHERE e.user_id = n.user_id AND e.job_type = n.job_type
+                               AND e.idempotency_key = n.idempotency_key)
+), keyed AS (
+    SELECT f.id, f.idx, {", ".join(f"f.{c}" for c in NEW_JOB_COLUMNS if c not in KEY_COLUMNS)},
+           {user_keys("f")},
+           -- jobs of one fairness key in one batch are spaced as one-by-one creates are
+           row_number() OVER (PARTITION BY f.queue, replace(f.fairness_key, '{{user}}', f.user_id),
+                                           f.priority ORDER BY f.idx) - 1 AS behind
+    FROM fresh f JOIN usage u ON u.user_id = f.user_id
+    WHERE ({_MAX_ACTIVE} = 0 OR u.active + f.rank <= {_MAX_ACTIVE})
+      AND ({_DAILY} = 0 OR u.today + f.rank <= {_DAILY})
+), inserted AS (
+    INSERT INTO jobs AS j (id, {", ".join(NEW_JOB_COLUMNS)}, status, queued_at, sched_key)
+    SELECT new.id, {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS)},
+           CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
+           {place_in_line("new")} + new.behind * {FAIR_QUANTUM}
+    FROM keyed new
+    ORDER BY new.idx
+    ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
+        DO NOTHING
+    RETURNING {JOB_COLUMNS}
+), snapshot AS (
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
+                               redaction_version)
+    SELECT n.id, n.snapshot, n.snapshot_hash, n.input_schema_version,
+           now() + n.snapshot_ttl_s * interval '1 second', n.redaction_version
+    FROM inserted JOIN new n ON n.id = inserted.id::uuid
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt)
+    SELECT id::uuid, NULL, status, 0 FROM inserted
+), dispatch AS (
+    {
+    dispatch_rows(
+        "inserted",
+        dispatch_key("src.id", "create"),
+        available_at="coalesce(src.next_run_at, now())",
+        trace="$4::jsonb",
+    )
+}
+), counted AS (
+    INSERT INTO job_quota_usage AS q (user_id, day, created)
+    SELECT user_id, (now() AT TIME ZONE 'UTC')::date, count(*) FROM inserted
+    WHERE {_DAILY} > 0
+    GROUP BY user_id
+    ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + excluded.created
+)
+SELECT n.idx AS item, inserted.*,
+       u.active + coalesce(f.rank, 1) - 1 AS quota_active,
+       u.today + coalesce(f.rank, 1) - 1 AS quota_today
+FROM new n
+JOIN usage u ON u.user_id = n.user_id
+LEFT JOIN fresh f ON f.idx = n.idx
+LEFT JOIN inserted ON inserted.id::uuid = n.id
+ORDER BY n.idx
+"""
+
+Outcome = tuple[Job, bool] | QuotaRefusal
+
+
+class BatchRepository:
+    """CreateJobs' statement on one asyncpg pool."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def create_many(
+        self, news: Sequence[NewJob], quotas: Quotas, trace: dict[str, str] | None = None
+    ) -> list[Outcome]:
+        """Stores each job as ``JobRepository.create`` stores one; an outcome per job, in
+        order. Idempotency keys must be distinct within ``news`` (the use case sees to it)."""
+        items = [
+            {"idx": n, "id": str(uuid.uuid4()), **_json_ready(new_job_record(new, _ITEM_FIELDS))}
+            for n, new in enumerate(news)
+        ]
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(CREATE_JOBS, items, quotas.max_active, quotas.daily, trace)
+            outcomes: list[Outcome | None] = [None] * len(news)
+            lookups: list[int] = []
+            for row in rows:
+                n = row["item"]
+                if row["id"] is not None:
+                    outcomes[n] = (job_from_row(row), True)
+                    continue
+                outcomes[n] = QuotaRefusal(active=row["quota_active"], today=row["quota_today"])
+                if news[n].idempotency_key is not None:
+                    lookups.append(n)
+            # a key used before (or by a concurrent writer, committed once ON CONFLICT
+            # returned): the existing job, even at a quota limit
+            for n in lookups:
+                new = news[n]
+                existing = await conn.fetchrow(
+                    FIND_BY_IDEMPOTENCY_KEY, new.user_id, new.job_type, new.idempotency_key
+                )
+                if existing is not None:
+                    outcomes[n] = (job_from_row(existing), False)
+        assert all(o is not None for o in outcomes), "an answer for every item"
+        return [o for o in outcomes if o is not None]
+
+
+_ITEM_FIELDS = {**NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS}
+
+
+def _json_ready(record: dict[str, Any]) -> dict[str, Any]:
+    """Times as ISO 8601 text (jsonb_to_recordset reads them back as timestamptz)."""
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in record.items()}

@@ -1,0 +1,73 @@
+"""The client library's retries against a scripted in-process JobService: a
+RESOURCE_EXHAUSTED with RetryInfo is retried after its delay with the same idempotency key;
+a quota whose RetryInfo is too far off raises QuotaExceeded with retry_after."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from datetime import timedelta
+from typing import Any
+
+import grpc
+import pytest
+from durable_jobs_client import JobsClient, QuotaExceeded, RetryPolicy
+from durable_jobs_client._pb.jobs.v1 import job_pb2, job_service_pb2_grpc
+from durable_jobs_client._pb.jobs.v1 import job_service_pb2 as pb
+
+from shared.errors import QuotaExceeded as ServerQuotaExceeded
+from shared.errors import TooManyJobs
+from shared.rpc_errors import status_for
+
+
+class Scripted(job_service_pb2_grpc.JobServiceServicer):
+    def __init__(self, refusals: list[Any]) -> None:
+        self.refusals = refusals
+        self.calls: list[tuple[float, str]] = []
+
+    def CreateJob(self, request: pb.CreateJobRequest, context: grpc.ServicerContext) -> Any:
+        self.calls.append((time.monotonic(), request.idempotency_key))
+        if self.refusals:
+            context.abort_with_status(status_for(self.refusals.pop(0)))
+        return pb.CreateJobResponse(job=job_pb2.Job(id="j-1"), created=True)
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    servers: list[grpc.Server] = []
+
+    def start(servicer: Scripted) -> str:
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        job_service_pb2_grpc.add_JobServiceServicer_to_server(servicer, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        servers.append(server)
+        return f"127.0.0.1:{port}"
+
+    yield start
+    for server in servers:
+        server.stop(None)
+
+
+def test_resource_exhausted_is_retried_after_its_retry_info_with_the_same_key(serve: Any) -> None:
+    servicer = Scripted([TooManyJobs("at most 100 unfinished jobs", retry_after_s=0.3)])
+    with JobsClient(serve(servicer), user_id="u", token="") as jobs:
+        created = jobs.create("synthetic", {})
+
+    assert created.job.id == "j-1"
+    (first, key), (second, again) = servicer.calls
+    assert key == again and key.startswith("client-")
+    assert second - first >= 0.3
+
+
+def test_a_quota_resetting_later_than_the_policy_waits_is_raised(serve: Any) -> None:
+    servicer = Scripted([ServerQuotaExceeded("at most 5 jobs per day", retry_after_s=3600)])
+    with (
+        JobsClient(serve(servicer), user_id="u", token="", retry=RetryPolicy(max_wait=30)) as jobs,
+        pytest.raises(QuotaExceeded) as raised,
+    ):
+        jobs.create("synthetic", {}, idempotency_key="mine")
+
+    assert raised.value.retry_after == pytest.approx(timedelta(hours=1).total_seconds())
+    assert [key for _, key in servicer.calls] == ["mine"]
