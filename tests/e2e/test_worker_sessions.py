@@ -79,7 +79,11 @@ async def test_a_crashed_workers_jobs_run_again_within_the_grace_not_after_the_l
     for worker_id in survivors:
         spawn_worker(worker_id, **SLOTS)
     for worker_id in survivors:
-        await eventually(lambda: session_open(db, worker_id), timeout=15, message="no session")
+        await eventually(
+            lambda w=worker_id: session_open(db, w),  # type: ignore[misc]
+            timeout=15,
+            message="no session",
+        )
 
     killed_at = await db.fetchval("SELECT clock_timestamp()")
     doomed.signal(signal.SIGKILL)
