@@ -47,9 +47,10 @@ def test_generated_code_is_current() -> None:
 
 @pytest.fixture
 def repo_copy(tmp_path: Path) -> Path:
-    """proto/, shared/pb and scripts/ copied: the script works on the copy's root."""
+    """proto/, third_party/, shared/pb and scripts/ copied: the script works on the copy's root."""
     root = tmp_path / "repo"
     shutil.copytree(ROOT / "proto", root / "proto")
+    shutil.copytree(ROOT / "third_party", root / "third_party")
     shutil.copytree(ROOT / "shared" / "pb", root / "shared" / "pb", ignore=_pycache)
     shutil.copytree(ROOT / "scripts", root / "scripts", ignore=_pycache)
     return root

@@ -22,29 +22,141 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11jobs/v1/job.proto\x12\x07jobs.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x93\t\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\x10\n\x08job_type\x18\x03 \x01(\t\x12\"\n\x06status\x18\x04 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12\r\n\x05queue\x18\x05 \x01(\t\x12\x10\n\x08priority\x18\x06 \x01(\x05\x12\x15\n\rattempt_count\x18\x07 \x01(\x05\x12\x14\n\x0cmax_attempts\x18\x08 \x01(\x05\x12\x17\n\x0fidempotency_key\x18\t \x01(\t\x12\x10\n\x08progress\x18\n \x01(\x01\x12\'\n\x06output\x18\x0b \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0boutput_hash\x18\x0c \x01(\t\x12\x12\n\nerror_code\x18\r \x01(\t\x12\x15\n\rerror_message\x18\x0e \x01(\t\x12.\n\ncreated_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bnext_run_at\x18\x13 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12$\n\tartifacts\x18\x14 \x03(\x0b\x32\x11.jobs.v1.Artifact\x12!\n\x06\x65vents\x18\x15 \x03(\x0b\x32\x11.jobs.v1.JobEvent\x12\x15\n\rparent_job_id\x18\x16 \x01(\t\x12\x15\n\rchild_job_ids\x18\x17 \x03(\t\x12\x1a\n\x12total_input_tokens\x18\x18 \x01(\x03\x12\x1b\n\x13total_output_tokens\x18\x19 \x01(\x03\x12\x16\n\x0etotal_cost_usd\x18\x1a \x01(\x01\x12\x12\n\nprompt_key\x18\x1b \x01(\t\x12\x16\n\x0eprompt_version\x18\x1c \x01(\t\x12\x12\n\nmodel_tier\x18\x1d \x01(\t\x12\x30\n\x0f\x63redential_mode\x18\x1e \x01(\x0e\x32\x17.jobs.v1.CredentialMode\x12\x15\n\rcredential_id\x18\x1f \x01(\t\x12\x1b\n\x13retried_from_job_id\x18( \x01(\t\x12\x0f\n\x07trigger\x18) \x01(\t\x12\x1e\n\x16internal_error_message\x18* \x01(\t\x12\x1e\n\x04hold\x18\x32 \x01(\x0b\x32\x10.jobs.v1.JobHold\x12\x1a\n\x12\x64\x65\x66inition_version\x18\x33 \x01(\t\x12\x17\n\x0f\x63oncurrency_key\x18\x34 \x01(\t\x12\x13\n\x0btarget_type\x18< \x01(\t\x12\x11\n\ttarget_id\x18= \x01(\t\x12\x16\n\x0emodel_provider\x18> \x01(\t\x12\x12\n\nmodel_name\x18? \x01(\t\x12\x1d\n\x15output_schema_version\x18@ \x01(\t\"\xcf\x02\n\x07JobHold\x12\'\n\x06reason\x18\x01 \x01(\x0e\x32\x17.jobs.v1.JobHold.Reason\x12\x0b\n\x03key\x18\x02 \x01(\t\x12)\n\x05until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\"\xd2\x01\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x10\n\x0cREASON_READY\x10\x01\x12\x12\n\x0eREASON_NOT_DUE\x10\x02\x12\x17\n\x13REASON_QUEUE_PAUSED\x10\x03\x12\x1f\n\x1bREASON_CONCURRENCY_KEY_FULL\x10\x04\x12\x15\n\x11REASON_QUEUE_FULL\x10\x05\x12\x17\n\x13REASON_RATE_LIMITED\x10\x06\x12 \n\x1cREASON_NO_WORKER_FOR_VERSION\x10\x07\"q\n\x08\x41rtifact\x12\x15\n\rartifact_type\x18\x01 \x01(\t\x12\x13\n\x0b\x61rtifact_id\x18\x02 \x01(\t\x12\x0f\n\x07ordinal\x18\x03 \x01(\x05\x12(\n\x07payload\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xa3\x01\n\x08JobEvent\x12\'\n\x0b\x66rom_status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12%\n\tto_status\x18\x02 \x01(\x0e\x32\x12.jobs.v1.JobStatus\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12&\n\x02\x61t\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xf3\x01\n\tJobStatus\x12\x1a\n\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12JOB_STATUS_CREATED\x10\x01\x12\x15\n\x11JOB_STATUS_QUEUED\x10\x02\x12\x16\n\x12JOB_STATUS_RUNNING\x10\x03\x12\x17\n\x13JOB_STATUS_RETRYING\x10\x04\x12\x1f\n\x1bJOB_STATUS_CANCEL_REQUESTED\x10\x05\x12\x18\n\x14JOB_STATUS_SUCCEEDED\x10\x06\x12\x15\n\x11JOB_STATUS_FAILED\x10\x07\x12\x18\n\x14JOB_STATUS_CANCELLED\x10\x08*i\n\x0e\x43redentialMode\x12\x1f\n\x1b\x43REDENTIAL_MODE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x43REDENTIAL_MODE_PLATFORM\x10\x01\x12\x18\n\x14\x43REDENTIAL_MODE_USER\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11jobs/v1/job.proto\x12\x07jobs.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x0b\n\x03Job\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x16\n\x08job_type\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12(\n\x06status\x18\x04 \x01(\x0e\x32\x12.jobs.v1.JobStatusB\x04\xe2\x41\x01\x03\x12\x13\n\x05queue\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x16\n\x08priority\x18\x06 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1b\n\rattempt_count\x18\x07 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1a\n\x0cmax_attempts\x18\x08 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x1d\n\x0fidempotency_key\x18\t \x01(\tB\x04\xe2\x41\x01\x03\x12\x16\n\x08progress\x18\n \x01(\x01\x42\x04\xe2\x41\x01\x03\x12-\n\x06output\x18\x0b \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x03\x12\x19\n\x0boutput_hash\x18\x0c \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\nerror_code\x18\r \x01(\tB\x04\xe2\x41\x01\x03\x12\x1b\n\rerror_message\x18\x0e \x01(\tB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x34\n\nupdated_at\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x34\n\nstarted_at\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x35\n\x0b\x66inished_at\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x35\n\x0bnext_run_at\x18\x13 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12*\n\tartifacts\x18\x14 \x03(\x0b\x32\x11.jobs.v1.ArtifactB\x04\xe2\x41\x01\x03\x12\'\n\x06\x65vents\x18\x15 \x03(\x0b\x32\x11.jobs.v1.JobEventB\x04\xe2\x41\x01\x03\x12\x1b\n\rparent_job_id\x18\x16 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1b\n\rchild_job_ids\x18\x17 \x03(\tB\x04\xe2\x41\x01\x03\x12 \n\x12total_input_tokens\x18\x18 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12!\n\x13total_output_tokens\x18\x19 \x01(\x03\x42\x04\xe2\x41\x01\x03\x12\x1c\n\x0etotal_cost_usd\x18\x1a \x01(\x01\x42\x04\xe2\x41\x01\x03\x12\x18\n\nprompt_key\x18\x1b \x01(\tB\x04\xe2\x41\x01\x03\x12\x1c\n\x0eprompt_version\x18\x1c \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\nmodel_tier\x18\x1d \x01(\tB\x04\xe2\x41\x01\x03\x12\x36\n\x0f\x63redential_mode\x18\x1e \x01(\x0e\x32\x17.jobs.v1.CredentialModeB\x04\xe2\x41\x01\x03\x12\x1b\n\rcredential_id\x18\x1f \x01(\tB\x04\xe2\x41\x01\x03\x12!\n\x13retried_from_job_id\x18( \x01(\tB\x04\xe2\x41\x01\x03\x12\x15\n\x07trigger\x18) \x01(\tB\x04\xe2\x41\x01\x03\x12$\n\x16internal_error_message\x18* \x01(\tB\x04\xe2\x41\x01\x03\x12$\n\x04hold\x18\x32 \x01(\x0b\x32\x10.jobs.v1.JobHoldB\x04\xe2\x41\x01\x03\x12 \n\x12\x64\x65\x66inition_version\x18\x33 \x01(\tB\x04\xe2\x41\x01\x03\x12\x1d\n\x0f\x63oncurrency_key\x18\x34 \x01(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0btarget_type\x18< \x01(\tB\x04\xe2\x41\x01\x03\x12\x17\n\ttarget_id\x18= \x01(\tB\x04\xe2\x41\x01\x03\x12\x1c\n\x0emodel_provider\x18> \x01(\tB\x04\xe2\x41\x01\x03\x12\x18\n\nmodel_name\x18? \x01(\tB\x04\xe2\x41\x01\x03\x12#\n\x15output_schema_version\x18@ \x01(\tB\x04\xe2\x41\x01\x03\"\xe7\x02\n\x07JobHold\x12-\n\x06reason\x18\x01 \x01(\x0e\x32\x17.jobs.v1.JobHold.ReasonB\x04\xe2\x41\x01\x03\x12\x11\n\x03key\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12/\n\x05until\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x14\n\x06\x64\x65tail\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\"\xd2\x01\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x10\n\x0cREASON_READY\x10\x01\x12\x12\n\x0eREASON_NOT_DUE\x10\x02\x12\x17\n\x13REASON_QUEUE_PAUSED\x10\x03\x12\x1f\n\x1bREASON_CONCURRENCY_KEY_FULL\x10\x04\x12\x15\n\x11REASON_QUEUE_FULL\x10\x05\x12\x17\n\x13REASON_RATE_LIMITED\x10\x06\x12 \n\x1cREASON_NO_WORKER_FOR_VERSION\x10\x07\"\x89\x01\n\x08\x41rtifact\x12\x1b\n\rartifact_type\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0b\x61rtifact_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07ordinal\x18\x03 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12.\n\x07payload\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x01\"\xc1\x01\n\x08JobEvent\x12-\n\x0b\x66rom_status\x18\x01 \x01(\x0e\x32\x12.jobs.v1.JobStatusB\x04\xe2\x41\x01\x03\x12+\n\tto_status\x18\x02 \x01(\x0e\x32\x12.jobs.v1.JobStatusB\x04\xe2\x41\x01\x03\x12\x15\n\x07\x61ttempt\x18\x03 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x14\n\x06reason\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12,\n\x02\x61t\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03*\xf3\x01\n\tJobStatus\x12\x1a\n\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x16\n\x12JOB_STATUS_CREATED\x10\x01\x12\x15\n\x11JOB_STATUS_QUEUED\x10\x02\x12\x16\n\x12JOB_STATUS_RUNNING\x10\x03\x12\x17\n\x13JOB_STATUS_RETRYING\x10\x04\x12\x1f\n\x1bJOB_STATUS_CANCEL_REQUESTED\x10\x05\x12\x18\n\x14JOB_STATUS_SUCCEEDED\x10\x06\x12\x15\n\x11JOB_STATUS_FAILED\x10\x07\x12\x18\n\x14JOB_STATUS_CANCELLED\x10\x08*i\n\x0e\x43redentialMode\x12\x1f\n\x1b\x43REDENTIAL_MODE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x43REDENTIAL_MODE_PLATFORM\x10\x01\x12\x18\n\x14\x43REDENTIAL_MODE_USER\x10\x02\x42\xa3\x01\n\x17\x64\x65v.durablejobs.jobs.v1B\x08JobProtoP\x01Z2github.com/durable-jobs/jobs/gen/go/jobs/v1;jobsv1\xa2\x02\x03JXX\xaa\x02\x13\x44urableJobs.Jobs.V1\xca\x02\x13\x44urableJobs\\Jobs\\V1\xea\x02\x15\x44urableJobs::Jobs::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobs.v1.job_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_JOBSTATUS']._serialized_start=1887
-  _globals['_JOBSTATUS']._serialized_end=2130
-  _globals['_CREDENTIALMODE']._serialized_start=2132
-  _globals['_CREDENTIALMODE']._serialized_end=2237
-  _globals['_JOB']._serialized_start=94
-  _globals['_JOB']._serialized_end=1265
-  _globals['_JOBHOLD']._serialized_start=1268
-  _globals['_JOBHOLD']._serialized_end=1603
-  _globals['_JOBHOLD_REASON']._serialized_start=1393
-  _globals['_JOBHOLD_REASON']._serialized_end=1603
-  _globals['_ARTIFACT']._serialized_start=1605
-  _globals['_ARTIFACT']._serialized_end=1718
-  _globals['_JOBEVENT']._serialized_start=1721
-  _globals['_JOBEVENT']._serialized_end=1884
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\027dev.durablejobs.jobs.v1B\010JobProtoP\001Z2github.com/durable-jobs/jobs/gen/go/jobs/v1;jobsv1\242\002\003JXX\252\002\023DurableJobs.Jobs.V1\312\002\023DurableJobs\\Jobs\\V1\352\002\025DurableJobs::Jobs::V1'
+  _globals['_JOB'].fields_by_name['id']._loaded_options = None
+  _globals['_JOB'].fields_by_name['id']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['user_id']._loaded_options = None
+  _globals['_JOB'].fields_by_name['user_id']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['job_type']._loaded_options = None
+  _globals['_JOB'].fields_by_name['job_type']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['status']._loaded_options = None
+  _globals['_JOB'].fields_by_name['status']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['queue']._loaded_options = None
+  _globals['_JOB'].fields_by_name['queue']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['priority']._loaded_options = None
+  _globals['_JOB'].fields_by_name['priority']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['attempt_count']._loaded_options = None
+  _globals['_JOB'].fields_by_name['attempt_count']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['max_attempts']._loaded_options = None
+  _globals['_JOB'].fields_by_name['max_attempts']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['idempotency_key']._loaded_options = None
+  _globals['_JOB'].fields_by_name['idempotency_key']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['progress']._loaded_options = None
+  _globals['_JOB'].fields_by_name['progress']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['output']._loaded_options = None
+  _globals['_JOB'].fields_by_name['output']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['output_hash']._loaded_options = None
+  _globals['_JOB'].fields_by_name['output_hash']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['error_code']._loaded_options = None
+  _globals['_JOB'].fields_by_name['error_code']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['error_message']._loaded_options = None
+  _globals['_JOB'].fields_by_name['error_message']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['created_at']._loaded_options = None
+  _globals['_JOB'].fields_by_name['created_at']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['updated_at']._loaded_options = None
+  _globals['_JOB'].fields_by_name['updated_at']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['started_at']._loaded_options = None
+  _globals['_JOB'].fields_by_name['started_at']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['finished_at']._loaded_options = None
+  _globals['_JOB'].fields_by_name['finished_at']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['next_run_at']._loaded_options = None
+  _globals['_JOB'].fields_by_name['next_run_at']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['artifacts']._loaded_options = None
+  _globals['_JOB'].fields_by_name['artifacts']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['events']._loaded_options = None
+  _globals['_JOB'].fields_by_name['events']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['parent_job_id']._loaded_options = None
+  _globals['_JOB'].fields_by_name['parent_job_id']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['child_job_ids']._loaded_options = None
+  _globals['_JOB'].fields_by_name['child_job_ids']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['total_input_tokens']._loaded_options = None
+  _globals['_JOB'].fields_by_name['total_input_tokens']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['total_output_tokens']._loaded_options = None
+  _globals['_JOB'].fields_by_name['total_output_tokens']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['total_cost_usd']._loaded_options = None
+  _globals['_JOB'].fields_by_name['total_cost_usd']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['prompt_key']._loaded_options = None
+  _globals['_JOB'].fields_by_name['prompt_key']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['prompt_version']._loaded_options = None
+  _globals['_JOB'].fields_by_name['prompt_version']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['model_tier']._loaded_options = None
+  _globals['_JOB'].fields_by_name['model_tier']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['credential_mode']._loaded_options = None
+  _globals['_JOB'].fields_by_name['credential_mode']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['credential_id']._loaded_options = None
+  _globals['_JOB'].fields_by_name['credential_id']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['retried_from_job_id']._loaded_options = None
+  _globals['_JOB'].fields_by_name['retried_from_job_id']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['trigger']._loaded_options = None
+  _globals['_JOB'].fields_by_name['trigger']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['internal_error_message']._loaded_options = None
+  _globals['_JOB'].fields_by_name['internal_error_message']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['hold']._loaded_options = None
+  _globals['_JOB'].fields_by_name['hold']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['definition_version']._loaded_options = None
+  _globals['_JOB'].fields_by_name['definition_version']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['concurrency_key']._loaded_options = None
+  _globals['_JOB'].fields_by_name['concurrency_key']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['target_type']._loaded_options = None
+  _globals['_JOB'].fields_by_name['target_type']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['target_id']._loaded_options = None
+  _globals['_JOB'].fields_by_name['target_id']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['model_provider']._loaded_options = None
+  _globals['_JOB'].fields_by_name['model_provider']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['model_name']._loaded_options = None
+  _globals['_JOB'].fields_by_name['model_name']._serialized_options = b'\342A\001\003'
+  _globals['_JOB'].fields_by_name['output_schema_version']._loaded_options = None
+  _globals['_JOB'].fields_by_name['output_schema_version']._serialized_options = b'\342A\001\003'
+  _globals['_JOBHOLD'].fields_by_name['reason']._loaded_options = None
+  _globals['_JOBHOLD'].fields_by_name['reason']._serialized_options = b'\342A\001\003'
+  _globals['_JOBHOLD'].fields_by_name['key']._loaded_options = None
+  _globals['_JOBHOLD'].fields_by_name['key']._serialized_options = b'\342A\001\003'
+  _globals['_JOBHOLD'].fields_by_name['until']._loaded_options = None
+  _globals['_JOBHOLD'].fields_by_name['until']._serialized_options = b'\342A\001\003'
+  _globals['_JOBHOLD'].fields_by_name['detail']._loaded_options = None
+  _globals['_JOBHOLD'].fields_by_name['detail']._serialized_options = b'\342A\001\003'
+  _globals['_ARTIFACT'].fields_by_name['artifact_type']._loaded_options = None
+  _globals['_ARTIFACT'].fields_by_name['artifact_type']._serialized_options = b'\342A\001\002'
+  _globals['_ARTIFACT'].fields_by_name['artifact_id']._loaded_options = None
+  _globals['_ARTIFACT'].fields_by_name['artifact_id']._serialized_options = b'\342A\001\002'
+  _globals['_ARTIFACT'].fields_by_name['ordinal']._loaded_options = None
+  _globals['_ARTIFACT'].fields_by_name['ordinal']._serialized_options = b'\342A\001\001'
+  _globals['_ARTIFACT'].fields_by_name['payload']._loaded_options = None
+  _globals['_ARTIFACT'].fields_by_name['payload']._serialized_options = b'\342A\001\001'
+  _globals['_JOBEVENT'].fields_by_name['from_status']._loaded_options = None
+  _globals['_JOBEVENT'].fields_by_name['from_status']._serialized_options = b'\342A\001\003'
+  _globals['_JOBEVENT'].fields_by_name['to_status']._loaded_options = None
+  _globals['_JOBEVENT'].fields_by_name['to_status']._serialized_options = b'\342A\001\003'
+  _globals['_JOBEVENT'].fields_by_name['attempt']._loaded_options = None
+  _globals['_JOBEVENT'].fields_by_name['attempt']._serialized_options = b'\342A\001\003'
+  _globals['_JOBEVENT'].fields_by_name['reason']._loaded_options = None
+  _globals['_JOBEVENT'].fields_by_name['reason']._serialized_options = b'\342A\001\003'
+  _globals['_JOBEVENT'].fields_by_name['at']._loaded_options = None
+  _globals['_JOBEVENT'].fields_by_name['at']._serialized_options = b'\342A\001\003'
+  _globals['_JOBSTATUS']._serialized_start=2251
+  _globals['_JOBSTATUS']._serialized_end=2494
+  _globals['_CREDENTIALMODE']._serialized_start=2496
+  _globals['_CREDENTIALMODE']._serialized_end=2601
+  _globals['_JOB']._serialized_start=127
+  _globals['_JOB']._serialized_end=1550
+  _globals['_JOBHOLD']._serialized_start=1553
+  _globals['_JOBHOLD']._serialized_end=1912
+  _globals['_JOBHOLD_REASON']._serialized_start=1702
+  _globals['_JOBHOLD_REASON']._serialized_end=1912
+  _globals['_ARTIFACT']._serialized_start=1915
+  _globals['_ARTIFACT']._serialized_end=2052
+  _globals['_JOBEVENT']._serialized_start=2055
+  _globals['_JOBEVENT']._serialized_end=2248
 # @@protoc_insertion_point(module_scope)
