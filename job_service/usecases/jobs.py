@@ -160,6 +160,7 @@ class Jobs:
             raise IdempotencyKeyReused(
                 "this idempotency key was used for a different request",
                 [FieldViolation("idempotency_key", "already used with other parameters")],
+                metadata={"job_id": job.id},
             )
         return job, created
 
