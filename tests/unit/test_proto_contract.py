@@ -23,7 +23,13 @@ from shared.pb.jobs.v1 import (
 ROOT = Path(__file__).resolve().parents[2]
 FILES: list[FileDescriptor] = [
     m.DESCRIPTOR
-    for m in (job_pb2, job_service_pb2, admin_service_pb2, credential_service_pb2, executor_service_pb2)
+    for m in (
+        job_pb2,
+        job_service_pb2,
+        admin_service_pb2,
+        credential_service_pb2,
+        executor_service_pb2,
+    )
 ]
 LANGUAGE_OPTIONS = (
     "csharp_namespace",

@@ -8,11 +8,13 @@ from datetime import UTC, datetime
 
 import grpc
 
+from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.convert import credential_mode_from_pb, job_to_pb
 from job_service.domain.models import Job
 from job_service.usecases.admin import Admin
-from job_service.usecases.jobs import Jobs, Pins
+from job_service.usecases.jobs import Caller, Jobs, Pins
 from job_service.usecases.watch import WatchHub
+from shared import tracing
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import job_service_pb2 as pb
 from shared.pb.jobs.v1 import job_service_pb2_grpc
@@ -20,14 +22,16 @@ from shared.pbconv import dict_from_struct
 
 
 class JobServicer(job_service_pb2_grpc.JobServiceServicer):
-    def __init__(self, jobs: Jobs, listings: Admin, watches: WatchHub) -> None:
+    def __init__(self, jobs: Jobs, listings: Admin, watches: WatchHub, tokens: TokenTable) -> None:
         self._jobs = jobs
+        self._tokens = tokens
         self._listings = listings
         self._watches = watches
 
     async def CreateJob(
         self, request: pb.CreateJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreateJobResponse:
+        metadata = context.invocation_metadata()
         job, created = await self._jobs.create_job(
             user_id=request.user_id,
             job_type=request.job_type,
@@ -46,6 +50,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                 prompt_version=request.prompt_version,
                 output_schema_version=request.output_schema_version,
             ),
+            caller=Caller(self._tokens.caller(metadata), tracing.incoming(metadata)),
         )
         return pb.CreateJobResponse(job=job_to_pb(job), created=created)
 

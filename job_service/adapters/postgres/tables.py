@@ -113,6 +113,9 @@ jobs = Table(
     Column("target_id", String(255)),
     Column("model_provider", String(64)),
     Column("model_name", String(255)),
+    # the caller (migration 0010): the principal whose CreateJob created the job (its
+    # bearer token's name); NULL for child jobs, retries and jobs from before 0010
+    Column("created_by", String(255)),
     CheckConstraint(f"status IN ({_STATUSES})", name="jobs_status_known"),
     CheckConstraint(
         f"credential_mode IN ({_CREDENTIAL_MODES})"

@@ -162,8 +162,12 @@ async def test_a_refused_result_item_is_its_product_error_and_spares_the_others(
         pb.SubmitResultsResponse(
             outcomes=[
                 pb.SubmitResultOutcome(status=job_pb2.JOB_STATUS_SUCCEEDED),
-                pb.SubmitResultOutcome(error=status_proto_for(LeaseLost("stale"), "jobs.v1.ExecutorService")),
-                pb.SubmitResultOutcome(error=status_proto_for(PlatformUnavailable("db"), "jobs.v1.ExecutorService")),
+                pb.SubmitResultOutcome(
+                    error=status_proto_for(LeaseLost("stale"), "jobs.v1.ExecutorService")
+                ),
+                pb.SubmitResultOutcome(
+                    error=status_proto_for(PlatformUnavailable("db"), "jobs.v1.ExecutorService")
+                ),
             ]
         )
     )
