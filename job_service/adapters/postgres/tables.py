@@ -90,7 +90,8 @@ jobs = Table(
     Column("error_code", String(100)),
     Column("public_error_message", String(500)),
     Column("internal_error_message", Text),
-    Column("output_hash", String(64)),
+    # "jcs:sha256:<hex>", or a bare legacy hex hash (shared/output_hash.py; migration 0011)
+    Column("output_hash", String(80)),
     Column("validated_output", JSONB),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
