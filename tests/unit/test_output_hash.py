@@ -80,6 +80,12 @@ def test_output_hash_is_the_sha256_of_the_canonical_json(output: object, canonic
     assert output_hash(output) == f"jcs:sha256:{digest}"
 
 
+def test_the_readme_vector() -> None:
+    assert output_hash({"b": 2, "a": 1}) == (
+        "jcs:sha256:43258cff783fe7036d8a43033f830adfc60ec037382473548ac742b888292777"
+    )
+
+
 def test_an_integer_hashes_as_the_double_it_travels_as() -> None:
     # protobuf's Struct carries every number as a double: 2**60 + 1 arrives as 2**60
     assert output_hash({"n": 2**60 + 1}) == output_hash({"n": float(2**60)})
