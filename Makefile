@@ -56,14 +56,16 @@ lint-deploy: $(STAMP)
 	@if command -v promtool >/dev/null; then promtool check rules deploy/prometheus/alerts.yaml; fi
 	$(PY) scripts/grafana_dashboard.py --check
 
-## lint-proto: buf lint with the STANDARD rules (exceptions documented in buf.yaml). Needs
-## Node.js (npx fetches the pinned @bufbuild/buf); kept out of `make test` and `make lint`.
+## lint-proto: buf lint with the STANDARD rules (exceptions documented in buf.yaml), then
+## buf breaking (FILE rules) against the last release's protos kept in proto-release/.
+## Needs Node.js (npx fetches the pinned @bufbuild/buf); kept out of `make test` and `make lint`.
 BUF_VERSION := 1.75.0
+PROTO_RELEASE := proto-release/v0.1.0
+BUF := npx --yes @bufbuild/buf@$(BUF_VERSION)
 lint-proto: $(STAMP)
 	@command -v npx >/dev/null || { echo "make lint-proto needs npx (Node.js)"; exit 1; }
-	rm -rf .buf-deps && mkdir -p .buf-deps/google/rpc
-	cp "$$($(PY) -c 'import google.rpc, pathlib; print(pathlib.Path(list(google.rpc.__path__)[0]) / "status.proto")')" .buf-deps/google/rpc/
-	npx --yes @bufbuild/buf@$(BUF_VERSION) lint
+	$(BUF) lint
+	$(BUF) breaking --against $(PROTO_RELEASE)
 
 ## typecheck: mypy strict (pydantic plugin) over the three packages; generated code excluded
 typecheck: $(STAMP)

@@ -5,6 +5,11 @@ the client's own import path), or check that both are current.
 protoc names modules after their proto paths (``jobs.v1.job_pb2``); our generated package
 lives at ``shared.pb.jobs.v1``, so the absolute imports between generated modules are
 rewritten. ``--check`` regenerates into a temporary folder and fails when anything differs.
+
+The googleapis protos we import (google/rpc/status.proto, google/api/field_behavior.proto)
+resolve from third_party/googleapis, the vendored copy buf compiles too; their Python
+modules are not generated here but come from the googleapis-common-protos wheel, which
+ships the same files.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "proto"
+GOOGLEAPIS = ROOT / "third_party" / "googleapis"
 OUTPUT = ROOT / "shared" / "pb"
 PACKAGE_PREFIX = "shared.pb."
 CLIENT_OUTPUT = ROOT / "client" / "durable_jobs_client" / "_pb"
@@ -34,7 +40,6 @@ def rewrite_imports(source: str, prefix: str = PACKAGE_PREFIX) -> str:
 
 
 def generate(out: Path, only: tuple[str, ...] = (), prefix: str = PACKAGE_PREFIX) -> None:
-    import google.rpc  # the googleapis-common-protos wheel ships google/rpc/*.proto
     from grpc_tools import protoc  # dev dependency: only this script needs it
 
     protos = list(only) or sorted(
@@ -45,7 +50,7 @@ def generate(out: Path, only: tuple[str, ...] = (), prefix: str = PACKAGE_PREFIX
         "protoc",
         f"-I{PROTO_ROOT}",
         f"-I{Path(protoc.__file__).parent / '_proto'}",
-        f"-I{Path(next(iter(google.rpc.__path__))).parent.parent}",
+        f"-I{GOOGLEAPIS}",
         f"--python_out={out}",
         f"--pyi_out={out}",
         f"--grpc_python_out={out}",

@@ -125,7 +125,8 @@ class FieldViolation:
 class JobsError(Exception):
     """Root of the product's own errors: every error the API reports on purpose, and
     ``ExecutionError``, the failure of an attempt. ``retry_after_s`` (set on the
-    RESOURCE_EXHAUSTED errors) travels as a ``google.rpc.RetryInfo``."""
+    RESOURCE_EXHAUSTED errors) travels as a ``google.rpc.RetryInfo``; ``metadata`` (the ids
+    involved, e.g. ``job_id``) as the ``google.rpc.ErrorInfo``'s metadata."""
 
     reason: Reason = Reason.INTERNAL
 
@@ -134,11 +135,14 @@ class JobsError(Exception):
         message: str,
         violations: list[FieldViolation] | None = None,
         retry_after_s: float | None = None,
+        *,
+        metadata: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.violations = violations or []
         self.retry_after_s = retry_after_s
+        self.metadata = metadata or {}
 
 
 class InvalidInput(JobsError):

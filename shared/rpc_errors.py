@@ -6,6 +6,13 @@ waiting helps); the job service's interceptor aborts the call with it, and batch
 it in a refused item's answer (``status_proto_for``). Client side: ``error_from_rpc``
 turns a failed call back into the matching ``JobsError`` subclass, ``error_from_status`` a
 refused batch item.
+
+The ErrorInfo's ``domain`` is the full name of the gRPC service that answered, e.g.
+"jobs.v1.JobService" (``domain_of``): the name a caller already used to make the call, and
+unique without a DNS name of our own. ``(domain, reason)`` identifies an error. Its
+``metadata`` names what is involved: ``job_id`` (the job the request named, or the one
+the error is about) and ``field`` (the request fields the BadRequest violations name,
+comma-separated).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from grpc_status import rpc_status
 from shared import errors
 from shared.errors import FieldViolation, JobsError, Reason
 
-DOMAIN = "jobs.v1"
+PACKAGE = "jobs.v1"
 
 _CODES: dict[Reason, grpc.StatusCode] = {
     Reason.INVALID_INPUT: grpc.StatusCode.INVALID_ARGUMENT,
@@ -76,21 +83,32 @@ def _pack(message: object) -> any_pb2.Any:
     return packed
 
 
-def status_for(error: JobsError, metadata: dict[str, str] | None = None) -> grpc.Status:
-    """The status a call that failed with ``error`` ends with."""
-    return rpc_status.to_status(status_proto_for(error, metadata))
+def domain_of(method: str) -> str:
+    """The ErrorInfo domain of a call to ``method`` ("/jobs.v1.JobService/CreateJob"):
+    its service's full name; the package for a method that names none."""
+    service = method.lstrip("/").split("/", 1)[0]
+    return service if service.startswith(PACKAGE + ".") else PACKAGE
 
 
-def status_proto_for(error: JobsError, metadata: dict[str, str] | None = None) -> status_pb2.Status:
+def status_for(
+    error: JobsError, domain: str, metadata: dict[str, str] | None = None
+) -> grpc.Status:
+    """The status a call to a service of ``domain`` that failed with ``error`` ends with."""
+    return rpc_status.to_status(status_proto_for(error, domain, metadata))
+
+
+def status_proto_for(
+    error: JobsError, domain: str, metadata: dict[str, str] | None = None
+) -> status_pb2.Status:
     """``error`` as a ``google.rpc.Status`` message: what a failed call carries, and what
-    a batch RPC answers for one refused item."""
+    a batch RPC answers for one refused item. ``metadata`` (e.g. the request's job_id) is
+    merged under the error's own."""
     code = _CODES[error.reason]
+    info = {**(metadata or {}), **error.metadata}
+    if error.violations:
+        info["field"] = ",".join(dict.fromkeys(v.field for v in error.violations))
     details = [
-        _pack(
-            error_details_pb2.ErrorInfo(
-                reason=error.reason.value, domain=DOMAIN, metadata=metadata or {}
-            )
-        )
+        _pack(error_details_pb2.ErrorInfo(reason=error.reason.value, domain=domain, metadata=info))
     ]
     if error.violations:
         details.append(
@@ -124,6 +142,7 @@ def error_from_rpc(exc: grpc.aio.AioRpcError | grpc.RpcError) -> JobsError | Non
 def error_from_status(status: status_pb2.Status) -> JobsError | None:
     """The JobsError a ``google.rpc.Status`` stands for, or None without an ErrorInfo."""
     reason: Reason | None = None
+    metadata: dict[str, str] = {}
     violations: list[FieldViolation] = []
     retry_after_s: float | None = None
     for detail in status.details:
@@ -135,10 +154,11 @@ def error_from_status(status: status_pb2.Status) -> JobsError | None:
                 reason = Reason(info.reason)
             except ValueError:
                 reason = Reason.INTERNAL
+            metadata = dict(info.metadata)
         elif detail.Is(bad.DESCRIPTOR) and detail.Unpack(bad):
             violations = [FieldViolation(v.field, v.description) for v in bad.field_violations]
         elif detail.Is(retry.DESCRIPTOR) and detail.Unpack(retry):
             retry_after_s = retry.retry_delay.ToTimedelta().total_seconds()
     if reason is None:
         return None
-    return _CLASSES[reason](status.message, violations, retry_after_s)
+    return _CLASSES[reason](status.message, violations, retry_after_s, metadata=metadata)

@@ -7,13 +7,16 @@ context propagation, nothing on the hot path but a module-global check.
 
 The path of one job's trace::
 
-    CreateJob (job_service)                       span context stored in the outbox row
+    the caller's span (a product service)         its `traceparent` gRPC metadata
+    └ CreateJob (job_service)                     span context stored in the outbox row
       └ outbox publish (job_service dispatcher)   context sent in the NATS headers
           └ job (worker)                          from the dispatch message's headers
               ├ LockJob
               ├ execute  └ provider calls (any span opened inside nests here)
               └ SubmitResult | SubmitFailure
 
+A caller that sends W3C ``traceparent`` (and ``tracestate``) metadata with CreateJob gets
+the job's spans in its own trace (``incoming``); without it, CreateJob starts a new trace.
 Contexts travel as W3C trace-context carriers (``{"traceparent": ...}``). This module
 keeps its own tracer provider rather than the global one, so tests can install an
 in-memory exporter and remove it again.
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -159,6 +162,18 @@ def carrier(of: Span | None = None) -> Carrier | None:
     found: Carrier = {}
     _propagator.inject(found, context=ctx)
     return found or None
+
+
+_INCOMING = frozenset({"traceparent", "tracestate"})
+
+
+def incoming(metadata: Iterable[tuple[str, str | bytes]] | None) -> Carrier | None:
+    """The W3C carrier a caller sent as gRPC metadata (``traceparent``, ``tracestate``),
+    to continue its trace; None while tracing is off or when it sent none."""
+    if _tracer is None:
+        return None
+    found = {k: v for k, v in metadata or () if k in _INCOMING and isinstance(v, str)}
+    return found if "traceparent" in found else None
 
 
 def set_attribute(key: str, value: Any) -> None:

@@ -51,6 +51,9 @@ class NewJob:
     target_type: str | None = None
     target_id: str | None = None
     redaction_version: str = "1"
+    # The principal whose CreateJob call created it (its bearer token's); None for a child
+    # job, a retry or a job created before migration 0010.
+    created_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,8 @@ class Job:
     output_schema_version: str = ""
     model_provider: str | None = None
     model_name: str | None = None
+    # The principal that created it (operators only: AdminService answers).
+    created_by: str | None = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -87,11 +87,19 @@ class Jobs:
         run_at: datetime | None = None,
         delay_s: float | None = None,
         pins: Pins | None = None,
+        caller: Caller | None = None,
     ) -> tuple[Job, bool]:
         """The job, and whether this call created it (False: the idempotency key's job).
         With ``run_at`` or ``delay_s`` it is created CREATED and becomes due then;
-        ``pins`` name its target and pin its prompt and output schema versions."""
-        with tracing.span("CreateJob", kind=tracing.SERVER, attributes={"jobs.job_type": job_type}):
+        ``pins`` name its target and pin its prompt and output schema versions; ``caller``
+        is recorded as its creator, and its trace is continued."""
+        caller = caller or Caller()
+        with tracing.span(
+            "CreateJob",
+            parent=caller.trace,
+            kind=tracing.SERVER,
+            attributes={"jobs.job_type": job_type},
+        ):
             job, created = await self._create_job(
                 user_id,
                 job_type,
@@ -103,6 +111,7 @@ class Jobs:
                 run_at,
                 delay_s,
                 pins or Pins(),
+                caller.principal,
             )
             tracing.set_attribute("jobs.job_id", job.id)
             return job, created
@@ -119,6 +128,7 @@ class Jobs:
         run_at: datetime | None,
         delay_s: float | None,
         pins: Pins,
+        principal: str,
     ) -> tuple[Job, bool]:
         request = CreateRequest(
             user_id,
@@ -133,7 +143,7 @@ class Jobs:
             pins,
         )
         new, due = await self._prepare(request)
-        new = replace(new, trace=tracing.carrier())
+        new = replace(new, trace=tracing.carrier(), created_by=principal or None)
         stored = await self._store.create(new, self._quotas)
         return self._settle(new, due, stored)
 
@@ -210,6 +220,7 @@ class Jobs:
             raise IdempotencyKeyReused(
                 "this idempotency key was used for a different request",
                 [FieldViolation("idempotency_key", "already used with other parameters")],
+                metadata={"job_id": job.id},
             )
         return job, created
 
@@ -418,6 +429,16 @@ def new_job(
         target_id=target[1][:MAX_ID_CHARS] if target else None,
         redaction_version=definition.redaction_version,
     )
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who calls CreateJob: the principal its bearer token maps to (stored as the job's
+    ``created_by``), and the W3C trace context it sent (``traceparent`` metadata), which
+    the job's trace continues."""
+
+    principal: str = ""
+    trace: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)

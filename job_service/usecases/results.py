@@ -27,9 +27,10 @@ from job_service.usecases.checks import (
 )
 from job_service.usecases.jobs import new_job
 from job_service.usecases.leases import Leases
-from shared.canonical import canonical_json, check_storable, content_hash
+from shared.canonical import canonical_json, check_storable
 from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, FieldViolation, InvalidInput, JobsError, LeaseLost
+from shared.output_hash import matches as output_hash_matches
 from shared.registry import ChildJobDraft, Registry
 
 MAX_ARTIFACT_TYPE_CHARS = 64
@@ -159,13 +160,20 @@ def _submission_problem(submission: Submission, seen: set[str]) -> JobsError | N
             [FieldViolation("job_id", "each job once per call")],
         )
     try:
-        output_hash = content_hash(submission.output)
+        check_storable(submission.output)
+        hashed = output_hash_matches(submission.output_hash, submission.output)
     except ValueError:
         return not_json("output")
-    if output_hash != submission.output_hash:
+    if not hashed:  # either scheme (shared.output_hash), so workers can upgrade one by one
         return InvalidInput(
             "output_hash does not match the output",
-            [FieldViolation("output_hash", "must be the sha256 of the canonical output")],
+            [
+                FieldViolation(
+                    "output_hash",
+                    "jcs:sha256: and the sha256 of the output's RFC 8785 JSON (or the legacy "
+                    "bare hash)",
+                )
+            ],
         )
     try:
         for artifact in submission.artifacts:

@@ -115,8 +115,9 @@ async def test_grpcurl_lists_describes_checks_and_drives_a_job(
     [details] = [line.split("\t", 1)[1] for line in out.splitlines() if "\t" in line]
     assert json.loads(details) == {
         "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-        "domain": "jobs.v1",
+        "domain": "jobs.v1.JobService",
         "reason": "JOB_NOT_FOUND",
+        "metadata": {"job_id": job_id},
     }
 
     # and an operator's view

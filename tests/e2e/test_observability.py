@@ -19,10 +19,18 @@ from jobtypes import synthetic
 from shared import logs, tracing
 from shared.constants import Queue
 from shared.pb.jobs.v1 import job_pb2
+from shared.pb.jobs.v1 import job_service_pb2 as jpb
+from shared.pbconv import struct_from_dict
 from shared.registry import ExecutionContext, JobDefinition, JobResult, Registry
 from tests.support.metrics import metrics_port_in, scrape, value
 from tests.support.processes import WorkerProcess
-from tests.support.stack import WORKER_TOKEN, Client, open_channel, running_job_service
+from tests.support.stack import (
+    WORKER_TOKEN,
+    Client,
+    open_channel,
+    running_job_service,
+    worker_settings,
+)
 from tests.support.stack import settings as stack_settings
 from tests.support.wait import eventually
 from worker_service.app import WorkerApp
@@ -159,6 +167,40 @@ async def test_one_trace_links_create_publish_lock_execute_and_submit(
     assert parent("job") == by_name[f"publish jobs.dispatch.{QUEUE}"].context.span_id
     for child in ("LockJob", "execute", "SubmitResult"):
         assert parent(child) == by_name["job"].context.span_id
+
+
+async def test_a_callers_traceparent_is_continued_by_the_jobs_spans(
+    database_url: str, nats_url: str, spans: InMemorySpanExporter
+) -> None:
+    """A product service's trace contains the job: CreateJob's span is a child of the
+    caller's span (its `traceparent` metadata), and every later span of the job follows."""
+    caller_trace, caller_span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    traceparent = f"00-{caller_trace}-{caller_span}-01"
+    async with (
+        running_job_service(database_url, nats_url) as app,
+        open_channel(f"127.0.0.1:{app.port}") as channel,
+        WorkerApp(worker_settings(nats_url, f"127.0.0.1:{app.port}", worker_id="traced")),
+    ):
+        created = await Client(channel).jobs.CreateJob(
+            jpb.CreateJobRequest(
+                user_id="user-1", job_type="synthetic", input=struct_from_dict({"sleep_ms": 1})
+            ),
+            metadata=(("traceparent", traceparent), ("tracestate", "product=1")),
+        )
+
+        def submitted() -> bool:
+            return any(s.name == "SubmitResult" for s in spans.get_finished_spans())
+
+        await eventually(submitted, timeout=15, message="no SubmitResult span")
+
+    by_name = {s.name: s for s in spans.get_finished_spans()}
+    create = by_name["CreateJob"]
+    assert create.attributes is not None
+    assert create.attributes["jobs.job_id"] == created.job.id
+    assert create.parent is not None and f"{create.parent.span_id:016x}" == caller_span
+    assert create.parent.is_remote
+    path = ["CreateJob", f"publish jobs.dispatch.{QUEUE}", "job", "LockJob", "SubmitResult"]
+    assert {f"{by_name[name].context.trace_id:032x}" for name in path} == {caller_trace}
 
 
 MARKER = "marker-7f3c-never-log-this"

@@ -722,17 +722,33 @@ async def _call(stack: SharedStack, case: Case) -> grpc.aio.AioRpcError:
     return raised.value
 
 
-def _reasons(error: grpc.aio.AioRpcError) -> list[str]:
+def _infos(error: grpc.aio.AioRpcError, method: str) -> list[error_details_pb2.ErrorInfo]:
+    """The call's ErrorInfos, each checked to name the service called as its domain."""
     status = rpc_status.from_call(error)
     assert status is not None, "no google.rpc.Status details"
-    reasons = []
+    infos = []
     for detail in status.details:
         info = error_details_pb2.ErrorInfo()
         if detail.Is(info.DESCRIPTOR):
             detail.Unpack(info)
-            assert info.domain == "jobs.v1"
-            reasons.append(info.reason)
-    return reasons
+            assert info.domain == method.lstrip("/").split("/")[0]  # "jobs.v1.JobService"
+            infos.append(info)
+    return infos
+
+
+def _reasons(error: grpc.aio.AioRpcError, method: str) -> list[str]:
+    return [info.reason for info in _infos(error, method)]
+
+
+def _violated_fields(error: grpc.aio.AioRpcError) -> str | None:
+    """The fields the BadRequest names, comma-separated, or None without one."""
+    status = rpc_status.from_call(error)
+    assert status is not None
+    for detail in status.details:
+        bad = error_details_pb2.BadRequest()
+        if detail.Is(bad.DESCRIPTOR) and detail.Unpack(bad):
+            return ",".join(dict.fromkeys(v.field for v in bad.field_violations))
+    return None
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -746,7 +762,13 @@ async def test_bad_input_is_refused_and_changes_nothing(
 
     error = await _call(shared_stack, case)
 
-    assert (error.code(), _reasons(error)) == (case.code, [case.reason])
+    assert (error.code(), _reasons(error, case.method)) == (case.code, [case.reason])
+    [info] = _infos(error, case.method)
+    request = case.request(shared_stack)
+    asked = getattr(request, "job_id", "") if not isinstance(request, bytes) else ""
+    if asked:  # the ids involved travel in the metadata
+        assert info.metadata["job_id"] == asked
+    assert info.metadata.get("field") == _violated_fields(error)
     assert "Traceback" not in (error.details() or "")
     assert await count_rows(shared_stack.database_url) == before
 
@@ -816,5 +838,5 @@ async def test_malformed_session_requests_are_refused(shared_stack: SharedStack,
             async for _ in call:
                 pass
 
-    assert (raised.value.code(), _reasons(raised.value)) == (INVALID, ["INVALID_INPUT"])
+    assert (raised.value.code(), _reasons(raised.value, SESSION)) == (INVALID, ["INVALID_INPUT"])
     assert await count_rows(shared_stack.database_url) == before

@@ -14,9 +14,17 @@ from nats.aio.client import Client as NatsClient
 from shared.constants import DISPATCH_STREAM, MSG_ID_HEADER, dispatch_consumer, dispatch_subject
 from shared.errors import IdempotencyKeyReused, InvalidInput, UnknownJobType
 from shared.jetstream import ensure_dispatch_consumer
+from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import job_pb2
 from shared.rpc_errors import error_from_rpc
-from tests.support.stack import Client, count_rows, open_channel, running_job_service
+from tests.support.stack import (
+    ADMIN_TOKEN,
+    CLIENT_TOKEN,
+    Client,
+    count_rows,
+    open_channel,
+    running_job_service,
+)
 
 
 async def test_create_stores_job_snapshot_event_and_dispatch_row(
@@ -149,3 +157,23 @@ async def test_a_new_job_is_dispatched_at_once_not_at_the_next_poll(
 
     assert json.loads(messages[0].data) == {"job_id": created.job.id, "attempt": 1}
     assert messages[0].headers[MSG_ID_HEADER] == f"job.dispatch:{created.job.id}:create"
+
+
+async def test_the_creating_principal_is_stored_and_shown_to_admins_only(
+    target: str, db: asyncpg.Connection
+) -> None:
+    async with open_channel(target, CLIENT_TOKEN) as channel:
+        product = Client(channel)
+        created = await product.create(user_id="carol", sleep_ms=1)
+        assert created.job.created_by == ""  # the owner's answer never shows it
+        assert (await product.get(created.job.id, "carol")).created_by == ""
+
+    stored = await db.fetchval("SELECT created_by FROM jobs WHERE id = $1", created.job.id)
+    assert stored == "test-client"  # the principal of CLIENT_TOKEN, not the caller's claim
+
+    async with open_channel(target, ADMIN_TOKEN) as channel:
+        admin = Client(channel).admin
+        seen = await admin.GetJob(apb.AdminGetJobRequest(job_id=created.job.id))
+        listed = await admin.ListJobs(apb.AdminListJobsRequest(user_id="carol"))
+    assert seen.job.created_by == "test-client"
+    assert [j.created_by for j in listed.jobs] == ["test-client"]

@@ -15,6 +15,7 @@ import pytest
 
 from shared.canonical import content_hash
 from shared.errors import InvalidInput
+from shared.output_hash import output_hash
 from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
@@ -73,7 +74,7 @@ async def test_redacted_output_fields_are_never_stored_nor_shown_to_the_owner(
     )
     stored = json.loads(row["out"])
     assert stored == {"attempt": 1, "data": f"sha256:{content_hash(SECRET)}"}
-    assert row["output_hash"] == content_hash(output)  # the hash of what the worker made
+    assert row["output_hash"] == output_hash(output)  # the hash of what the worker made
     whole_db = await db.fetchval(
         "SELECT string_agg(t::text, '') FROM (SELECT j::text FROM jobs j UNION ALL"
         " SELECT e::text FROM job_events e UNION ALL SELECT o::text FROM outbox_events o) t"

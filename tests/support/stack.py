@@ -18,8 +18,8 @@ import grpc
 
 from job_service.app import JobServiceApp
 from job_service.settings import JobServiceSettings
-from shared.canonical import content_hash
 from shared.grpc_client import ChannelConfig, aio_channel
+from shared.output_hash import output_hash
 from shared.pb.jobs.v1 import (
     admin_service_pb2_grpc,
     credential_service_pb2_grpc,
@@ -158,7 +158,7 @@ def result_request(
         job_id=job_id,
         lease_token=token,
         output=struct_from_dict(output),
-        output_hash=content_hash(output),
+        output_hash=output_hash(output),
         artifacts=[
             job_pb2.Artifact(
                 artifact_type="synthetic_result",

@@ -26,7 +26,9 @@ from shared.errors import (
     classify,
     public_message,
 )
-from shared.rpc_errors import DOMAIN, error_from_rpc, grpc_code, status_for
+from shared.rpc_errors import domain_of, error_from_rpc, grpc_code, status_for
+
+DOMAIN = "jobs.v1.JobService"
 
 DETAILS_KEY = "grpc-status-details-bin"
 
@@ -283,7 +285,7 @@ def _details(rich: status_pb2.Status) -> tuple[list[error_details_pb2.ErrorInfo]
 @pytest.mark.parametrize("cls", ERROR_CLASSES, ids=lambda c: c.__name__)
 def test_status_for_carries_exactly_one_error_info(cls: type[JobsError]) -> None:
     reason, code = EXPECTED_CODES[cls]
-    status = status_for(cls("the job is gone"))
+    status = status_for(cls("the job is gone"), DOMAIN)
     assert status.code is code
     assert grpc_code(reason) is code
     assert status.details == "the job is gone"
@@ -293,13 +295,13 @@ def test_status_for_carries_exactly_one_error_info(cls: type[JobsError]) -> None
     infos, bad_requests = _details(rich)
     assert len(infos) == 1
     assert infos[0].reason == reason.value
-    assert infos[0].domain == DOMAIN == "jobs.v1"
+    assert infos[0].domain == DOMAIN
     assert dict(infos[0].metadata) == {}
     assert bad_requests == []
 
 
 def test_status_for_adds_field_violations_as_bad_request() -> None:
-    status = status_for(errors.InvalidInput("input does not match", VIOLATIONS))
+    status = status_for(errors.InvalidInput("input does not match", VIOLATIONS), DOMAIN)
     assert status.code is grpc.StatusCode.INVALID_ARGUMENT
     infos, bad_requests = _details(_rich(status))
     assert [i.reason for i in infos] == ["INVALID_INPUT"]
@@ -307,10 +309,11 @@ def test_status_for_adds_field_violations_as_bad_request() -> None:
     assert [(v.field, v.description) for v in bad.field_violations] == [
         (v.field, v.description) for v in VIOLATIONS
     ]
+    assert infos[0].metadata["field"] == ",".join(dict.fromkeys(v.field for v in VIOLATIONS))
 
 
 def test_resource_exhausted_carries_retry_info_and_round_trips() -> None:
-    status = status_for(errors.TooManyJobs("too many unfinished jobs", retry_after_s=2.5))
+    status = status_for(errors.TooManyJobs("too many unfinished jobs", retry_after_s=2.5), DOMAIN)
     assert status.code is grpc.StatusCode.RESOURCE_EXHAUSTED
     rich = _rich(status)
     kinds = [d.type_url.rsplit(".", 1)[-1] for d in rich.details]
@@ -324,9 +327,30 @@ def test_resource_exhausted_carries_retry_info_and_round_trips() -> None:
 
 
 def test_status_for_passes_error_info_metadata() -> None:
-    status = status_for(errors.LeaseLost("lease lost"), {"job_id": "j1"})
+    status = status_for(errors.LeaseLost("lease lost"), DOMAIN, {"job_id": "j1"})
     [info], _ = _details(_rich(status))
     assert dict(info.metadata) == {"job_id": "j1"}
+
+
+def test_the_errors_own_ids_win_over_the_requests() -> None:
+    error = errors.IdempotencyKeyReused("reused", metadata={"job_id": "existing"})
+    [info], _ = _details(_rich(status_for(error, DOMAIN, {"job_id": "asked"})))
+    assert dict(info.metadata) == {"job_id": "existing"}
+    back = error_from_rpc(FakeRpcError.of(status_for(error, DOMAIN)))
+    assert back is not None and back.metadata == {"job_id": "existing"}
+
+
+@pytest.mark.parametrize(
+    ("method", "domain"),
+    [
+        ("/jobs.v1.JobService/CreateJob", "jobs.v1.JobService"),
+        ("/jobs.v1.AdminService/GetJob", "jobs.v1.AdminService"),
+        ("/jobs.v1.ExecutorService/SubmitResults", "jobs.v1.ExecutorService"),
+        ("/grpc.health.v1.Health/Check", "jobs.v1"),
+    ],
+)
+def test_the_domain_is_the_service_called(method: str, domain: str) -> None:
+    assert domain_of(method) == domain
 
 
 # --- error_from_rpc --------------------------------------------------------------------
@@ -366,7 +390,7 @@ def test_error_from_rpc_round_trips_status_for(
     cls: type[JobsError], violations: list[FieldViolation]
 ) -> None:
     original = cls("something went wrong: ünïcode", violations)
-    back = error_from_rpc(FakeRpcError.of(status_for(original)))
+    back = error_from_rpc(FakeRpcError.of(status_for(original, DOMAIN)))
     assert back is not None
     assert type(back) is cls
     assert back.reason is original.reason
@@ -378,7 +402,7 @@ def test_error_from_rpc_keeps_the_subclass_for_unknown_job_type() -> None:
     original = errors.UnknownJobType(
         "unknown job type 'x'", [FieldViolation("job_type", "is not a registered job type")]
     )
-    back = error_from_rpc(FakeRpcError.of(status_for(original)))
+    back = error_from_rpc(FakeRpcError.of(status_for(original, DOMAIN)))
     assert type(back) is errors.UnknownJobType
     assert back.violations == original.violations
 

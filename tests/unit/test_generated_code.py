@@ -47,10 +47,11 @@ def test_generated_code_is_current() -> None:
 
 @pytest.fixture
 def repo_copy(tmp_path: Path) -> Path:
-    """proto/, both generated copies (shared/pb, the client's _pb) and scripts/ copied: the
-    script works on the copy's root."""
+    """proto/, third_party/, both generated copies (shared/pb, the client's _pb) and
+    scripts/ copied: the script works on the copy's root."""
     root = tmp_path / "repo"
     shutil.copytree(ROOT / "proto", root / "proto")
+    shutil.copytree(ROOT / "third_party", root / "third_party")
     shutil.copytree(ROOT / "shared" / "pb", root / "shared" / "pb", ignore=_pycache)
     client_pb = Path("client") / "durable_jobs_client" / "_pb"
     shutil.copytree(ROOT / client_pb, root / client_pb, ignore=_pycache)

@@ -8,8 +8,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
-from shared.canonical import content_hash
 from shared.errors import ErrorCode, ExecutionError
+from shared.output_hash import output_hash
 from shared.registry import ArtifactDraft, ChildJobDraft, JobDefinition, JobResult
 from shared.validation import describe_validation_error
 from worker_service.domain.model import CancelCause, Failed, Succeeded
@@ -90,7 +90,7 @@ def succeeded(definition: JobDefinition, result: JobResult) -> Succeeded:
         for c in result.children
     ]
     return Succeeded(
-        output=data, output_hash=content_hash(data), artifacts=artifacts, children=children
+        output=data, output_hash=output_hash(data), artifacts=artifacts, children=children
     )
 
 

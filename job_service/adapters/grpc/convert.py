@@ -104,6 +104,8 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         model_name=job.model_name or "",
         output_schema_version=job.output_schema_version,
     )
+    if internal:
+        message.created_by = job.created_by or ""
     if internal and job.hold is not None:
         message.hold.CopyFrom(hold_to_pb(job.hold))
     if job.validated_output is not None:

@@ -2,7 +2,8 @@
 status: an API error (a ``JobsError`` other than an attempt's ``ExecutionError``) becomes
 its status code with one ``ErrorInfo`` (see ``shared.rpc_errors``); anything unexpected
 becomes INTERNAL with a generic message and a request id, its details logged here and
-nowhere else."""
+nowhere else. The ErrorInfo's domain is the service called; its metadata carries the
+request's ``job_id`` when it names one."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from shared.errors import (
     JobsError,
     PlatformUnavailable,
 )
-from shared.rpc_errors import status_for
+from shared.rpc_errors import domain_of, status_for
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +122,17 @@ def _guarded_unary(behavior: Callable[..., Any], method: str) -> Callable[..., A
         except _ABORTED:
             raise  # a handler outside this product (health) already set the status
         except Exception as error:  # this is the translation point
-            await context.abort_with_status(status_for(_translate(error, method)))
+            await context.abort_with_status(
+                status_for(_translate(error, method), domain_of(method), _ids(request))
+            )
 
     return guarded
+
+
+def _ids(request: Any) -> dict[str, str]:
+    """The ids a request names, for the ErrorInfo's metadata."""
+    job_id = getattr(request, "job_id", "")
+    return {"job_id": job_id} if isinstance(job_id, str) and job_id else {}
 
 
 def _guarded_stream(
@@ -140,7 +149,10 @@ def _guarded_stream(
         except _ABORTED:
             raise
         except Exception as error:  # this is the translation point
-            await context.abort_with_status(status_for(_translate(error, method)))
+            ids = {} if each_request else _ids(request)
+            await context.abort_with_status(
+                status_for(_translate(error, method), domain_of(method), ids)
+            )
 
     return guarded
 

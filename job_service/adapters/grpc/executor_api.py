@@ -29,6 +29,9 @@ from shared.pbconv import (
 from shared.registry import ChildJobDraft
 from shared.rpc_errors import status_proto_for
 
+# The ErrorInfo domain of a refused SubmitResults item (the interceptor's, for one call).
+EXECUTOR_DOMAIN = pb.DESCRIPTOR.services_by_name["ExecutorService"].full_name
+
 
 class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     def __init__(
@@ -134,10 +137,12 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         )
         return pb.SubmitResultsResponse(
             outcomes=[
-                pb.SubmitResultOutcome(error=status_proto_for(a))
+                pb.SubmitResultOutcome(
+                    error=status_proto_for(a, EXECUTOR_DOMAIN, {"job_id": s.job_id})
+                )
                 if isinstance(a, JobsError)
                 else pb.SubmitResultOutcome(status=STATUS_TO_PB[a])  # type: ignore[arg-type]
-                for a in answers
+                for s, a in zip(submissions, answers, strict=True)
             ]
         )
 

@@ -8,27 +8,34 @@ from datetime import UTC, datetime
 
 import grpc
 
+from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.convert import credential_mode_from_pb, job_to_pb
 from job_service.domain.models import Job
 from job_service.usecases.admin import Admin
-from job_service.usecases.jobs import MAX_CREATE_BATCH, CreateRequest, Jobs, Pins
+from job_service.usecases.jobs import MAX_CREATE_BATCH, Caller, CreateRequest, Jobs, Pins
 from job_service.usecases.watch import WatchHub
+from shared import tracing
 from shared.errors import FieldViolation, InvalidInput, JobsError
 from shared.pb.jobs.v1 import job_service_pb2 as pb
 from shared.pb.jobs.v1 import job_service_pb2_grpc
 from shared.pbconv import dict_from_struct
 from shared.rpc_errors import status_proto_for
 
+# The ErrorInfo domain of a refused CreateJobs item: this service's full name.
+JOB_DOMAIN = pb.DESCRIPTOR.services_by_name["JobService"].full_name
+
 
 class JobServicer(job_service_pb2_grpc.JobServiceServicer):
-    def __init__(self, jobs: Jobs, listings: Admin, watches: WatchHub) -> None:
+    def __init__(self, jobs: Jobs, listings: Admin, watches: WatchHub, tokens: TokenTable) -> None:
         self._jobs = jobs
+        self._tokens = tokens
         self._listings = listings
         self._watches = watches
 
     async def CreateJob(
         self, request: pb.CreateJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreateJobResponse:
+        metadata = context.invocation_metadata()
         r = _create_request(request)
         job, created = await self._jobs.create_job(
             user_id=r.user_id,
@@ -41,6 +48,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             run_at=r.run_at,
             delay_s=r.delay_s,
             pins=r.pins,
+            caller=Caller(self._tokens.caller(metadata), tracing.incoming(metadata)),
         )
         return pb.CreateJobResponse(job=job_to_pb(job), created=created)
 
@@ -64,7 +72,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         for item in items:
             outcome = next(stored) if isinstance(item, CreateRequest) else item
             if isinstance(outcome, JobsError):
-                results.append(pb.CreateJobResult(error=status_proto_for(outcome)))
+                results.append(pb.CreateJobResult(error=status_proto_for(outcome, JOB_DOMAIN)))
             else:
                 job, created = outcome
                 results.append(

@@ -81,7 +81,7 @@ def build_server(
         ],
     )
     job_service_pb2_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        JobServicer(jobs, admin, watches), server
+        JobServicer(jobs, admin, watches, tokens), server
     )
     admin_service_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
         AdminServicer(

@@ -56,6 +56,7 @@ NEW_JOB_COLUMNS = {
     "next_run_at": "timestamptz",
     "target_type": "varchar",
     "target_id": "varchar",
+    "created_by": "varchar",
 }
 # What a new job brings beyond its row: the snapshot and the trace context.
 SNAPSHOT_FIELDS = {

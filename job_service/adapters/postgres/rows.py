@@ -20,7 +20,7 @@ JOB_COLUMNS = """
     j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
-    j.model_provider, j.model_name
+    j.model_provider, j.model_name, j.created_by
 """
 
 
@@ -69,6 +69,7 @@ def job_from_row(
         output_schema_version=row["output_schema_version"],
         model_provider=row["model_provider"],
         model_name=row["model_name"],
+        created_by=row["created_by"],
     )
 
 

@@ -90,7 +90,8 @@ jobs = Table(
     Column("error_code", String(100)),
     Column("public_error_message", String(500)),
     Column("internal_error_message", Text),
-    Column("output_hash", String(64)),
+    # "jcs:sha256:<hex>", or a bare legacy hex hash (shared/output_hash.py; migration 0011)
+    Column("output_hash", String(80)),
     Column("validated_output", JSONB),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
@@ -113,6 +114,9 @@ jobs = Table(
     Column("target_id", String(255)),
     Column("model_provider", String(64)),
     Column("model_name", String(255)),
+    # the caller (migration 0010): the principal whose CreateJob created the job (its
+    # bearer token's name); NULL for child jobs, retries and jobs from before 0010
+    Column("created_by", String(255)),
     CheckConstraint(f"status IN ({_STATUSES})", name="jobs_status_known"),
     CheckConstraint(
         f"credential_mode IN ({_CREDENTIAL_MODES})"

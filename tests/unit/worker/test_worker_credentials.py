@@ -216,7 +216,7 @@ async def test_resolve_credential_sends_the_lease_and_returns_the_key() -> None:
 async def test_resolve_credential_refusals_become_product_errors(
     refusal: Exception, expected: type[Exception]
 ) -> None:
-    status = status_for(refusal)  # type: ignore[arg-type]
+    status = status_for(refusal, "jobs.v1.ExecutorService")  # type: ignore[arg-type]
     client, _ = client_answering(
         rpc_error(status.code, status.trailing_metadata, details=status.details)
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from shared.canonical import content_hash
 from shared.constants import Queue
 from shared.errors import ErrorCode, ExecutionError, LeaseLost, PlatformUnavailable
+from shared.output_hash import output_hash
 from shared.registry import ArtifactDraft, JobResult, Registry
 from worker_service.domain.errors import ExecutorCallFailed, ExecutorUnreachable, is_transient
 from worker_service.domain.model import (
@@ -109,7 +109,7 @@ def test_succeeded_validates_dumps_and_hashes_the_output() -> None:
     outcome = succeeded(definition, result)
 
     assert outcome.output == {"value": 1, "label": "a"}
-    assert outcome.output_hash == content_hash({"label": "a", "value": 1})
+    assert outcome.output_hash == output_hash({"label": "a", "value": 1})
     assert outcome.artifacts == [ArtifactDraft("t", "i", {"when": [1, 2]})]
 
 

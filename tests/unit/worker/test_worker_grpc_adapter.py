@@ -162,8 +162,12 @@ async def test_a_refused_result_item_is_its_product_error_and_spares_the_others(
         pb.SubmitResultsResponse(
             outcomes=[
                 pb.SubmitResultOutcome(status=job_pb2.JOB_STATUS_SUCCEEDED),
-                pb.SubmitResultOutcome(error=status_proto_for(LeaseLost("stale"))),
-                pb.SubmitResultOutcome(error=status_proto_for(PlatformUnavailable("db"))),
+                pb.SubmitResultOutcome(
+                    error=status_proto_for(LeaseLost("stale"), "jobs.v1.ExecutorService")
+                ),
+                pb.SubmitResultOutcome(
+                    error=status_proto_for(PlatformUnavailable("db"), "jobs.v1.ExecutorService")
+                ),
             ]
         )
     )
@@ -217,7 +221,7 @@ async def test_failures_without_a_reason(error: Exception, expected: type[Except
 
 @pytest.mark.parametrize("error", [LeaseLost("stale"), PlatformUnavailable("db down")])
 async def test_failures_with_a_reason_become_product_errors(error: Exception) -> None:
-    status = status_for(error)  # type: ignore[arg-type]
+    status = status_for(error, "jobs.v1.ExecutorService")  # type: ignore[arg-type]
     client, _ = client_answering(
         rpc_error(status.code, status.trailing_metadata, details=status.details)
     )
@@ -227,7 +231,7 @@ async def test_failures_with_a_reason_become_product_errors(error: Exception) ->
 
 
 async def test_a_garbled_status_detail_counts_as_no_reason() -> None:
-    status = status_for(LeaseLost("stale"))
+    status = status_for(LeaseLost("stale"), "jobs.v1.ExecutorService")
     client, _ = client_answering(
         rpc_error(grpc.StatusCode.UNAVAILABLE, status.trailing_metadata, details="other")
     )

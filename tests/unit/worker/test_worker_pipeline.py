@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from shared.canonical import content_hash
 from shared.errors import ErrorCode, InvalidInput, LeaseLost, PlatformUnavailable
+from shared.output_hash import output_hash
 from shared.registry import ArtifactDraft
 from worker_service.domain.errors import ExecutorUnreachable
 from worker_service.domain.model import CancelCause, HeartbeatReply
@@ -50,7 +50,7 @@ async def test_success_submits_validated_output_hash_and_artifacts(
     assert result["job_id"] == "j1"
     assert result["lease_token"] == "token-j1-3"
     assert result["output"] == {"value": 3, "label": "résumé"}
-    assert result["output_hash"] == content_hash({"value": 3, "label": "résumé"})
+    assert result["output_hash"] == output_hash({"value": 3, "label": "résumé"})
     # Artifact payloads reach the port as plain JSON values (the tuple became a list).
     assert result["artifacts"] == [
         ArtifactDraft("probe", "probe_j1", {"n": 1, "tags": ["a", "b"]}, 2)

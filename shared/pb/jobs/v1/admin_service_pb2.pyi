@@ -1,5 +1,6 @@
 import datetime
 
+from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from shared.pb.jobs.v1 import job_pb2 as _job_pb2
 from google.protobuf.internal import containers as _containers
@@ -249,85 +250,3 @@ class ListRateLimitsResponse(_message.Message):
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     limits: _containers.RepeatedCompositeFieldContainer[RateLimitInfo]
     def __init__(self, limits: _Optional[_Iterable[_Union[RateLimitInfo, _Mapping]]] = ...) -> None: ...
-
-class JobSelector(_message.Message):
-    __slots__ = ("job_ids", "job_type", "status", "queue", "user_id", "created_after", "created_before", "target_type", "target_id")
-    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
-    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
-    STATUS_FIELD_NUMBER: _ClassVar[int]
-    QUEUE_FIELD_NUMBER: _ClassVar[int]
-    USER_ID_FIELD_NUMBER: _ClassVar[int]
-    CREATED_AFTER_FIELD_NUMBER: _ClassVar[int]
-    CREATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
-    TARGET_TYPE_FIELD_NUMBER: _ClassVar[int]
-    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
-    job_ids: _containers.RepeatedScalarFieldContainer[str]
-    job_type: str
-    status: _job_pb2.JobStatus
-    queue: str
-    user_id: str
-    created_after: _timestamp_pb2.Timestamp
-    created_before: _timestamp_pb2.Timestamp
-    target_type: str
-    target_id: str
-    def __init__(self, job_ids: _Optional[_Iterable[str]] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., queue: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ...) -> None: ...
-
-class BulkSkip(_message.Message):
-    __slots__ = ("job_id", "reason", "message")
-    JOB_ID_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    MESSAGE_FIELD_NUMBER: _ClassVar[int]
-    job_id: str
-    reason: str
-    message: str
-    def __init__(self, job_id: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
-
-class CancelJobsRequest(_message.Message):
-    __slots__ = ("selector", "dry_run", "limit", "page_token")
-    SELECTOR_FIELD_NUMBER: _ClassVar[int]
-    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
-    LIMIT_FIELD_NUMBER: _ClassVar[int]
-    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    selector: JobSelector
-    dry_run: bool
-    limit: int
-    page_token: str
-    def __init__(self, selector: _Optional[_Union[JobSelector, _Mapping]] = ..., dry_run: _Optional[bool] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
-
-class CancelJobsResponse(_message.Message):
-    __slots__ = ("matched", "job_ids", "skipped", "next_page_token")
-    MATCHED_FIELD_NUMBER: _ClassVar[int]
-    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
-    SKIPPED_FIELD_NUMBER: _ClassVar[int]
-    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    matched: int
-    job_ids: _containers.RepeatedScalarFieldContainer[str]
-    skipped: _containers.RepeatedCompositeFieldContainer[BulkSkip]
-    next_page_token: str
-    def __init__(self, matched: _Optional[int] = ..., job_ids: _Optional[_Iterable[str]] = ..., skipped: _Optional[_Iterable[_Union[BulkSkip, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
-
-class RetryJobsRequest(_message.Message):
-    __slots__ = ("selector", "dry_run", "limit", "page_token")
-    SELECTOR_FIELD_NUMBER: _ClassVar[int]
-    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
-    LIMIT_FIELD_NUMBER: _ClassVar[int]
-    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    selector: JobSelector
-    dry_run: bool
-    limit: int
-    page_token: str
-    def __init__(self, selector: _Optional[_Union[JobSelector, _Mapping]] = ..., dry_run: _Optional[bool] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
-
-class RetryJobsResponse(_message.Message):
-    __slots__ = ("matched", "job_ids", "retried_from_job_ids", "skipped", "next_page_token")
-    MATCHED_FIELD_NUMBER: _ClassVar[int]
-    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
-    RETRIED_FROM_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
-    SKIPPED_FIELD_NUMBER: _ClassVar[int]
-    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    matched: int
-    job_ids: _containers.RepeatedScalarFieldContainer[str]
-    retried_from_job_ids: _containers.RepeatedScalarFieldContainer[str]
-    skipped: _containers.RepeatedCompositeFieldContainer[BulkSkip]
-    next_page_token: str
-    def __init__(self, matched: _Optional[int] = ..., job_ids: _Optional[_Iterable[str]] = ..., retried_from_job_ids: _Optional[_Iterable[str]] = ..., skipped: _Optional[_Iterable[_Union[BulkSkip, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

@@ -22,30 +22,64 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n jobs/v1/credential_service.proto\x12\x07jobs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc1\x01\n\nCredential\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\x10\n\x08provider\x18\x03 \x01(\t\x12\r\n\x05label\x18\x04 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x05 \x01(\t\x12.\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0clast_used_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"Y\n\x14PutCredentialRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\x0f\n\x07\x61pi_key\x18\x03 \x01(\t\x12\r\n\x05label\x18\x04 \x01(\t\"@\n\x15PutCredentialResponse\x12\'\n\ncredential\x18\x01 \x01(\x0b\x32\x13.jobs.v1.Credential\")\n\x16ListCredentialsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\"C\n\x17ListCredentialsResponse\x12(\n\x0b\x63redentials\x18\x01 \x03(\x0b\x32\x13.jobs.v1.Credential\"A\n\x17\x44\x65leteCredentialRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x15\n\rcredential_id\x18\x02 \x01(\t\"\x1a\n\x18\x44\x65leteCredentialResponse2\x92\x02\n\x11\x43redentialService\x12N\n\rPutCredential\x12\x1d.jobs.v1.PutCredentialRequest\x1a\x1e.jobs.v1.PutCredentialResponse\x12T\n\x0fListCredentials\x12\x1f.jobs.v1.ListCredentialsRequest\x1a .jobs.v1.ListCredentialsResponse\x12W\n\x10\x44\x65leteCredential\x12 .jobs.v1.DeleteCredentialRequest\x1a!.jobs.v1.DeleteCredentialResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n jobs/v1/credential_service.proto\x12\x07jobs.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x01\n\nCredential\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x16\n\x08provider\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x13\n\x05label\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0b\x66ingerprint\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x36\n\x0clast_used_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"q\n\x14PutCredentialRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08provider\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07\x61pi_key\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x05label\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\"F\n\x15PutCredentialResponse\x12-\n\ncredential\x18\x01 \x01(\x0b\x32\x13.jobs.v1.CredentialB\x04\xe2\x41\x01\x03\"/\n\x16ListCredentialsRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"I\n\x17ListCredentialsResponse\x12.\n\x0b\x63redentials\x18\x01 \x03(\x0b\x32\x13.jobs.v1.CredentialB\x04\xe2\x41\x01\x03\"M\n\x17\x44\x65leteCredentialRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1b\n\rcredential_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"\x1a\n\x18\x44\x65leteCredentialResponse2\x92\x02\n\x11\x43redentialService\x12N\n\rPutCredential\x12\x1d.jobs.v1.PutCredentialRequest\x1a\x1e.jobs.v1.PutCredentialResponse\x12T\n\x0fListCredentials\x12\x1f.jobs.v1.ListCredentialsRequest\x1a .jobs.v1.ListCredentialsResponse\x12W\n\x10\x44\x65leteCredential\x12 .jobs.v1.DeleteCredentialRequest\x1a!.jobs.v1.DeleteCredentialResponseB\xb1\x01\n\x17\x64\x65v.durablejobs.jobs.v1B\x16\x43redentialServiceProtoP\x01Z2github.com/durable-jobs/jobs/gen/go/jobs/v1;jobsv1\xa2\x02\x03JXX\xaa\x02\x13\x44urableJobs.Jobs.V1\xca\x02\x13\x44urableJobs\\Jobs\\V1\xea\x02\x15\x44urableJobs::Jobs::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobs.v1.credential_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_CREDENTIAL']._serialized_start=79
-  _globals['_CREDENTIAL']._serialized_end=272
-  _globals['_PUTCREDENTIALREQUEST']._serialized_start=274
-  _globals['_PUTCREDENTIALREQUEST']._serialized_end=363
-  _globals['_PUTCREDENTIALRESPONSE']._serialized_start=365
-  _globals['_PUTCREDENTIALRESPONSE']._serialized_end=429
-  _globals['_LISTCREDENTIALSREQUEST']._serialized_start=431
-  _globals['_LISTCREDENTIALSREQUEST']._serialized_end=472
-  _globals['_LISTCREDENTIALSRESPONSE']._serialized_start=474
-  _globals['_LISTCREDENTIALSRESPONSE']._serialized_end=541
-  _globals['_DELETECREDENTIALREQUEST']._serialized_start=543
-  _globals['_DELETECREDENTIALREQUEST']._serialized_end=608
-  _globals['_DELETECREDENTIALRESPONSE']._serialized_start=610
-  _globals['_DELETECREDENTIALRESPONSE']._serialized_end=636
-  _globals['_CREDENTIALSERVICE']._serialized_start=639
-  _globals['_CREDENTIALSERVICE']._serialized_end=913
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\027dev.durablejobs.jobs.v1B\026CredentialServiceProtoP\001Z2github.com/durable-jobs/jobs/gen/go/jobs/v1;jobsv1\242\002\003JXX\252\002\023DurableJobs.Jobs.V1\312\002\023DurableJobs\\Jobs\\V1\352\002\025DurableJobs::Jobs::V1'
+  _globals['_CREDENTIAL'].fields_by_name['id']._loaded_options = None
+  _globals['_CREDENTIAL'].fields_by_name['id']._serialized_options = b'\342A\001\003'
+  _globals['_CREDENTIAL'].fields_by_name['user_id']._loaded_options = None
+  _globals['_CREDENTIAL'].fields_by_name['user_id']._serialized_options = b'\342A\001\003'
+  _globals['_CREDENTIAL'].fields_by_name['provider']._loaded_options = None
+  _globals['_CREDENTIAL'].fields_by_name['provider']._serialized_options = b'\342A\001\003'
+  _globals['_CREDENTIAL'].fields_by_name['label']._loaded_options = None
+  _globals['_CREDENTIAL'].fields_by_name['label']._serialized_options = b'\342A\001\003'
+  _globals['_CREDENTIAL'].fields_by_name['fingerprint']._loaded_options = None
+  _globals['_CREDENTIAL'].fields_by_name['fingerprint']._serialized_options = b'\342A\001\003'
+  _globals['_CREDENTIAL'].fields_by_name['created_at']._loaded_options = None
+  _globals['_CREDENTIAL'].fields_by_name['created_at']._serialized_options = b'\342A\001\003'
+  _globals['_CREDENTIAL'].fields_by_name['last_used_at']._loaded_options = None
+  _globals['_CREDENTIAL'].fields_by_name['last_used_at']._serialized_options = b'\342A\001\003'
+  _globals['_PUTCREDENTIALREQUEST'].fields_by_name['user_id']._loaded_options = None
+  _globals['_PUTCREDENTIALREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\002'
+  _globals['_PUTCREDENTIALREQUEST'].fields_by_name['provider']._loaded_options = None
+  _globals['_PUTCREDENTIALREQUEST'].fields_by_name['provider']._serialized_options = b'\342A\001\002'
+  _globals['_PUTCREDENTIALREQUEST'].fields_by_name['api_key']._loaded_options = None
+  _globals['_PUTCREDENTIALREQUEST'].fields_by_name['api_key']._serialized_options = b'\342A\001\002'
+  _globals['_PUTCREDENTIALREQUEST'].fields_by_name['label']._loaded_options = None
+  _globals['_PUTCREDENTIALREQUEST'].fields_by_name['label']._serialized_options = b'\342A\001\001'
+  _globals['_PUTCREDENTIALRESPONSE'].fields_by_name['credential']._loaded_options = None
+  _globals['_PUTCREDENTIALRESPONSE'].fields_by_name['credential']._serialized_options = b'\342A\001\003'
+  _globals['_LISTCREDENTIALSREQUEST'].fields_by_name['user_id']._loaded_options = None
+  _globals['_LISTCREDENTIALSREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\002'
+  _globals['_LISTCREDENTIALSRESPONSE'].fields_by_name['credentials']._loaded_options = None
+  _globals['_LISTCREDENTIALSRESPONSE'].fields_by_name['credentials']._serialized_options = b'\342A\001\003'
+  _globals['_DELETECREDENTIALREQUEST'].fields_by_name['user_id']._loaded_options = None
+  _globals['_DELETECREDENTIALREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\002'
+  _globals['_DELETECREDENTIALREQUEST'].fields_by_name['credential_id']._loaded_options = None
+  _globals['_DELETECREDENTIALREQUEST'].fields_by_name['credential_id']._serialized_options = b'\342A\001\002'
+  _globals['_CREDENTIAL']._serialized_start=112
+  _globals['_CREDENTIAL']._serialized_end=347
+  _globals['_PUTCREDENTIALREQUEST']._serialized_start=349
+  _globals['_PUTCREDENTIALREQUEST']._serialized_end=462
+  _globals['_PUTCREDENTIALRESPONSE']._serialized_start=464
+  _globals['_PUTCREDENTIALRESPONSE']._serialized_end=534
+  _globals['_LISTCREDENTIALSREQUEST']._serialized_start=536
+  _globals['_LISTCREDENTIALSREQUEST']._serialized_end=583
+  _globals['_LISTCREDENTIALSRESPONSE']._serialized_start=585
+  _globals['_LISTCREDENTIALSRESPONSE']._serialized_end=658
+  _globals['_DELETECREDENTIALREQUEST']._serialized_start=660
+  _globals['_DELETECREDENTIALREQUEST']._serialized_end=737
+  _globals['_DELETECREDENTIALRESPONSE']._serialized_start=739
+  _globals['_DELETECREDENTIALRESPONSE']._serialized_end=765
+  _globals['_CREDENTIALSERVICE']._serialized_start=768
+  _globals['_CREDENTIALSERVICE']._serialized_end=1042
 # @@protoc_insertion_point(module_scope)

@@ -22,6 +22,7 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
@@ -29,39 +30,110 @@ from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 from durable_jobs_client._pb.jobs.v1 import job_pb2 as jobs_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19jobs/v1/job_service.proto\x12\x07jobs.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x11jobs/v1/job.proto\"\x98\x03\n\x10\x43reateJobRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x10\n\x08job_type\x18\x02 \x01(\t\x12&\n\x05input\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0fidempotency_key\x18\x04 \x01(\t\x12\x15\n\x08priority\x18\x05 \x01(\x05H\x00\x88\x01\x01\x12\x30\n\x0f\x63redential_mode\x18\x06 \x01(\x0e\x32\x17.jobs.v1.CredentialMode\x12\x15\n\rcredential_id\x18\x07 \x01(\t\x12*\n\x06run_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12(\n\x05\x64\x65lay\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x13\n\x0btarget_type\x18\x14 \x01(\t\x12\x11\n\ttarget_id\x18\x15 \x01(\t\x12\x16\n\x0eprompt_version\x18\x16 \x01(\t\x12\x1d\n\x15output_schema_version\x18\x17 \x01(\tB\x0b\n\t_priority\"?\n\x11\x43reateJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"0\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"+\n\x0eGetJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\"3\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\".\n\x11\x43\x61ncelJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\"q\n\x0fListJobsRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x13\n\x0btarget_type\x18\x14 \x01(\t\x12\x11\n\ttarget_id\x18\x15 \x01(\t\"G\n\x10ListJobsResponse\x12\x1a\n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.jobs.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"2\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\"-\n\x10WatchJobResponse\x12\x19\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.Job\"@\n\x11\x43reateJobsRequest\x12+\n\x08requests\x18\x01 \x03(\x0b\x32\x19.jobs.v1.CreateJobRequest\"b\n\x0f\x43reateJobResult\x12,\n\x08response\x18\x01 \x01(\x0b\x32\x1a.jobs.v1.CreateJobResponse\x12!\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.Status\"?\n\x12\x43reateJobsResponse\x12)\n\x07results\x18\x01 \x03(\x0b\x32\x18.jobs.v1.CreateJobResult2\x9a\x03\n\nJobService\x12\x42\n\tCreateJob\x12\x19.jobs.v1.CreateJobRequest\x1a\x1a.jobs.v1.CreateJobResponse\x12\x39\n\x06GetJob\x12\x16.jobs.v1.GetJobRequest\x1a\x17.jobs.v1.GetJobResponse\x12\x42\n\tCancelJob\x12\x19.jobs.v1.CancelJobRequest\x1a\x1a.jobs.v1.CancelJobResponse\x12?\n\x08ListJobs\x12\x18.jobs.v1.ListJobsRequest\x1a\x19.jobs.v1.ListJobsResponse\x12\x41\n\x08WatchJob\x12\x18.jobs.v1.WatchJobRequest\x1a\x19.jobs.v1.WatchJobResponse0\x01\x12\x45\n\nCreateJobs\x12\x1a.jobs.v1.CreateJobsRequest\x1a\x1b.jobs.v1.CreateJobsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19jobs/v1/job_service.proto\x12\x07jobs.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x11jobs/v1/job.proto\"\xe6\x03\n\x10\x43reateJobRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08job_type\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12,\n\x05input\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x01\x12\x1d\n\x0fidempotency_key\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\x12\x1b\n\x08priority\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x36\n\x0f\x63redential_mode\x18\x06 \x01(\x0e\x32\x17.jobs.v1.CredentialModeB\x04\xe2\x41\x01\x01\x12\x1b\n\rcredential_id\x18\x07 \x01(\tB\x04\xe2\x41\x01\x01\x12\x30\n\x06run_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x01\x12.\n\x05\x64\x65lay\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x12\x19\n\x0btarget_type\x18\x14 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\ttarget_id\x18\x15 \x01(\tB\x04\xe2\x41\x01\x01\x12\x1c\n\x0eprompt_version\x18\x16 \x01(\tB\x04\xe2\x41\x01\x01\x12#\n\x15output_schema_version\x18\x17 \x01(\tB\x04\xe2\x41\x01\x01\x42\x0b\n\t_priority\"K\n\x11\x43reateJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\x12\x15\n\x07\x63reated\x18\x02 \x01(\x08\x42\x04\xe2\x41\x01\x03\"<\n\rGetJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"1\n\x0eGetJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\"?\n\x10\x43\x61ncelJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"4\n\x11\x43\x61ncelJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\"\x8f\x01\n\x0fListJobsRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\tpage_size\x18\x02 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12\x19\n\x0btarget_type\x18\x14 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\ttarget_id\x18\x15 \x01(\tB\x04\xe2\x41\x01\x01\"S\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\x12\x1d\n\x0fnext_page_token\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\">\n\x0fWatchJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"3\n\x10WatchJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\"F\n\x11\x43reateJobsRequest\x12\x31\n\x08requests\x18\x01 \x03(\x0b\x32\x19.jobs.v1.CreateJobRequestB\x04\xe2\x41\x01\x02\"n\n\x0f\x43reateJobResult\x12\x32\n\x08response\x18\x01 \x01(\x0b\x32\x1a.jobs.v1.CreateJobResponseB\x04\xe2\x41\x01\x03\x12\'\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.StatusB\x04\xe2\x41\x01\x03\"E\n\x12\x43reateJobsResponse\x12/\n\x07results\x18\x01 \x03(\x0b\x32\x18.jobs.v1.CreateJobResultB\x04\xe2\x41\x01\x03\x32\x9a\x03\n\nJobService\x12\x42\n\tCreateJob\x12\x19.jobs.v1.CreateJobRequest\x1a\x1a.jobs.v1.CreateJobResponse\x12\x39\n\x06GetJob\x12\x16.jobs.v1.GetJobRequest\x1a\x17.jobs.v1.GetJobResponse\x12\x42\n\tCancelJob\x12\x19.jobs.v1.CancelJobRequest\x1a\x1a.jobs.v1.CancelJobResponse\x12?\n\x08ListJobs\x12\x18.jobs.v1.ListJobsRequest\x1a\x19.jobs.v1.ListJobsResponse\x12\x41\n\x08WatchJob\x12\x18.jobs.v1.WatchJobRequest\x1a\x19.jobs.v1.WatchJobResponse0\x01\x12\x45\n\nCreateJobs\x12\x1a.jobs.v1.CreateJobsRequest\x1a\x1b.jobs.v1.CreateJobsResponseB\xaa\x01\n\x17\x64\x65v.durablejobs.jobs.v1B\x0fJobServiceProtoP\x01Z2github.com/durable-jobs/jobs/gen/go/jobs/v1;jobsv1\xa2\x02\x03JXX\xaa\x02\x13\x44urableJobs.Jobs.V1\xca\x02\x13\x44urableJobs\\Jobs\\V1\xea\x02\x15\x44urableJobs::Jobs::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobs.v1.job_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_CREATEJOBREQUEST']._serialized_start=178
-  _globals['_CREATEJOBREQUEST']._serialized_end=586
-  _globals['_CREATEJOBRESPONSE']._serialized_start=588
-  _globals['_CREATEJOBRESPONSE']._serialized_end=651
-  _globals['_GETJOBREQUEST']._serialized_start=653
-  _globals['_GETJOBREQUEST']._serialized_end=701
-  _globals['_GETJOBRESPONSE']._serialized_start=703
-  _globals['_GETJOBRESPONSE']._serialized_end=746
-  _globals['_CANCELJOBREQUEST']._serialized_start=748
-  _globals['_CANCELJOBREQUEST']._serialized_end=799
-  _globals['_CANCELJOBRESPONSE']._serialized_start=801
-  _globals['_CANCELJOBRESPONSE']._serialized_end=847
-  _globals['_LISTJOBSREQUEST']._serialized_start=849
-  _globals['_LISTJOBSREQUEST']._serialized_end=962
-  _globals['_LISTJOBSRESPONSE']._serialized_start=964
-  _globals['_LISTJOBSRESPONSE']._serialized_end=1035
-  _globals['_WATCHJOBREQUEST']._serialized_start=1037
-  _globals['_WATCHJOBREQUEST']._serialized_end=1087
-  _globals['_WATCHJOBRESPONSE']._serialized_start=1089
-  _globals['_WATCHJOBRESPONSE']._serialized_end=1134
-  _globals['_CREATEJOBSREQUEST']._serialized_start=1136
-  _globals['_CREATEJOBSREQUEST']._serialized_end=1200
-  _globals['_CREATEJOBRESULT']._serialized_start=1202
-  _globals['_CREATEJOBRESULT']._serialized_end=1300
-  _globals['_CREATEJOBSRESPONSE']._serialized_start=1302
-  _globals['_CREATEJOBSRESPONSE']._serialized_end=1365
-  _globals['_JOBSERVICE']._serialized_start=1368
-  _globals['_JOBSERVICE']._serialized_end=1778
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\027dev.durablejobs.jobs.v1B\017JobServiceProtoP\001Z2github.com/durable-jobs/jobs/gen/go/jobs/v1;jobsv1\242\002\003JXX\252\002\023DurableJobs.Jobs.V1\312\002\023DurableJobs\\Jobs\\V1\352\002\025DurableJobs::Jobs::V1'
+  _globals['_CREATEJOBREQUEST'].fields_by_name['user_id']._loaded_options = None
+  _globals['_CREATEJOBREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\002'
+  _globals['_CREATEJOBREQUEST'].fields_by_name['job_type']._loaded_options = None
+  _globals['_CREATEJOBREQUEST'].fields_by_name['job_type']._serialized_options = b'\342A\001\002'
+  _globals['_CREATEJOBREQUEST'].fields_by_name['input']._loaded_options = None
+  _globals['_CREATEJOBREQUEST'].fields_by_name['input']._serialized_options = b'\342A\001\001'
+  _globals['_CREATEJOBREQUEST'].fields_by_name['idempotency_key']._loaded_options = None
+  _globals['_CREATEJOBREQUEST'].fields_by_name['idempotency_key']._serialized_options = b'\342A\001\001'
+  _globals['_CREATEJOBREQUEST'].fields_by_name['priority']._loaded_options = None
+  _globals['_CREATEJOBREQUEST'].fields_by_name['priority']._serialized_options = b'\342A\001\001'
+  _globals['_CREATEJOBREQUEST'].fields_by_name['credential_mode']._loaded_options = None
+  _globals['_CREATEJOBREQUEST'].fields_by_name['credential_mode']._serialized_options = b'\342A\001\001'
+  _globals['_CREATEJOBREQUEST'].fields_by_name['credential_id']._loaded_options = None
+  _globals['_CREATEJOBREQUEST'].fields_by_name['credential_id']._serialized_options = b'\342A\001\001'
+  _globals['_CREATEJOBREQUEST'].fields_by_name['run_at']._loaded_options = None
+  _globals['_CREATEJOBREQUEST'].fields_by_name['run_at']._serialized_options = b'\342A\001\001'
+  _globals['_CREATEJOBREQUEST'].fields_by_name['delay']._loaded_options = None
+  _globals['_CREATEJOBREQUEST'].fields_by_name['delay']._serialized_options = b'\342A\001\001'
+  _globals['_CREATEJOBREQUEST'].fields_by_name['target_type']._loaded_options = None
+  _globals['_CREATEJOBREQUEST'].fields_by_name['target_type']._serialized_options = b'\342A\001\001'
+  _globals['_CREATEJOBREQUEST'].fields_by_name['target_id']._loaded_options = None
+  _globals['_CREATEJOBREQUEST'].fields_by_name['target_id']._serialized_options = b'\342A\001\001'
+  _globals['_CREATEJOBREQUEST'].fields_by_name['prompt_version']._loaded_options = None
+  _globals['_CREATEJOBREQUEST'].fields_by_name['prompt_version']._serialized_options = b'\342A\001\001'
+  _globals['_CREATEJOBREQUEST'].fields_by_name['output_schema_version']._loaded_options = None
+  _globals['_CREATEJOBREQUEST'].fields_by_name['output_schema_version']._serialized_options = b'\342A\001\001'
+  _globals['_CREATEJOBRESPONSE'].fields_by_name['job']._loaded_options = None
+  _globals['_CREATEJOBRESPONSE'].fields_by_name['job']._serialized_options = b'\342A\001\003'
+  _globals['_CREATEJOBRESPONSE'].fields_by_name['created']._loaded_options = None
+  _globals['_CREATEJOBRESPONSE'].fields_by_name['created']._serialized_options = b'\342A\001\003'
+  _globals['_GETJOBREQUEST'].fields_by_name['job_id']._loaded_options = None
+  _globals['_GETJOBREQUEST'].fields_by_name['job_id']._serialized_options = b'\342A\001\002'
+  _globals['_GETJOBREQUEST'].fields_by_name['user_id']._loaded_options = None
+  _globals['_GETJOBREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\002'
+  _globals['_GETJOBRESPONSE'].fields_by_name['job']._loaded_options = None
+  _globals['_GETJOBRESPONSE'].fields_by_name['job']._serialized_options = b'\342A\001\003'
+  _globals['_CANCELJOBREQUEST'].fields_by_name['job_id']._loaded_options = None
+  _globals['_CANCELJOBREQUEST'].fields_by_name['job_id']._serialized_options = b'\342A\001\002'
+  _globals['_CANCELJOBREQUEST'].fields_by_name['user_id']._loaded_options = None
+  _globals['_CANCELJOBREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\002'
+  _globals['_CANCELJOBRESPONSE'].fields_by_name['job']._loaded_options = None
+  _globals['_CANCELJOBRESPONSE'].fields_by_name['job']._serialized_options = b'\342A\001\003'
+  _globals['_LISTJOBSREQUEST'].fields_by_name['user_id']._loaded_options = None
+  _globals['_LISTJOBSREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\002'
+  _globals['_LISTJOBSREQUEST'].fields_by_name['page_size']._loaded_options = None
+  _globals['_LISTJOBSREQUEST'].fields_by_name['page_size']._serialized_options = b'\342A\001\001'
+  _globals['_LISTJOBSREQUEST'].fields_by_name['page_token']._loaded_options = None
+  _globals['_LISTJOBSREQUEST'].fields_by_name['page_token']._serialized_options = b'\342A\001\001'
+  _globals['_LISTJOBSREQUEST'].fields_by_name['target_type']._loaded_options = None
+  _globals['_LISTJOBSREQUEST'].fields_by_name['target_type']._serialized_options = b'\342A\001\001'
+  _globals['_LISTJOBSREQUEST'].fields_by_name['target_id']._loaded_options = None
+  _globals['_LISTJOBSREQUEST'].fields_by_name['target_id']._serialized_options = b'\342A\001\001'
+  _globals['_LISTJOBSRESPONSE'].fields_by_name['jobs']._loaded_options = None
+  _globals['_LISTJOBSRESPONSE'].fields_by_name['jobs']._serialized_options = b'\342A\001\003'
+  _globals['_LISTJOBSRESPONSE'].fields_by_name['next_page_token']._loaded_options = None
+  _globals['_LISTJOBSRESPONSE'].fields_by_name['next_page_token']._serialized_options = b'\342A\001\003'
+  _globals['_WATCHJOBREQUEST'].fields_by_name['job_id']._loaded_options = None
+  _globals['_WATCHJOBREQUEST'].fields_by_name['job_id']._serialized_options = b'\342A\001\002'
+  _globals['_WATCHJOBREQUEST'].fields_by_name['user_id']._loaded_options = None
+  _globals['_WATCHJOBREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\002'
+  _globals['_WATCHJOBRESPONSE'].fields_by_name['job']._loaded_options = None
+  _globals['_WATCHJOBRESPONSE'].fields_by_name['job']._serialized_options = b'\342A\001\003'
+  _globals['_CREATEJOBSREQUEST'].fields_by_name['requests']._loaded_options = None
+  _globals['_CREATEJOBSREQUEST'].fields_by_name['requests']._serialized_options = b'\342A\001\002'
+  _globals['_CREATEJOBRESULT'].fields_by_name['response']._loaded_options = None
+  _globals['_CREATEJOBRESULT'].fields_by_name['response']._serialized_options = b'\342A\001\003'
+  _globals['_CREATEJOBRESULT'].fields_by_name['error']._loaded_options = None
+  _globals['_CREATEJOBRESULT'].fields_by_name['error']._serialized_options = b'\342A\001\003'
+  _globals['_CREATEJOBSRESPONSE'].fields_by_name['results']._loaded_options = None
+  _globals['_CREATEJOBSRESPONSE'].fields_by_name['results']._serialized_options = b'\342A\001\003'
+  _globals['_CREATEJOBREQUEST']._serialized_start=211
+  _globals['_CREATEJOBREQUEST']._serialized_end=697
+  _globals['_CREATEJOBRESPONSE']._serialized_start=699
+  _globals['_CREATEJOBRESPONSE']._serialized_end=774
+  _globals['_GETJOBREQUEST']._serialized_start=776
+  _globals['_GETJOBREQUEST']._serialized_end=836
+  _globals['_GETJOBRESPONSE']._serialized_start=838
+  _globals['_GETJOBRESPONSE']._serialized_end=887
+  _globals['_CANCELJOBREQUEST']._serialized_start=889
+  _globals['_CANCELJOBREQUEST']._serialized_end=952
+  _globals['_CANCELJOBRESPONSE']._serialized_start=954
+  _globals['_CANCELJOBRESPONSE']._serialized_end=1006
+  _globals['_LISTJOBSREQUEST']._serialized_start=1009
+  _globals['_LISTJOBSREQUEST']._serialized_end=1152
+  _globals['_LISTJOBSRESPONSE']._serialized_start=1154
+  _globals['_LISTJOBSRESPONSE']._serialized_end=1237
+  _globals['_WATCHJOBREQUEST']._serialized_start=1239
+  _globals['_WATCHJOBREQUEST']._serialized_end=1301
+  _globals['_WATCHJOBRESPONSE']._serialized_start=1303
+  _globals['_WATCHJOBRESPONSE']._serialized_end=1354
+  _globals['_CREATEJOBSREQUEST']._serialized_start=1356
+  _globals['_CREATEJOBSREQUEST']._serialized_end=1426
+  _globals['_CREATEJOBRESULT']._serialized_start=1428
+  _globals['_CREATEJOBRESULT']._serialized_end=1538
+  _globals['_CREATEJOBSRESPONSE']._serialized_start=1540
+  _globals['_CREATEJOBSRESPONSE']._serialized_end=1609
+  _globals['_JOBSERVICE']._serialized_start=1612
+  _globals['_JOBSERVICE']._serialized_end=2022
 # @@protoc_insertion_point(module_scope)
