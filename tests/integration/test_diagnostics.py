@@ -56,7 +56,7 @@ async def test_reflection_describes_every_service(job_service: JobServiceApp) ->
         "jobs.v1.ExecutorService",
         "jobs.v1.JobService",
     ]
-    assert methods == ["CreateJob", "GetJob", "CancelJob", "ListJobs", "WatchJob"]
+    assert methods == ["CreateJob", "GetJob", "CancelJob", "ListJobs", "WatchJob", "CreateJobs"]
 
 
 async def test_streams_and_consumers_can_be_declared_again(nats_client: NatsClient) -> None:

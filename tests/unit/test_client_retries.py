@@ -29,7 +29,7 @@ class Scripted(job_service_pb2_grpc.JobServiceServicer):
     def CreateJob(self, request: pb.CreateJobRequest, context: grpc.ServicerContext) -> Any:
         self.calls.append((time.monotonic(), request.idempotency_key))
         if self.refusals:
-            context.abort_with_status(status_for(self.refusals.pop(0)))
+            context.abort_with_status(status_for(self.refusals.pop(0), "jobs.v1.JobService"))
         return pb.CreateJobResponse(job=job_pb2.Job(id="j-1"), created=True)
 
 
