@@ -248,10 +248,13 @@ async def end_worker_leases(
 ) -> list[FailureOutcome]:
     """Ends up to ``limit`` attempts leased by ``worker_id`` exactly as the reaper ends an
     expired one, as WORKER_DISCONNECTED, in the caller's transaction (sessions.py: the
-    worker's session ended without a goodbye and it did not come back)."""
+    worker's session ended without a goodbye and it did not come back); a crashed worker
+    reported no usage, so an AI job's attempt is marked as having unknown usage."""
     rows = await conn.fetch(WORKER_LEASES, _LEASED, worker_id, limit)
     return [
-        await _end(conn, row, ErrorCode.WORKER_DISCONNECTED, "worker disconnected", decide)
+        await _end(
+            conn, row, ErrorCode.WORKER_DISCONNECTED, "worker disconnected", decide, reaped=True
+        )
         for row in rows
     ]
 
@@ -269,8 +272,9 @@ async def _end(
     *,
     reaped: bool = False,
 ) -> FailureOutcome:
-    """Ends the attempt; ``reaped``: by lease expiry, so an AI job's attempt is marked as
-    having unknown usage (its worker reported none) until a late ReportUsage."""
+    """Ends the attempt; ``reaped``: by lease expiry or its worker's disconnect, so an AI
+    job's attempt is marked as having unknown usage (its worker reported none) until a
+    late ReportUsage."""
     status = JobStatus(row["status"])
     facts = AttemptFacts(
         row["id"], row["job_type"], status, row["attempt_count"], row["max_attempts"]
