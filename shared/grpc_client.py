@@ -32,6 +32,10 @@ DEFAULT_OPTIONS: tuple[tuple[str, Any], ...] = (
     # `dns:///job-service-headless:50051` (one A record per job_service pod) a worker's calls
     # spread over every replica; a target with one address behaves as before.
     ("grpc.lb_policy_name", "round_robin"),
+    # Each channel its own connections: a new channel to a restarted job_service connects
+    # at once, instead of inheriting the process-wide subchannel of the old one, still in
+    # its reconnect backoff (round_robin fails calls fast while every subchannel is down).
+    ("grpc.use_local_subchannel_pool", 1),
 )
 
 Options = Sequence[tuple[str, Any]]
