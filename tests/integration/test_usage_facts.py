@@ -14,9 +14,11 @@ from prometheus_client import REGISTRY
 
 from shared.errors import InvalidInput, LeaseLost
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
+from shared.pb.jobs.v1 import job_pb2
+from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.rpc_errors import error_from_rpc
 from tests.support.ai import FEYNMAN_INPUT
-from tests.support.stack import Client
+from tests.support.stack import Client, result_request
 from tests.support.wait import eventually
 
 
@@ -175,3 +177,19 @@ async def test_an_attempt_that_reported_its_usage_before_the_reaper_is_not_unkno
 
     assert (await client.get(job.id)).usage_unknown_attempts == 0
     assert unknown_metric() == before
+
+
+async def test_a_result_a_cancel_won_against_still_bills_its_provider_calls(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    job = (await client.create()).job
+    lease = (await client.lock(job.id)).job
+    await client.jobs.CancelJob(jpb.CancelJobRequest(job_id=job.id, user_id="user-1"))
+    submitted = result_request(job.id, lease.lease_token, {"attempt": 1, "data": "late"})
+    submitted.usage.append(call(str(uuid.uuid4())))
+
+    answer = await client.executor.SubmitResult(submitted)
+
+    assert answer.status == job_pb2.JOB_STATUS_CANCELLED  # the result is dropped ...
+    rows = await db.fetch("SELECT attempt, cost_usd FROM usage_logs WHERE job_id = $1", job.id)
+    assert [(r["attempt"], float(r["cost_usd"])) for r in rows] == [(1, 0.002)]  # ... not its bill

@@ -204,9 +204,14 @@ class LeaseRepository:
                 return FailureOutcome(status)
         raise LeaseLost("the lease on this job is no longer held")
 
-    async def confirm_cancel(self, job_id: str, lease_token: str) -> FailureOutcome:
-        """Ends the attempt of a job whose cancel won the race with its result."""
-        return await self.end_attempt(job_id, lease_token, ErrorCode.CANCELLED, "", _always_cancel)
+    async def confirm_cancel(
+        self, job_id: str, lease_token: str, usage: Sequence[UsageRecord] = ()
+    ) -> FailureOutcome:
+        """Ends the attempt of a job whose cancel won the race with its result; the result
+        is dropped, the provider calls it made (``usage``) are stored all the same."""
+        return await self.end_attempt(
+            job_id, lease_token, ErrorCode.CANCELLED, "", _always_cancel, usage
+        )
 
     async def report_usage(
         self, job_id: str, lease_token: str, usage: Sequence[UsageRecord]

@@ -191,7 +191,9 @@ class ResultRepository:
         if status is JobStatus.SUCCEEDED and state["output_hash"] == result.output_hash:
             return status
         if status is JobStatus.CANCEL_REQUESTED:
-            outcome = await self._leases.confirm_cancel(result.job_id, result.lease_token)
+            outcome = await self._leases.confirm_cancel(
+                result.job_id, result.lease_token, result.usage
+            )
             return outcome.status
         return LeaseLost("the lease on this job is no longer held")
 
