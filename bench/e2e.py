@@ -330,6 +330,9 @@ async def main(args: argparse.Namespace) -> None:
             await wait_for(lambda: all_succeeded(db, "backlog", args.jobs), 600, "the backlog")
             drain = args.jobs / await span(db, "backlog", "started_at")
             drain99 = await first_99(db, "backlog")
+            # the CreateJobs phase's jobs are not part of the next phases: let them finish
+            for tag, n in (("warmup-batched", 1000), ("batched", args.jobs)):
+                await wait_for(lambda t=tag, k=n: all_succeeded(db, t, k), 600, f"{tag} jobs")
 
             await create(stub, args.jobs, "mixed")
             await wait_for(lambda: all_succeeded(db, "mixed", args.jobs), 600, "mixed jobs")
