@@ -32,7 +32,8 @@ from enum import StrEnum
 
 DEFAULT_PRIORITY_STEP_S = 10.0
 DEFAULT_FAIR_QUANTUM_S = 0.05
-# A 429 halves a tier's effective rate; it recovers additively, in full after this long.
+# A 429 halves a tier's effective rate (never below MIN_RATE_FACTOR; rate_limits.py's
+# THROTTLED); it recovers additively, in full after this long.
 DEFAULT_RATE_RECOVERY_S = 30.0
 MIN_RATE_FACTOR = 0.05
 # A token held back only until a worker for its version turns up is handed back this long.
@@ -141,11 +142,6 @@ def within_rate(admitted: Sequence[Candidate], granted: Mapping[str, int]) -> li
             left[candidate.rate_key] -= 1
         kept.append(candidate)
     return kept
-
-
-def reduced_factor(factor: float) -> float:
-    """The effective-rate factor after a 429 (multiplicative decrease)."""
-    return max(MIN_RATE_FACTOR, factor / 2)
 
 
 class HoldReason(StrEnum):

@@ -100,7 +100,7 @@ class Jobs:
             kind=tracing.SERVER,
             attributes={"jobs.job_type": job_type},
         ):
-            job, created = await self._create_job(
+            request = CreateRequest(
                 user_id,
                 job_type,
                 raw_input,
@@ -111,41 +111,12 @@ class Jobs:
                 run_at,
                 delay_s,
                 pins or Pins(),
-                caller.principal,
             )
+            new, due = await self._prepare(request)
+            new = replace(new, trace=tracing.carrier(), created_by=caller.principal or None)
+            job, created = self._settle(new, due, await self._store.create(new, self._quotas))
             tracing.set_attribute("jobs.job_id", job.id)
             return job, created
-
-    async def _create_job(
-        self,
-        user_id: str,
-        job_type: str,
-        raw_input: dict[str, Any],
-        idempotency_key: str,
-        priority: int | None,
-        credential_mode: CredentialMode,
-        credential_id: str,
-        run_at: datetime | None,
-        delay_s: float | None,
-        pins: Pins,
-        principal: str,
-    ) -> tuple[Job, bool]:
-        request = CreateRequest(
-            user_id,
-            job_type,
-            raw_input,
-            idempotency_key,
-            priority,
-            credential_mode,
-            credential_id,
-            run_at,
-            delay_s,
-            pins,
-        )
-        new, due = await self._prepare(request)
-        new = replace(new, trace=tracing.carrier(), created_by=principal or None)
-        stored = await self._store.create(new, self._quotas)
-        return self._settle(new, due, stored)
 
     async def create_jobs(self, requests: Sequence[CreateRequest]) -> list[Created | JobsError]:
         """CreateJob for each request, stored in one statement: per request, the job and

@@ -18,7 +18,6 @@ from job_service.domain.scheduling import (
     parse_limits,
     parse_rate_limits,
     rate_demand,
-    reduced_factor,
     within_rate,
 )
 
@@ -57,11 +56,6 @@ def test_rate_limits_trim_each_tier_to_what_it_granted_in_line_order() -> None:
     assert rate_demand(admitted) == {"c": 1, "p": 3}
     kept = within_rate(admitted, {"p": 1, "c": 0})
     assert [c.job_id for c in kept] == ["j1", "j2"]
-
-
-def test_a_429_halves_the_rate_down_to_a_floor() -> None:
-    assert reduced_factor(1.0) == 0.5
-    assert reduced_factor(0.06) == pytest.approx(0.05)
 
 
 def test_time_until_budget_counts_requests_and_tokens_at_the_current_factor() -> None:
