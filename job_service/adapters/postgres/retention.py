@@ -15,7 +15,9 @@ from job_service.domain.outbox import OutboxStatus
 # first, so a stored child never loses its parent (parent_job_id's ON DELETE SET NULL is a
 # safety net, never the rule). Snapshots, artifacts and the timeline go by their foreign
 # keys' CASCADE; usage rows are folded into usage_daily and deleted; dead outbox rows are
-# deleted (published ones are the outbox pruner's, long before).
+# deleted (published ones are the outbox pruner's, long before). Replicas deleting
+# different jobs of the same users and day update the same usage_daily rows: they take
+# those row locks in key order (ORDER BY), or two of them deadlock.
 DELETE_FINISHED = f"""
 WITH victims AS (
     SELECT j.id, j.user_id FROM jobs j
@@ -35,7 +37,7 @@ WITH victims AS (
     SELECT user_id, (created_at AT TIME ZONE 'UTC')::date, provider, model, count(*),
            count(*) FILTER (WHERE error_code IS NOT NULL), sum(input_tokens),
            sum(output_tokens), sum(cost_usd)
-    FROM usage GROUP BY 1, 2, 3, 4
+    FROM usage GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
     ON CONFLICT (user_id, day, provider, model) DO UPDATE SET
         calls = d.calls + excluded.calls,
         failed_calls = d.failed_calls + excluded.failed_calls,
