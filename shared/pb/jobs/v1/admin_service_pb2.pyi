@@ -2,6 +2,7 @@ import datetime
 
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.rpc import status_pb2 as _status_pb2
 from shared.pb.jobs.v1 import job_pb2 as _job_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -10,6 +11,92 @@ from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class JobSelection(_message.Message):
+    __slots__ = ("job_ids", "job_type", "status", "queue", "user_id", "created_after", "created_before", "target_type", "target_id")
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[str]
+    job_type: str
+    status: _job_pb2.JobStatus
+    queue: str
+    user_id: str
+    created_after: _timestamp_pb2.Timestamp
+    created_before: _timestamp_pb2.Timestamp
+    target_type: str
+    target_id: str
+    def __init__(self, job_ids: _Optional[_Iterable[str]] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., queue: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ...) -> None: ...
+
+class CancelJobsRequest(_message.Message):
+    __slots__ = ("selection", "dry_run", "limit", "page_token", "reason")
+    SELECTION_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    selection: JobSelection
+    dry_run: bool
+    limit: int
+    page_token: str
+    reason: str
+    def __init__(self, selection: _Optional[_Union[JobSelection, _Mapping]] = ..., dry_run: _Optional[bool] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelJobsResponse(_message.Message):
+    __slots__ = ("cancelled", "skipped", "matched", "job_ids", "next_page_token")
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_FIELD_NUMBER: _ClassVar[int]
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    cancelled: int
+    skipped: int
+    matched: int
+    job_ids: _containers.RepeatedScalarFieldContainer[str]
+    next_page_token: str
+    def __init__(self, cancelled: _Optional[int] = ..., skipped: _Optional[int] = ..., matched: _Optional[int] = ..., job_ids: _Optional[_Iterable[str]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class RetryJobsRequest(_message.Message):
+    __slots__ = ("selection", "dry_run", "limit", "page_token", "reason")
+    SELECTION_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    selection: JobSelection
+    dry_run: bool
+    limit: int
+    page_token: str
+    reason: str
+    def __init__(self, selection: _Optional[_Union[JobSelection, _Mapping]] = ..., dry_run: _Optional[bool] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RetryJobOutcome(_message.Message):
+    __slots__ = ("job_id", "new_job_id", "status")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NEW_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    new_job_id: str
+    status: _status_pb2.Status
+    def __init__(self, job_id: _Optional[str] = ..., new_job_id: _Optional[str] = ..., status: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class RetryJobsResponse(_message.Message):
+    __slots__ = ("retried", "matched", "outcomes", "next_page_token")
+    RETRIED_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    retried: int
+    matched: int
+    outcomes: _containers.RepeatedCompositeFieldContainer[RetryJobOutcome]
+    next_page_token: str
+    def __init__(self, retried: _Optional[int] = ..., matched: _Optional[int] = ..., outcomes: _Optional[_Iterable[_Union[RetryJobOutcome, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class AdminListJobsRequest(_message.Message):
     __slots__ = ("job_type", "status", "queue", "user_id", "created_after", "created_before", "page_size", "page_token", "target_type", "target_id")

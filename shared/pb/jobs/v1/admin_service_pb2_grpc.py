@@ -86,6 +86,16 @@ class AdminServiceStub:
                 request_serializer=jobs_dot_v1_dot_admin__service__pb2.ListRateLimitsRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_admin__service__pb2.ListRateLimitsResponse.FromString,
                 _registered_method=True)
+        self.CancelJobs = channel.unary_unary(
+                '/jobs.v1.AdminService/CancelJobs',
+                request_serializer=jobs_dot_v1_dot_admin__service__pb2.CancelJobsRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_admin__service__pb2.CancelJobsResponse.FromString,
+                _registered_method=True)
+        self.RetryJobs = channel.unary_unary(
+                '/jobs.v1.AdminService/RetryJobs',
+                request_serializer=jobs_dot_v1_dot_admin__service__pb2.RetryJobsRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_admin__service__pb2.RetryJobsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -170,6 +180,25 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelJobs(self, request, context):
+        """Cancels the unfinished jobs that match a filter or a list of ids, at most `limit` per
+        call, oldest first; `next_page_token` continues with the rest. `dry_run` only counts.
+        Each cancelled job's timeline records the calling principal; jobs already finished
+        are skipped and counted as such.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetryJobs(self, request, context):
+        """Retries (as RetryJob, one new job each) the failed or cancelled jobs that match a
+        filter or a list of ids, at most `limit` per call; a job RetryJob would refuse is
+        answered with its own status and the others go on. `dry_run` only counts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -222,6 +251,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListRateLimits,
                     request_deserializer=jobs_dot_v1_dot_admin__service__pb2.ListRateLimitsRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_admin__service__pb2.ListRateLimitsResponse.SerializeToString,
+            ),
+            'CancelJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelJobs,
+                    request_deserializer=jobs_dot_v1_dot_admin__service__pb2.CancelJobsRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_admin__service__pb2.CancelJobsResponse.SerializeToString,
+            ),
+            'RetryJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryJobs,
+                    request_deserializer=jobs_dot_v1_dot_admin__service__pb2.RetryJobsRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_admin__service__pb2.RetryJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -496,6 +535,60 @@ class AdminService:
             '/jobs.v1.AdminService/ListRateLimits',
             jobs_dot_v1_dot_admin__service__pb2.ListRateLimitsRequest.SerializeToString,
             jobs_dot_v1_dot_admin__service__pb2.ListRateLimitsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.AdminService/CancelJobs',
+            jobs_dot_v1_dot_admin__service__pb2.CancelJobsRequest.SerializeToString,
+            jobs_dot_v1_dot_admin__service__pb2.CancelJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.AdminService/RetryJobs',
+            jobs_dot_v1_dot_admin__service__pb2.RetryJobsRequest.SerializeToString,
+            jobs_dot_v1_dot_admin__service__pb2.RetryJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,
