@@ -1,6 +1,7 @@
 """Generate the Python code for proto/jobs/v1 into shared/pb, and the copy the client
-distribution ships (client/durable_jobs_client/_pb: JobService and its messages only, under
-the client's own import path), or check that both are current.
+distribution ships (client/durable_jobs_client/_pb: the services a client calls, JobService,
+AdminService and CredentialService, never the worker's ExecutorService, under the client's
+own import path), or check that both are current.
 
 protoc names modules after their proto paths (``jobs.v1.job_pb2``); our generated package
 lives at ``shared.pb.jobs.v1``, so the absolute imports between generated modules are
@@ -29,8 +30,14 @@ OUTPUT = ROOT / "shared" / "pb"
 PACKAGE_PREFIX = "shared.pb."
 CLIENT_OUTPUT = ROOT / "client" / "durable_jobs_client" / "_pb"
 CLIENT_PREFIX = "durable_jobs_client._pb."
-# what the client library calls: JobService and the messages it needs
-CLIENT_PROTOS = ("jobs/v1/job.proto", "jobs/v1/job_service.proto")
+# what the client library calls: JobService, AdminService (jobctl's operator commands),
+# CredentialService, and the messages they need
+CLIENT_PROTOS = (
+    "jobs/v1/job.proto",
+    "jobs/v1/job_service.proto",
+    "jobs/v1/admin_service.proto",
+    "jobs/v1/credential_service.proto",
+)
 _IMPORT = re.compile(r"^from jobs\.v1 import ", re.MULTILINE)
 
 
