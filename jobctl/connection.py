@@ -1,8 +1,9 @@
-"""Where jobctl connects and as whom: the same JOBS_* variables as the worker's client
-side (target, bearer token, TLS files), overridable by options.
+"""Where jobctl connects and as whom: the same JOBS_* variables as every client of the
+engine (target, bearer token, TLS files), overridable by options, and the user jobctl acts
+for.
 
-The channel itself comes from the shared client channel factory (``shared.grpc_client``),
-so jobctl authenticates exactly as the worker does.
+The channel, the token on every call, TLS, deadlines, retries and the errors are the
+client library's (``durable_jobs_client``): jobctl is one of its callers.
 """
 
 from __future__ import annotations
@@ -10,11 +11,9 @@ from __future__ import annotations
 import getpass
 from pathlib import Path
 
-import grpc
+from durable_jobs_client import AsyncJobsClient, RetryPolicy
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from shared.grpc_client import ChannelConfig, aio_channel
 
 
 def _login() -> str:
@@ -40,16 +39,19 @@ class ClientSettings(BaseSettings):
     user_id: str = Field(default_factory=_login, min_length=1)
 
 
-def open_channel(settings: ClientSettings) -> grpc.aio.Channel:
-    """An aio channel to job_service through the shared channel factory: TLS when a CA
-    file is set, the bearer token on every call when one is set. ClientConfigError (a
-    ValueError) names an incomplete or unreadable TLS setting."""
-    return aio_channel(
-        ChannelConfig(
-            target=settings.job_service_target,
-            token=settings.auth_token.get_secret_value() if settings.auth_token else "",
-            ca_file=str(settings.tls_ca_file or ""),
-            client_cert_file=str(settings.tls_client_cert_file or ""),
-            client_key_file=str(settings.tls_client_key_file or ""),
-        )
+def open_client(
+    settings: ClientSettings, timeout: float, retry: RetryPolicy | None = None
+) -> AsyncJobsClient:
+    """The client library's asyncio client for these settings, ``timeout`` seconds the
+    deadline of each call. ConfigError (a ValueError) names an incomplete or unreadable
+    TLS setting."""
+    return AsyncJobsClient(
+        settings.job_service_target,
+        user_id=settings.user_id,
+        token=settings.auth_token.get_secret_value() if settings.auth_token else "",
+        ca_file=str(settings.tls_ca_file or ""),
+        client_cert_file=str(settings.tls_client_cert_file or ""),
+        client_key_file=str(settings.tls_client_key_file or ""),
+        timeout=timeout,
+        retry=retry,
     )

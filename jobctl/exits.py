@@ -53,3 +53,8 @@ def describe() -> str:
         Exit.NOT_CONFIRMED: "not confirmed: nothing was done",
     }
     return "\n".join(f"  {int(code)}  {text}" for code, text in meaning.items())
+
+
+class UsageError(Exception):
+    """Arguments that parse but make no sense (e.g. input that is not a JSON object):
+    exit 2, nothing sent."""

@@ -6,18 +6,35 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
+from durable_jobs_client.protos import job_pb2
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
-
-from shared.pb.jobs.v1 import job_pb2
 
 BAR_WIDTH = 24
 _TERMINAL = frozenset(
     {job_pb2.JOB_STATUS_SUCCEEDED, job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_STATUS_CANCELLED}
 )
+
+
+# The statuses by the names the command line takes (--status).
+STATUSES = [
+    "created",
+    "queued",
+    "running",
+    "retrying",
+    "cancel_requested",
+    "succeeded",
+    "failed",
+    "cancelled",
+]
+
+
+def status_value(name: str) -> job_pb2.JobStatus:
+    """``failed`` -> JOB_STATUS_FAILED."""
+    return cast(job_pb2.JobStatus, job_pb2.JobStatus.Value(f"JOB_STATUS_{name.upper()}"))
 
 
 def status_name(status: int) -> str:
@@ -271,5 +288,62 @@ def definitions_table(definitions: Sequence[Any]) -> str:
                 d.label,
             ]
             for d in definitions
+        ],
+    )
+
+
+def failed_jobs_table(jobs: Sequence[job_pb2.Job]) -> str:
+    if not jobs:
+        return "none"
+    return table(
+        ["ID", "TYPE", "USER", "ATTEMPTS", "FINISHED", "ERROR"],
+        [
+            [
+                j.id,
+                j.job_type,
+                j.user_id,
+                f"{j.attempt_count}/{j.max_attempts}",
+                when(j.finished_at),
+                j.error_code or "-",
+            ]
+            for j in jobs
+        ],
+    )
+
+
+def dead_events_table(events: Sequence[Any]) -> str:
+    if not events:
+        return "none"
+    return table(
+        ["EVENT", "JOB", "SUBJECT", "ATTEMPTS", "CREATED", "LAST-ERROR"],
+        [
+            [
+                str(e.id),
+                e.job_id,
+                e.subject,
+                str(e.attempts),
+                when(e.created_at),
+                e.last_error.splitlines()[0][:60] if e.last_error else "-",
+            ]
+            for e in events
+        ],
+    )
+
+
+def credentials_table(credentials: Sequence[Any]) -> str:
+    if not credentials:
+        return "no credentials"
+    return table(
+        ["ID", "PROVIDER", "FINGERPRINT", "CREATED", "LAST-USED", "LABEL"],
+        [
+            [
+                c.id,
+                c.provider,
+                c.fingerprint,
+                when(c.created_at),
+                when(c.last_used_at),
+                c.label,
+            ]
+            for c in credentials
         ],
     )

@@ -6,15 +6,19 @@
         job = jobs.create("synthetic", {"sleep_ms": 10}).job
         done = jobs.wait(job.id, timeout=60)
 
-``AsyncJobsClient`` has the same methods for asyncio. Settings not given as arguments come
+``AsyncJobsClient`` has the same methods for asyncio, and for operators ``.admin``
+(AdminService: ``AsyncAdminClient``) and ``.credentials`` (CredentialService:
+``AsyncCredentialsClient``) over the same channel. Settings not given as arguments come
 from JOBS_JOB_SERVICE_TARGET, JOBS_AUTH_TOKEN and JOBS_TLS_* as for every engine client.
 """
 
 from durable_jobs_client._core import RetryPolicy, create_request
 from durable_jobs_client._pb.jobs.v1.job_pb2 import Job, JobStatus
 from durable_jobs_client._pb.jobs.v1.job_service_pb2 import CreateJobRequest, CreateJobResponse
+from durable_jobs_client.admin import AsyncAdminClient, job_selection
 from durable_jobs_client.client import AsyncJobsClient, JobsClient
 from durable_jobs_client.config import ClientConfig
+from durable_jobs_client.credentials import AsyncCredentialsClient, Credential
 from durable_jobs_client.errors import (
     ConfigError,
     CredentialNotFound,
@@ -38,11 +42,14 @@ from durable_jobs_client.errors import (
 )
 
 __all__ = [
+    "AsyncAdminClient",
+    "AsyncCredentialsClient",
     "AsyncJobsClient",
     "ClientConfig",
     "ConfigError",
     "CreateJobRequest",
     "CreateJobResponse",
+    "Credential",
     "CredentialNotFound",
     "CredentialUnavailable",
     "DeadlineExceeded",
@@ -66,4 +73,5 @@ __all__ = [
     "Unavailable",
     "UnknownJobType",
     "create_request",
+    "job_selection",
 ]

@@ -33,9 +33,14 @@ class RetryPolicy:
     max_backoff: float = 5.0
     max_wait: float = 30.0
 
-    def delay(self, error: JobsError, attempt: int) -> float | None:
-        """Seconds to wait before call ``attempt + 1``, or None to raise ``error``."""
+    def delay(self, error: JobsError, attempt: int, replay_safe: bool = True) -> float | None:
+        """Seconds to wait before call ``attempt + 1``, or None to raise ``error``. A call
+        that is not ``replay_safe`` (it would act twice: RetryJob, PutCredential) is retried
+        only when the service refused it before acting (RESOURCE_EXHAUSTED): after
+        UNAVAILABLE nobody knows whether it acted."""
         if attempt >= self.attempts or error.code not in RETRIED_CODES:
+            return None
+        if not replay_safe and error.code != grpc.StatusCode.RESOURCE_EXHAUSTED:
             return None
         if error.retry_after is not None:
             return error.retry_after if error.retry_after <= self.max_wait else None
@@ -65,9 +70,11 @@ def create_request(
     target_id: str = "",
     prompt_version: str = "",
     output_schema_version: str = "",
+    credential_id: str = "",
 ) -> pb.CreateJobRequest:
     """A CreateJobRequest; without an idempotency key one is made here, so that a retried
-    create can never make two jobs."""
+    create can never make two jobs. ``credential_id``: run on the user's own stored provider
+    key (CredentialService) instead of the platform's."""
     request = pb.CreateJobRequest(
         user_id=user_id,
         job_type=job_type,
@@ -78,6 +85,9 @@ def create_request(
         prompt_version=prompt_version,
         output_schema_version=output_schema_version,
     )
+    if credential_id:
+        request.credential_mode = job_pb2.CREDENTIAL_MODE_USER
+        request.credential_id = credential_id
     if priority is not None:
         request.priority = priority
     if run_at is not None:

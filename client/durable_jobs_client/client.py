@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any, TypeVar
 
 import grpc
@@ -20,7 +21,9 @@ import grpc
 from durable_jobs_client._core import RetryPolicy, WatchState, create_request, with_key
 from durable_jobs_client._pb.jobs.v1 import job_pb2, job_service_pb2_grpc
 from durable_jobs_client._pb.jobs.v1 import job_service_pb2 as pb
+from durable_jobs_client.admin import AsyncAdminClient
 from durable_jobs_client.config import ClientConfig
+from durable_jobs_client.credentials import AsyncCredentialsClient
 from durable_jobs_client.errors import (
     DeadlineExceeded,
     JobsError,
@@ -127,6 +130,7 @@ class JobsClient(_Base):
         target_id: str = "",
         prompt_version: str = "",
         output_schema_version: str = "",
+        credential_id: str = "",
     ) -> Created:
         """Creates a job (``.job``; ``.created`` False when the key's job already existed)."""
         request = self._request(
@@ -141,6 +145,7 @@ class JobsClient(_Base):
             target_id=target_id,
             prompt_version=prompt_version,
             output_schema_version=output_schema_version,
+            credential_id=credential_id,
         )
         return self._call(self._stub.CreateJob, request, pb.CreateJobResponse)
 
@@ -159,6 +164,25 @@ class JobsClient(_Base):
         request = pb.CancelJobRequest(job_id=job_id, user_id=user_id or self.user_id)
         return self._call(self._stub.CancelJob, request, pb.CancelJobResponse).job
 
+    def list_page(
+        self,
+        *,
+        user_id: str | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+        target_type: str = "",
+        target_id: str = "",
+    ) -> pb.ListJobsResponse:
+        """One page of the user's jobs and the token of the next (empty: the last page)."""
+        request = pb.ListJobsRequest(
+            user_id=user_id or self.user_id,
+            page_size=page_size,
+            page_token=page_token,
+            target_type=target_type,
+            target_id=target_id,
+        )
+        return self._call(self._stub.ListJobs, request, pb.ListJobsResponse)
+
     def list(
         self,
         *,
@@ -170,14 +194,13 @@ class JobsClient(_Base):
         """Every job of the user, newest first, fetched a page at a time as you iterate."""
         token = ""
         while True:
-            request = pb.ListJobsRequest(
-                user_id=user_id or self.user_id,
+            page = self.list_page(
+                user_id=user_id,
                 page_size=page_size,
                 page_token=token,
                 target_type=target_type,
                 target_id=target_id,
             )
-            page = self._call(self._stub.ListJobs, request, pb.ListJobsResponse)
             yield from page.jobs
             token = page.next_page_token
             if not token:
@@ -261,6 +284,17 @@ class AsyncJobsClient(_Base):
         self.channel = self.config.aio_channel()
         self._stub: Any = job_service_pb2_grpc.JobServiceStub(self.channel)  # type: ignore[no-untyped-call]
 
+    @cached_property
+    def admin(self) -> AsyncAdminClient:
+        """AdminService (the ``admin`` role) over this client's channel, token, deadline
+        and retries."""
+        return AsyncAdminClient(self._call, self.channel)
+
+    @cached_property
+    def credentials(self) -> AsyncCredentialsClient:
+        """CredentialService: the user's own provider keys, over this client's channel."""
+        return AsyncCredentialsClient(self._call, self.channel, self.user_id)
+
     async def __aenter__(self) -> AsyncJobsClient:
         return self
 
@@ -271,7 +305,11 @@ class AsyncJobsClient(_Base):
         await self.channel.close()
 
     async def _call(
-        self, method: Callable[..., Awaitable[Any]], request: Any, answer: type[T]
+        self,
+        method: Callable[..., Awaitable[Any]],
+        request: Any,
+        answer: type[T],
+        replay_safe: bool = True,
     ) -> T:
         attempt = 0
         while True:
@@ -282,7 +320,7 @@ class AsyncJobsClient(_Base):
                 return response
             except grpc.RpcError as raised:
                 error = error_from_rpc(raised)
-                delay = self.retry.delay(error, attempt)
+                delay = self.retry.delay(error, attempt, replay_safe)
                 if delay is None:
                     raise error from None
                 await asyncio.sleep(delay)
@@ -301,6 +339,7 @@ class AsyncJobsClient(_Base):
         target_id: str = "",
         prompt_version: str = "",
         output_schema_version: str = "",
+        credential_id: str = "",
     ) -> Created:
         request = self._request(
             job_type,
@@ -314,6 +353,7 @@ class AsyncJobsClient(_Base):
             target_id=target_id,
             prompt_version=prompt_version,
             output_schema_version=output_schema_version,
+            credential_id=credential_id,
         )
         return await self._call(self._stub.CreateJob, request, pb.CreateJobResponse)
 
@@ -332,6 +372,25 @@ class AsyncJobsClient(_Base):
         request = pb.CancelJobRequest(job_id=job_id, user_id=user_id or self.user_id)
         return (await self._call(self._stub.CancelJob, request, pb.CancelJobResponse)).job
 
+    async def list_page(
+        self,
+        *,
+        user_id: str | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+        target_type: str = "",
+        target_id: str = "",
+    ) -> pb.ListJobsResponse:
+        """One page of the user's jobs and the token of the next (empty: the last page)."""
+        request = pb.ListJobsRequest(
+            user_id=user_id or self.user_id,
+            page_size=page_size,
+            page_token=page_token,
+            target_type=target_type,
+            target_id=target_id,
+        )
+        return await self._call(self._stub.ListJobs, request, pb.ListJobsResponse)
+
     async def list(
         self,
         *,
@@ -342,14 +401,13 @@ class AsyncJobsClient(_Base):
     ) -> AsyncIterator[Job]:
         token = ""
         while True:
-            request = pb.ListJobsRequest(
-                user_id=user_id or self.user_id,
+            page = await self.list_page(
+                user_id=user_id,
                 page_size=page_size,
                 page_token=token,
                 target_type=target_type,
                 target_id=target_id,
             )
-            page = await self._call(self._stub.ListJobs, request, pb.ListJobsResponse)
             for job in page.jobs:
                 yield job
             token = page.next_page_token

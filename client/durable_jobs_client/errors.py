@@ -176,7 +176,10 @@ def error_from_status(status: status_pb2.Status, code: grpc.StatusCode | None = 
     if code is None:
         code = _CODE_NUMBERS.get(status.code)
     cls = _BY_REASON.get(reason) or (_BY_CODE.get(code) if code else None) or InternalError
-    return cls(status.message, violations, retry_after, code)
+    error = cls(status.message, violations, retry_after, code)
+    if reason:  # the service's own word, also for reasons without a class of their own
+        error.reason = reason
+    return error
 
 
 _CODE_NUMBERS = {c.value[0]: c for c in grpc.StatusCode}

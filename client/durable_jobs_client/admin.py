@@ -1,0 +1,203 @@
+"""``AsyncAdminClient``: AdminService, for operators (callers with the ``admin`` role).
+
+Reached as ``AsyncJobsClient(...).admin``: the same channel, token, deadline, retries and
+exceptions as the job calls. Answers are the generated messages (``durable_jobs_client.
+protos``); listings answer one page and its ``next_page_token``, bulk operations one call
+of the continuation (``jobctl cancel-many`` shows the loop)::
+
+    async with AsyncJobsClient(token=admin_token) as jobs:
+        which = job_selection(job_type="synthetic", status=JobStatus.JOB_STATUS_QUEUED)
+        count = (await jobs.admin.cancel_jobs(which, dry_run=True)).matched
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+import grpc
+
+from durable_jobs_client._pb.jobs.v1 import admin_service_pb2 as apb
+from durable_jobs_client._pb.jobs.v1 import admin_service_pb2_grpc, job_pb2
+
+T = TypeVar("T")
+
+
+class AsyncCall(Protocol):
+    """How a client makes one call: deadline, token, retries, errors (``AsyncJobsClient``)."""
+
+    async def __call__(
+        self,
+        method: Callable[..., Awaitable[Any]],
+        request: Any,
+        answer: type[T],
+        replay_safe: bool = True,
+    ) -> T: ...
+
+
+def job_selection(
+    *,
+    job_ids: Sequence[str] = (),
+    job_type: str = "",
+    status: job_pb2.JobStatus | None = None,
+    queue: str = "",
+    user_id: str = "",
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    target_type: str = "",
+    target_id: str = "",
+) -> apb.JobSelection:
+    """Which jobs a bulk operation acts on: ids, or filters combined with AND. The service
+    refuses an empty selection (INVALID_ARGUMENT), never reading it as "every job"."""
+    selection = apb.JobSelection(
+        job_ids=list(job_ids),
+        job_type=job_type,
+        queue=queue,
+        user_id=user_id,
+        target_type=target_type,
+        target_id=target_id,
+    )
+    if status is not None:
+        selection.status = status
+    if created_after is not None:
+        selection.created_after.FromDatetime(created_after)
+    if created_before is not None:
+        selection.created_before.FromDatetime(created_before)
+    return selection
+
+
+class AsyncAdminClient:
+    """AdminService's calls as coroutines."""
+
+    def __init__(self, call: AsyncCall, channel: grpc.aio.Channel) -> None:
+        self._call = call
+        self._stub: Any = admin_service_pb2_grpc.AdminServiceStub(channel)  # type: ignore[no-untyped-call]
+
+    async def list_jobs(
+        self,
+        *,
+        job_type: str = "",
+        status: job_pb2.JobStatus | None = None,
+        queue: str = "",
+        user_id: str = "",
+        target_type: str = "",
+        target_id: str = "",
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> apb.AdminListJobsResponse:
+        """One page of every user's jobs, newest first, filtered."""
+        request = apb.AdminListJobsRequest(
+            job_type=job_type,
+            queue=queue,
+            user_id=user_id,
+            target_type=target_type,
+            target_id=target_id,
+            page_size=page_size,
+            page_token=page_token,
+        )
+        if status is not None:
+            request.status = status
+        return await self._call(self._stub.ListJobs, request, apb.AdminListJobsResponse)
+
+    async def get_job(self, job_id: str) -> job_pb2.Job:
+        """Any user's job, with its internal error message and why it waits."""
+        request = apb.AdminGetJobRequest(job_id=job_id)
+        return (await self._call(self._stub.GetJob, request, apb.AdminGetJobResponse)).job
+
+    async def retry_job(self, job_id: str) -> job_pb2.Job:
+        """A failed or cancelled job again, as a new job (the answer). Not replayed after
+        UNAVAILABLE: the first call may have made the new job."""
+        request = apb.RetryJobRequest(job_id=job_id)
+        response = await self._call(
+            self._stub.RetryJob, request, apb.RetryJobResponse, replay_safe=False
+        )
+        return response.job
+
+    async def cancel_jobs(
+        self,
+        selection: apb.JobSelection,
+        *,
+        dry_run: bool = False,
+        limit: int = 0,
+        page_token: str = "",
+        reason: str = "",
+    ) -> apb.CancelJobsResponse:
+        """One call of a bulk cancel: up to ``limit`` jobs, then ``next_page_token``.
+        Replayed after UNAVAILABLE: a job cancelled twice is counted as skipped."""
+        request = apb.CancelJobsRequest(
+            selection=selection,
+            dry_run=dry_run,
+            limit=limit,
+            page_token=page_token,
+            reason=reason,
+        )
+        return await self._call(self._stub.CancelJobs, request, apb.CancelJobsResponse)
+
+    async def retry_jobs(
+        self,
+        selection: apb.JobSelection,
+        *,
+        dry_run: bool = False,
+        limit: int = 0,
+        page_token: str = "",
+        reason: str = "",
+    ) -> apb.RetryJobsResponse:
+        """One call of a bulk retry; each job's outcome carries its own status. Not
+        replayed after UNAVAILABLE (unless a dry run): it may have made new jobs."""
+        request = apb.RetryJobsRequest(
+            selection=selection,
+            dry_run=dry_run,
+            limit=limit,
+            page_token=page_token,
+            reason=reason,
+        )
+        return await self._call(
+            self._stub.RetryJobs, request, apb.RetryJobsResponse, replay_safe=dry_run
+        )
+
+    async def list_dead_letters(
+        self, *, page_size: int = 0, page_token: str = ""
+    ) -> apb.ListDeadLettersResponse:
+        """One page of failed jobs and of dead outbox events (one token continues both)."""
+        request = apb.ListDeadLettersRequest(page_size=page_size, page_token=page_token)
+        return await self._call(self._stub.ListDeadLetters, request, apb.ListDeadLettersResponse)
+
+    async def redrive_dead_letters(self, event_ids: Sequence[int] = ()) -> int:
+        """Makes dead outbox events pending again (none named: every one); how many."""
+        request = apb.RedriveDeadLettersRequest(event_ids=list(event_ids))
+        response = await self._call(
+            self._stub.RedriveDeadLetters, request, apb.RedriveDeadLettersResponse
+        )
+        return response.redriven
+
+    async def list_job_definitions(self) -> list[apb.JobDefinitionInfo]:
+        """The job type registry."""
+        request = apb.ListJobDefinitionsRequest()
+        response = await self._call(
+            self._stub.ListJobDefinitions, request, apb.ListJobDefinitionsResponse
+        )
+        return list(response.definitions)
+
+    async def list_queues(self) -> list[apb.QueueInfo]:
+        """Every queue: paused, waiting, eligible, running, its limit."""
+        request = apb.ListQueuesRequest()
+        return list(
+            (await self._call(self._stub.ListQueues, request, apb.ListQueuesResponse)).queues
+        )
+
+    async def pause_queue(self, queue: str) -> apb.QueueInfo:
+        """No more of the queue's jobs start; running ones finish."""
+        request = apb.PauseQueueRequest(queue=queue)
+        return (await self._call(self._stub.PauseQueue, request, apb.PauseQueueResponse)).queue
+
+    async def resume_queue(self, queue: str) -> apb.QueueInfo:
+        """A paused queue's jobs are granted again."""
+        request = apb.ResumeQueueRequest(queue=queue)
+        return (await self._call(self._stub.ResumeQueue, request, apb.ResumeQueueResponse)).queue
+
+    async def list_rate_limits(self) -> list[apb.RateLimitInfo]:
+        """The fleet-wide provider rate limits per model tier."""
+        request = apb.ListRateLimitsRequest()
+        response = await self._call(self._stub.ListRateLimits, request, apb.ListRateLimitsResponse)
+        return list(response.limits)
