@@ -206,10 +206,14 @@ class JobsClient(_Base):
             if not token:
                 return
 
-    def watch(self, job_id: str, *, user_id: str | None = None) -> Iterator[Job]:
+    def watch(
+        self, job_id: str, *, user_id: str | None = None, retry: RetryPolicy | None = None
+    ) -> Iterator[Job]:
         """The job's state now, then each change, ending after its terminal state. A stream
-        that breaks (the service restarted) is opened again; no state is shown twice."""
+        that breaks (the service restarted) is opened again, as ``retry`` (default: the
+        client's policy) allows; no state is shown twice."""
         request = pb.WatchJobRequest(job_id=job_id, user_id=user_id or self.user_id)
+        policy = retry or self.retry
         state = WatchState()
         attempt = 0
         while not state.done:
@@ -223,7 +227,7 @@ class JobsClient(_Base):
             except grpc.RpcError as raised:
                 error = error_from_rpc(raised)
                 attempt += 1
-                delay = self.retry.delay(error, attempt)
+                delay = policy.delay(error, attempt)
                 if delay is None:
                     raise error from None
                 time.sleep(delay)
@@ -414,8 +418,11 @@ class AsyncJobsClient(_Base):
             if not token:
                 return
 
-    async def watch(self, job_id: str, *, user_id: str | None = None) -> AsyncIterator[Job]:
+    async def watch(
+        self, job_id: str, *, user_id: str | None = None, retry: RetryPolicy | None = None
+    ) -> AsyncIterator[Job]:
         request = pb.WatchJobRequest(job_id=job_id, user_id=user_id or self.user_id)
+        policy = retry or self.retry
         state = WatchState()
         attempt = 0
         while not state.done:
@@ -429,7 +436,7 @@ class AsyncJobsClient(_Base):
             except grpc.RpcError as raised:
                 error = error_from_rpc(raised)
                 attempt += 1
-                delay = self.retry.delay(error, attempt)
+                delay = policy.delay(error, attempt)
                 if delay is None:
                     raise error from None
                 await asyncio.sleep(delay)

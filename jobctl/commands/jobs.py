@@ -8,13 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from durable_jobs_client import AsyncJobsClient
+from durable_jobs_client import AsyncJobsClient, RetryPolicy
 from durable_jobs_client.protos import job_pb2
 
 from jobctl import render, timespec
 from jobctl.commands import Commands
 from jobctl.exits import Exit, UsageError
 from jobctl.output import for_machines, show
+
+# A watch outlives a job service restart (a deploy): it reconnects for about a minute.
+WATCH_RECONNECT = RetryPolicy(attempts=30, initial_backoff=0.2, max_backoff=2.0)
 
 _ENDED = {
     job_pb2.JOB_STATUS_SUCCEEDED: Exit.OK,
@@ -156,7 +159,7 @@ async def follow(
     live = out.isatty() and not machines
     last: tuple[int, int] | None = None
     job: job_pb2.Job | None = None
-    async for job in client.watch(job_id):
+    async for job in client.watch(job_id, retry=WATCH_RECONNECT):
         key = (job.status, job.attempt_count)
         if machines:
             if key != last or live:
