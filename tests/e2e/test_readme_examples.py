@@ -19,7 +19,8 @@ How a block is run, command by command, as a reader would type it:
   A command that forgets its token therefore fails here as it would for a reader.
 - Placeholders stand for what a reader copies from an earlier answer: ``<id>`` is the job id
   the last create (``CreateJob``, ``jobctl create``) printed, ``<child id>`` the first child
-  job id a job's answer listed, ``<credential id>`` the id ``PutCredential`` returned.
+  job id a job's answer listed, ``<credential id>`` the id ``PutCredential`` (or ``jobctl
+  credentials put``) returned.
 - Every command must exit 0. The tests below then check what the reader sees: the jobs
   reaching SUCCEEDED, the artifacts printed, the child job and its cards.
 
@@ -30,6 +31,7 @@ fixtures); the commands are subprocesses.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -41,6 +43,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from job_service.adapters.grpc.admin_api import AdminServicer
+from shared.pb.jobs.v1 import admin_service_pb2_grpc
 from tests.support.stack import ADMIN_TOKEN, CLIENT_TOKEN, WORKER_TOKEN
 from worker_service.app import WorkerApp
 
@@ -61,6 +65,9 @@ EXPECTED_BLOCKS = {
     "credentials-grpcurl",
     "scheduling-jobctl",
     "scheduling-grpcurl",
+    "operating-jobctl",
+    "bulk-jobctl",
+    "credentials-jobctl",
 }
 
 
@@ -177,7 +184,7 @@ class Reader:
     def remember(self, run: Run) -> None:
         if "CreateJob" in run.command or re.search(r"\bjobctl\s.*\bcreate\b", run.command):
             self.placeholders["<id>"] = re.findall(UUID, run.out)[0]
-        if "PutCredential" in run.command:
+        if "PutCredential" in run.command or "jobctl credentials put" in run.command:
             self.placeholders["<credential id>"] = re.findall(UUID, run.out)[0]
         children = re.search(
             rf"(?:childJobIds|child_job_ids)\"?:\s*\[\s*\"({UUID})|^children\s+({UUID})",
@@ -352,3 +359,61 @@ async def test_scheduling_with_grpcurl(
     assert "paused" not in run_of(runs, "ResumeQueue").messages()[0]["queue"]  # type: ignore[operator]
     assert run_of(runs, "ListRateLimits").messages() == [{}]  # none configured
     assert await db.fetchval("SELECT paused FROM queue_controls") is False
+
+
+async def test_operating_with_jobctl(
+    blocks: dict[str, list[str]], reader: Reader, db: asyncpg.Connection
+) -> None:
+    runs = await reader.run_block(blocks["operating-jobctl"])
+
+    created_id = re.findall(UUID, run_of(runs, "jobctl create").out)[0]
+    assert run_of(runs, "jobctl cancel").out.split() == [created_id, "cancelled"]
+    retried_id = run_of(runs, "jobctl retry").out.split()[-1]
+    assert (
+        await db.fetchval("SELECT retried_from_job_id::text FROM jobs WHERE id = $1", retried_id)
+        == created_id
+    )
+    listed = [json.loads(line) for line in run_of(runs, "-o jsonl").out.splitlines()]
+    assert [j["id"] for j in listed] == [created_id]
+    dead = run_of(runs, "dead-letters list").out
+    assert dead.startswith("failed jobs\nnone\n\ndead outbox events\nnone")
+    assert run_of(runs, "redrive --all").out.startswith("redriven 0 events")
+
+
+SERVER_HAS_BULK = (
+    AdminServicer.CancelJobs is not admin_service_pb2_grpc.AdminServiceServicer.CancelJobs
+)
+
+
+@pytest.mark.skipif(
+    not SERVER_HAS_BULK,
+    reason="AdminService.CancelJobs/RetryJobs not in job_service yet (issue 13 server side, "
+    "another branch): runs once merged",
+)
+async def test_bulk_operations_with_jobctl(
+    blocks: dict[str, list[str]], reader: Reader, db: asyncpg.Connection
+) -> None:
+    runs = await reader.run_block(blocks["bulk-jobctl"])
+
+    assert run_of(runs, "--dry-run").out.strip() == "1 jobs match; cancelled none (dry run)"
+    assert run_of(runs, "--reason").out.strip() == "cancelled 1 jobs (0 already finished, left)"
+    assert run_of(runs, "retry-many").out.strip() == "retried 1 jobs as new jobs (0 refused)"
+    counts = dict(await db.fetch("SELECT status, count(*) FROM jobs GROUP BY status"))
+    assert counts == {"cancelled": 1, "created": 1}
+
+
+async def test_credentials_with_jobctl(
+    blocks: dict[str, list[str]], reader: Reader, worker: WorkerApp
+) -> None:
+    runs = await reader.run_block(blocks["credentials-jobctl"])
+
+    key = "sk-test-0123456789"
+    put = run_of(runs, "credentials put")
+    [verb, credential_id, provider, fingerprint] = put.out.split()
+    assert (verb, provider) == ("stored", "deepseek")
+    assert fingerprint == "sha256:" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    created = run_of(runs, "jobctl create")
+    assert created.out.splitlines()[-1].split()[1] == "succeeded"
+    assert credential_id in run_of(runs, "credentials list").out
+    assert run_of(runs, "credentials delete").out.strip() == f"deleted {credential_id}"
+    assert not any(key in r.out + r.err for r in runs if "printf" not in r.command)
