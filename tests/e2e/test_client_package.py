@@ -63,6 +63,10 @@ async def test_the_client_alone_creates_lists_watches_and_cancels(
     assert aio["listed"] == [aio["id"]]
     assert aio["watched"] == ["JOB_STATUS_CANCELLED"]
     assert aio["waited"] == "JOB_STATUS_CANCELLED"
+    assert aio["admin_user"] == "pkg-async"
+    assert "ai-interactive" in aio["queues"]
+    assert aio["credentials"] is True
+    assert await db.fetchval("SELECT count(*) FROM credentials") == 0
     rows = dict(
         await db.fetch(
             "SELECT id::text, status FROM jobs WHERE id = ANY($1::uuid[])", [sync["id"], aio["id"]]

@@ -68,7 +68,21 @@ async def async_part() -> dict[str, object]:
         await jobs.cancel(created.job.id)
         watched = [JobStatus.Name(j.status) async for j in jobs.watch(created.job.id)]
         waited = JobStatus.Name((await jobs.wait(created.job.id, timeout=10)).status)
-    return {"id": created.job.id, "listed": listed, "watched": watched, "waited": waited}
+        # the operator's side, over the same channel (the token has the admin role)
+        admin_view = await jobs.admin.get_job(created.job.id)
+        queues = [q.name for q in await jobs.admin.list_queues()]
+        stored = await jobs.credentials.put("deepseek", "sk-pkg-0123456789")
+        keys = [c.id for c in await jobs.credentials.list()]
+        await jobs.credentials.delete(stored.id)
+    return {
+        "id": created.job.id,
+        "listed": listed,
+        "watched": watched,
+        "waited": waited,
+        "admin_user": admin_view.user_id,
+        "queues": queues,
+        "credentials": keys == [stored.id] and stored.fingerprint.startswith("sha256:"),
+    }
 
 
 if __name__ == "__main__":
