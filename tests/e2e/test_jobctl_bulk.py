@@ -2,31 +2,116 @@
 RetryJobs: count, confirm, act page by page.
 
 WAITS FOR THE SERVER SIDE: the bulk RPCs are implemented in job_service by issue 13's
-other branch. Until it is merged, the service answers UNIMPLEMENTED and this module is
-skipped (the reason says so); after the merge it runs. The command's own logic (selection,
-confirmation, the continuation loop, formats) is covered without the service by
-tests/unit/test_jobctl_bulk.py.
+other branch. Until it is merged, the service answers UNIMPLEMENTED and the tests marked
+``needs_server`` are skipped (the reason says so); after the merge they run. The first test
+runs now, against a fake AdminService on a real gRPC server: what goes over the wire. The
+command's own logic (selection, confirmation, the continuation loop, formats) is covered
+without the service by tests/unit/test_jobctl_bulk.py.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
 import asyncpg
+import grpc
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from job_service.adapters.grpc.admin_api import AdminServicer
-from shared.pb.jobs.v1 import admin_service_pb2_grpc
+from shared.pb.jobs.v1 import admin_service_pb2 as apb
+from shared.pb.jobs.v1 import admin_service_pb2_grpc, job_pb2
 from tests.e2e.test_jobctl import answer_on_a_terminal, jobctl
-from tests.support.stack import CLIENT_TOKEN
+from tests.support.stack import ALL_ROLES_TOKEN, CLIENT_TOKEN
 from worker_service.app import WorkerApp
 
 SERVER_HAS_BULK = (
     AdminServicer.CancelJobs is not admin_service_pb2_grpc.AdminServiceServicer.CancelJobs
 )
-pytestmark = pytest.mark.skipif(
+needs_server = pytest.mark.skipif(
     not SERVER_HAS_BULK,
     reason="AdminService.CancelJobs/RetryJobs not in job_service yet (issue 13 server side, "
     "another branch): runs once merged",
 )
+
+
+class FakeBulk(admin_service_pb2_grpc.AdminServiceServicer):
+    """CancelJobs over ``jobs``, ``limit`` per call; records each request and its token."""
+
+    def __init__(self, jobs: list[str]) -> None:
+        self.jobs = jobs
+        self.requests: list[tuple[apb.CancelJobsRequest, str]] = []
+
+    async def CancelJobs(self, request: apb.CancelJobsRequest, context: Any) -> Any:
+        metadata = dict(context.invocation_metadata())
+        self.requests.append((request, metadata.get("authorization", "")))
+        if request.dry_run:
+            return apb.CancelJobsResponse(matched=len(self.jobs))
+        start = int(request.page_token or 0)
+        end = start + request.limit
+        page = self.jobs[start:end]
+        return apb.CancelJobsResponse(
+            cancelled=len(page),
+            job_ids=page,
+            next_page_token=str(end) if end < len(self.jobs) else "",
+        )
+
+
+@pytest.fixture
+async def fake_admin() -> AsyncIterator[tuple[str, FakeBulk]]:
+    servicer = FakeBulk([f"job-{i}" for i in range(5)])
+    server = grpc.aio.server()
+    admin_service_pb2_grpc.add_AdminServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        yield f"127.0.0.1:{port}", servicer
+    finally:
+        await server.stop(None)
+
+
+async def test_cancel_many_on_the_wire(fake_admin: tuple[str, FakeBulk]) -> None:
+    target, servicer = fake_admin
+
+    done = await jobctl(
+        target,
+        "cancel-many",
+        "--type",
+        "synthetic",
+        "--status",
+        "queued",
+        "--created-before",
+        "2030-01-31T09:00:00Z",
+        "--limit",
+        "2",
+        "--reason",
+        "provider outage",
+        "--yes",
+        "-o",
+        "jsonl",
+    )
+
+    assert done.status == 0, done.err
+    assert [json.loads(line)["job_ids"] for line in done.out.splitlines()] == [
+        ["job-0", "job-1"],
+        ["job-2", "job-3"],
+        ["job-4"],
+    ]
+    [(count, token), *pages] = servicer.requests
+    assert count.dry_run and token == f"Bearer {ALL_ROLES_TOKEN}"
+    assert count.selection == apb.JobSelection(
+        job_type="synthetic",
+        status=job_pb2.JOB_STATUS_QUEUED,
+        created_before=Timestamp(seconds=1896080400),
+    )
+    assert [(r.page_token, r.limit, r.reason, r.dry_run) for r, _ in pages] == [
+        ("", 2, "provider outage", False),
+        ("2", 2, "provider outage", False),
+        ("4", 2, "provider outage", False),
+    ]
+    assert all(r.selection == count.selection for r, _ in pages)
 
 
 async def create(target: str, n: int, *args: str) -> list[str]:
@@ -44,6 +129,7 @@ async def statuses(db: asyncpg.Connection, ids: list[str]) -> list[str]:
     return [by_id[i] for i in ids]
 
 
+@needs_server
 async def test_cancel_many_counts_asks_and_cancels_page_by_page(
     target: str, db: asyncpg.Connection
 ) -> None:
@@ -83,6 +169,7 @@ async def test_cancel_many_counts_asks_and_cancels_page_by_page(
     assert again.out.strip() == "no jobs match; nothing cancelled"
 
 
+@needs_server
 async def test_retry_many_retries_the_failed_jobs_as_new_ones(
     target: str, worker: WorkerApp, db: asyncpg.Connection
 ) -> None:
@@ -115,6 +202,7 @@ async def test_retry_many_retries_the_failed_jobs_as_new_ones(
     assert sorted(r["retried_from_job_id"] for r in retried_from) == sorted(failed)
 
 
+@needs_server
 async def test_bulk_operations_are_for_admins_only(target: str, db: asyncpg.Connection) -> None:
     mine = await create(target, 1)
     for command in ("cancel-many", "retry-many"):
