@@ -48,7 +48,7 @@ Configuration errors: raised while a process starts. It prints one sentence and 
     ├── MasterKeyError             credential sealing: a malformed master key; it is
     │                              reported among the invalid settings               exit 2
     ├── ClientConfigError          gRPC client: TLS or auth settings incomplete or
-    │                              unreadable (worker, jobctl)                       exit 2
+    │                              unreadable (worker)                               exit 2
     └── DefinitionError            job type registry: a definition that cannot be
                                    registered; a programming error, so it fails the
                                    start with its traceback

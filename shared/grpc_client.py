@@ -1,5 +1,6 @@
-"""The one way every client opens a channel to job_service: the worker's executor client,
-the jobctl CLI, the benchmark and the tests.
+"""The one way the engine's own processes open a channel to job_service: the worker's
+executor client, the console, the benchmark and the tests (jobctl and outside callers use
+the client library, ``durable_jobs_client``, which reads the same variables).
 
 ``ChannelConfig.from_env(target)`` reads the client side of the auth/TLS contract:
 
