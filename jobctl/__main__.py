@@ -66,6 +66,16 @@ def report(error: JobsError) -> Exit:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`jobctl list -o jsonl | head -1`): not an error of ours.
+        # Point stdout at /dev/null so that the interpreter's final flush does not fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return Exit.OK
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = parse(argv)
     if args.command == "dev":
         # The embedded stack is dev tooling, not part of the client: become `python -m

@@ -336,3 +336,15 @@ def test_zsh_completion_is_a_compdef_for_jobctl() -> None:
         assert command in script
     wrong = subprocess.run([JOBCTL, "completion", "fish"], capture_output=True, text=True)
     assert wrong.returncode == 2
+
+
+def test_a_reader_that_stops_early_is_no_error() -> None:
+    """``jobctl ... | head -1``: the pipe closes under jobctl, which stops quietly."""
+    piped = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {JOBCTL} completion bash | head -1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (piped.returncode, piped.stderr) == (0, "")
+    assert piped.stdout.startswith("#")
