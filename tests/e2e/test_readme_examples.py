@@ -1,8 +1,10 @@
 """The README's shell examples, run as written against a live stack, so that they stay true.
 
-How examples are found: a fenced block whose info string is ``sh`` and that directly follows
-an HTML comment ``<!-- tested: readme-examples NAME -->`` (invisible when the README is
-rendered) is a tested example; NAME says which one. Every other block is left alone.
+How examples are found: a fenced block whose info string is ``sh`` (or ``python``) and that
+directly follows an HTML comment ``<!-- tested: readme-examples NAME -->`` (invisible when
+the README is rendered) is a tested example; NAME says which one. Every other block is left
+alone. A ``python`` block is one command: the venv's ``python`` reading the block, run the
+same way (address replaced, in the checkout-like directory).
 
 How a block is run, command by command, as a reader would type it:
 
@@ -61,6 +63,7 @@ EXPECTED_BLOCKS = {
     "credentials-grpcurl",
     "scheduling-jobctl",
     "scheduling-grpcurl",
+    "python-client",
 }
 
 
@@ -75,13 +78,18 @@ def readme_blocks(text: str) -> dict[str, list[str]]:
         start = number + 1
         while start < len(lines) and not lines[start].strip():
             start += 1
-        assert start < len(lines) and lines[start].strip() == "```sh", (
-            f"README line {number + 1}: the marker must be followed by a ```sh block"
+        fence = lines[start].strip() if start < len(lines) else ""
+        assert fence in ("```sh", "```python"), (
+            f"README line {number + 1}: the marker must be followed by a ```sh or ```python block"
         )
         end = lines.index("```", start + 1)
         name = marker.group(1)
         assert name not in blocks, f"two README blocks are named {name}"
-        blocks[name] = commands(lines[start + 1 : end])
+        body = lines[start + 1 : end]
+        if fence == "```python":  # the whole block, fed to the venv's python
+            blocks[name] = ["python - <<'README_PYTHON'\n" + "\n".join(body) + "\nREADME_PYTHON"]
+        else:
+            blocks[name] = commands(body)
     return blocks
 
 
@@ -352,3 +360,21 @@ async def test_scheduling_with_grpcurl(
     assert "paused" not in run_of(runs, "ResumeQueue").messages()[0]["queue"]  # type: ignore[operator]
     assert run_of(runs, "ListRateLimits").messages() == [{}]  # none configured
     assert await db.fetchval("SELECT paused FROM queue_controls") is False
+
+
+async def test_use_it_from_python(
+    blocks: dict[str, list[str]], reader: Reader, worker: WorkerApp, db: asyncpg.Connection
+) -> None:
+    [run] = await reader.run_block(blocks["python-client"])
+
+    # the watched job's states, the last one terminal and shown once (JOB_STATUS_SUCCEEDED = 6)
+    states = [line.split()[0] for line in run.out.splitlines()[:-1]]
+    assert states and states[-1] == "6" and states.count("6") == 1
+    assert "input.sleep_ms" in run.out.splitlines()[-1]  # the refusal's field violation
+    # the first create and the 50 of create_many (a default stack lets a user have 100
+    # unfinished jobs); the refused one stored nothing
+    assert await db.fetchval("SELECT count(*) FROM jobs WHERE user_id = 'u1'") == 51
+    keys = await db.fetchval(
+        "SELECT count(*) FROM jobs WHERE user_id = 'u1' AND idempotency_key LIKE 'client-%'"
+    )
+    assert keys == 51  # made by the client, so that a retry never makes two
