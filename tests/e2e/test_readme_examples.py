@@ -64,6 +64,7 @@ EXPECTED_BLOCKS = {
     "scheduling-jobctl",
     "scheduling-grpcurl",
     "python-client",
+    "bulk-grpcurl",
 }
 
 
@@ -378,3 +379,20 @@ async def test_use_it_from_python(
         "SELECT count(*) FROM jobs WHERE user_id = 'u1' AND idempotency_key LIKE 'client-%'"
     )
     assert keys == 51  # made by the client, so that a retry never makes two
+
+
+async def test_bulk_cancel_and_retry_with_grpcurl(
+    blocks: dict[str, list[str]], reader: Reader, db: asyncpg.Connection
+) -> None:
+    runs = await reader.run_block(blocks["bulk-grpcurl"])  # no worker: the jobs wait
+
+    [dry, cancel] = [r.messages()[0] for r in runs if "CancelJobs" in r.command]
+    assert (dry["matched"], dry["cancelled"]) == ("2", 2)  # int64: a JSON string
+    assert cancel["cancelled"] == 2 and "next_page_token" not in cancel
+    retried = run_of(runs, "RetryJobs").messages()[0]
+    assert retried["retried"] == 2
+    assert sorted(o["job_id"] for o in retried["outcomes"]) == sorted(cancel["job_ids"])  # type: ignore[union-attr]
+    job = run_of(runs, "AdminService/GetJob").messages()[0]["job"]
+    assert job["status"] == "JOB_STATUS_CANCELLED"  # type: ignore[index]
+    assert job["events"][-1]["reason"] == "admin test-admin: provider outage"  # type: ignore[index]
+    assert await db.fetchval("SELECT count(*) FROM jobs WHERE user_id = 'u7'") == 4
