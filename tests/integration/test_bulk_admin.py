@@ -233,3 +233,30 @@ async def test_retry_by_filter_continues_over_pages(client: Client, db: asyncpg.
         "SELECT count(*) FROM jobs WHERE retried_from_job_id = ANY($1::uuid[])", failed
     )
     assert retries == 3
+
+
+async def test_cancel_takes_unfinished_descendants_with_each_job_as_cancel_job_does(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    parent = await _succeeded(client, "bulk-p")  # finished: skipped, its children are not
+    waiting = (await client.create(user_id="bulk-p")).job.id
+    running = (await client.create(user_id="bulk-p")).job.id
+    await client.lock(running)
+    grandchild = (await client.create(user_id="bulk-p")).job.id
+    await db.execute(
+        "UPDATE jobs SET parent_job_id = $1 WHERE id = ANY($2::uuid[])", parent, [waiting, running]
+    )
+    await db.execute("UPDATE jobs SET parent_job_id = $1 WHERE id = $2", running, grandchild)
+
+    answer = await client.admin.CancelJobs(
+        apb.CancelJobsRequest(selection=apb.JobSelection(job_ids=[parent]), reason="tree")
+    )
+
+    assert (answer.cancelled, answer.skipped) == (0, 1)
+    assert await _statuses(db, [parent, waiting, running, grandchild]) == {
+        parent: "succeeded",
+        waiting: "cancelled",
+        running: "cancel_requested",
+        grandchild: "cancelled",
+    }
+    assert (await _reasons(db, waiting))[-1] == "parent_cancelled"
