@@ -31,6 +31,8 @@ from shared.registry import Registry
 log = logging.getLogger(__name__)
 
 _JOBS = ("jobs",)
+# job_events.reason holds 100 characters
+TIMELINE_REASON_CHARS = 100
 _DEAD_LETTERS = ("failed", "events")
 
 
@@ -134,7 +136,7 @@ class Admin:
         if new is None:
             raise JobNotRetryable("the job's snapshot is gone; it cannot be retried")
         self._outbox.wake()
-        log.info("job %s retried as %s", job_id, new.id)
+        log.info("job %s retried as %s (%s)", job_id, new.id, reason)
         return await self.get_any_job(new.id)
 
     async def dead_letters(
@@ -164,6 +166,13 @@ class Admin:
                 next_events = Cursor(events[-1].created_at, str(events[-1].id))
         token = self._tokens.issue(scope, {"failed": next_failed, "events": next_events})
         return failed, events, token
+
+
+def attribution(principal: str, reason: str = "") -> str:
+    """What an operator's action writes on a job's timeline: who, and why when given;
+    cut to the column's size (the log keeps both whole)."""
+    text = f"admin {principal}: {reason}" if reason else f"admin {principal}"
+    return text[:TIMELINE_REASON_CHARS]
 
 
 def scope_of(where: JobFilter) -> dict[str, Any]:

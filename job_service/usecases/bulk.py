@@ -23,7 +23,7 @@ from job_service.domain.paging import PageTokens
 from job_service.ports.bulk import BulkStore
 from job_service.ports.jobs import CancelNotifier
 from job_service.ports.outbox import Waker
-from job_service.usecases.admin import Admin, scope_of
+from job_service.usecases.admin import Admin, attribution, scope_of
 from job_service.usecases.checks import is_uuid
 from shared.errors import FieldViolation, InvalidInput, JobNotFound, JobNotRetryable, JobsError
 from shared.registry import Registry
@@ -35,7 +35,6 @@ DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
 # job_events.reason holds 100 characters: "admin <principal>: <reason>" fits with a principal
 # of up to 28; a longer one is cut there (the log line keeps both whole).
 MAX_REASON_CHARS = 64
-TIMELINE_REASON_CHARS = 100
 _JOBS = ("jobs",)
 
 
@@ -106,14 +105,15 @@ class BulkActions:
             matched = await self._store.count(request.selection, actionable)
             would = [c.id for c in page if c.actionable]
             return CancelPage(would, len(page) - len(would), matched, "")
+        reason = attribution(request.principal, request.reason)
         acted, descendants, more = await self._store.cancel_page(
-            request.selection, actionable, after, limit, _timeline_reason(request)
+            request.selection, actionable, after, limit, reason
         )
-        cancelled = [(c, after) for c, after in acted if after is not None]
-        for job, status in cancelled:
-            metrics.job_cancelled(job.job_type, job.status, status)
-        stopping = [c.id for c, after in cancelled if after is JobStatus.CANCEL_REQUESTED]
-        stopping += [j for j, after in descendants if after is JobStatus.CANCEL_REQUESTED]
+        cancelled = [(job, now) for job, now in acted if now is not None]
+        for job, now in cancelled:
+            metrics.job_cancelled(job.job_type, job.status, now)
+        stopping = [job.id for job, now in cancelled if now is JobStatus.CANCEL_REQUESTED]
+        stopping += [j for j, now in descendants if now is JobStatus.CANCEL_REQUESTED]
         await self._notify_cancel(stopping)
         if cancelled or descendants:
             self._outbox.wake()
@@ -147,7 +147,7 @@ class BulkActions:
             outcomes += [_predicted(c) for c in page]
             matched = await self._store.count(request.selection, actionable)
             return RetryPage(outcomes, matched, "")
-        reason = _timeline_reason(request)
+        reason = attribution(request.principal, request.reason)
         for candidate in page:
             try:
                 new = await self._admin.retry_job(candidate.id, reason)
@@ -229,13 +229,6 @@ def _selection_scope(selection: JobSelection) -> dict[str, Any]:
     if selection.job_ids:
         return {"job_ids": sorted(selection.job_ids)}
     return scope_of(selection.where)
-
-
-def _timeline_reason(request: BulkRequest) -> str:
-    text = f"admin {request.principal}"
-    if request.reason:
-        text += f": {request.reason}"
-    return text[:TIMELINE_REASON_CHARS]
 
 
 def _predicted(candidate: Candidate) -> RetryOutcome:

@@ -260,3 +260,11 @@ async def test_cancel_takes_unfinished_descendants_with_each_job_as_cancel_job_d
         grandchild: "cancelled",
     }
     assert (await _reasons(db, waiting))[-1] == "parent_cancelled"
+
+
+async def test_a_single_retry_names_its_principal_on_the_new_job_too(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    old = await _failed(client, "bulk-s")
+    new = (await client.admin.RetryJob(apb.RetryJobRequest(job_id=old))).job
+    assert await _reasons(db, new.id) == [f"admin {PRINCIPAL}"]

@@ -16,7 +16,7 @@ from job_service.adapters.grpc.convert import STATUS_TO_PB, job_to_pb
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import JobFilter, JobSelection
 from job_service.domain.scheduling import QueueState
-from job_service.usecases.admin import Admin
+from job_service.usecases.admin import Admin, attribution
 from job_service.usecases.bulk import BulkActions, BulkRequest
 from job_service.usecases.outbox import OutboxUpkeep
 from job_service.usecases.scheduling import Scheduler
@@ -80,7 +80,8 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
     async def RetryJob(
         self, request: pb.RetryJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.RetryJobResponse:
-        job = await self._admin.retry_job(request.job_id)
+        principal = self._tokens.caller(context.invocation_metadata())
+        job = await self._admin.retry_job(request.job_id, attribution(principal))
         return pb.RetryJobResponse(job=job_to_pb(job, internal=True))
 
     async def ListDeadLetters(
