@@ -18,7 +18,7 @@ from typing import Any
 
 from job_service import metrics
 from job_service.domain.lifecycle import RERUNNABLE, JobStatus, Step, sources
-from job_service.domain.models import Actionable, Candidate, Cursor, JobSelection
+from job_service.domain.models import Actionable, Candidate, Cursor, JobFilter, JobSelection
 from job_service.domain.paging import PageTokens
 from job_service.ports.bulk import BulkStore
 from job_service.ports.jobs import CancelNotifier
@@ -170,7 +170,7 @@ class BulkActions:
     ) -> tuple[int, dict[str, Any], Cursor | None]:
         """The request checked: its limit, its page token's scope and where it starts."""
         selection = request.selection
-        has_filter = selection.where != type(selection.where)()
+        has_filter = selection.where != JobFilter()
         if not selection.job_ids and not has_filter:
             raise InvalidInput(
                 "the selection is empty; it would name every job",

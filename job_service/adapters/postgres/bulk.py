@@ -133,15 +133,15 @@ class BulkRepository:
 def _selection_sql(
     selection: JobSelection, actionable: Actionable, args: list[Any]
 ) -> tuple[list[str], str]:
-    """The selection's conditions on ``jobs j``, and the condition that the action would
-    change the job (one of the conditions for filters; a column for ids)."""
+    """The selection's own conditions on ``jobs j``, and the condition that the action
+    would change the job."""
     changes = (
         f"(j.status = ANY({bind(args, status_values(actionable.statuses))}::text[])"
         f" AND j.job_type <> ALL({bind(args, sorted(actionable.excluded_types))}::text[]))"
     )
     if selection.job_ids:
         return [f"j.id = ANY({bind(args, list(selection.job_ids))}::uuid[])"], changes
-    return [*filter_conditions(selection.where, args), changes], changes
+    return filter_conditions(selection.where, args), changes
 
 
 def _page_sql(
@@ -152,6 +152,8 @@ def _page_sql(
     args: list[Any],
 ) -> str:
     where, changes = _selection_sql(selection, actionable, args)
+    if not selection.job_ids:  # a filter selects only what the action changes
+        where.append(changes)
     if after is not None:
         where.append(
             f"(j.created_at, j.id) > ({bind(args, after.created_at)}, {bind(args, after.id)}::uuid)"
