@@ -268,3 +268,22 @@ async def test_a_single_retry_names_its_principal_on_the_new_job_too(
     old = await _failed(client, "bulk-s")
     new = (await client.admin.RetryJob(apb.RetryJobRequest(job_id=old))).job
     assert await _reasons(db, new.id) == [f"admin {PRINCIPAL}"]
+
+
+async def test_two_bulk_cancels_of_one_selection_at_once_cancel_each_job_once(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    ids = [(await client.create(user_id="bulk-c")).job.id for _ in range(12)]
+    request = apb.CancelJobsRequest(selection=apb.JobSelection(user_id="bulk-c"), limit=12)
+
+    first, second = await asyncio.gather(
+        client.admin.CancelJobs(request), client.admin.CancelJobs(request)
+    )
+
+    assert sorted([*first.job_ids, *second.job_ids]) == sorted(ids)
+    events = await db.fetch(
+        "SELECT job_id::text AS id, count(*) AS n FROM job_events"
+        " WHERE job_id = ANY($1::uuid[]) AND to_status = 'cancelled' GROUP BY job_id",
+        ids,
+    )
+    assert {r["id"]: r["n"] for r in events} == dict.fromkeys(ids, 1)
