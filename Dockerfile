@@ -26,6 +26,10 @@ COPY devstack ./devstack
 COPY console ./console
 COPY pyproject.toml ./
 RUN pip install --no-deps . && rm -rf build *.egg-info
+# the client library (durable-jobs-client), which jobctl calls the service through; its
+# three dependencies (grpcio, protobuf, googleapis-common-protos) are in the lock above
+COPY client ./client
+RUN pip install --no-deps ./client && rm -rf client
 
 RUN useradd --system --uid 10001 --no-create-home jobs
 USER jobs

@@ -20,6 +20,7 @@ from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.server import SERVICE_NAMES, build_server, server_credentials
 from job_service.adapters.nats_publisher import NatsPublisher
 from job_service.adapters.postgres.batches import BatchRepository
+from job_service.adapters.postgres.bulk import BulkRepository
 from job_service.adapters.postgres.claims import ClaimRepository
 from job_service.adapters.postgres.credentials import CredentialRepository
 from job_service.adapters.postgres.gauges import DatabaseGauges
@@ -39,6 +40,7 @@ from job_service.domain.paging import PageTokens
 from job_service.periodic import Periodic
 from job_service.settings import JobServiceSettings
 from job_service.usecases.admin import Admin
+from job_service.usecases.bulk import BulkActions
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.jobs import SNAPSHOT_CLEAN_BATCH, Jobs
 from job_service.usecases.leases import REAP_BATCH, Leases
@@ -171,12 +173,16 @@ class JobServiceApp:
             self.registry, ResultRepository(self._pool, lease_store), leases, self._dispatcher
         )
         listing = JobListing(self._pool)
+        page_tokens = PageTokens(await _page_token_secret(s, listing))
         admin = Admin(
+            self.registry, job_store, listing, outbox_store, page_tokens, self._dispatcher
+        )
+        bulk = BulkActions(
             self.registry,
-            job_store,
-            listing,
-            outbox_store,
-            PageTokens(await _page_token_secret(s, listing)),
+            admin,
+            BulkRepository(self._pool),
+            page_tokens,
+            publisher,
             self._dispatcher,
         )
         watches = self._watches = WatchHub(listing)
@@ -246,6 +252,7 @@ class JobServiceApp:
             results=results,
             scheduler=scheduler,
             admin=admin,
+            bulk=bulk,
             outbox=outbox,
             vault=vault,
             watches=watches,

@@ -174,8 +174,39 @@ class JobFilter:
 
 
 @dataclass(frozen=True)
+class JobSelection:
+    """Which jobs a bulk admin action (CancelJobs, RetryJobs) acts on: the jobs ``job_ids``
+    names, or else the jobs ``where`` matches (never both; never neither)."""
+
+    where: JobFilter = field(default_factory=JobFilter)
+    job_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Actionable:
+    """The jobs a bulk action would change: in one of ``statuses``, of a type not in
+    ``excluded_types`` (for CancelJobs: the types that cannot be cancelled)."""
+
+    statuses: frozenset[JobStatus]
+    excluded_types: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A job a bulk action's page holds; ``actionable`` when the action would change it
+    (CancelJob would cancel it, RetryJob would accept it)."""
+
+    id: str
+    created_at: datetime
+    job_type: str
+    status: JobStatus
+    actionable: bool
+
+
+@dataclass(frozen=True)
 class Cursor:
-    """Where a newest-first listing continues: strictly after this (created_at, id)."""
+    """Where a keyset page continues: strictly after this (created_at, id) in its order
+    (newest first for listings, oldest first for bulk actions)."""
 
     created_at: datetime
     id: str

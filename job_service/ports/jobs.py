@@ -28,8 +28,9 @@ class JobStore(Protocol):
         """The job with artifacts and timeline; ``user_id`` None reads any user's job."""
         ...
 
-    async def rerun(self, job_id: str, spec: RetrySpec) -> Job | None:
-        """A new job from a finished job's snapshot; None when that is not possible."""
+    async def rerun(self, job_id: str, spec: RetrySpec, reason: str = "retry") -> Job | None:
+        """A new job from a finished job's snapshot, ``reason`` on its first timeline
+        event; None when that is not possible."""
         ...
 
     async def cancel(

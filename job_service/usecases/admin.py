@@ -31,6 +31,8 @@ from shared.registry import Registry
 log = logging.getLogger(__name__)
 
 _JOBS = ("jobs",)
+# job_events.reason holds 100 characters
+TIMELINE_REASON_CHARS = 100
 _DEAD_LETTERS = ("failed", "events")
 
 
@@ -74,9 +76,9 @@ class Admin:
         self, where: JobFilter, requested_size: int, token: str
     ) -> tuple[list[Job], str]:
         """Jobs matching ``where`` (any user's, for operators), a page at a time."""
-        self._check_filter(where)
+        self.check_filter(where)
         size = page_size(requested_size)
-        scope = {"listing": "jobs", **_scope_of(where)}
+        scope = {"listing": "jobs", **scope_of(where)}
         start = self._tokens.read(token, scope, _JOBS)["jobs"]
         # One row more than the page tells whether another page follows.
         jobs = await self._listing.list_jobs(where, None if start == "start" else start, size + 1)
@@ -84,7 +86,7 @@ class Admin:
         last = Cursor(page[-1].created_at, page[-1].id) if more else None
         return page, self._tokens.issue(scope, {"jobs": last})
 
-    def _check_filter(self, where: JobFilter) -> None:
+    def check_filter(self, where: JobFilter) -> None:
         if where.user_id is not None:
             require_name("user_id", where.user_id)
         if where.job_type is not None:
@@ -114,8 +116,9 @@ class Admin:
             raise JobNotFound("no such job")
         return job
 
-    async def retry_job(self, job_id: str) -> Job:
-        """A new job from a failed or cancelled job's snapshot (trigger "retry")."""
+    async def retry_job(self, job_id: str, reason: str = "retry") -> Job:
+        """A new job from a failed or cancelled job's snapshot (trigger "retry"), with
+        ``reason`` on its first timeline event."""
         old = await self.get_any_job(job_id)
         if old.status not in RERUNNABLE:
             raise JobNotRetryable(f"a {old.status} job cannot be retried")
@@ -128,11 +131,12 @@ class Admin:
                 definition_version=definition.version,
                 snapshot_ttl_s=definition.snapshot_ttl_s,
             ),
+            reason,
         )
         if new is None:
             raise JobNotRetryable("the job's snapshot is gone; it cannot be retried")
         self._outbox.wake()
-        log.info("job %s retried as %s", job_id, new.id)
+        log.info("job %s retried as %s (%s)", job_id, new.id, reason)
         return await self.get_any_job(new.id)
 
     async def dead_letters(
@@ -164,7 +168,16 @@ class Admin:
         return failed, events, token
 
 
-def _scope_of(where: JobFilter) -> dict[str, Any]:
+def attribution(principal: str, reason: str = "") -> str:
+    """What an operator's action writes on a job's timeline: who, and why when given;
+    cut to the column's size (the log keeps both whole)."""
+    text = f"admin {principal}: {reason}" if reason else f"admin {principal}"
+    return text[:TIMELINE_REASON_CHARS]
+
+
+def scope_of(where: JobFilter) -> dict[str, Any]:
+    """The filters a page token is bound to."""
+
     def stamp(value: datetime | None) -> str | None:
         return None if value is None else value.isoformat()
 

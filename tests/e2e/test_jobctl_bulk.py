@@ -1,12 +1,10 @@
 """``jobctl cancel-many`` / ``retry-many`` against the real AdminService.CancelJobs /
 RetryJobs: count, confirm, act page by page.
 
-WAITS FOR THE SERVER SIDE: the bulk RPCs are implemented in job_service by issue 13's
-other branch. Until it is merged, the service answers UNIMPLEMENTED and the tests marked
-``needs_server`` are skipped (the reason says so); after the merge they run. The first test
-runs now, against a fake AdminService on a real gRPC server: what goes over the wire. The
-command's own logic (selection, confirmation, the continuation loop, formats) is covered
-without the service by tests/unit/test_jobctl_bulk.py.
+The first test runs against a fake AdminService on a real gRPC server: exactly what goes
+over the wire. The others run against the real service. The command's own logic
+(selection, confirmation, the continuation loop, formats) is covered without the service
+by tests/unit/test_jobctl_bulk.py.
 """
 
 from __future__ import annotations
@@ -20,21 +18,11 @@ import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from job_service.adapters.grpc.admin_api import AdminServicer
 from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import admin_service_pb2_grpc, job_pb2
 from tests.e2e.test_jobctl import answer_on_a_terminal, jobctl
 from tests.support.stack import ALL_ROLES_TOKEN, CLIENT_TOKEN
 from worker_service.app import WorkerApp
-
-SERVER_HAS_BULK = (
-    AdminServicer.CancelJobs is not admin_service_pb2_grpc.AdminServiceServicer.CancelJobs
-)
-needs_server = pytest.mark.skipif(
-    not SERVER_HAS_BULK,
-    reason="AdminService.CancelJobs/RetryJobs not in job_service yet (issue 13 server side, "
-    "another branch): runs once merged",
-)
 
 
 class FakeBulk(admin_service_pb2_grpc.AdminServiceServicer):
@@ -129,7 +117,6 @@ async def statuses(db: asyncpg.Connection, ids: list[str]) -> list[str]:
     return [by_id[i] for i in ids]
 
 
-@needs_server
 async def test_cancel_many_counts_asks_and_cancels_page_by_page(
     target: str, db: asyncpg.Connection
 ) -> None:
@@ -174,7 +161,6 @@ async def test_cancel_many_counts_asks_and_cancels_page_by_page(
     }
 
 
-@needs_server
 async def test_retry_many_retries_the_failed_jobs_as_new_ones(
     target: str, worker: WorkerApp, db: asyncpg.Connection
 ) -> None:
@@ -207,7 +193,6 @@ async def test_retry_many_retries_the_failed_jobs_as_new_ones(
     assert sorted(r["retried_from_job_id"] for r in retried_from) == sorted(failed)
 
 
-@needs_server
 async def test_bulk_operations_are_for_admins_only(target: str, db: asyncpg.Connection) -> None:
     mine = await create(target, 1)
     for command in ("cancel-many", "retry-many"):

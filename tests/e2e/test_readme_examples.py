@@ -1,8 +1,10 @@
 """The README's shell examples, run as written against a live stack, so that they stay true.
 
-How examples are found: a fenced block whose info string is ``sh`` and that directly follows
-an HTML comment ``<!-- tested: readme-examples NAME -->`` (invisible when the README is
-rendered) is a tested example; NAME says which one. Every other block is left alone.
+How examples are found: a fenced block whose info string is ``sh`` (or ``python``) and that
+directly follows an HTML comment ``<!-- tested: readme-examples NAME -->`` (invisible when
+the README is rendered) is a tested example; NAME says which one. Every other block is left
+alone. A ``python`` block is one command: the venv's ``python`` reading the block, run the
+same way (address replaced, in the checkout-like directory).
 
 How a block is run, command by command, as a reader would type it:
 
@@ -43,8 +45,6 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from job_service.adapters.grpc.admin_api import AdminServicer
-from shared.pb.jobs.v1 import admin_service_pb2_grpc
 from tests.support.stack import ADMIN_TOKEN, CLIENT_TOKEN, WORKER_TOKEN
 from worker_service.app import WorkerApp
 
@@ -68,6 +68,8 @@ EXPECTED_BLOCKS = {
     "operating-jobctl",
     "bulk-jobctl",
     "credentials-jobctl",
+    "python-client",
+    "bulk-grpcurl",
 }
 
 
@@ -82,13 +84,18 @@ def readme_blocks(text: str) -> dict[str, list[str]]:
         start = number + 1
         while start < len(lines) and not lines[start].strip():
             start += 1
-        assert start < len(lines) and lines[start].strip() == "```sh", (
-            f"README line {number + 1}: the marker must be followed by a ```sh block"
+        fence = lines[start].strip() if start < len(lines) else ""
+        assert fence in ("```sh", "```python"), (
+            f"README line {number + 1}: the marker must be followed by a ```sh or ```python block"
         )
         end = lines.index("```", start + 1)
         name = marker.group(1)
         assert name not in blocks, f"two README blocks are named {name}"
-        blocks[name] = commands(lines[start + 1 : end])
+        body = lines[start + 1 : end]
+        if fence == "```python":  # the whole block, fed to the venv's python
+            blocks[name] = ["python - <<'README_PYTHON'\n" + "\n".join(body) + "\nREADME_PYTHON"]
+        else:
+            blocks[name] = commands(body)
     return blocks
 
 
@@ -380,16 +387,6 @@ async def test_operating_with_jobctl(
     assert run_of(runs, "redrive --all").out.startswith("redriven 0 events")
 
 
-SERVER_HAS_BULK = (
-    AdminServicer.CancelJobs is not admin_service_pb2_grpc.AdminServiceServicer.CancelJobs
-)
-
-
-@pytest.mark.skipif(
-    not SERVER_HAS_BULK,
-    reason="AdminService.CancelJobs/RetryJobs not in job_service yet (issue 13 server side, "
-    "another branch): runs once merged",
-)
 async def test_bulk_operations_with_jobctl(
     blocks: dict[str, list[str]], reader: Reader, db: asyncpg.Connection
 ) -> None:
@@ -417,3 +414,38 @@ async def test_credentials_with_jobctl(
     assert credential_id in run_of(runs, "credentials list").out
     assert run_of(runs, "credentials delete").out.strip() == f"deleted {credential_id}"
     assert not any(key in r.out + r.err for r in runs if "printf" not in r.command)
+
+
+async def test_use_it_from_python(
+    blocks: dict[str, list[str]], reader: Reader, worker: WorkerApp, db: asyncpg.Connection
+) -> None:
+    [run] = await reader.run_block(blocks["python-client"])
+
+    # the watched job's states, the last one terminal and shown once (JOB_STATUS_SUCCEEDED = 6)
+    states = [line.split()[0] for line in run.out.splitlines()[:-1]]
+    assert states and states[-1] == "6" and states.count("6") == 1
+    assert "input.sleep_ms" in run.out.splitlines()[-1]  # the refusal's field violation
+    # the first create and the 50 of create_many (a default stack lets a user have 100
+    # unfinished jobs); the refused one stored nothing
+    assert await db.fetchval("SELECT count(*) FROM jobs WHERE user_id = 'u1'") == 51
+    keys = await db.fetchval(
+        "SELECT count(*) FROM jobs WHERE user_id = 'u1' AND idempotency_key LIKE 'client-%'"
+    )
+    assert keys == 51  # made by the client, so that a retry never makes two
+
+
+async def test_bulk_cancel_and_retry_with_grpcurl(
+    blocks: dict[str, list[str]], reader: Reader, db: asyncpg.Connection
+) -> None:
+    runs = await reader.run_block(blocks["bulk-grpcurl"])  # no worker: the jobs wait
+
+    [dry, cancel] = [r.messages()[0] for r in runs if "CancelJobs" in r.command]
+    assert (dry["matched"], dry["cancelled"]) == ("2", 2)  # int64: a JSON string
+    assert cancel["cancelled"] == 2 and "next_page_token" not in cancel
+    retried = run_of(runs, "RetryJobs").messages()[0]
+    assert retried["retried"] == 2
+    assert sorted(o["job_id"] for o in retried["outcomes"]) == sorted(cancel["job_ids"])  # type: ignore[union-attr]
+    job = run_of(runs, "AdminService/GetJob").messages()[0]["job"]
+    assert job["status"] == "JOB_STATUS_CANCELLED"  # type: ignore[index]
+    assert job["events"][-1]["reason"] == "admin test-admin: provider outage"  # type: ignore[index]
+    assert await db.fetchval("SELECT count(*) FROM jobs WHERE user_id = 'u7'") == 4

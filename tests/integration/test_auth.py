@@ -85,6 +85,28 @@ async def test_each_role_reaches_its_services_and_only_those(target: str, token:
                 assert outcome == "PERMISSION_DENIED", service
 
 
+@pytest.mark.parametrize("token", [CLIENT_TOKEN, WORKER_TOKEN], ids=["client", "worker"])
+async def test_bulk_cancel_and_retry_are_for_admins_only(
+    client: Client, target: str, token: str
+) -> None:
+    job = (await client.create(user_id="u1")).job  # a queued job both would act on
+    async with open_channel(target, token) as channel:
+        other = Client(channel)
+        selection = apb.JobSelection(job_ids=[job.id])
+        for call in (
+            other.admin.CancelJobs(apb.CancelJobsRequest(selection=selection)),
+            other.admin.RetryJobs(apb.RetryJobsRequest(selection=selection)),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                await call
+            assert _reason(raised.value) == "PERMISSION_DENIED"
+    assert (await client.get(job.id, user_id="u1")).status == job.status
+    async with open_channel(target, ADMIN_TOKEN) as channel:
+        admin = Client(channel).admin
+        answer = await admin.CancelJobs(apb.CancelJobsRequest(selection=selection))
+    assert list(answer.job_ids) == [job.id]
+
+
 @pytest.mark.parametrize(
     "metadata",
     [

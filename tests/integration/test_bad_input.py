@@ -695,6 +695,116 @@ CASES: dict[str, Case] = {
         INVALID,
         "INVALID_INPUT",
     ),
+    # --- CancelJobs / RetryJobs (issue 13): the selection, limit, token and reason
+    **{
+        f"bulk {verb}: {what}": Case(ADMIN + method, request, code, reason, token=token)
+        for verb, method, cls in (
+            ("cancel", "CancelJobs", apb.CancelJobsRequest),
+            ("retry", "RetryJobs", apb.RetryJobsRequest),
+        )
+        for what, request, code, reason, token in (
+            ("empty selection", lambda s, c=cls: c(), INVALID, "INVALID_INPUT", ALL_ROLES_TOKEN),
+            (
+                "ids and filters together",
+                lambda s, c=cls: c(
+                    selection=apb.JobSelection(job_ids=[s.cancelled], user_id="alice")
+                ),
+                INVALID,
+                "INVALID_INPUT",
+                ALL_ROLES_TOKEN,
+            ),
+            (
+                "1001 ids",
+                lambda s, c=cls: c(selection=apb.JobSelection(job_ids=[UNKNOWN_ID] * 1001)),
+                INVALID,
+                "INVALID_INPUT",
+                ALL_ROLES_TOKEN,
+            ),
+            (
+                "a malformed id",
+                lambda s, c=cls: c(selection=apb.JobSelection(job_ids=[s.cancelled, SQL])),
+                INVALID,
+                "INVALID_INPUT",
+                ALL_ROLES_TOKEN,
+            ),
+            (
+                "negative limit",
+                lambda s, c=cls: c(selection=apb.JobSelection(user_id="alice"), limit=-1),
+                INVALID,
+                "INVALID_INPUT",
+                ALL_ROLES_TOKEN,
+            ),
+            (
+                "limit over 1000",
+                lambda s, c=cls: c(selection=apb.JobSelection(user_id="alice"), limit=1001),
+                INVALID,
+                "INVALID_INPUT",
+                ALL_ROLES_TOKEN,
+            ),
+            (
+                "forged page token",
+                lambda s, c=cls: c(
+                    selection=apb.JobSelection(user_id="alice"), page_token="eyJqb2JzIjpbXX0.AAAA"
+                ),
+                INVALID,
+                "INVALID_INPUT",
+                ALL_ROLES_TOKEN,
+            ),
+            (
+                "reason with control characters",
+                lambda s, c=cls: c(selection=apb.JobSelection(user_id="alice"), reason=CONTROL),
+                INVALID,
+                "INVALID_INPUT",
+                ALL_ROLES_TOKEN,
+            ),
+            (
+                "reason too long",
+                lambda s, c=cls: c(selection=apb.JobSelection(user_id="alice"), reason=LONG),
+                INVALID,
+                "INVALID_INPUT",
+                ALL_ROLES_TOKEN,
+            ),
+            (
+                "unknown status",
+                lambda s, c=cls: c(selection=apb.JobSelection(status=1234)),  # type: ignore[arg-type]
+                INVALID,
+                "INVALID_INPUT",
+                ALL_ROLES_TOKEN,
+            ),
+            (
+                "SQL job type",
+                lambda s, c=cls: c(selection=apb.JobSelection(job_type=SQL)),
+                INVALID,
+                "UNKNOWN_JOB_TYPE",
+                ALL_ROLES_TOKEN,
+            ),
+            (
+                "empty creation range",
+                lambda s, c=cls: c(
+                    selection=apb.JobSelection(
+                        created_after=Timestamp(seconds=NOW), created_before=Timestamp(seconds=NOW)
+                    )
+                ),
+                INVALID,
+                "INVALID_INPUT",
+                ALL_ROLES_TOKEN,
+            ),
+            (
+                "client role",
+                lambda s, c=cls: c(selection=apb.JobSelection(job_ids=[s.cancelled])),
+                grpc.StatusCode.PERMISSION_DENIED,
+                "PERMISSION_DENIED",
+                CLIENT_TOKEN,
+            ),
+            (
+                "worker role",
+                lambda s, c=cls: c(selection=apb.JobSelection(job_ids=[s.queued])),
+                grpc.StatusCode.PERMISSION_DENIED,
+                "PERMISSION_DENIED",
+                WORKER_TOKEN,
+            ),
+        )
+    },
     "failure: without the lease": Case(
         EXEC + "SubmitFailure",
         lambda s: epb.SubmitFailureRequest(

@@ -116,6 +116,26 @@ requests = st.one_of(
     ),
     st.builds(lambda i: ("/jobs.v1.AdminService/RetryJob", apb.RetryJobRequest(job_id=i)), ids),
     st.builds(
+        lambda method, ids_, user, status, limit, token, reason, dry: (
+            f"/jobs.v1.AdminService/{method}",
+            getattr(apb, f"{method}Request")(
+                selection=apb.JobSelection(job_ids=ids_, user_id=user, status=status),
+                limit=limit,
+                page_token=token,
+                reason=reason,
+                dry_run=dry,
+            ),
+        ),
+        st.sampled_from(["CancelJobs", "RetryJobs"]),
+        st.lists(ids, max_size=3),
+        texts,
+        st.integers(0, 12),
+        st.integers(-(2**31), 2**31 - 1),
+        texts,
+        texts,
+        st.booleans(),
+    ),
+    st.builds(
         lambda i, t, p: (
             "/jobs.v1.ExecutorService/Heartbeat",
             epb.HeartbeatRequest(job_id=i, lease_token=t, progress=p),
@@ -164,6 +184,9 @@ async def test_any_request_is_answered_as_documented_and_refusals_change_nothing
     method, message = request
     if getattr(message, "job_id", "") in PLACEHOLDERS:
         message.job_id = getattr(shared_stack, message.job_id[1:])  # type: ignore[attr-defined]
+    if isinstance(message, apb.CancelJobsRequest | apb.RetryJobsRequest):
+        named = message.selection.job_ids
+        named[:] = [getattr(shared_stack, i[1:]) if i in PLACEHOLDERS else i for i in named]
     before = await count_rows(shared_stack.database_url)
     async with open_channel(shared_stack.target, token) as channel:
         call = channel.unary_unary(
@@ -188,5 +211,10 @@ async def test_any_request_is_answered_as_documented_and_refusals_change_nothing
         assert delta == ONE_JOB
     elif method.endswith("CancelJob"):
         assert delta in ({"job_events": 1}, {"job_events": 1, "outbox_events": 1})
+    elif method.endswith(("CancelJobs", "RetryJobs")):
+        if message.dry_run:  # type: ignore[attr-defined]
+            assert delta == NOTHING
+        else:  # what a cancel or a re-run writes, nothing else
+            assert set(delta) <= {"jobs", "job_snapshots", "job_events", "outbox_events"}
     else:
         assert delta == NOTHING

@@ -151,6 +151,19 @@ def test_dockerfile_copies_every_package_it_installs() -> None:
     module_of(yaml.safe_load(cmd.group(1)))
 
 
+def test_the_image_installs_the_client_library_with_dependencies_from_the_lock() -> None:
+    """jobctl imports durable_jobs_client: the image installs it, and pip may not resolve
+    anything there (its dependencies come pinned and hashed from requirements.lock)."""
+    text = (ROOT / "Dockerfile").read_text()
+    assert "COPY client ./client" in text
+    assert re.search(r"^RUN pip install --no-deps \./client\b", text, re.M)
+    lock = (ROOT / "requirements.lock").read_text()
+    pinned = dict(re.findall(r"^([a-z0-9][a-z0-9._-]*)==(\S+) \\$", lock, re.M))
+    client = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text())["project"]
+    for requirement in client["dependencies"]:
+        assert _requirement_name(requirement) in pinned, requirement
+
+
 def containers(deployment: dict[str, Any]) -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = deployment["spec"]["template"]["spec"]["containers"]
     return result

@@ -14,9 +14,10 @@ import grpc
 from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.convert import STATUS_TO_PB, job_to_pb
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.models import JobFilter
+from job_service.domain.models import JobFilter, JobSelection
 from job_service.domain.scheduling import QueueState
-from job_service.usecases.admin import Admin
+from job_service.usecases.admin import Admin, attribution
+from job_service.usecases.bulk import BulkActions, BulkRequest
 from job_service.usecases.outbox import OutboxUpkeep
 from job_service.usecases.scheduling import Scheduler
 from shared.errors import FieldViolation, InvalidInput
@@ -24,8 +25,10 @@ from shared.pb.jobs.v1 import admin_service_pb2 as pb
 from shared.pb.jobs.v1 import admin_service_pb2_grpc
 from shared.pbconv import timestamp
 from shared.registry import Registry
+from shared.rpc_errors import status_proto_for
 
 log = logging.getLogger(__name__)
+ADMIN_DOMAIN = pb.DESCRIPTOR.services_by_name["AdminService"].full_name
 PB_TO_STATUS = {number: status for status, number in STATUS_TO_PB.items()}
 
 
@@ -37,10 +40,12 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         scheduler: Scheduler,
         registry: Registry,
         tokens: TokenTable,
+        bulk: BulkActions,
         *,
         job_retention_s: float = 0.0,
     ) -> None:
         self._job_retention_s = job_retention_s
+        self._bulk = bulk
         self._admin = admin
         self._outbox = outbox
         self._scheduler = scheduler
@@ -75,7 +80,8 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
     async def RetryJob(
         self, request: pb.RetryJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.RetryJobResponse:
-        job = await self._admin.retry_job(request.job_id)
+        principal = self._tokens.caller(context.invocation_metadata())
+        job = await self._admin.retry_job(request.job_id, attribution(principal))
         return pb.RetryJobResponse(job=job_to_pb(job, internal=True))
 
     async def ListDeadLetters(
@@ -184,6 +190,63 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
             ]
         )
 
+    async def CancelJobs(
+        self, request: pb.CancelJobsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CancelJobsResponse:
+        page = await self._bulk.cancel_jobs(self._bulk_request(request, context))
+        return pb.CancelJobsResponse(
+            cancelled=len(page.cancelled),
+            skipped=page.skipped,
+            matched=page.matched,
+            job_ids=page.cancelled,
+            next_page_token=page.next_page_token,
+        )
+
+    async def RetryJobs(
+        self, request: pb.RetryJobsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RetryJobsResponse:
+        page = await self._bulk.retry_jobs(self._bulk_request(request, context))
+        return pb.RetryJobsResponse(
+            retried=page.retried,
+            matched=page.matched,
+            outcomes=[
+                pb.RetryJobOutcome(
+                    job_id=o.job_id,
+                    new_job_id=o.new_job_id,
+                    status=None
+                    if o.error is None
+                    else status_proto_for(o.error, ADMIN_DOMAIN, {"job_id": o.job_id}),
+                )
+                for o in page.outcomes
+            ],
+            next_page_token=page.next_page_token,
+        )
+
+    def _bulk_request(
+        self,
+        request: pb.CancelJobsRequest | pb.RetryJobsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> BulkRequest:
+        s = request.selection
+        where = JobFilter(
+            user_id=s.user_id or None,
+            job_type=s.job_type or None,
+            status=_status(s.status, "selection.status"),
+            queue=s.queue or None,
+            created_after=_time(s, "created_after", "selection."),
+            created_before=_time(s, "created_before", "selection."),
+            target_type=s.target_type or None,
+            target_id=s.target_id or None,
+        )
+        return BulkRequest(
+            selection=JobSelection(where, tuple(s.job_ids)),
+            principal=self._tokens.caller(context.invocation_metadata()),
+            dry_run=request.dry_run,
+            limit=request.limit,
+            page_token=request.page_token,
+            reason=request.reason,
+        )
+
 
 def _queue_to_pb(state: QueueState) -> pb.QueueInfo:
     return pb.QueueInfo(
@@ -198,25 +261,27 @@ def _queue_to_pb(state: QueueState) -> pb.QueueInfo:
     )
 
 
-def _status(number: int) -> JobStatus | None:
+def _status(number: int, field: str = "status") -> JobStatus | None:
     if number == 0:
         return None
     try:
         return PB_TO_STATUS[number]
     except KeyError:
         raise InvalidInput(
-            "status is not a known job status",
-            [FieldViolation("status", "a JobStatus value, or unset")],
+            f"{field} is not a known job status",
+            [FieldViolation(field, "a JobStatus value, or unset")],
         ) from None
 
 
-def _time(request: pb.AdminListJobsRequest, name: str) -> datetime | None:
+def _time(
+    request: pb.AdminListJobsRequest | pb.JobSelection, name: str, prefix: str = ""
+) -> datetime | None:
     if not request.HasField(name):
         return None
     try:
         return getattr(request, name).ToDatetime(tzinfo=UTC)  # type: ignore[no-any-return]
     except (ValueError, OverflowError):
         raise InvalidInput(
-            f"{name} is out of range",
-            [FieldViolation(name, "a timestamp between years 1 and 9999")],
+            f"{prefix}{name} is out of range",
+            [FieldViolation(prefix + name, "a timestamp between years 1 and 9999")],
         ) from None

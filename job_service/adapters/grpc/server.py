@@ -18,6 +18,7 @@ from job_service.adapters.grpc.job_api import JobServicer
 from job_service.adapters.grpc.rpc_metrics import RpcMetricsInterceptor
 from job_service.settings import JobServiceSettings
 from job_service.usecases.admin import Admin
+from job_service.usecases.bulk import BulkActions
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.jobs import Jobs
 from job_service.usecases.leases import Leases
@@ -64,6 +65,7 @@ def build_server(
     results: Results,
     scheduler: Scheduler,
     admin: Admin,
+    bulk: BulkActions,
     outbox: OutboxUpkeep,
     vault: CredentialVault,
     watches: WatchHub,
@@ -85,7 +87,7 @@ def build_server(
     )
     admin_service_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
         AdminServicer(
-            admin, outbox, scheduler, registry, tokens, job_retention_s=s.job_retention_s
+            admin, outbox, scheduler, registry, tokens, bulk, job_retention_s=s.job_retention_s
         ),
         server,
     )

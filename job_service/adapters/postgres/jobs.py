@@ -183,7 +183,7 @@ WITH src AS (
     FROM inserted, src
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
-    SELECT id::uuid, NULL, 'queued', 0, 'retry' FROM inserted
+    SELECT id::uuid, NULL, 'queued', 0, $7::varchar FROM inserted
 ), dispatch AS (
     {dispatch_rows("inserted", dispatch_key("src.id", "create"), trace="NULL::jsonb")}
 )
@@ -258,11 +258,12 @@ WITH changed AS (
 SELECT status FROM changed
 """
 
-# Cancels the unfinished descendants of job $1: each moves as the lifecycle's CANCEL step
-# says ($2: a JSON map from status to status), with its timeline and domain events.
+# Cancels the unfinished descendants of the jobs $1 (an array): each moves as the
+# lifecycle's CANCEL step says ($2: a JSON map from status to status), with its timeline
+# and domain events.
 CANCEL_DESCENDANTS = f"""
 WITH RECURSIVE tree AS (
-    SELECT id FROM jobs WHERE parent_job_id = $1
+    SELECT id FROM jobs WHERE parent_job_id = ANY($1::uuid[])
     UNION
     SELECT c.id FROM jobs c JOIN tree ON c.parent_job_id = tree.id
 ), targets AS (
@@ -300,7 +301,8 @@ DELETE FROM job_snapshots WHERE job_id IN (
 # A parent in one of these has cancelled (or is cancelling) its unfinished children.
 CANCELLING = (JobStatus.CANCEL_REQUESTED.value, JobStatus.CANCELLED.value)
 
-_CANCEL_STEP = {s.value: transition(s, Step.CANCEL).value for s in sources(Step.CANCEL)}
+# CancelJob's step as a JSON map from status to status, for set-based cancels.
+CANCEL_STEP = {s.value: transition(s, Step.CANCEL).value for s in sources(Step.CANCEL)}
 
 
 class JobRepository:
@@ -334,12 +336,12 @@ class JobRepository:
             return refusal  # not a conflict: the quota kept the row out
         return job_from_row(existing), False
 
-    async def rerun(self, job_id: str, spec: RetrySpec) -> Job | None:
-        """A new job from a failed or cancelled job's snapshot; None when that job is not
-        (or no longer) failed or cancelled, or its snapshot is gone. A child's retry stays
-        its parent's child; it is refused (LiveChildExists) while the parent has another
-        child of its type that is unfinished or succeeded, and (JobNotRetryable) when the
-        parent was cancelled."""
+    async def rerun(self, job_id: str, spec: RetrySpec, reason: str = "retry") -> Job | None:
+        """A new job from a failed or cancelled job's snapshot, ``reason`` on its first
+        timeline event; None when that job is not (or no longer) failed or cancelled, or
+        its snapshot is gone. A child's retry stays its parent's child; it is refused
+        (LiveChildExists) while the parent has another child of its type that is
+        unfinished or succeeded, and (JobNotRetryable) when the parent was cancelled."""
         async with self._pool.acquire() as conn, conn.transaction():
             source = await conn.fetchrow(RERUN_SOURCE, job_id)
             if source is not None and source["parent_job_id"] is not None:
@@ -368,6 +370,7 @@ class JobRepository:
                 spec.timeout_ms,
                 spec.definition_version,
                 spec.snapshot_ttl_s,
+                reason,
             )
         return None if row is None else job_from_row(row)
 
@@ -413,7 +416,7 @@ class JobRepository:
                 public_message(ErrorCode.CANCELLED),
             )
             assert changed == after.value, "cancel raced although the row was locked"
-            descendants = await _cancel_descendants(conn, job_id)
+            descendants = await cancel_descendants_of(conn, [job_id])
             requested = [j for j, status in descendants if status is JobStatus.CANCEL_REQUESTED]
             return before, after, requested
 
@@ -423,7 +426,7 @@ class JobRepository:
         async with self._pool.acquire() as conn, conn.transaction():
             if await conn.fetchrow(CANCEL_STATE, job_id, user_id) is None:
                 return []
-            return await _cancel_descendants(conn, job_id)
+            return await cancel_descendants_of(conn, [job_id])
 
     async def delete_expired_snapshots(self, limit: int) -> int:
         """Removes up to ``limit`` expired snapshots of finished jobs; returns how many."""
@@ -431,14 +434,14 @@ class JobRepository:
         return int(done.split()[-1])
 
 
-async def _cancel_descendants(
-    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], job_id: str
+async def cancel_descendants_of(
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], job_ids: list[str]
 ) -> list[tuple[str, JobStatus]]:
-    """Cancels the job's unfinished descendants; each one changed with its new status."""
+    """Cancels the jobs' unfinished descendants; each one changed with its new status."""
     rows = await conn.fetch(
         CANCEL_DESCENDANTS,
-        job_id,
-        _CANCEL_STEP,
+        job_ids,
+        CANCEL_STEP,
         ErrorCode.CANCELLED.value,
         public_message(ErrorCode.CANCELLED),
     )
