@@ -140,7 +140,11 @@ class JobServiceApp:
             publisher,
             self._dispatcher,
             credentials,
-            Quotas(max_active=s.max_active_jobs_per_user, daily=s.daily_job_quota_per_user),
+            Quotas(
+                max_active=s.max_active_jobs_per_user,
+                daily=s.daily_job_quota_per_user,
+                daily_cost_usd=s.daily_cost_budget_usd_per_user,
+            ),
             BatchRepository(self._pool),
         )
         lease_store = LeaseRepository(self._pool, lease_ttl_s=s.lease_ttl_s)
