@@ -86,7 +86,9 @@ def expected(
     return dict(sums)
 
 
-def answered(response: upb.GetUsageResponse, group_by: Iterable[int]) -> dict[tuple[object, ...], Totals]:
+def answered(
+    response: upb.GetUsageResponse, group_by: Iterable[int]
+) -> dict[tuple[object, ...], Totals]:
     keys = [k for g, columns in GROUPINGS.items() if g in set(group_by) for k in columns]
     if not keys:
         return {(): _totals(response.totals)} if response.totals.calls else {}
