@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 import grpc
-from google.protobuf.timestamp_pb2 import Timestamp
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from hypothesis import HealthCheck, given, settings
