@@ -317,3 +317,28 @@ async def test_a_client_sees_only_the_user_it_names(
     assert bob == expected(facts, [4], user_id="bob")
     everyone = answered(await _usage(admin, [upb.USAGE_GROUPING_USER]), [4])
     assert set(everyone) == {(u,) for u in USERS}
+
+
+async def test_pruning_old_aggregates_takes_their_job_type_rows_along(
+    client: Client,
+    db: asyncpg.Connection,
+    pool: asyncpg.Pool,
+    admin: usage_service_pb2_grpc.UsageServiceStub,
+) -> None:
+    await seed(client, db)
+    facts = await facts_of(db)
+    await fold_synthetic_jobs(db, pool)
+    # every aggregate ages by 100 days; usage is kept 50 days
+    for table in ("usage_daily", "usage_daily_job_types"):
+        await db.execute(f"UPDATE {table} SET day = day - 100")
+
+    pruned = await RetentionRepository(pool).prune_usage_daily(50 * 86_400.0, 500)
+
+    assert pruned > 0
+    assert await db.fetchval("SELECT count(*) FROM usage_daily") == 0
+    assert await db.fetchval("SELECT count(*) FROM usage_daily_job_types") == 0
+    # what is left is exactly the usage rows of the jobs still stored
+    kept = [f for f in facts if f.job_type == "feynman_evaluation"]
+    for group_by in GROUPING_SETS:
+        got = answered(await _usage(admin, group_by, start=TODAY - timedelta(days=200)), group_by)
+        assert got == expected(kept, group_by)
