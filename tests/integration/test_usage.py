@@ -337,6 +337,13 @@ async def test_pruning_old_aggregates_takes_their_job_type_rows_along(
     assert pruned > 0
     assert await db.fetchval("SELECT count(*) FROM usage_daily") == 0
     assert await db.fetchval("SELECT count(*) FROM usage_daily_job_types") == 0
+    # an older replica's prune leaves the per-type rows of what it deleted: they count
+    # only beside their usage_daily row
+    await db.execute(
+        "INSERT INTO usage_daily_job_types (user_id, day, provider, model, job_type, calls,"
+        " cost_usd) VALUES ('alice', $1, 'fake', 'fake-primary', 'synthetic', 3, 1.5)",
+        (TODAY - timedelta(days=1)).date(),
+    )
     # what is left is exactly the usage rows of the jobs still stored
     kept = [f for f in facts if f.job_type == "feynman_evaluation"]
     for group_by in GROUPING_SETS:

@@ -6,6 +6,10 @@ can be, each call in exactly one of them at any moment:
 - ``usage_daily`` beyond its per-type rows: calls folded without a job type (before 0015,
   or by an older replica), reported under job type "".
 
+``usage_daily`` is the truth for deleted jobs: a per-type row counts only beside its
+``usage_daily`` row, so the folded totals are ``usage_daily``'s even if an older replica
+pruned ``usage_daily`` alone during a rolling deploy.
+
 The retention statement deletes a job's usage rows and folds them into both aggregates in
 one transaction, and this is one statement (one snapshot), so no call is counted twice or
 missed. Usage rows whose job is gone without retention (``job_id`` set NULL by the foreign
@@ -49,7 +53,10 @@ USAGE_ROWS = f"""
       AND ($1::text IS NULL OR j.user_id = $1)
     UNION ALL
     SELECT t.user_id, t.job_type, t.provider, t.model, t.day, {", ".join(_MEASURES)}
-    FROM usage_daily_job_types t WHERE {_days("t")}
+    FROM usage_daily_job_types t WHERE {_days("t")} AND EXISTS (
+        SELECT 1 FROM usage_daily d
+        WHERE ({", ".join(f"d.{k}" for k in _AGGREGATE_KEY)})
+            = ({", ".join(f"t.{k}" for k in _AGGREGATE_KEY)}))
     UNION ALL
     SELECT d.user_id, '', d.provider, d.model, d.day,
            {", ".join(f"d.{m} - coalesce(t.{m}, 0)" for m in _MEASURES)}
