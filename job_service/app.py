@@ -35,6 +35,7 @@ from job_service.adapters.postgres.results import ResultRepository
 from job_service.adapters.postgres.retention import RetentionRepository
 from job_service.adapters.postgres.schema_version import schema_state
 from job_service.adapters.postgres.sessions import SessionRepository
+from job_service.adapters.postgres.usage_reports import UsageReportRepository
 from job_service.domain.models import Quotas
 from job_service.domain.paging import PageTokens
 from job_service.periodic import Periodic
@@ -54,6 +55,7 @@ from job_service.usecases.results import Results
 from job_service.usecases.retention import Retention
 from job_service.usecases.scheduling import Scheduler, tier_estimates, unlimited_queues
 from job_service.usecases.sessions import WorkerSessions
+from job_service.usecases.usage import UsageReports
 from job_service.usecases.watch import WatchHub
 from shared.jetstream import ensure_streams
 from shared.metrics import MetricsServer, publish_build_info
@@ -140,7 +142,11 @@ class JobServiceApp:
             publisher,
             self._dispatcher,
             credentials,
-            Quotas(max_active=s.max_active_jobs_per_user, daily=s.daily_job_quota_per_user),
+            Quotas(
+                max_active=s.max_active_jobs_per_user,
+                daily=s.daily_job_quota_per_user,
+                daily_cost_usd=s.daily_cost_budget_usd_per_user,
+            ),
             BatchRepository(self._pool),
         )
         lease_store = LeaseRepository(self._pool, lease_ttl_s=s.lease_ttl_s)
@@ -257,6 +263,7 @@ class JobServiceApp:
             vault=vault,
             watches=watches,
             sessions=sessions,
+            usage=UsageReports(UsageReportRepository(self._pool)),
         )
         address = f"{s.grpc_host}:{s.grpc_port}"
         if tls is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -93,6 +95,10 @@ class JobServiceSettings(BaseSettings):
     # limit by the number in flight.
     max_active_jobs_per_user: int = Field(default=100, ge=0)
     daily_job_quota_per_user: int = Field(default=10_000, ge=0)
+    # What a user's provider calls may cost per UTC day (US dollars, the usage rows' cost)
+    # before CreateJob refuses (QUOTA_EXCEEDED, quota "daily_cost_budget"); 0 is off. Soft
+    # as well: jobs already created may spend past it.
+    daily_cost_budget_usd_per_user: Decimal = Field(default=Decimal(0), ge=0)
     # Signs ListJobs page tokens; unset: the secret stored in the database by migration
     # 0004, shared by every replica.
     page_token_secret: str = ""

@@ -201,7 +201,8 @@ class TooManyJobs(JobsError):
 
 
 class QuotaExceeded(JobsError):
-    """The user created as many jobs today (UTC) as allowed."""
+    """The user created as many jobs today (UTC) as allowed, or spent the daily cost
+    budget (ErrorInfo metadata ``quota``: ``daily_jobs`` or ``daily_cost_budget``)."""
 
     reason = Reason.QUOTA_EXCEEDED
 

@@ -52,6 +52,9 @@ SNAPSHOT_CLEAN_BATCH = 500
 DELAYED_WAKE_HORIZON_S = 60.0
 # CreateJobs' items per call.
 MAX_CREATE_BATCH = 500
+# QUOTA_EXCEEDED's ErrorInfo metadata "quota": which daily limit refused the create.
+DAILY_JOBS = "daily_jobs"
+DAILY_COST_BUDGET = "daily_cost_budget"
 
 Created = tuple[Job, bool]
 
@@ -230,6 +233,9 @@ class Jobs:
         return new, due
 
     def _quota_error(self, refusal: QuotaRefusal) -> JobsError:
+        """The limit a refusal hit: unfinished jobs, then the day's jobs, then the day's
+        cost; the two daily ones name themselves (ErrorInfo ``quota``) and last until the
+        next UTC midnight."""
         limits = self._quotas
         if limits.max_active and refusal.active >= limits.max_active:
             return TooManyJobs(
@@ -238,9 +244,23 @@ class Jobs:
             )
         now = datetime.now(UTC)
         midnight = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        until_midnight = round((midnight - now).total_seconds(), 3)
+        over_daily = limits.daily and refusal.today >= limits.daily
+        if not over_daily and limits.daily_cost_usd and refusal.spent >= limits.daily_cost_usd:
+            budget = f"{limits.daily_cost_usd:.2f}"
+            return QuotaExceeded(
+                f"the daily cost budget of {budget} USD per user (UTC) is spent",
+                retry_after_s=until_midnight,
+                metadata={
+                    "quota": DAILY_COST_BUDGET,
+                    "budget_usd": f"{limits.daily_cost_usd:f}",
+                    "spent_usd": f"{refusal.spent:f}",
+                },
+            )
         return QuotaExceeded(
             f"at most {limits.daily} jobs per user per day (UTC)",
-            retry_after_s=round((midnight - now).total_seconds(), 3),
+            retry_after_s=until_midnight,
+            metadata={"quota": DAILY_JOBS},
         )
 
     async def _check_credential(

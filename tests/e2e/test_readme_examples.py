@@ -63,6 +63,7 @@ EXPECTED_BLOCKS = {
     "diagnose-grpcurl",
     "feynman-grpcurl",
     "credentials-grpcurl",
+    "usage-grpcurl",
     "scheduling-jobctl",
     "scheduling-grpcurl",
     "operating-jobctl",
@@ -317,6 +318,25 @@ async def test_credentials_with_grpcurl(
     [artifact] = job["artifacts"]  # type: ignore[index]
     # synthetic puts the fingerprint of the key it was given in its artifact
     assert artifact["payload"]["api_key"] == stored["fingerprint"]  # type: ignore[index]
+
+
+async def test_usage_with_grpcurl(
+    blocks: dict[str, list[str]], reader: Reader, worker: WorkerApp, db: asyncpg.Connection
+) -> None:
+    runs = await reader.run_block(blocks["usage-grpcurl"])
+
+    job_id = reader.placeholders["<id>"]
+    calls, cost = await db.fetchrow(
+        "SELECT count(*), sum(cost_usd) FROM usage_logs WHERE job_id = $1", job_id
+    )
+    assert calls >= 1
+    groups = run_of(runs, "USAGE_GROUPING_JOB_TYPE").messages()[0]["groups"]
+    [evaluation] = [g for g in groups if g["job_type"] == "feynman_evaluation"]  # type: ignore[union-attr, index]
+    # the finished parent's calls, to the micro-dollar (its child may still be running)
+    assert evaluation["totals"]["calls"] == str(calls)  # type: ignore[index]
+    assert evaluation["totals"]["cost_usd"] == f"{cost:.6f}"  # type: ignore[index]
+    everyone = run_of(runs, "USAGE_GROUPING_USER").messages()[0]["groups"]
+    assert "u7" in {g["user_id"] for g in everyone}  # type: ignore[union-attr, index]
 
 
 async def test_scheduling_with_jobctl(

@@ -23,6 +23,7 @@ from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import credential_service_pb2 as cpb
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
+from shared.pb.jobs.v1 import usage_service_pb2 as upb
 from shared.pbconv import struct_from_dict
 from tests.support.ai import FEYNMAN_INPUT
 from tests.support.shared_stack import SharedStack, shared_stack
@@ -99,6 +100,21 @@ JOB = "/jobs.v1.JobService/"
 ADMIN = "/jobs.v1.AdminService/"
 EXEC = "/jobs.v1.ExecutorService/"
 CRED = "/jobs.v1.CredentialService/"
+USAGE = "/jobs.v1.UsageService/GetUsage"
+MIDNIGHT = NOW - NOW % 86_400
+
+
+def usage(
+    start: int | None = MIDNIGHT - 7 * 86_400, end: int | None = MIDNIGHT, **fields: Any
+) -> Callable[[SharedStack], Message]:
+    """A GetUsageRequest over [start, end) (epoch seconds; None leaves a bound out)."""
+    fields.setdefault("user_id", "alice")
+    if start is not None:
+        fields["start_time"] = Timestamp(seconds=start)
+    if end is not None:
+        fields["end_time"] = Timestamp(seconds=end)
+    return lambda s: upb.GetUsageRequest(**fields)
+
 
 CASES: dict[str, Case] = {
     # --- CreateJob
@@ -463,6 +479,46 @@ CASES: dict[str, Case] = {
         lambda s: cpb.DeleteCredentialRequest(user_id="alice", credential_id=SQL),
         INVALID,
         "INVALID_INPUT",
+    ),
+    # --- UsageService (issue 19)
+    "usage: no start": Case(USAGE, usage(start=None), INVALID, "INVALID_INPUT"),
+    "usage: no end": Case(USAGE, usage(end=None), INVALID, "INVALID_INPUT"),
+    "usage: start inside a day": Case(
+        USAGE, usage(start=MIDNIGHT - 86_400 + 1), INVALID, "INVALID_INPUT"
+    ),
+    "usage: end inside a day": Case(USAGE, usage(end=MIDNIGHT + 3600), INVALID, "INVALID_INPUT"),
+    "usage: end before start": Case(
+        USAGE, usage(start=MIDNIGHT, end=MIDNIGHT - 86_400), INVALID, "INVALID_INPUT"
+    ),
+    "usage: an empty range": Case(
+        USAGE, usage(start=MIDNIGHT, end=MIDNIGHT), INVALID, "INVALID_INPUT"
+    ),
+    "usage: over 400 days": Case(
+        USAGE, usage(start=MIDNIGHT - 401 * 86_400), INVALID, "INVALID_INPUT"
+    ),
+    "usage: start out of range": Case(USAGE, usage(start=-(2**62)), INVALID, "INVALID_INPUT"),
+    "usage: unknown grouping": Case(USAGE, usage(group_by=[99]), INVALID, "INVALID_INPUT"),
+    "usage: unspecified grouping": Case(
+        USAGE, usage(group_by=[upb.USAGE_GROUPING_UNSPECIFIED]), INVALID, "INVALID_INPUT"
+    ),
+    "usage: a grouping twice": Case(
+        USAGE,
+        usage(group_by=[upb.USAGE_GROUPING_DAY, upb.USAGE_GROUPING_DAY]),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "usage: user with control characters": Case(
+        USAGE, usage(user_id=CONTROL), INVALID, "INVALID_INPUT"
+    ),
+    "usage: user too long": Case(USAGE, usage(user_id=LONG), INVALID, "INVALID_INPUT"),
+    "usage: client role without a user": Case(
+        USAGE, usage(user_id=""), INVALID, "INVALID_INPUT", token=CLIENT_TOKEN
+    ),
+    "usage: worker role": Case(
+        USAGE, usage(), grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED", token=WORKER_TOKEN
+    ),
+    "usage: no token": Case(
+        USAGE, usage(), grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED", token=""
     ),
     # --- ExecutorService
     "report usage: a token of no attempt": Case(

@@ -5,10 +5,12 @@ exactly what its operation writes."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import grpc
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +20,7 @@ from shared.errors import Reason
 from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
+from shared.pb.jobs.v1 import usage_service_pb2 as upb
 from shared.pbconv import struct_from_dict
 from tests.support.shared_stack import SharedStack, shared_stack
 from tests.support.stack import (
@@ -75,6 +78,23 @@ inputs = st.one_of(
 tokens = st.sampled_from(
     [ALL_ROLES_TOKEN, ALL_ROLES_TOKEN, CLIENT_TOKEN, ADMIN_TOKEN, WORKER_TOKEN, "", "guess"]
 )
+
+
+# GetUsage's bounds: any instant, or a UTC midnight near today (which it accepts)
+MIDNIGHT = int(time.time()) // 86_400 * 86_400
+instants = st.one_of(
+    st.integers(-(2**40), 2**40), st.integers(-500, 500).map(lambda d: MIDNIGHT + d * 86_400)
+)
+
+
+def _usage(user: str, start: int, end: int, group_by: list[int]) -> Any:
+    request = upb.GetUsageRequest(
+        user_id=user,
+        start_time=Timestamp(seconds=start),
+        end_time=Timestamp(seconds=end),
+        group_by=group_by,
+    )
+    return ("/jobs.v1.UsageService/GetUsage", request)
 
 
 def _create(user: str, job_type: str, raw: dict[str, Any], key: str, prio: int | None) -> Any:
@@ -153,6 +173,7 @@ requests = st.one_of(
         ids,
         texts,
     ),
+    st.builds(_usage, texts, instants, instants, st.lists(st.integers(-1, 6), max_size=5)),
 )
 
 

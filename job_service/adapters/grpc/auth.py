@@ -40,6 +40,8 @@ class Role(StrEnum):
 SERVICE_ROLES: dict[str, frozenset[Role]] = {
     "jobs.v1.JobService": frozenset({Role.CLIENT, Role.ADMIN}),
     "jobs.v1.CredentialService": frozenset({Role.CLIENT, Role.ADMIN}),
+    # a client sees the usage of the user it names; an admin any user's, or everyone's
+    "jobs.v1.UsageService": frozenset({Role.CLIENT, Role.ADMIN}),
     "jobs.v1.AdminService": frozenset({Role.ADMIN}),
     "jobs.v1.ExecutorService": frozenset({Role.WORKER}),
 }
@@ -134,6 +136,12 @@ class TokenTable:
         token = _bearer(metadata)
         principal = self.principal(token) if token else None
         return principal.name if principal else ""
+
+    def roles(self, metadata: tuple[tuple[str, str | bytes], ...] | None) -> frozenset[Role]:
+        """The roles of the principal whose token the call carries (none if no token)."""
+        token = _bearer(metadata)
+        principal = self.principal(token) if token else None
+        return principal.roles if principal else frozenset()
 
 
 def _bearer(metadata: tuple[tuple[str, str | bytes], ...] | None) -> str | None:

@@ -1,4 +1,4 @@
-"""The gRPC server of the job service: the four services behind the error and auth
+"""The gRPC server of the job service: the five services behind the error and auth
 interceptors, plus health and reflection."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from job_service.adapters.grpc.errors import ErrorInterceptor
 from job_service.adapters.grpc.executor_api import ExecutorServicer
 from job_service.adapters.grpc.job_api import JobServicer
 from job_service.adapters.grpc.rpc_metrics import RpcMetricsInterceptor
+from job_service.adapters.grpc.usage_api import UsageServicer
 from job_service.settings import JobServiceSettings
 from job_service.usecases.admin import Admin
 from job_service.usecases.bulk import BulkActions
@@ -26,6 +27,7 @@ from job_service.usecases.outbox import OutboxUpkeep
 from job_service.usecases.results import Results
 from job_service.usecases.scheduling import Scheduler
 from job_service.usecases.sessions import WorkerSessions
+from job_service.usecases.usage import UsageReports
 from job_service.usecases.watch import WatchHub
 from shared.pb.jobs.v1 import (
     admin_service_pb2,
@@ -36,6 +38,8 @@ from shared.pb.jobs.v1 import (
     executor_service_pb2_grpc,
     job_service_pb2,
     job_service_pb2_grpc,
+    usage_service_pb2,
+    usage_service_pb2_grpc,
 )
 from shared.registry import Registry
 
@@ -51,6 +55,7 @@ SERVICE_NAMES = (
     executor_service_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name,
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
     credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"].full_name,
+    usage_service_pb2.DESCRIPTOR.services_by_name["UsageService"].full_name,
 )
 
 
@@ -70,6 +75,7 @@ def build_server(
     vault: CredentialVault,
     watches: WatchHub,
     sessions: WorkerSessions,
+    usage: UsageReports,
 ) -> grpc.aio.Server:
     server = grpc.aio.server(
         # outermost first: the metrics see the final code, the error interceptor translates
@@ -105,6 +111,9 @@ def build_server(
     )
     credential_service_pb2_grpc.add_CredentialServiceServicer_to_server(  # type: ignore[no-untyped-call]
         CredentialServicer(vault), server
+    )
+    usage_service_pb2_grpc.add_UsageServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        UsageServicer(usage, tokens), server
     )
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -4,7 +4,8 @@ one (idempotency key, quotas), with its snapshot, timeline event and dispatch ro
 The items travel as one JSON array (``jsonb_to_recordset``) with ids chosen here, so that
 each inserted row finds its item again. Quotas are counted per user in the order of the
 items: the n-th new job of a user in the batch is admitted when the user's unfinished jobs
-plus n stay within the limit, and likewise for the day's count.
+plus n stay within the limit, and likewise for the day's count; while a user's cost today
+is within the daily budget, all of the user's items may pass it (creating costs nothing).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from job_service.adapters.postgres.jobs import (
     SNAPSHOT_FIELDS,
     new_job_record,
     record_type,
+    spent_today,
     user_keys,
 )
 from job_service.adapters.postgres.outbox import dispatch_key, dispatch_rows
@@ -32,7 +34,7 @@ from job_service.domain.lifecycle import ACTIVE, statuses_sql
 from job_service.domain.models import Job, NewJob, QuotaRefusal, Quotas
 
 _ITEM = {"idx": "int", "id": "uuid", **NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS}
-_MAX_ACTIVE, _DAILY = "$2::int", "$3::int"
+_MAX_ACTIVE, _DAILY, _BUDGET = "$2::int", "$3::int", "$5::numeric"
 
 CREATE_JOBS = f"""
 WITH new AS (
@@ -44,7 +46,8 @@ WITH new AS (
             AS active,
         coalesce((SELECT created FROM job_quota_usage
                   WHERE {_DAILY} > 0 AND user_id = u.user_id
-                    AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today
+                    AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today,
+        {spent_today("u.user_id", _BUDGET)} AS spent
     FROM (SELECT DISTINCT user_id FROM new) u
 ), fresh AS (
     -- items whose idempotency key names no job yet, numbered per user in item order
@@ -62,6 +65,7 @@ WITH new AS (
     FROM fresh f JOIN usage u ON u.user_id = f.user_id
     WHERE ({_MAX_ACTIVE} = 0 OR u.active + f.rank <= {_MAX_ACTIVE})
       AND ({_DAILY} = 0 OR u.today + f.rank <= {_DAILY})
+      AND ({_BUDGET} = 0 OR u.spent < {_BUDGET})
 ), inserted AS (
     INSERT INTO jobs AS j (id, {", ".join(NEW_JOB_COLUMNS)}, status, queued_at, sched_key)
     SELECT new.id, {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS)},
@@ -99,7 +103,8 @@ WITH new AS (
 )
 SELECT n.idx AS item, inserted.*,
        u.active + coalesce(f.rank, 1) - 1 AS quota_active,
-       u.today + coalesce(f.rank, 1) - 1 AS quota_today
+       u.today + coalesce(f.rank, 1) - 1 AS quota_today,
+       u.spent AS quota_spent
 FROM new n
 JOIN usage u ON u.user_id = n.user_id
 LEFT JOIN fresh f ON f.idx = n.idx
@@ -126,7 +131,14 @@ class BatchRepository:
             for n, new in enumerate(news)
         ]
         async with self._pool.acquire() as conn:
-            rows = await conn.fetch(CREATE_JOBS, items, quotas.max_active, quotas.daily, trace)
+            rows = await conn.fetch(
+                CREATE_JOBS,
+                items,
+                quotas.max_active,
+                quotas.daily,
+                trace,
+                quotas.daily_cost_usd,
+            )
             outcomes: list[Outcome | None] = [None] * len(news)
             lookups: list[int] = []
             for row in rows:
@@ -134,7 +146,9 @@ class BatchRepository:
                 if row["id"] is not None:
                     outcomes[n] = (job_from_row(row), True)
                     continue
-                outcomes[n] = QuotaRefusal(active=row["quota_active"], today=row["quota_today"])
+                outcomes[n] = QuotaRefusal(
+                    active=row["quota_active"], today=row["quota_today"], spent=row["quota_spent"]
+                )
                 if news[n].idempotency_key is not None:
                     lookups.append(n)
             # a key used before (or by a concurrent writer, committed once ON CONFLICT

@@ -89,14 +89,36 @@ def user_keys(src: str) -> str:
 
 
 # CreateJob's named parameters: each name's `$n::type` (bound in this order by `create`),
-# then the two quota limits. Positional binding keeps asyncpg's binary encoding of each value.
+# then the three quota limits. Positional binding keeps asyncpg's binary encoding of each value.
 _PARAM = {name: f"${n}::{sql_type}" for n, (name, sql_type) in enumerate(_NEW_JOB.items(), 1)}
 _MAX_ACTIVE, _DAILY = f"${len(_PARAM) + 1}::int", f"${len(_PARAM) + 2}::int"
+_BUDGET = f"${len(_PARAM) + 3}::numeric"
+
+_MIDNIGHT = "(date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')"
+
+
+def spent_today(user: str, budget: str) -> str:
+    """What user ``user`` (SQL) spent on provider calls today (UTC), in US dollars; 0 without
+    a ``budget`` (SQL; 0 is off), so that the budget costs nothing while it is off. The
+    calls of its jobs still stored — only unfinished jobs and jobs finished today can have
+    calls today, each found on an index — plus today's calls of jobs retention already
+    deleted (usage_daily)."""
+    return f"""CASE WHEN {budget} > 0 THEN
+        (SELECT coalesce(sum(spend.cost_usd), 0) FROM usage_logs spend
+         WHERE spend.created_at >= {_MIDNIGHT} AND spend.job_id IN (
+             SELECT id FROM jobs WHERE user_id = {user} AND status IN {statuses_sql(ACTIVE)}
+             UNION ALL
+             SELECT id FROM jobs WHERE user_id = {user} AND finished_at >= {_MIDNIGHT}))
+        + (SELECT coalesce(sum(cost_usd), 0) FROM usage_daily
+           WHERE user_id = {user} AND day = (now() AT TIME ZONE 'UTC')::date)
+        ELSE 0 END"""
+
 
 # Quotas: the unfinished-jobs count stops at its limit (0 counts nothing), so it costs at
 # most that many index entries; jobs created today (UTC) are a counter row per user and day
-# (0 leaves the counter alone), bumped in the same statement. The status list is spelled as
-# the partial index jobs_user_active spells it.
+# (0 leaves the counter alone), bumped in the same statement; the day's cost (the daily
+# budget, 0 reads nothing) is summed from the user's usage rows of today. The status list
+# is spelled as the partial index jobs_user_active spells it.
 CREATE_JOB = f"""
 WITH new AS (
     SELECT {", ".join(f"{param} AS {name}" for name, param in _PARAM.items())}
@@ -107,7 +129,8 @@ WITH new AS (
             AS active,
         coalesce((SELECT created FROM job_quota_usage
                   WHERE {_DAILY} > 0 AND user_id = {_PARAM["user_id"]}
-                    AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today
+                    AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today,
+        {spent_today(_PARAM["user_id"], _BUDGET)} AS spent
 ), keyed AS (
     SELECT {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS if c not in KEY_COLUMNS)},
            {user_keys("new")}
@@ -120,6 +143,7 @@ WITH new AS (
     FROM keyed new, usage
     WHERE ({_MAX_ACTIVE} = 0 OR usage.active < {_MAX_ACTIVE})
       AND ({_DAILY} = 0 OR usage.today < {_DAILY})
+      AND ({_BUDGET} = 0 OR usage.spent < {_BUDGET})
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
     RETURNING {JOB_COLUMNS}
@@ -147,7 +171,8 @@ WITH new AS (
     WHERE {_DAILY} > 0
     ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + 1
 )
-SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today
+SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today,
+       usage.spent AS quota_spent
 FROM usage LEFT JOIN inserted ON true
 """
 
@@ -321,11 +346,14 @@ class JobRepository:
                 *new_job_record(new, _NEW_JOB).values(),
                 quotas.max_active,
                 quotas.daily,
+                quotas.daily_cost_usd,
             )
             assert row is not None, "the usage row is always there"
             if row["id"] is not None:
                 return job_from_row(row), True
-            refusal = QuotaRefusal(active=row["quota_active"], today=row["quota_today"])
+            refusal = QuotaRefusal(
+                active=row["quota_active"], today=row["quota_today"], spent=row["quota_spent"]
+            )
             if new.idempotency_key is None:
                 return refusal
             # The key exists: ON CONFLICT waited for its writer to commit, so it is visible.

@@ -44,6 +44,20 @@ WITH victims AS (
         input_tokens = d.input_tokens + excluded.input_tokens,
         output_tokens = d.output_tokens + excluded.output_tokens,
         cost_usd = d.cost_usd + excluded.cost_usd
+), billed_by_type AS (
+    -- the same sums again under the batch's job type ($1), for GetUsage by job type
+    INSERT INTO usage_daily_job_types AS d (user_id, day, provider, model, job_type, calls,
+                                            failed_calls, input_tokens, output_tokens, cost_usd)
+    SELECT user_id, (created_at AT TIME ZONE 'UTC')::date, provider, model, $1, count(*),
+           count(*) FILTER (WHERE error_code IS NOT NULL), sum(input_tokens),
+           sum(output_tokens), sum(cost_usd)
+    FROM usage GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+    ON CONFLICT (user_id, day, provider, model, job_type) DO UPDATE SET
+        calls = d.calls + excluded.calls,
+        failed_calls = d.failed_calls + excluded.failed_calls,
+        input_tokens = d.input_tokens + excluded.input_tokens,
+        output_tokens = d.output_tokens + excluded.output_tokens,
+        cost_usd = d.cost_usd + excluded.cost_usd
 ), outbox AS (
     DELETE FROM outbox_events o USING victims v
     WHERE o.status = '{OutboxStatus.DEAD.value}' AND o.aggregate_id = v.id::text
@@ -64,13 +78,22 @@ DELETE FROM job_quota_usage WHERE (user_id, day) IN (
 )
 """
 
+# The per-job-type rows of the aggregates pruned go with them, in the same statement, so
+# that the two tables never disagree about a day GetUsage reports.
 PRUNE_USAGE_DAILY = """
-DELETE FROM usage_daily WHERE (user_id, day, provider, model) IN (
-    SELECT user_id, day, provider, model FROM usage_daily
-    WHERE day < ((now() - $1 * interval '1 second') AT TIME ZONE 'UTC')::date
-    ORDER BY day LIMIT $2
-    FOR UPDATE SKIP LOCKED
+WITH pruned AS (
+    DELETE FROM usage_daily WHERE (user_id, day, provider, model) IN (
+        SELECT user_id, day, provider, model FROM usage_daily
+        WHERE day < ((now() - $1 * interval '1 second') AT TIME ZONE 'UTC')::date
+        ORDER BY day LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING user_id, day, provider, model
+), by_type AS (
+    DELETE FROM usage_daily_job_types t USING pruned p
+    WHERE (t.user_id, t.day, t.provider, t.model) = (p.user_id, p.day, p.provider, p.model)
 )
+SELECT count(*) FROM pruned
 """
 
 
@@ -87,7 +110,7 @@ class RetentionRepository:
         return _count(await self._pool.execute(PRUNE_QUOTA_COUNTERS, limit))
 
     async def prune_usage_daily(self, retention_s: float, limit: int) -> int:
-        return _count(await self._pool.execute(PRUNE_USAGE_DAILY, retention_s, limit))
+        return int(await self._pool.fetchval(PRUNE_USAGE_DAILY, retention_s, limit))
 
 
 def _count(status: str) -> int:

@@ -144,6 +144,13 @@ jobs = Table(
         "user_id",
         postgresql_where=text(f"status IN {statuses_sql(ACTIVE)}"),
     ),
+    # the daily cost budget: a user's jobs finished today (migration 0015)
+    Index(
+        "jobs_user_finished",
+        "user_id",
+        "finished_at",
+        postgresql_where=text("finished_at IS NOT NULL"),
+    ),
     # the reaper's scan: only leased jobs, by expiry
     Index(
         "jobs_lease_expiry",
@@ -347,6 +354,25 @@ usage_daily = Table(
     Column("output_tokens", BigInteger, nullable=False, server_default="0"),
     Column("cost_usd", Numeric(18, 6), nullable=False, server_default="0"),
     Index("usage_daily_day", "day"),
+)
+
+# usage_daily's rows again, split by the job type of the jobs folded (migration 0015),
+# written by the same retention statement. What usage_daily holds beyond these rows (folded
+# before 0015, or by an older replica) is reported under job type "".
+usage_daily_job_types = Table(
+    "usage_daily_job_types",
+    metadata,
+    Column("user_id", String(255), primary_key=True),
+    Column("day", Date, primary_key=True),
+    Column("provider", String(64), primary_key=True),
+    Column("model", String(255), primary_key=True),
+    Column("job_type", String(64), primary_key=True),
+    Column("calls", BigInteger, nullable=False, server_default="0"),
+    Column("failed_calls", BigInteger, nullable=False, server_default="0"),
+    Column("input_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("output_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("cost_usd", Numeric(18, 6), nullable=False, server_default="0"),
+    Index("usage_daily_job_types_day", "day"),
 )
 
 # Users' own provider keys, sealed (job_service.domain.credentials): the plaintext is never
