@@ -143,6 +143,7 @@ def step_response_to_pb(response: StepResponse) -> executor_service_pb2.StepResp
         model=response.model,
         input_tokens=response.input_tokens,
         output_tokens=response.output_tokens,
+        provider=response.provider,
     )
 
 
@@ -157,6 +158,7 @@ def step_response_from_pb(message: executor_service_pb2.StepResponse) -> StepRes
         model=message.model,
         input_tokens=max(0, min(message.input_tokens, _INT32_MAX)),
         output_tokens=max(0, min(message.output_tokens, _INT32_MAX)),
+        provider=message.provider[:64],
     )
 
 

@@ -29,15 +29,18 @@ class StepResponse:
     model: str
     input_tokens: int = 0
     output_tokens: int = 0
+    # Who answered, as usage rows name it ("fake", "openai").
+    provider: str = ""
 
     @classmethod
-    def of(cls, response: ProviderResponse) -> StepResponse:
+    def of(cls, response: ProviderResponse, provider: str) -> StepResponse:
         return cls(
             response.text,
             response.parsed,
             response.model,
             response.input_tokens,
             response.output_tokens,
+            provider,
         )
 
     def replayed(self) -> ProviderResponse:

@@ -25,12 +25,13 @@ WITH job AS (
     FOR SHARE
 ), step AS (
     INSERT INTO job_steps AS s (job_id, step, attempt, call_id, response_text,
-                                response_parsed, model, input_tokens, output_tokens)
-    SELECT id, $4, attempt_count, $5, $6, $7::jsonb, $8, $9, $10 FROM job
+                                response_parsed, provider, model, input_tokens,
+                                output_tokens)
+    SELECT id, $4, attempt_count, $5, $6, $7::jsonb, $12, $8, $9, $10 FROM job
     ON CONFLICT (job_id, step) DO UPDATE SET
         attempt = excluded.attempt, call_id = excluded.call_id,
         response_text = excluded.response_text, response_parsed = excluded.response_parsed,
-        model = excluded.model, input_tokens = excluded.input_tokens,
+        provider = excluded.provider, model = excluded.model, input_tokens = excluded.input_tokens,
         output_tokens = excluded.output_tokens, created_at = now()
 ), usage AS (
     {insert_usage("$11", "job.attempt_count", "CROSS JOIN job")}
@@ -40,7 +41,7 @@ SELECT attempt_count FROM job
 
 STEPS_OF = """
 SELECT job_id::text AS job_id, step, attempt, call_id, response_text, response_parsed,
-       model, input_tokens, output_tokens
+       provider, model, input_tokens, output_tokens
 FROM job_steps WHERE job_id = ANY($1::uuid[])
 ORDER BY job_id, created_at, step
 """
@@ -75,6 +76,7 @@ class StepRepository:
             response.input_tokens,
             response.output_tokens,
             [usage_row(job_id, usage)],
+            response.provider or usage.provider,
         )
         if attempt is None:
             raise LeaseLost("the lease on this job is no longer held")
@@ -92,6 +94,7 @@ class StepRepository:
                         model=row["model"],
                         input_tokens=row["input_tokens"],
                         output_tokens=row["output_tokens"],
+                        provider=row["provider"],
                     ),
                     attempt=row["attempt"],
                     call_id=row["call_id"],

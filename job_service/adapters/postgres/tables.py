@@ -235,6 +235,7 @@ job_steps = Table(
     Column("call_id", String(64), nullable=False),
     Column("response_text", Text, nullable=False),
     Column("response_parsed", JSONB),
+    Column("provider", String(64), nullable=False),
     Column("model", String(255), nullable=False),
     Column("input_tokens", Integer, nullable=False, server_default="0"),
     Column("output_tokens", Integer, nullable=False, server_default="0"),

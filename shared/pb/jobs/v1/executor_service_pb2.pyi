@@ -270,18 +270,20 @@ class ReportUsageResponse(_message.Message):
     def __init__(self, attempt: _Optional[int] = ..., recorded: _Optional[int] = ...) -> None: ...
 
 class StepResponse(_message.Message):
-    __slots__ = ("text", "parsed_json", "model", "input_tokens", "output_tokens")
+    __slots__ = ("text", "parsed_json", "model", "input_tokens", "output_tokens", "provider")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     PARSED_JSON_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
     text: str
     parsed_json: str
     model: str
     input_tokens: int
     output_tokens: int
-    def __init__(self, text: _Optional[str] = ..., parsed_json: _Optional[str] = ..., model: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ...) -> None: ...
+    provider: str
+    def __init__(self, text: _Optional[str] = ..., parsed_json: _Optional[str] = ..., model: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., provider: _Optional[str] = ...) -> None: ...
 
 class RecordStepRequest(_message.Message):
     __slots__ = ("job_id", "lease_token", "step", "response", "usage")

@@ -37,6 +37,7 @@ def upgrade() -> None:
         sa.Column("call_id", sa.String(64), nullable=False),
         sa.Column("response_text", sa.Text, nullable=False),
         sa.Column("response_parsed", JSONB),
+        sa.Column("provider", sa.String(64), nullable=False),
         sa.Column("model", sa.String(255), nullable=False),
         sa.Column("input_tokens", sa.Integer, nullable=False, server_default="0"),
         sa.Column("output_tokens", sa.Integer, nullable=False, server_default="0"),
