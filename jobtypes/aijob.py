@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -79,18 +79,22 @@ Variables = Callable[[Any], dict[str, Any]]
 # validate against the output model, or raises ExecutionError(VALIDATION_*).
 Validator = Callable[[dict[str, Any], Any], dict[str, Any]]
 Projector = Callable[[ProjectionInput], Projection]
-# The answer's parsed JSON object checked and shaped into the step's output, or
-# ExecutionError(VALIDATION_*) naming what was wrong.
-Check = Callable[[ProviderResponse], BaseModel]
+M = TypeVar("M", bound=BaseModel)
 
 
 async def run_step(
-    ctx: ExecutionContext, step: str, tier: ModelTier, rendered: RenderedPrompt, check: Check
-) -> BaseModel:
+    ctx: ExecutionContext,
+    step: str,
+    tier: ModelTier,
+    rendered: RenderedPrompt,
+    check: Callable[[ProviderResponse], M],
+) -> M:
     """One checkpointed provider call and its validation: the step's recorded response
     (an earlier attempt's) or a new call; a VALIDATION_* failure earns ``REPAIR_CALLS``
     repair calls (seed 000 §5.2: "retry with the prompt adjusted"), each recorded as the
-    step in place of the rejected response; a repair that fails too fails the attempt."""
+    step in place of the rejected response; a repair that fails too fails the attempt.
+    ``check`` turns the answer into the step's output or raises ExecutionError
+    (VALIDATION_*) naming what was wrong."""
     response = await ctx.generate(tier, rendered, step=step)
     repairs = REPAIR_CALLS
     while True:
@@ -110,7 +114,7 @@ def parsed_object(response: ProviderResponse) -> dict[str, Any]:
     return response.parsed
 
 
-def validate_model(model: type[BaseModel], raw: dict[str, Any]) -> BaseModel:
+def validate_model(model: type[M], raw: dict[str, Any]) -> M:
     """``raw`` as ``model``, or VALIDATION_OUTPUT_SCHEMA describing what is wrong."""
     try:
         return model.model_validate(raw)

@@ -117,13 +117,6 @@ def usage_from_pb(message: executor_service_pb2.ProviderUsage) -> UsageRecord:
         provider=message.provider[:64] or "unknown",
         model=message.model[:255] or "unknown",
         credential_mode=message.credential_mode[:16] or "platform",
-        call_id=message.call_id[:64],
-        reused=True,
-    )
-    return UsageRecord(
-        provider=message.provider[:64] or "unknown",
-        model=message.model[:255] or "unknown",
-        credential_mode=message.credential_mode[:16] or "platform",
         input_tokens=max(0, min(message.input_tokens, _INT32_MAX)),
         output_tokens=max(0, min(message.output_tokens, _INT32_MAX)),
         cost_usd=message.cost_usd if 0 <= message.cost_usd < 1e8 else 0.0,
