@@ -561,6 +561,12 @@ CASES: dict[str, Case] = {
     "record step: parsed JSON that is not JSON": Case(
         EXEC + "RecordStep", lambda s: step(s, parsed_json="{'a'"), INVALID, "INVALID_INPUT"
     ),
+    "record step: parsed JSON nested past any limit": Case(
+        EXEC + "RecordStep",
+        lambda s: step(s, parsed_json='{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
     "record step: a NUL in the response": Case(
         EXEC + "RecordStep", lambda s: step(s, text="a\x00b"), INVALID, "INVALID_INPUT"
     ),

@@ -17,7 +17,7 @@ from job_service.usecases.results import Results
 from job_service.usecases.scheduling import Scheduler
 from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.steps import Steps
-from shared.ai.steps import RecordedStep
+from shared.ai.steps import MAX_RESPONSE_CHARS, RecordedStep
 from shared.errors import FieldViolation, InvalidInput, JobsError
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc
@@ -196,9 +196,18 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def RecordStep(
         self, request: pb.RecordStepRequest, context: grpc.aio.ServicerContext
     ) -> pb.RecordStepResponse:
+        if len(request.response.parsed_json) > MAX_RESPONSE_CHARS:
+            raise InvalidInput(
+                "response.parsed_json is too large",
+                [
+                    FieldViolation(
+                        "response.parsed_json", f"at most {MAX_RESPONSE_CHARS} characters"
+                    )
+                ],
+            )
         try:
             response = step_response_from_pb(request.response)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise InvalidInput(
                 "response.parsed_json is not a JSON object",
                 [FieldViolation("response.parsed_json", "a JSON object, or empty")],
