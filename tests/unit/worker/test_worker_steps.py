@@ -11,10 +11,12 @@ import itertools
 
 import pytest
 
+from jobtypes import feynman_evaluation as feynman
 from jobtypes.feynman_evaluation import PROMPT as FEYNMAN_PROMPT
 from shared.ai.provider import ModelTier
 from shared.ai.steps import RecordedStep, StepResponse
 from shared.errors import LeaseLost
+from tests.support.ai import FEYNMAN_INPUT
 from worker_service.adapters.fake_provider import FakeProvider
 from worker_service.attempt import Attempt
 from worker_service.credentials import CredentialResolver
@@ -22,6 +24,8 @@ from worker_service.domain.errors import ExecutorUnreachable
 from worker_service.domain.model import CancelCause, LockedJob
 from worker_service.gateway import ModelGateway
 from worker_service.model_router import ModelRouter, PriceTable, Route
+from worker_service.pipeline import Pipeline
+from worker_service.results import ResultBatcher
 from worker_service.steps import Checkpoints
 
 from .fakes import FakeExecutor, locked
@@ -123,3 +127,24 @@ async def test_a_transient_failure_to_record_is_retried() -> None:
     await attempt.generate(ModelTier.PRIMARY, PROMPT, step="answer")
 
     assert len(executor.recorded_steps) == 2
+
+
+@pytest.mark.parametrize("redacted", [frozenset(), frozenset({"summary"})])
+async def test_a_job_type_whose_output_is_redacted_is_not_checkpointed(
+    redacted: frozenset[str],
+) -> None:
+    """Its response carries the fields the job service must never store."""
+    definition = dataclasses.replace(feynman.DEFINITION, output_redaction=redacted)
+    executor, provider = FakeExecutor(), FakeProvider()
+    router = ModelRouter(
+        {tier: Route(provider, f"fake-{tier.value}") for tier in ModelTier}, PriceTable({})
+    )
+    job = locked(job_type=definition.job_type, **FEYNMAN_INPUT)
+    async with ResultBatcher(executor) as batcher:
+        pipeline = Pipeline(
+            executor, batcher, {job.job_type: definition}.__getitem__, gateway=ModelGateway(router)
+        )
+        await pipeline.run(job)
+
+    assert [r["job_id"] for r in executor.results] == [job.job_id]
+    assert len(executor.recorded_steps) == (0 if redacted else 1)
