@@ -35,6 +35,7 @@ from job_service.adapters.postgres.results import ResultRepository
 from job_service.adapters.postgres.retention import RetentionRepository
 from job_service.adapters.postgres.schema_version import schema_state
 from job_service.adapters.postgres.sessions import SessionRepository
+from job_service.adapters.postgres.steps import StepRepository
 from job_service.adapters.postgres.usage_reports import UsageReportRepository
 from job_service.domain.models import Quotas
 from job_service.domain.paging import PageTokens
@@ -55,6 +56,7 @@ from job_service.usecases.results import Results
 from job_service.usecases.retention import Retention
 from job_service.usecases.scheduling import Scheduler, tier_estimates, unlimited_queues
 from job_service.usecases.sessions import WorkerSessions
+from job_service.usecases.steps import Steps
 from job_service.usecases.usage import UsageReports
 from job_service.usecases.watch import WatchHub
 from shared.jetstream import ensure_streams
@@ -264,6 +266,7 @@ class JobServiceApp:
             watches=watches,
             sessions=sessions,
             usage=UsageReports(UsageReportRepository(self._pool)),
+            steps=Steps(StepRepository(self._pool)),
         )
         address = f"{s.grpc_host}:{s.grpc_port}"
         if tls is None:

@@ -5,7 +5,9 @@ DESIGN §7, the same for every AI job type::
 
     render the prompt from the input          (prompt template + ``variables``)
     content-safety check of the prompt        (optional checker)
-    provider call for the definition's tier   (ctx.generate: router, key, usage row)
+    provider call for the definition's tier   (ctx.generate: router, key, usage row),
+      checkpointed as the step ``step``: a later attempt reuses the recorded response
+      instead of calling again (worker_service/steps.py)
     parse: the answer must be a JSON object   VALIDATION_OUTPUT_MALFORMED
     business validation of the raw answer     (optional ``validator``: reject/default/trim)
     the output model                          VALIDATION_OUTPUT_SCHEMA
@@ -17,13 +19,17 @@ DESIGN §7, the same for every AI job type::
 
 The worker hashes the output and submits it with the projection; the job service commits
 both with the status change in one transaction.
+
+A job type of several provider calls runs each through ``run_step`` (call, validate,
+repair) under its own step name: a resumed job reuses the steps recorded earlier and
+continues at the first one that has no record.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -47,6 +53,8 @@ MAX_DESCRIPTION_CHARS = 2000
 REPAIR_CALLS = 1
 # The rejected answer shown back to the model is cut here.
 MAX_ECHO_CHARS = 4000
+# The step name of the one provider call of an ai_job_definition job.
+DEFAULT_STEP = "answer"
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,50 @@ Variables = Callable[[Any], dict[str, Any]]
 # validate against the output model, or raises ExecutionError(VALIDATION_*).
 Validator = Callable[[dict[str, Any], Any], dict[str, Any]]
 Projector = Callable[[ProjectionInput], Projection]
+M = TypeVar("M", bound=BaseModel)
+
+
+async def run_step(
+    ctx: ExecutionContext,
+    step: str,
+    tier: ModelTier,
+    rendered: RenderedPrompt,
+    check: Callable[[ProviderResponse], M],
+) -> M:
+    """One checkpointed provider call and its validation: the step's recorded response
+    (an earlier attempt's) or a new call; a VALIDATION_* failure earns ``REPAIR_CALLS``
+    repair calls (seed 000 §5.2: "retry with the prompt adjusted"), each recorded as the
+    step in place of the rejected response; a repair that fails too fails the attempt.
+    ``check`` turns the answer into the step's output or raises ExecutionError
+    (VALIDATION_*) naming what was wrong."""
+    response = await ctx.generate(tier, rendered, step=step)
+    repairs = REPAIR_CALLS
+    while True:
+        try:
+            return check(response)
+        except ExecutionError as error:
+            if classify(error.code) is not ErrorClass.VALIDATION or repairs == 0:
+                raise
+            repairs -= 1
+            response = await ctx.generate(tier, repair_prompt(rendered, response, error), step=step)
+
+
+def parsed_object(response: ProviderResponse) -> dict[str, Any]:
+    """The answer's JSON object, or VALIDATION_OUTPUT_MALFORMED."""
+    if response.parsed is None:
+        raise ExecutionError(ErrorCode.VALIDATION_OUTPUT_MALFORMED, "no JSON object")
+    return response.parsed
+
+
+def validate_model(model: type[M], raw: dict[str, Any]) -> M:
+    """``raw`` as ``model``, or VALIDATION_OUTPUT_SCHEMA describing what is wrong."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ExecutionError(
+            ErrorCode.VALIDATION_OUTPUT_SCHEMA,
+            describe_validation_error(exc, MAX_DESCRIPTION_CHARS),
+        ) from None
 
 
 def ai_job_definition(
@@ -84,41 +136,26 @@ def ai_job_definition(
     validator: Validator | None = None,
     projector: Projector | None = None,
     content_safety: SafetyChecker | None = None,
+    step: str = DEFAULT_STEP,
     **definition: Any,
 ) -> JobDefinition:
     """A JobDefinition running the AI pipeline; ``definition`` holds the other
     JobDefinition fields (label, domain, version, queue, timeout_s, ...)."""
 
     def validated(response: ProviderResponse, job_input: BaseModel) -> BaseModel:
-        raw = response.parsed
-        if raw is None:
-            raise ExecutionError(ErrorCode.VALIDATION_OUTPUT_MALFORMED, "no JSON object")
+        raw = parsed_object(response)
         if validator is not None:
             raw = validator(raw, job_input)
-        try:
-            return output_model.model_validate(raw)
-        except ValidationError as exc:
-            raise ExecutionError(
-                ErrorCode.VALIDATION_OUTPUT_SCHEMA,
-                describe_validation_error(exc, MAX_DESCRIPTION_CHARS),
-            ) from None
+        return validate_model(output_model, raw)
 
     async def execute(job_input: BaseModel, ctx: ExecutionContext) -> JobResult:
         rendered = _template(prompt, ctx).render(variables(job_input))
         if content_safety is not None:
             for message in rendered.messages:
                 _check(content_safety, message.content, "prompt")
-        response = await ctx.generate(model_tier, rendered)
-        repairs = REPAIR_CALLS
-        while True:
-            try:
-                output = validated(response, job_input)
-                break
-            except ExecutionError as error:
-                if classify(error.code) is not ErrorClass.VALIDATION or repairs == 0:
-                    raise
-                repairs -= 1
-                response = await ctx.generate(model_tier, repair_prompt(rendered, response, error))
+        output = await run_step(
+            ctx, step, model_tier, rendered, lambda response: validated(response, job_input)
+        )
         if content_safety is not None:
             _check(content_safety, canonical_json(output.model_dump(mode="json")), "output")
         projection = (

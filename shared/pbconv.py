@@ -4,12 +4,15 @@ each conversion is written here once."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from shared.ai.provider import UsageRecord
+from shared.ai.steps import RecordedStep, StepResponse
 from shared.pb.jobs.v1 import executor_service_pb2, job_pb2
 from shared.registry import ArtifactDraft
 
@@ -102,13 +105,15 @@ def usage_to_pb(usage: UsageRecord) -> executor_service_pb2.ProviderUsage:
         latency_ms=usage.latency_ms,
         error_code=usage.error_code,
         call_id=usage.call_id,
+        reused=usage.reused,
     )
 
 
 def usage_from_pb(message: executor_service_pb2.ProviderUsage) -> UsageRecord:
     """A worker's account of a provider call, bounded to what a usage row holds: names
-    truncated (an empty one is ``unknown``), counts clamped, an implausible cost zeroed."""
-    return UsageRecord(
+    truncated (an empty one is ``unknown``), counts clamped, an implausible cost zeroed.
+    A reused step made no call: whatever it claims, it has no tokens and costs nothing."""
+    record = UsageRecord(
         provider=message.provider[:64] or "unknown",
         model=message.model[:255] or "unknown",
         credential_mode=message.credential_mode[:16] or "platform",
@@ -118,4 +123,51 @@ def usage_from_pb(message: executor_service_pb2.ProviderUsage) -> UsageRecord:
         latency_ms=max(0, min(message.latency_ms, _INT32_MAX)),
         error_code=message.error_code[:100],
         call_id=message.call_id[:64],
+    )
+    if message.reused:
+        return replace(record, input_tokens=0, output_tokens=0, cost_usd=0.0, reused=True)
+    return record
+
+
+def step_response_to_pb(response: StepResponse) -> executor_service_pb2.StepResponse:
+    return executor_service_pb2.StepResponse(
+        text=response.text,
+        parsed_json="" if response.parsed is None else json.dumps(response.parsed),
+        model=response.model,
+        input_tokens=response.input_tokens,
+        output_tokens=response.output_tokens,
+        provider=response.provider,
+    )
+
+
+def step_response_from_pb(message: executor_service_pb2.StepResponse) -> StepResponse:
+    """ValueError when ``parsed_json`` is not a JSON object."""
+    parsed = json.loads(message.parsed_json) if message.parsed_json else None
+    if parsed is not None and not isinstance(parsed, dict):
+        raise ValueError("parsed_json is not a JSON object")
+    return StepResponse(
+        text=message.text,
+        parsed=parsed,
+        model=message.model,
+        input_tokens=max(0, min(message.input_tokens, _INT32_MAX)),
+        output_tokens=max(0, min(message.output_tokens, _INT32_MAX)),
+        provider=message.provider[:64],
+    )
+
+
+def recorded_step_to_pb(step: RecordedStep) -> executor_service_pb2.RecordedStep:
+    return executor_service_pb2.RecordedStep(
+        step=step.step,
+        response=step_response_to_pb(step.response),
+        attempt=step.attempt,
+        call_id=step.call_id,
+    )
+
+
+def recorded_step_from_pb(message: executor_service_pb2.RecordedStep) -> RecordedStep:
+    return RecordedStep(
+        step=message.step,
+        response=step_response_from_pb(message.response),
+        attempt=message.attempt,
+        call_id=message.call_id,
     )

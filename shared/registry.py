@@ -101,9 +101,15 @@ class ExecutionContext(Protocol):
 
     def report_progress(self, fraction: float) -> None: ...
 
-    async def generate(self, tier: ModelTier, prompt: RenderedPrompt) -> ProviderResponse:
+    async def generate(
+        self, tier: ModelTier, prompt: RenderedPrompt, *, step: str = ""
+    ) -> ProviderResponse:
         """One model call through the provider the tier routes to; its usage is recorded
-        with the attempt whether it succeeds or not."""
+        with the attempt whether it succeeds or not. A named ``step`` (a-z, 0-9, _) is
+        checkpointed: its response is recorded before the call returns, and a later
+        attempt of the job gets that response back without a call (once per step and
+        attempt: asking for the same step again calls the provider, e.g. to repair an
+        answer that failed validation)."""
         ...
 
     async def api_key(self) -> str | None:

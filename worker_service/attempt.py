@@ -15,6 +15,7 @@ from worker_service.domain.model import CancelCause, LockedJob
 
 if TYPE_CHECKING:
     from worker_service.gateway import ModelGateway
+    from worker_service.steps import Checkpoints
 
 NO_PROGRESS = -1.0
 
@@ -25,6 +26,7 @@ class Attempt:
 
     __slots__ = (
         "_api_key",
+        "_checkpoints",
         "_credentials",
         "_gateway",
         "_progress",
@@ -41,12 +43,15 @@ class Attempt:
         *,
         credentials: CredentialResolver,
         gateway: ModelGateway | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         self.job = job
         self.cause: CancelCause | None = None
         # One record per provider call of this attempt, submitted with its outcome.
         self.usage: list[UsageRecord] = []
         self._gateway = gateway
+        # None: steps are not checkpointed (each named step calls the provider)
+        self._checkpoints = checkpoints
         self._task: asyncio.Task[object] | None = None
         self._progress: float | None = None
         self._credentials = credentials
@@ -71,11 +76,28 @@ class Attempt:
     def prompt(self) -> tuple[str, str]:
         return self.job.prompt_key, self.job.prompt_version
 
-    async def generate(self, tier: ModelTier, prompt: RenderedPrompt) -> ProviderResponse:
+    async def generate(
+        self, tier: ModelTier, prompt: RenderedPrompt, *, step: str = ""
+    ) -> ProviderResponse:
         if self._gateway is None:
             raise ExecutionError(ErrorCode.INTERNAL_ERROR, "this worker has no model gateway")
+        checkpoints = self._checkpoints if step else None
+        if checkpoints is not None and (reused := checkpoints.reuse(step)) is not None:
+            response, usage = reused
+            self.usage.append(usage)
+            return response
         # the owner's own key (fetched under this lease) or None: the tier's platform key
-        return await self._gateway.generate(tier, prompt, self.usage, api_key=await self.api_key())
+        response = await self._gateway.generate(
+            tier, prompt, self.usage, api_key=await self.api_key()
+        )
+        if checkpoints is not None:
+            try:
+                await checkpoints.record(step, response, self.usage[-1])
+            except Exception as exc:
+                if means_lease_lost(exc):
+                    self.cancel(CancelCause.LEASE_LOST)
+                raise
+        return response
 
     def report_progress(self, fraction: float) -> None:
         """Keep the latest progress (0..1); the next heartbeat carries it."""

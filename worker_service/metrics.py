@@ -52,3 +52,17 @@ def attempt_ended(job_type: str, outcome: str, duration_s: float) -> None:
 def usage_reported_late(stored: int) -> None:
     if stored:
         USAGE_REPORTED.inc(stored)
+
+
+STEPS = Counter(
+    "jobs_worker_steps_total",
+    "Checkpointed provider calls (named steps) of this worker's attempts, by result: "
+    "recorded (the response is stored through RecordStep), reused (answered from an "
+    "earlier attempt's record: no provider call), unrecorded (the job service could not "
+    "be reached: a later attempt calls again).",
+    ["job_type", "result"],
+)
+
+
+def step(job_type: str, result: str) -> None:
+    child(STEPS, job_type, result).inc()

@@ -32,6 +32,7 @@ from worker_service.domain.outcomes import failure_for, failure_for_cause, succe
 from worker_service.gateway import ModelGateway
 from worker_service.heartbeat import Heartbeat
 from worker_service.ports import ExecutorApi, ResultSink
+from worker_service.steps import Checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,12 @@ class Pipeline:
         self, job: LockedJob, lease: Lease
     ) -> tuple[Outcome | None, tuple[UsageRecord, ...]]:
         """The outcome (None: the lease was lost) and the attempt's provider calls."""
-        attempt = Attempt(job, credentials=self._credentials, gateway=self._gateway)
+        attempt = Attempt(
+            job,
+            credentials=self._credentials,
+            gateway=self._gateway,
+            checkpoints=self._checkpoints(job),
+        )
         self._running[job.job_id] = attempt
         early = self._early_cancels.pop(job.job_id, None)
         if early is not None and early > self._clock():
@@ -161,6 +167,15 @@ class Pipeline:
         if usage:  # the attempt's provider calls travel with its outcome
             outcome = dataclasses.replace(outcome, usage=usage)
         return outcome, usage
+
+    def _checkpoints(self, job: LockedJob) -> Checkpoints | None:
+        """The attempt's step checkpoints; none for a job type whose output is redacted:
+        its responses carry the redacted fields, which must never be stored (ADR 0007)."""
+        try:
+            redacted = bool(self._lookup(job.job_type).output_redaction)
+        except Exception:
+            return None  # an unknown job type fails in _attempt
+        return None if redacted else Checkpoints(job, self._executor, clock=self._clock)
 
     async def _attempt(self, job: LockedJob, attempt: Attempt) -> Outcome:
         try:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from shared.ai.provider import UsageRecord
+from shared.ai.steps import StepResponse
 from worker_service.domain.model import HeartbeatReply, LockResult, ResultSubmission, UserKey
 
 # The job service takes at most this many items in one LockJobs or SubmitResults call.
@@ -74,6 +75,21 @@ class ExecutorApi(Protocol):
         """Records provider calls of the attempt ``lease_token`` named, whether or not it
         still holds the lease (every call is billed); the rows stored now (a call stored
         already is skipped). ``LeaseLost`` when the token names no attempt of the job."""
+        ...
+
+    async def record_step(
+        self,
+        job_id: str,
+        lease_token: str,
+        step: str,
+        response: StepResponse,
+        usage: UsageRecord,
+        *,
+        timeout_s: float,
+    ) -> int:
+        """RecordStep: the provider call's response as the job's step ``step``, with the
+        call's usage, while ``lease_token`` holds the lease (else ``LeaseLost``); the
+        attempt number it was recorded under."""
         ...
 
     async def resolve_credential(

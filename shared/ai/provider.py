@@ -79,6 +79,9 @@ class UsageRecord:
     error_code: str = ""
     # The worker's id of the call (a uuid): a record reported twice is stored once.
     call_id: str = ""
+    # No call was made: the attempt reused the response an earlier attempt recorded for
+    # the step (worker_service/steps.py); tokens and cost are 0.
+    reused: bool = False
 
 
 class Provider(Protocol):

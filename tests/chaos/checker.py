@@ -55,6 +55,7 @@ import asyncpg
 
 from job_service.domain.scheduling import RateLimit
 from tests.chaos.faults import FaultRecord
+from tests.chaos.step_faults import calls_per_job
 from tests.chaos.workload import Submission
 
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -122,7 +123,7 @@ RETRIED_CHILDREN = (
 )
 
 USAGE = """
-SELECT (SELECT count(*) FROM usage_logs) AS usage_rows,
+SELECT (SELECT count(*) FROM usage_logs WHERE NOT reused) AS usage_rows,
        (SELECT coalesce(sum(cost_usd), 0)::float8 FROM usage_logs) AS cost_usd,
        (SELECT count(*) FROM job_events WHERE usage_unknown) AS usage_unknown
 """
@@ -195,6 +196,8 @@ class Report:
     usage_rows: int = 0
     usage_cost_usd: float = 0.0
     usage_unknown: int = 0
+    # checkpoints: answered provider calls per succeeded AI job (tests/chaos/step_faults.py)
+    calls_per_job: str = ""
     # scheduling: jobs created delayed, and of those started before their time
     delayed: int = 0
     started_early: int = 0
@@ -272,6 +275,7 @@ class Report:
                 f"usage rows {self.usage_rows} (${self.usage_cost_usd:.4f}), "
                 f"{self.usage_unknown} attempts with unknown usage (killed workers)",
             ),
+            ("calls per AI job", "", self.calls_per_job),
             (
                 "delayed jobs",
                 f"{self.delayed}",
@@ -389,6 +393,8 @@ async def check(
         len(PROVIDER_CALL.findall(text)), usage["usage_rows"], usage["usage_unknown"], report
     )
     report.usage_cost_usd = usage["cost_usd"]
+    report.calls_per_job, breaches = await calls_per_job(pool, log_dir)
+    report.violations += breaches
     return report
 
 

@@ -26,6 +26,7 @@ from tests.chaos.faults import FAULT_KINDS, FAULTS, FaultContext, FaultRecord
 from tests.chaos.pg_failover import FAILOVER_FAULTS
 from tests.chaos.profiles import Profile, StackSettings
 from tests.chaos.session_faults import SESSION_FAULTS
+from tests.chaos.step_faults import STEP_FAULTS
 from tests.chaos.workload import ChaosClient, Workload
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,13 @@ async def _inject(
             else:
                 break
             try:
-                faults = {**FAULTS, **CLUSTER_FAULTS, **FAILOVER_FAULTS, **SESSION_FAULTS}
+                faults = {
+                    **FAULTS,
+                    **CLUSTER_FAULTS,
+                    **FAILOVER_FAULTS,
+                    **SESSION_FAULTS,
+                    **STEP_FAULTS,
+                }
                 record = await faults[kind](ctx)
             except Exception as exc:  # a fault the stack made impossible is a finding too
                 log.exception("fault %s failed", kind)

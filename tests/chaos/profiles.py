@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from tests.chaos.faults import FAULT_KINDS
 from tests.chaos.session_faults import SESSION_FAULT_KINDS
+from tests.chaos.step_faults import STEP_FAULT_KINDS
 
 # The scheduler's test job types (``keyed``: a concurrency key per user; ``metered``: the
 # cheap model tier), loaded by every job_service replica and worker.
@@ -143,7 +144,7 @@ PROFILES = {
     "short": Profile(
         name="short",
         rate=6.0,
-        schedule=FAULT_KINDS + SESSION_FAULT_KINDS,
+        schedule=FAULT_KINDS + SESSION_FAULT_KINDS + STEP_FAULT_KINDS,
         duration_s=0.0,
         settle_s=2.0,
         quiesce_timeout_s=60.0,

@@ -87,6 +87,34 @@ class Case:
     stream: bool = False
 
 
+def step(s: SharedStack, **fields: Any) -> epb.RecordStepRequest:
+    """A RecordStep for the running job under its lease, ``fields`` changed."""
+    values = {
+        "job_id": s.running,
+        "lease_token": s.lease_token,
+        "step": "evaluate",
+        "text": '{"a": 1}',
+        "parsed_json": '{"a": 1}',
+        "call_id": "c-step",
+        "error_code": "",
+        **fields,
+    }
+    return epb.RecordStepRequest(
+        job_id=values["job_id"],
+        lease_token=values["lease_token"],
+        step=values["step"],
+        response=epb.StepResponse(
+            text=values["text"], parsed_json=values["parsed_json"], model="m", provider="fake"
+        ),
+        usage=epb.ProviderUsage(
+            provider="fake",
+            model="m",
+            call_id=values["call_id"],
+            error_code=values["error_code"],
+        ),
+    )
+
+
 def create(**fields: Any) -> Callable[[SharedStack], Message]:
     fields.setdefault("user_id", "alice")
     fields.setdefault("job_type", "synthetic")
@@ -564,6 +592,55 @@ CASES: dict[str, Case] = {
             lease_token=s.lease_token,
             usage=[epb.ProviderUsage(provider="fake", model="m", call_id="c-1")],
         ),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
+    "record step: without the lease": Case(
+        EXEC + "RecordStep",
+        lambda s: step(s, lease_token=UNKNOWN_ID),
+        grpc.StatusCode.ABORTED,
+        "LEASE_LOST",
+    ),
+    "record step: a step name with a shell command": Case(
+        EXEC + "RecordStep", lambda s: step(s, step=SHELL), INVALID, "INVALID_INPUT"
+    ),
+    "record step: no step name": Case(
+        EXEC + "RecordStep", lambda s: step(s, step=""), INVALID, "INVALID_INPUT"
+    ),
+    "record step: no response": Case(
+        EXEC + "RecordStep", lambda s: step(s, text=""), INVALID, "INVALID_INPUT"
+    ),
+    "record step: parsed JSON that is not an object": Case(
+        EXEC + "RecordStep", lambda s: step(s, parsed_json="[1, 2]"), INVALID, "INVALID_INPUT"
+    ),
+    "record step: parsed JSON that is not JSON": Case(
+        EXEC + "RecordStep", lambda s: step(s, parsed_json="{'a'"), INVALID, "INVALID_INPUT"
+    ),
+    "record step: parsed JSON nested past any limit": Case(
+        EXEC + "RecordStep",
+        lambda s: step(s, parsed_json='{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "record step: a NUL in the response": Case(
+        EXEC + "RecordStep", lambda s: step(s, text="a\x00b"), INVALID, "INVALID_INPUT"
+    ),
+    "record step: usage without its call id": Case(
+        EXEC + "RecordStep", lambda s: step(s, call_id=""), INVALID, "INVALID_INPUT"
+    ),
+    "record step: the usage of a failed call": Case(
+        EXEC + "RecordStep",
+        lambda s: step(s, error_code="PROVIDER_TIMEOUT"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "record step: SQL job id": Case(
+        EXEC + "RecordStep", lambda s: step(s, job_id=SQL), INVALID, "INVALID_INPUT"
+    ),
+    "record step: client role": Case(
+        EXEC + "RecordStep",
+        lambda s: step(s),
         grpc.StatusCode.PERMISSION_DENIED,
         "PERMISSION_DENIED",
         token=CLIENT_TOKEN,

@@ -68,7 +68,9 @@ class HandContext:
     def report_progress(self, fraction: float) -> None:
         return None
 
-    async def generate(self, tier: str, prompt: RenderedPrompt) -> ProviderResponse:
+    async def generate(
+        self, tier: str, prompt: RenderedPrompt, *, step: str = ""
+    ) -> ProviderResponse:
         return await self._provider.generate(
             ProviderRequest(
                 model=f"fake-{tier}",

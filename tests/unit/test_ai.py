@@ -169,7 +169,7 @@ class ScriptedContext:
     def report_progress(self, fraction: float) -> None:
         return None
 
-    async def generate(self, tier: str, prompt: Any) -> ProviderResponse:
+    async def generate(self, tier: str, prompt: Any, *, step: str = "") -> ProviderResponse:
         self.calls += 1
         return ProviderResponse("{}", self.parsed, 1, 1, 1, "m")
 
@@ -250,7 +250,7 @@ async def test_a_team_adds_an_ai_job_type_from_parts() -> None:
     )
 
     class FakeCtx(ScriptedContext):
-        async def generate(self, tier: str, prompt: Any) -> ProviderResponse:
+        async def generate(self, tier: str, prompt: Any, *, step: str = "") -> ProviderResponse:
             assert tier == "cheap"
             return await FakeProvider().generate(
                 ProviderRequest(
@@ -405,7 +405,7 @@ async def test_a_job_runs_with_the_prompt_version_it_was_created_with() -> None:
     seen: list[Any] = []
 
     class Recording(ScriptedContext):
-        async def generate(self, tier: str, prompt: Any) -> ProviderResponse:
+        async def generate(self, tier: str, prompt: Any, *, step: str = "") -> ProviderResponse:
             seen.append(prompt)
             return await super().generate(tier, prompt)
 
@@ -429,7 +429,7 @@ class RepairingContext(ScriptedContext):
         self.answers = list(answers)
         self.prompts: list[Any] = []
 
-    async def generate(self, tier: str, prompt: Any) -> ProviderResponse:
+    async def generate(self, tier: str, prompt: Any, *, step: str = "") -> ProviderResponse:
         self.calls += 1
         self.prompts.append(prompt)
         answer = self.answers.pop(0)

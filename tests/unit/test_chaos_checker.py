@@ -4,7 +4,9 @@ delayed job started early, a concurrency key over its limit, a tier over its rat
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from tests.chaos.checker import (
     key_breaches,
     rate_breaches,
 )
+from tests.chaos.step_faults import answered_calls
 from tests.chaos.workload import KINDS, Submission
 
 QUICK = KINDS[0]
@@ -219,3 +222,18 @@ def test_billing_attributes_missing_rows_to_attempts_with_unknown_usage_only() -
     [breach] = billing_breaches(10, 7, 1, report)
     assert "3 provider calls without a usage row" in breach
     assert (report.provider_calls, report.usage_rows, report.usage_unknown) == (10, 7, 1)
+
+
+def test_answered_calls_are_counted_per_job_from_the_fake_providers_lines(tmp_path: Path) -> None:
+    lines = [
+        {"msg": "fake provider call 1", "job_id": "a"},
+        {"msg": "fake provider answered call 1", "job_id": "a"},
+        {"msg": "fake provider call 2", "job_id": "a"},  # failed: no answer line
+        {"msg": "fake provider answered call 3", "job_id": "b"},
+        {"msg": "fake provider answered call 4", "job_id": "b"},
+    ]
+    text = "\n".join(json.dumps(line) for line in lines) + '\n{"msg": "fake provider answ'
+    (tmp_path / "w1.1.log").write_text(text)  # the last line cut by a SIGKILL
+    (tmp_path / "js1.1.log").write_text(json.dumps(lines[1]))  # not a worker's log
+
+    assert answered_calls(tmp_path) == {"a": 1, "b": 2}

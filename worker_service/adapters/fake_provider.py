@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 # One line per call, written before the call does anything: the chaos checker counts them
 # (the calls of a worker killed mid-call included) against the usage rows stored.
 CALL_LOG = "fake provider call %d"
+# One line per call that answered (the paid ones): the chaos checker's calls per succeeded
+# job (tests/chaos/step_faults.py) counts them by the job the line names.
+ANSWER_LOG = "fake provider answered call %d"
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class FakeProvider:
             )
         answer = template.fake(request.variables)
         text = json.dumps(answer, ensure_ascii=False)
+        log.info(ANSWER_LOG, self.calls)
         return ProviderResponse(
             text=text,
             parsed=answer,

@@ -8,11 +8,19 @@ from collections.abc import Callable, Sequence
 import grpc
 
 from shared.ai.provider import UsageRecord
+from shared.ai.steps import RecordedStep, StepResponse
 from shared.credentials import CredentialMode
 from shared.grpc_client import ChannelConfig, aio_channel
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_pb2
-from shared.pbconv import artifact_to_pb, dict_from_struct, struct_from_dict, usage_to_pb
+from shared.pbconv import (
+    artifact_to_pb,
+    dict_from_struct,
+    recorded_step_from_pb,
+    step_response_to_pb,
+    struct_from_dict,
+    usage_to_pb,
+)
 from shared.rpc_errors import error_from_rpc, error_from_status
 from worker_service.domain.errors import ExecutorCallFailed, ExecutorUnreachable
 from worker_service.domain.model import (
@@ -173,6 +181,29 @@ class GrpcExecutorClient:
             raise _translate(exc) from exc
         return int(response.recorded)
 
+    async def record_step(
+        self,
+        job_id: str,
+        lease_token: str,
+        step: str,
+        response: StepResponse,
+        usage: UsageRecord,
+        *,
+        timeout_s: float,
+    ) -> int:
+        request = pb.RecordStepRequest(
+            job_id=job_id,
+            lease_token=lease_token,
+            step=step,
+            response=step_response_to_pb(response),
+            usage=usage_to_pb(usage),
+        )
+        try:
+            answer = await self._stub.RecordStep(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from exc
+        return int(answer.attempt)
+
     async def resolve_credential(
         self, job_id: str, lease_token: str, *, timeout_s: float
     ) -> UserKey:
@@ -325,7 +356,20 @@ def _locked_job(job: pb.LockedJob) -> LockedJob:
             else CredentialMode.PLATFORM
         ),
         credential_id=job.credential_id,
+        recorded_steps=_recorded_steps(job),
     )
+
+
+def _recorded_steps(job: pb.LockedJob) -> tuple[RecordedStep, ...]:
+    """The job's recorded steps; one the worker cannot read is left out (its step is
+    called again)."""
+    steps = []
+    for message in job.recorded_steps:
+        try:
+            steps.append(recorded_step_from_pb(message))
+        except ValueError:
+            continue
+    return tuple(steps)
 
 
 def _status_name(status: int) -> str:

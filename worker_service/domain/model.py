@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from shared.ai.provider import UsageRecord
+from shared.ai.steps import RecordedStep
 from shared.credentials import CredentialMode
 from shared.registry import ArtifactDraft, ChildJobDraft
 
@@ -42,6 +43,8 @@ class LockedJob:
     # USER: the attempt fetches the owner's key with ResolveCredential (worker_service.credentials)
     credential_mode: CredentialMode = CredentialMode.PLATFORM
     credential_id: str = ""
+    # The steps earlier attempts recorded (worker_service.steps): reused, not called again.
+    recorded_steps: tuple[RecordedStep, ...] = ()
 
     @property
     def lease_ttl_s(self) -> float:

@@ -16,12 +16,16 @@ from job_service.usecases.leases import Leases
 from job_service.usecases.results import Results
 from job_service.usecases.scheduling import Scheduler
 from job_service.usecases.sessions import WorkerSessions
+from job_service.usecases.steps import Steps
+from shared.ai.steps import MAX_RESPONSE_CHARS, RecordedStep
 from shared.errors import FieldViolation, InvalidInput, JobsError
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc
 from shared.pbconv import (
     artifact_from_pb,
     dict_from_struct,
+    recorded_step_to_pb,
+    step_response_from_pb,
     struct_from_dict,
     timestamp,
     usage_from_pb,
@@ -44,20 +48,23 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         lease_ttl_s: float,
         heartbeat_interval_s: float,
         sessions: WorkerSessions,
+        steps: Steps,
     ):
         self._leases = leases
         self._results = results
         self._scheduler = scheduler
         self._vault = vault
         self._sessions = sessions
+        self._steps = steps
         self._lease_ttl_ms = int(lease_ttl_s * 1000)
         self._heartbeat_interval_ms = int(heartbeat_interval_s * 1000)
 
     async def LockJob(
         self, request: pb.LockJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.LockJobResponse:
-        [answer] = await self._scheduler.lock_jobs([request.job_id], request.worker_id)
-        return self._lock_response(answer)
+        answers = await self._scheduler.lock_jobs([request.job_id], request.worker_id)
+        [response] = await self._lock_responses(answers)
+        return response
 
     async def LockJobs(
         self, request: pb.LockJobsRequest, context: grpc.aio.ServicerContext
@@ -76,9 +83,20 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
             queue=request.queue,
             runnable=list(request.runnable_definitions),
         )
-        return pb.LockJobsResponse(responses=[self._lock_response(a) for a in answers])
+        return pb.LockJobsResponse(responses=await self._lock_responses(answers))
 
-    def _lock_response(self, answer: LockGrant | LockRefusal) -> pb.LockJobResponse:
+    async def _lock_responses(
+        self, answers: list[LockGrant | LockRefusal]
+    ) -> list[pb.LockJobResponse]:
+        """The answers, each granted job with the steps its earlier attempts recorded (one
+        primary-key probe per batch; even a first attempt may have some: an attempt handed
+        back by a draining worker is refunded, so its successor has the same number)."""
+        steps = await self._steps.recorded([a.job_id for a in answers if isinstance(a, LockGrant)])
+        return [self._lock_response(a, steps) for a in answers]
+
+    def _lock_response(
+        self, answer: LockGrant | LockRefusal, steps: dict[str, list[RecordedStep]]
+    ) -> pb.LockJobResponse:
         if isinstance(answer, LockGrant):
             return pb.LockJobResponse(
                 outcome=pb.LOCK_OUTCOME_LOCKED,
@@ -96,6 +114,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
                     prompt_version=answer.prompt_version,
                     credential_mode=CREDENTIAL_MODE_TO_PB[answer.credential_mode],  # type: ignore[arg-type]
                     credential_id=answer.credential_id or "",
+                    recorded_steps=[recorded_step_to_pb(s) for s in steps.get(answer.job_id, ())],
                 ),
             )
         if answer.retry_after is not None:
@@ -173,6 +192,34 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
             request.job_id, request.lease_token, [usage_from_pb(u) for u in request.usage]
         )
         return pb.ReportUsageResponse(attempt=attempt, recorded=stored)
+
+    async def RecordStep(
+        self, request: pb.RecordStepRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RecordStepResponse:
+        if len(request.response.parsed_json) > MAX_RESPONSE_CHARS:
+            raise InvalidInput(
+                "response.parsed_json is too large",
+                [
+                    FieldViolation(
+                        "response.parsed_json", f"at most {MAX_RESPONSE_CHARS} characters"
+                    )
+                ],
+            )
+        try:
+            response = step_response_from_pb(request.response)
+        except (ValueError, RecursionError):
+            raise InvalidInput(
+                "response.parsed_json is not a JSON object",
+                [FieldViolation("response.parsed_json", "a JSON object, or empty")],
+            ) from None
+        attempt = await self._steps.record(
+            request.job_id,
+            request.lease_token,
+            request.step,
+            response,
+            usage_from_pb(request.usage),
+        )
+        return pb.RecordStepResponse(attempt=attempt)
 
     async def ResolveCredential(
         self, request: pb.ResolveCredentialRequest, context: grpc.aio.ServicerContext

@@ -27,6 +27,7 @@ from job_service.usecases.outbox import OutboxUpkeep
 from job_service.usecases.results import Results
 from job_service.usecases.scheduling import Scheduler
 from job_service.usecases.sessions import WorkerSessions
+from job_service.usecases.steps import Steps
 from job_service.usecases.usage import UsageReports
 from job_service.usecases.watch import WatchHub
 from shared.pb.jobs.v1 import (
@@ -76,6 +77,7 @@ def build_server(
     watches: WatchHub,
     sessions: WorkerSessions,
     usage: UsageReports,
+    steps: Steps,
 ) -> grpc.aio.Server:
     server = grpc.aio.server(
         # outermost first: the metrics see the final code, the error interceptor translates
@@ -106,6 +108,7 @@ def build_server(
             lease_ttl_s=s.lease_ttl_s,
             heartbeat_interval_s=s.heartbeat_interval_s,
             sessions=sessions,
+            steps=steps,
         ),
         server,
     )

@@ -30,13 +30,14 @@ WITH victims AS (
 ), usage AS (
     DELETE FROM usage_logs u USING victims v WHERE u.job_id = v.id
     RETURNING v.user_id, u.created_at, u.provider, u.model, u.input_tokens, u.output_tokens,
-              u.cost_usd, u.error_code
+              u.cost_usd, u.error_code, u.reused
 ), billed AS (
     INSERT INTO usage_daily AS d (user_id, day, provider, model, calls, failed_calls,
                                   input_tokens, output_tokens, cost_usd)
-    SELECT user_id, (created_at AT TIME ZONE 'UTC')::date, provider, model, count(*),
-           count(*) FILTER (WHERE error_code IS NOT NULL), sum(input_tokens),
-           sum(output_tokens), sum(cost_usd)
+    -- a reused step (usage_logs.reused) was no provider call: it is not billed as one
+    SELECT user_id, (created_at AT TIME ZONE 'UTC')::date, provider, model,
+           count(*) FILTER (WHERE NOT reused), count(*) FILTER (WHERE error_code IS NOT NULL),
+           sum(input_tokens), sum(output_tokens), sum(cost_usd)
     FROM usage GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
     ON CONFLICT (user_id, day, provider, model) DO UPDATE SET
         calls = d.calls + excluded.calls,
@@ -48,8 +49,9 @@ WITH victims AS (
     -- the same sums again under the batch's job type ($1), for GetUsage by job type
     INSERT INTO usage_daily_job_types AS d (user_id, day, provider, model, job_type, calls,
                                             failed_calls, input_tokens, output_tokens, cost_usd)
-    SELECT user_id, (created_at AT TIME ZONE 'UTC')::date, provider, model, $1, count(*),
-           count(*) FILTER (WHERE error_code IS NOT NULL), sum(input_tokens),
+    SELECT user_id, (created_at AT TIME ZONE 'UTC')::date, provider, model, $1,
+           count(*) FILTER (WHERE NOT reused), count(*) FILTER (WHERE error_code IS NOT NULL),
+           sum(input_tokens),
            sum(output_tokens), sum(cost_usd)
     FROM usage GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
     ON CONFLICT (user_id, day, provider, model, job_type) DO UPDATE SET

@@ -225,6 +225,30 @@ job_artifacts = Table(
     UniqueConstraint("job_id", "artifact_type", "artifact_id", name="job_artifacts_unique"),
 )
 
+# Checkpoints (migration 0014): the provider response each named step of a job recorded
+# (RecordStep), reused by the job's later attempts. Protected like the output: deleted with
+# the job, never logged.
+job_steps = Table(
+    "job_steps",
+    metadata,
+    Column(
+        "job_id",
+        UUID(as_uuid=False),
+        ForeignKey("jobs.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("step", String(64), primary_key=True),
+    Column("attempt", Integer, nullable=False),
+    Column("call_id", String(64), nullable=False),
+    Column("response_text", Text, nullable=False),
+    Column("response_parsed", JSONB),
+    Column("provider", String(64), nullable=False),
+    Column("model", String(255), nullable=False),
+    Column("input_tokens", Integer, nullable=False, server_default="0"),
+    Column("output_tokens", Integer, nullable=False, server_default="0"),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
 job_events = Table(
     "job_events",
     metadata,
@@ -328,6 +352,8 @@ usage_logs = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     # the worker's id of the call (migration 0008): a call reported twice is stored once
     Column("call_id", String(64)),
+    # the attempt reused a recorded step's response (migration 0014): no call, no cost
+    Column("reused", Boolean, nullable=False, server_default=text("false")),
     Index("usage_logs_job", "job_id"),
     Index("usage_logs_created", "created_at"),
     Index(

@@ -10,7 +10,7 @@ from shared.ai.provider import UsageRecord
 
 _COLUMNS = """
     job_id uuid, provider text, model text, credential_mode text, input_tokens int,
-    output_tokens int, cost_usd numeric, latency_ms int, error_code text, call_id text
+    output_tokens int, cost_usd numeric, latency_ms int, error_code text, call_id text, reused bool
 """
 
 
@@ -21,10 +21,10 @@ def insert_usage(records: str, attempt: str, join: str = "") -> str:
     first (a result, a failure, ReportUsage), it is stored once."""
     return f"""
     INSERT INTO usage_logs (job_id, attempt, provider, model, credential_mode, input_tokens,
-                            output_tokens, cost_usd, latency_ms, error_code, call_id)
+                            output_tokens, cost_usd, latency_ms, error_code, call_id, reused)
     SELECT u.job_id, {attempt}, u.provider, u.model, u.credential_mode, u.input_tokens,
            u.output_tokens, u.cost_usd, u.latency_ms, nullif(u.error_code, ''),
-           nullif(u.call_id, '')
+           nullif(u.call_id, ''), coalesce(u.reused, false)
     FROM jsonb_to_recordset({records}::jsonb) AS u({_COLUMNS}) {join}
     ON CONFLICT (call_id) WHERE call_id IS NOT NULL DO NOTHING
 """

@@ -45,7 +45,8 @@ def _days(t: str) -> str:
 
 USAGE_ROWS = f"""
     SELECT j.user_id, j.job_type, u.provider, u.model,
-           (u.created_at AT TIME ZONE 'UTC')::date AS day, 1 AS calls,
+           (u.created_at AT TIME ZONE 'UTC')::date AS day,
+           (NOT u.reused)::int AS calls,  -- a reused step was no provider call
            (u.error_code IS NOT NULL)::int AS failed_calls, u.input_tokens::bigint,
            u.output_tokens::bigint, u.cost_usd
     FROM usage_logs u JOIN jobs j ON j.id = u.job_id

@@ -167,6 +167,9 @@ class FakeExecutor:
     credentials: dict[str, list[UserKey | Exception]] = field(default_factory=dict)
     resolve_calls: list[tuple[str, str]] = field(default_factory=list)
     usage_reports: list[tuple[str, str, list[Any]]] = field(default_factory=list)
+    # RecordStep calls, and what they answer in order (an attempt number or an error)
+    recorded_steps: list[tuple[str, str, str, Any, Any]] = field(default_factory=list)
+    step_answers: list[int | Exception] = field(default_factory=list)
 
     def lock_as(self, job: LockedJob) -> None:
         self.locks[job.job_id] = [LockResult(LockOutcome.LOCKED, job=job)]
@@ -259,6 +262,22 @@ class FakeExecutor:
     ) -> int:
         self.usage_reports.append((job_id, lease_token, list(usage)))
         return len(usage)
+
+    async def record_step(
+        self,
+        job_id: str,
+        lease_token: str,
+        step: str,
+        response: Any,
+        usage: Any,
+        *,
+        timeout_s: float,
+    ) -> int:
+        self.recorded_steps.append((job_id, lease_token, step, response, usage))
+        answer = self.step_answers.pop(0) if self.step_answers else 1
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
     async def resolve_credential(
         self, job_id: str, lease_token: str, *, timeout_s: float

@@ -44,7 +44,7 @@ class LockJobResponse(_message.Message):
     def __init__(self, outcome: _Optional[_Union[LockOutcome, str]] = ..., job: _Optional[_Union[LockedJob, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class LockedJob(_message.Message):
-    __slots__ = ("job_id", "job_type", "lease_token", "attempt", "input", "lease_expires_at", "lease_ttl_ms", "heartbeat_interval_ms", "user_id", "prompt_key", "prompt_version", "credential_mode", "credential_id")
+    __slots__ = ("job_id", "job_type", "lease_token", "attempt", "input", "lease_expires_at", "lease_ttl_ms", "heartbeat_interval_ms", "user_id", "prompt_key", "prompt_version", "credential_mode", "credential_id", "recorded_steps")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,7 @@ class LockedJob(_message.Message):
     PROMPT_VERSION_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_MODE_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_STEPS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_type: str
     lease_token: str
@@ -71,7 +72,8 @@ class LockedJob(_message.Message):
     prompt_version: str
     credential_mode: _job_pb2.CredentialMode
     credential_id: str
-    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lease_token: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., user_id: _Optional[str] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., credential_mode: _Optional[_Union[_job_pb2.CredentialMode, str]] = ..., credential_id: _Optional[str] = ...) -> None: ...
+    recorded_steps: _containers.RepeatedCompositeFieldContainer[RecordedStep]
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lease_token: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., user_id: _Optional[str] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., credential_mode: _Optional[_Union[_job_pb2.CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., recorded_steps: _Optional[_Iterable[_Union[RecordedStep, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("job_id", "lease_token", "progress")
@@ -122,7 +124,7 @@ class ChildJob(_message.Message):
     def __init__(self, job_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class ProviderUsage(_message.Message):
-    __slots__ = ("provider", "model", "credential_mode", "input_tokens", "output_tokens", "cost_usd", "latency_ms", "error_code", "call_id")
+    __slots__ = ("provider", "model", "credential_mode", "input_tokens", "output_tokens", "cost_usd", "latency_ms", "error_code", "call_id", "reused")
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_MODE_FIELD_NUMBER: _ClassVar[int]
@@ -132,6 +134,7 @@ class ProviderUsage(_message.Message):
     LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    REUSED_FIELD_NUMBER: _ClassVar[int]
     provider: str
     model: str
     credential_mode: str
@@ -141,7 +144,8 @@ class ProviderUsage(_message.Message):
     latency_ms: int
     error_code: str
     call_id: str
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_mode: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency_ms: _Optional[int] = ..., error_code: _Optional[str] = ..., call_id: _Optional[str] = ...) -> None: ...
+    reused: bool
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_mode: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency_ms: _Optional[int] = ..., error_code: _Optional[str] = ..., call_id: _Optional[str] = ..., reused: _Optional[bool] = ...) -> None: ...
 
 class SubmitResultResponse(_message.Message):
     __slots__ = ("status",)
@@ -264,3 +268,51 @@ class ReportUsageResponse(_message.Message):
     attempt: int
     recorded: int
     def __init__(self, attempt: _Optional[int] = ..., recorded: _Optional[int] = ...) -> None: ...
+
+class StepResponse(_message.Message):
+    __slots__ = ("text", "parsed_json", "model", "input_tokens", "output_tokens", "provider")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    PARSED_JSON_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    parsed_json: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    provider: str
+    def __init__(self, text: _Optional[str] = ..., parsed_json: _Optional[str] = ..., model: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., provider: _Optional[str] = ...) -> None: ...
+
+class RecordStepRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token", "step", "response", "usage")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    step: str
+    response: StepResponse
+    usage: ProviderUsage
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., step: _Optional[str] = ..., response: _Optional[_Union[StepResponse, _Mapping]] = ..., usage: _Optional[_Union[ProviderUsage, _Mapping]] = ...) -> None: ...
+
+class RecordStepResponse(_message.Message):
+    __slots__ = ("attempt",)
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    def __init__(self, attempt: _Optional[int] = ...) -> None: ...
+
+class RecordedStep(_message.Message):
+    __slots__ = ("step", "response", "attempt", "call_id")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    step: str
+    response: StepResponse
+    attempt: int
+    call_id: str
+    def __init__(self, step: _Optional[str] = ..., response: _Optional[_Union[StepResponse, _Mapping]] = ..., attempt: _Optional[int] = ..., call_id: _Optional[str] = ...) -> None: ...

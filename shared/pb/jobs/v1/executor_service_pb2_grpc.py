@@ -84,6 +84,11 @@ class ExecutorServiceStub:
                 request_serializer=jobs_dot_v1_dot_executor__service__pb2.ReportUsageRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_executor__service__pb2.ReportUsageResponse.FromString,
                 _registered_method=True)
+        self.RecordStep = channel.unary_unary(
+                '/jobs.v1.ExecutorService/RecordStep',
+                request_serializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepResponse.FromString,
+                _registered_method=True)
 
 
 class ExecutorServiceServicer:
@@ -173,6 +178,19 @@ class ExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordStep(self, request, context):
+        """Records a provider call's response as the named step of the job (a checkpoint), for
+        the holder of the job's current lease only (otherwise ABORTED, LEASE_LOST), with the
+        call's usage row (stored once per call_id). A later attempt of the job receives the
+        job's recorded steps with its lease (LockedJob.recorded_steps) and reuses a step's
+        response instead of calling the provider again. Recording a step again (a repair
+        call after the response failed validation) replaces its response. Responses are
+        deleted with the job and never logged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -220,6 +238,11 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     servicer.ReportUsage,
                     request_deserializer=jobs_dot_v1_dot_executor__service__pb2.ReportUsageRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_executor__service__pb2.ReportUsageResponse.SerializeToString,
+            ),
+            'RecordStep': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordStep,
+                    request_deserializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -470,6 +493,33 @@ class ExecutorService:
             '/jobs.v1.ExecutorService/ReportUsage',
             jobs_dot_v1_dot_executor__service__pb2.ReportUsageRequest.SerializeToString,
             jobs_dot_v1_dot_executor__service__pb2.ReportUsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordStep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.ExecutorService/RecordStep',
+            jobs_dot_v1_dot_executor__service__pb2.RecordStepRequest.SerializeToString,
+            jobs_dot_v1_dot_executor__service__pb2.RecordStepResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,7 +8,7 @@ rolling deploy, and GetUsage reports what usage_daily holds beyond the per-type 
 job type "".
 
 Revision ID: 0015
-Revises: 0011
+Revises: 0014
 Create Date: 2026-12-14 09:00:00
 """
 
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015"
-down_revision = "0011"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
