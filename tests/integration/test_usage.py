@@ -151,7 +151,7 @@ async def product(target: str) -> AsyncIterator[usage_service_pb2_grpc.UsageServ
 
 async def seed(client: Client, db: asyncpg.Connection) -> None:
     """A finished job per user and job type, each with a usage row per day and model (some
-    failed, costs to the micro-dollar), and an aggregate folded before job types were
+    failed, some reused steps, costs to the micro-dollar), and an aggregate folded before job types were
     kept (no per-type row)."""
     n = 0
     for user, job_type in itertools.product(USERS, JOB_TYPES):
@@ -160,19 +160,22 @@ async def seed(client: Client, db: asyncpg.Connection) -> None:
         await client.jobs.CancelJob(jpb.CancelJobRequest(job_id=job.id, user_id=user))
         for days_ago, (provider, model) in itertools.product(DAYS_AGO, MODELS):
             n += 1
+            reused = n % 5 == 0  # a recorded step answered again: no call, costs nothing
+            paid = 0 if reused else n
             await db.execute(
                 "INSERT INTO usage_logs (job_id, attempt, provider, model, credential_mode,"
-                " input_tokens, output_tokens, cost_usd, error_code, created_at, call_id)"
-                " VALUES ($1, 1, $2, $3, 'platform', $4, $5, $6, $7, $8, $9)",
+                " input_tokens, output_tokens, cost_usd, error_code, created_at, call_id,"
+                " reused) VALUES ($1, 1, $2, $3, 'platform', $4, $5, $6, $7, $8, $9, $10)",
                 job.id,
                 provider,
                 model,
-                100 * n,
-                7 * n,
-                Decimal("0.010001") * n,
-                "PROVIDER_TIMEOUT" if n % 4 == 0 else None,
+                100 * paid,
+                7 * paid,
+                Decimal("0.010001") * paid,
+                "PROVIDER_TIMEOUT" if n % 4 == 0 and not reused else None,
                 TODAY - timedelta(days=days_ago) + timedelta(hours=n % 24, seconds=n),
                 f"call-{n}",
+                reused,
             )
     await db.execute(
         "INSERT INTO usage_daily (user_id, day, provider, model, calls, failed_calls,"
@@ -190,7 +193,7 @@ async def facts_of(db: asyncpg.Connection) -> list[Fact]:
     assert await db.fetchval("SELECT count(*) FROM usage_daily_job_types") == 0
     rows = await db.fetch(
         "SELECT j.user_id, j.job_type, u.provider, u.model,"
-        " (u.created_at AT TIME ZONE 'UTC')::date AS day, 1 AS calls,"
+        " (u.created_at AT TIME ZONE 'UTC')::date AS day, (NOT u.reused)::int AS calls,"
         " (u.error_code IS NOT NULL)::int AS failed_calls, u.input_tokens, u.output_tokens,"
         " u.cost_usd FROM usage_logs u JOIN jobs j ON j.id = u.job_id"
         " UNION ALL SELECT user_id, '', provider, model, day, calls, failed_calls,"
