@@ -18,6 +18,7 @@ from shared.pb.jobs.v1 import (
     executor_service_pb2,
     job_pb2,
     job_service_pb2,
+    schedule_service_pb2,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,6 +30,7 @@ FILES: list[FileDescriptor] = [
         admin_service_pb2,
         credential_service_pb2,
         executor_service_pb2,
+        schedule_service_pb2,
     )
 ]
 LANGUAGE_OPTIONS = (
