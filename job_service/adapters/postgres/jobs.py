@@ -309,7 +309,7 @@ _CANCEL_STEP = {s.value: transition(s, Step.CANCEL).value for s in sources(Step.
 
 
 async def create_job(
-    conn: asyncpg.Connection, new: NewJob, quotas: Quotas
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], new: NewJob, quotas: Quotas
 ) -> tuple[Job, bool] | QuotaRefusal:
     """JobRepository.create on ``conn``: in the caller's transaction when it holds one (a
     schedule's firing round creates its jobs in the transaction that advances it)."""
