@@ -4,6 +4,7 @@ replicas, and catch-up after every replica was down."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -155,7 +156,7 @@ async def _slots_of(db: asyncpg.Connection, schedule_id: str) -> list[tuple[date
 def _assert_one_job_per_slot_without_gaps(slots: list[tuple[datetime, int]]) -> None:
     assert all(n == 1 for _, n in slots), f"a slot fired twice: {slots}"
     times = [t for t, _ in slots]
-    gaps = [(a, b) for a, b in zip(times, times[1:], strict=False) if b - a != timedelta(seconds=1)]
+    gaps = [(a, b) for a, b in itertools.pairwise(times) if b - a != timedelta(seconds=1)]
     assert gaps == [], f"slots missing between {gaps}"
 
 
@@ -271,7 +272,7 @@ async def test_after_every_replica_was_down_missed_slots_inside_the_window_fire_
     # missed and fired slots together cover the outage, each once
     covered = sorted([r["slot"] for r in missed] + caught_up)
     assert len(covered) == len(set(covered))
-    assert all(b - a == timedelta(seconds=1) for a, b in zip(covered, covered[1:], strict=False))
+    assert all(b - a == timedelta(seconds=1) for a, b in itertools.pairwise(covered))
     assert len(caught_up) >= 6
 
 
