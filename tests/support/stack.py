@@ -187,6 +187,8 @@ async def count_rows(database_url: str) -> dict[str, int]:
                 "queue_controls",
                 "rate_limits",
                 "worker_definitions",
+                "schedules",
+                "schedule_runs",
             )
         }
     finally:
