@@ -94,9 +94,11 @@ FOR UPDATE SKIP LOCKED
 """
 NEXT_DUE = "SELECT min(next_fire_at) FROM schedules WHERE NOT paused"
 LOCK_ONE = f"SELECT {COLUMNS} FROM schedules WHERE id = $1 AND user_id = $2 FOR UPDATE"
+# recorded_at is the time of the write (clock_timestamp, not the round's start): a run's
+# recorded_at - slot is its fire lag up to the commit that follows
 RECORD_RUN = """
-INSERT INTO schedule_runs (schedule_id, slot, outcome, job_id, detail)
-SELECT $1, unnest($2::timestamptz[]), $3, $4, $5
+INSERT INTO schedule_runs (schedule_id, slot, outcome, job_id, detail, recorded_at)
+SELECT $1, unnest($2::timestamptz[]), $3, $4, $5, clock_timestamp()
 ON CONFLICT (schedule_id, slot) DO NOTHING
 """
 ADVANCE = """
