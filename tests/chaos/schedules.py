@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 import asyncpg
@@ -97,22 +97,21 @@ class ScheduledLoad:
         """How many slots fired, and the violations: a slot fired twice, a slot missed."""
         if not self.schedule_id:
             return 0, ["schedule: never created"]
-        slots = await pool.fetch(PER_SLOT, self.schedule_id)
-        found = [
-            f"schedule: slot {r['scheduled_for'].isoformat()} fired {r['n']} times"
-            for r in slots
-            if r["n"] != 1
-        ]
-        times = [r["scheduled_for"] for r in slots]
-        found += [
-            f"schedule: slots missed between {a.isoformat()} and {b.isoformat()}"
-            for a, b in itertools.pairwise(times)
-            if b - a != timedelta(seconds=1)
-        ]
-        found += [
-            f"schedule: {r['n']} slots recorded {r['outcome']}"
-            for r in await pool.fetch(NOT_FIRED, self.schedule_id)
-        ]
-        if not times:
-            found.append("schedule: no slot fired")
-        return len(times), found
+        slots = [(r["scheduled_for"], r["n"]) for r in await pool.fetch(PER_SLOT, self.schedule_id)]
+        not_fired = {r["outcome"]: r["n"] for r in await pool.fetch(NOT_FIRED, self.schedule_id)}
+        return len(slots), slot_breaches(slots, not_fired)
+
+
+def slot_breaches(slots: list[tuple[datetime, int]], not_fired: dict[str, int]) -> list[str]:
+    """The rule on a 1-second schedule's jobs per slot (oldest first) and its runs that did
+    not fire: every slot once, no second missing between the first and the last."""
+    found = [f"schedule: slot {t.isoformat()} fired {n} times" for t, n in slots if n != 1]
+    found += [
+        f"schedule: slots missed between {a.isoformat()} and {b.isoformat()}"
+        for (a, _), (b, _) in itertools.pairwise(slots)
+        if b - a != timedelta(seconds=1)
+    ]
+    found += [f"schedule: {n} slots recorded {outcome}" for outcome, n in not_fired.items()]
+    if not slots:
+        found.append("schedule: no slot fired")
+    return found

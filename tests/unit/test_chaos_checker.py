@@ -17,6 +17,7 @@ from tests.chaos.checker import (
     key_breaches,
     rate_breaches,
 )
+from tests.chaos.schedules import slot_breaches
 from tests.chaos.workload import KINDS, Submission
 
 QUICK = KINDS[0]
@@ -219,3 +220,16 @@ def test_billing_attributes_missing_rows_to_attempts_with_unknown_usage_only() -
     [breach] = billing_breaches(10, 7, 1, report)
     assert "3 provider calls without a usage row" in breach
     assert (report.provider_calls, report.usage_rows, report.usage_unknown) == (10, 7, 1)
+
+
+def test_the_schedule_rule_finds_a_slot_fired_twice_a_gap_and_a_skip() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    good = [(t0 + timedelta(seconds=n), 1) for n in range(5)]
+    assert slot_breaches(good, {}) == []
+    twice = [*good[:2], (good[2][0], 2), *good[3:]]
+    gap = [*good[:2], *good[3:]]
+    assert [len(slot_breaches(s, {})) for s in (twice, gap)] == [1, 1]
+    assert slot_breaches(good, {"skipped_missed": 3}) == [
+        "schedule: 3 slots recorded skipped_missed"
+    ]
+    assert slot_breaches([], {}) == ["schedule: no slot fired"]
