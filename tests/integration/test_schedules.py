@@ -283,3 +283,49 @@ async def test_schedule_validation_writes_nothing(schedules: Stub, db: asyncpg.C
         await create(schedules, end_at=past)
     assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert await db.fetchval("SELECT count(*) FROM schedules") == 0
+
+
+async def test_cancel_previous_cancels_the_unfinished_job_before_the_next_slot_fires(
+    schedules: Stub, db: asyncpg.Connection
+) -> None:
+    # no worker runs: each slot's job waits until the next slot cancels it
+    made = await create(
+        schedules, cron="* * * * * *", overlap_policy=spb.OVERLAP_POLICY_CANCEL_PREVIOUS
+    )
+    await eventually(
+        lambda: db.fetchval("SELECT count(*) >= 3 FROM jobs WHERE schedule_id = $1", made.id),
+        timeout=20,
+    )
+    await schedules.PauseSchedule(spb.PauseScheduleRequest(schedule_id=made.id, user_id="alice"))
+    rows = await db.fetch(
+        "SELECT status FROM jobs WHERE schedule_id = $1 ORDER BY scheduled_for", made.id
+    )
+    statuses = [r["status"] for r in rows]
+    assert set(statuses[:-1]) == {"cancelled"} and statuses[-1] == "queued", statuses
+
+
+async def test_a_slot_the_quota_refuses_is_recorded_and_the_schedule_goes_on(
+    database_url: str, nats_url: str, db: asyncpg.Connection
+) -> None:
+    async with (
+        running_job_service(database_url, nats_url, max_active_jobs_per_user=1) as app,
+        open_channel(f"127.0.0.1:{app.port}") as channel,
+    ):
+        made = await create(
+            Stub(channel), cron="* * * * * *", overlap_policy=spb.OVERLAP_POLICY_ALLOW
+        )
+        await eventually(
+            lambda: db.fetchval(
+                "SELECT count(*) >= 2 FROM schedule_runs WHERE schedule_id = $1"
+                " AND outcome = 'refused'",
+                made.id,
+            ),
+            timeout=20,
+        )
+        got = await Stub(channel).GetSchedule(
+            spb.GetScheduleRequest(schedule_id=made.id, user_id="alice")
+        )
+    refused = [r for r in got.recent_runs if r.outcome == spb.ScheduleRun.OUTCOME_REFUSED]
+    assert refused and {r.detail for r in refused} == {"TOO_MANY_JOBS"}
+    assert all(not r.job_id for r in refused)
+    assert await db.fetchval("SELECT count(*) FROM jobs WHERE schedule_id = $1", made.id) == 1
