@@ -50,8 +50,11 @@ from shared.errors import (
 log = logging.getLogger(__name__)
 
 RECENT_RUNS = 20
-# Due schedules one firing round claims.
-FIRE_BATCH = 50
+# Due schedules one firing round claims, and the rounds a replica runs at once: a round
+# handles its schedules one after another (each a few statements), so many schedules due
+# in the same second are split over parallel rounds (and replicas) by SKIP LOCKED.
+FIRE_BATCH = 10
+PARALLEL_ROUNDS = 3
 # The loop sleeps until the next slot, but never longer than this: schedules created or
 # resumed on another replica are seen within it.
 MAX_SLEEP_S = 1.0
@@ -348,8 +351,15 @@ class ScheduleFiring:
             wait = MAX_SLEEP_S
             try:
                 changed.clear()
-                handled = await self._schedules.fire_due()
-                wait = 0.0 if handled >= FIRE_BATCH else await self._until_next()
+                now = datetime.now(UTC)
+                rounds = await asyncio.gather(
+                    *(self._schedules.fire_due(now) for _ in range(PARALLEL_ROUNDS)),
+                    return_exceptions=True,
+                )
+                for failed in (r for r in rounds if isinstance(r, BaseException)):
+                    log.error("schedule firing round failed; retrying", exc_info=failed)
+                full = any(r == FIRE_BATCH for r in rounds if isinstance(r, int))
+                wait = 0.0 if full else await self._until_next()
             except Exception:
                 log.exception("schedule firing failed; retrying")
             if wait <= 0:
