@@ -201,14 +201,12 @@ class Jobs:
         if isinstance(stored, QuotaRefusal):
             raise self._quota_error(stored)
         job, created = stored
-        if created and not wake:
-            metrics.job_created(job.job_type, job.queue)
-        elif created:
+        if created:
             metrics.job_created(job.job_type, job.queue)
             # a delayed job's dispatch row is due at its time (a far one is found by the
             # dispatcher's poll: no timer held for it)
             wait = (due - datetime.now(UTC)).total_seconds() if due else 0.0
-            if wait < DELAYED_WAKE_HORIZON_S:
+            if wake and wait < DELAYED_WAKE_HORIZON_S:
                 self._outbox.wake(after_s=max(0.0, wait))
         elif job.request_hash != new.request_hash:
             raise IdempotencyKeyReused(
