@@ -41,6 +41,7 @@ from job_service.periodic import Periodic
 from job_service.settings import JobServiceSettings
 from job_service.usecases.admin import Admin
 from job_service.usecases.credentials import CredentialVault
+from job_service.usecases.firing import ScheduleFiring
 from job_service.usecases.jobs import SNAPSHOT_CLEAN_BATCH, Jobs
 from job_service.usecases.leases import REAP_BATCH, Leases
 from job_service.usecases.outbox import (
@@ -52,7 +53,7 @@ from job_service.usecases.outbox import (
 from job_service.usecases.results import Results
 from job_service.usecases.retention import Retention
 from job_service.usecases.schedules import PRUNE_BATCH as SCHEDULE_PRUNE_BATCH
-from job_service.usecases.schedules import ScheduleFiring, Schedules
+from job_service.usecases.schedules import Schedules
 from job_service.usecases.scheduling import Scheduler, tier_estimates, unlimited_queues
 from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.watch import WatchHub

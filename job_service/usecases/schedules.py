@@ -1,4 +1,5 @@
-"""ScheduleService's use cases, and the firing loop every replica runs.
+"""ScheduleService's use cases, and the firing round the loop of every replica runs
+(``usecases/firing.py``).
 
 A slot fires exactly once: the loop of each replica claims due schedules with ``FOR UPDATE
 SKIP LOCKED`` and, in that one transaction, creates each slot's job through CreateJob's
@@ -11,7 +12,6 @@ own or another replica's) fires the slot then. docs/adr/0005-schedules.md has th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from dataclasses import dataclass, replace
@@ -50,16 +50,10 @@ from shared.errors import (
 log = logging.getLogger(__name__)
 
 RECENT_RUNS = 20
-# Due schedules one firing round claims, and the rounds a replica runs at once: a round
-# handles its schedules one after another (each a few statements), so many schedules due
-# in the same second are split over parallel rounds (and replicas) by SKIP LOCKED.
+# Due schedules one firing round claims: a round handles its schedules one after another
+# (each a few statements), so many schedules due in the same second are split over
+# parallel rounds (usecases/firing.py) and replicas by SKIP LOCKED.
 FIRE_BATCH = 10
-PARALLEL_ROUNDS = 3
-# The loop sleeps until the next slot, but never longer than this: schedules created or
-# resumed on another replica are seen within it.
-MAX_SLEEP_S = 1.0
-# When the next slot is due but held by another replica's round: look again shortly.
-BUSY_SLEEP_S = 0.02
 RUN_RETENTION_S = 7 * 24 * 3600.0
 PRUNE_BATCH = 1000
 _SCHEDULES = ("schedules",)
@@ -335,55 +329,6 @@ class Schedules:
                 [FieldViolation("spec.end_at", "after the first slot")],
             )
         return spec
-
-
-class ScheduleFiring:
-    """The firing loop of one replica: a round when the next slot is due (or a schedule
-    changed here), else asleep up to MAX_SLEEP_S."""
-
-    def __init__(self, schedules: Schedules) -> None:
-        self._schedules = schedules
-        self._stopping = asyncio.Event()
-
-    async def run(self) -> None:
-        changed = self._schedules.changed
-        while not self._stopping.is_set():
-            wait = MAX_SLEEP_S
-            try:
-                changed.clear()
-                now = datetime.now(UTC)
-                rounds = await asyncio.gather(
-                    *(self._schedules.fire_due(now) for _ in range(PARALLEL_ROUNDS)),
-                    return_exceptions=True,
-                )
-                for failed in (r for r in rounds if isinstance(r, BaseException)):
-                    log.error("schedule firing round failed; retrying", exc_info=failed)
-                full = any(r == FIRE_BATCH for r in rounds if isinstance(r, int))
-                wait = 0.0 if full else await self._until_next()
-            except Exception:
-                log.exception("schedule firing failed; retrying")
-            if wait <= 0:
-                continue
-            stop = asyncio.ensure_future(self._stopping.wait())
-            change = asyncio.ensure_future(changed.wait())
-            try:
-                await asyncio.wait({stop, change}, timeout=wait, return_when="FIRST_COMPLETED")
-            finally:
-                for waiter in (stop, change):
-                    waiter.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await waiter
-
-    async def _until_next(self) -> float:
-        due = await self._schedules.next_due()
-        if due is None:
-            return MAX_SLEEP_S
-        wait = (due - datetime.now(UTC)).total_seconds()
-        # due already: another replica's round holds it (its commit moves it on)
-        return BUSY_SLEEP_S if wait <= 0 else min(wait, MAX_SLEEP_S)
-
-    def stop(self) -> None:
-        self._stopping.set()
 
 
 def _job_request(schedule_id: str, user_id: str, t: JobTemplate, slot: datetime) -> CreateRequest:
