@@ -83,7 +83,10 @@ async def run(
             )
             fired, breaches = await scheduled.breaches(await cluster.db())
             report.violations += breaches
-            report.notes.append(f"schedule: {fired} slots fired (rule: each once, none missed)")
+            report.notes.append(
+                f"schedule: {fired} slots fired (rule: each once, none missed; their jobs are"
+                " counted with the derived jobs in the child jobs row)"
+            )
         finally:
             workload.stop()
             await workload.abandon()
