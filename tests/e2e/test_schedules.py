@@ -4,12 +4,14 @@ gap; after both were down, every missed slot inside the catch-up window fires on
 
 Scaled down from the issue (60 s run, 30 s outage, 60 s window) to keep the suite short:
 a ~20 s run, a ~10 s outage and a 60 s window; the properties do not depend on the length.
+The issue's lengths: ``SCHEDULE_RUN_S=60 SCHEDULE_OUTAGE_S=30 pytest tests/e2e/test_schedules.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import signal
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
@@ -27,8 +29,8 @@ from tests.support.processes import JobServiceProcess
 from tests.support.stack import open_channel
 from tests.support.wait import eventually
 
-RUN_S = 20
-OUTAGE_S = 10
+RUN_S = int(os.environ.get("SCHEDULE_RUN_S", "20"))
+OUTAGE_S = int(os.environ.get("SCHEDULE_OUTAGE_S", "10"))
 ENV = {"JOBS_SHUTDOWN_DELAY_S": "0"}
 
 
