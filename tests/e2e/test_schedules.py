@@ -108,6 +108,7 @@ async def _count_at_least(db: asyncpg.Connection, schedule_id: str, n: int) -> b
     )
 
 
+@pytest.mark.timeout(RUN_S + 240)
 async def test_one_job_per_slot_while_a_replica_is_killed_and_restarted(
     spawn: Callable[[str], JobServiceProcess], db: asyncpg.Connection
 ) -> None:
@@ -147,6 +148,7 @@ async def test_one_job_per_slot_while_a_replica_is_killed_and_restarted(
     assert lags[-1] < 10, lags
 
 
+@pytest.mark.timeout(OUTAGE_S + 240)
 async def test_missed_slots_inside_the_window_fire_once_each_after_both_replicas_were_down(
     spawn: Callable[[str], JobServiceProcess], db: asyncpg.Connection
 ) -> None:
