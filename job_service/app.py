@@ -33,6 +33,7 @@ from job_service.adapters.postgres.queues import QueueRepository
 from job_service.adapters.postgres.rate_limits import RateLimitRepository
 from job_service.adapters.postgres.results import ResultRepository
 from job_service.adapters.postgres.retention import RetentionRepository
+from job_service.adapters.postgres.schedules import ScheduleRepository
 from job_service.adapters.postgres.schema_version import schema_state
 from job_service.adapters.postgres.sessions import SessionRepository
 from job_service.adapters.postgres.steps import StepRepository
@@ -44,6 +45,7 @@ from job_service.settings import JobServiceSettings
 from job_service.usecases.admin import Admin
 from job_service.usecases.bulk import BulkActions
 from job_service.usecases.credentials import CredentialVault
+from job_service.usecases.firing import ScheduleFiring
 from job_service.usecases.jobs import SNAPSHOT_CLEAN_BATCH, Jobs
 from job_service.usecases.leases import REAP_BATCH, Leases
 from job_service.usecases.outbox import (
@@ -54,6 +56,8 @@ from job_service.usecases.outbox import (
 )
 from job_service.usecases.results import Results
 from job_service.usecases.retention import Retention
+from job_service.usecases.schedules import PRUNE_BATCH as SCHEDULE_PRUNE_BATCH
+from job_service.usecases.schedules import Schedules
 from job_service.usecases.scheduling import Scheduler, tier_estimates, unlimited_queues
 from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.steps import Steps
@@ -86,6 +90,7 @@ class JobServiceApp:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self._dispatcher: OutboxDispatcher | None = None
+        self._firing: ScheduleFiring | None = None
         self._housekeeping: list[Periodic] = []
         self._watches: WatchHub | None = None
         self._sessions: WorkerSessions | None = None
@@ -193,6 +198,8 @@ class JobServiceApp:
             publisher,
             self._dispatcher,
         )
+        schedules = Schedules(jobs, ScheduleRepository(self._pool), page_tokens)
+        self._firing = ScheduleFiring(schedules)
         watches = self._watches = WatchHub(listing)
         self._housekeeping = [
             Periodic(
@@ -244,6 +251,12 @@ class JobServiceApp:
                 batch=1,
             ),
             Periodic(
+                "schedule runs pruner",
+                schedules.prune_runs,
+                interval_s=s.retention_interval_s,
+                batch=SCHEDULE_PRUNE_BATCH,
+            ),
+            Periodic(
                 "metrics collector",
                 DatabaseGauges(self._pool, self.registry.queue_concurrency()).refresh,
                 interval_s=s.metrics_collect_interval_s,
@@ -267,6 +280,7 @@ class JobServiceApp:
             sessions=sessions,
             usage=UsageReports(UsageReportRepository(self._pool)),
             steps=Steps(StepRepository(self._pool)),
+            schedules=schedules,
         )
         address = f"{s.grpc_host}:{s.grpc_port}"
         if tls is None:
@@ -274,7 +288,7 @@ class JobServiceApp:
         else:
             self.port = self._server.add_secure_port(address, tls)
         await self._server.start()
-        loops = [("outbox dispatcher", self._dispatcher.run)]
+        loops = [("outbox dispatcher", self._dispatcher.run), ("schedule firing", self._firing.run)]
         loops += [(periodic.name, periodic.run) for periodic in self._housekeeping]
         for name, loop in loops:
             task = asyncio.create_task(loop(), name=f"job_service {name}")
@@ -330,6 +344,8 @@ class JobServiceApp:
             await stopping
         if self._dispatcher is not None:
             self._dispatcher.stop()
+        if self._firing is not None:
+            self._firing.stop()
         for periodic in self._housekeeping:
             periodic.stop()
         if self._tasks:

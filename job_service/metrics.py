@@ -198,3 +198,28 @@ WORKER_SESSIONS_OPEN = Gauge(
 
 def worker_sessions_open(count: int) -> None:
     WORKER_SESSIONS_OPEN.set(count)
+
+
+# Schedules (docs/adr/0005-schedules.md).
+SCHEDULE_RUNS = Counter(
+    "jobs_schedule_runs_total",
+    "Schedule slots handled, by outcome: fired (a job created), skipped_missed (outside the "
+    "catch-up window), skipped_overlap (the previous job still ran), refused (CreateJob "
+    "refused the job: a quota, or the template no longer valid), triggered (TriggerSchedule).",
+    ["outcome"],
+)
+SCHEDULE_FIRE_LAG = Histogram(
+    "jobs_schedule_fire_lag_seconds",
+    "From a schedule slot's time to its job's creation (the firing transaction's commit).",
+    buckets=DURATION_BUCKETS,
+)
+
+
+def schedule_runs(outcome: str, count: int = 1) -> None:
+    if count:
+        SCHEDULE_RUNS.labels(outcome).inc(count)
+
+
+def schedule_fired(lag_s: float) -> None:
+    SCHEDULE_RUNS.labels("fired").inc()
+    SCHEDULE_FIRE_LAG.observe(max(0.0, lag_s))

@@ -268,6 +268,34 @@ ROWS: list[tuple[str, list[tuple[str, str, list[tuple[str, str]], str]]]] = [
             ),
         ],
     ),
+    (
+        "Schedules",
+        [
+            (
+                "Schedule slots",
+                "short",
+                [
+                    (
+                        "sum by (outcome) (rate(jobs_schedule_runs_total[$__rate_interval]))",
+                        "{{outcome}}/s",
+                    )
+                ],
+                "Slots handled: fired, skipped (missed, overlap), refused, triggered.",
+            ),
+            (
+                "Fire lag",
+                "s",
+                [
+                    (
+                        "histogram_quantile(0.99, sum by (le) (rate("
+                        "jobs_schedule_fire_lag_seconds_bucket[$__rate_interval])))",
+                        "p99",
+                    )
+                ],
+                "A slot's time to its job committed.",
+            ),
+        ],
+    ),
 ]
 
 

@@ -20,6 +20,7 @@ same class (``shared.rpc_errors``). The message is public: the caller reads it::
     │   └── UnknownJobType         INVALID_ARGUMENT    UNKNOWN_JOB_TYPE
     ├── JobNotFound                NOT_FOUND           JOB_NOT_FOUND
     ├── CredentialNotFound         NOT_FOUND           CREDENTIAL_NOT_FOUND
+    ├── ScheduleNotFound           NOT_FOUND           SCHEDULE_NOT_FOUND
     ├── CredentialUnavailable      FAILED_PRECONDITION CREDENTIAL_UNAVAILABLE
     ├── JobNotCancellable          FAILED_PRECONDITION JOB_NOT_CANCELLABLE
     ├── JobAlreadyCancelled        FAILED_PRECONDITION JOB_ALREADY_CANCELLED
@@ -101,6 +102,7 @@ class Reason(StrEnum):
     UNKNOWN_JOB_TYPE = "UNKNOWN_JOB_TYPE"
     JOB_NOT_FOUND = "JOB_NOT_FOUND"
     CREDENTIAL_NOT_FOUND = "CREDENTIAL_NOT_FOUND"
+    SCHEDULE_NOT_FOUND = "SCHEDULE_NOT_FOUND"
     CREDENTIAL_UNAVAILABLE = "CREDENTIAL_UNAVAILABLE"
     JOB_NOT_CANCELLABLE = "JOB_NOT_CANCELLABLE"
     JOB_ALREADY_CANCELLED = "JOB_ALREADY_CANCELLED"
@@ -162,6 +164,12 @@ class CredentialNotFound(JobsError):
     credential a job was created with has been deleted since."""
 
     reason = Reason.CREDENTIAL_NOT_FOUND
+
+
+class ScheduleNotFound(JobsError):
+    """No such schedule for this user (another user's is not found either)."""
+
+    reason = Reason.SCHEDULE_NOT_FOUND
 
 
 class CredentialUnavailable(JobsError):

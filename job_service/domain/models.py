@@ -55,6 +55,9 @@ class NewJob:
     # The principal whose CreateJob call created it (its bearer token's); None for a child
     # job, a retry or a job created before migration 0010.
     created_by: str | None = None
+    # A schedule's job: the schedule and the slot it is for (its trigger is "schedule").
+    schedule_id: str | None = None
+    scheduled_for: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,9 @@ class Job:
     model_name: str | None = None
     # The principal that created it (operators only: AdminService answers).
     created_by: str | None = None
+    # The schedule that created it and the slot it was for (trigger "schedule").
+    schedule_id: str | None = None
+    scheduled_for: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -172,11 +172,32 @@ class Jobs:
                     answers[n] = error
             return [a for a in answers if a is not None]
 
+    @property
+    def quotas(self) -> Quotas:
+        return self._quotas
+
+    async def prepare(self, request: CreateRequest) -> NewJob:
+        """The job CreateJob would store for ``request`` (InvalidInput naming every bad
+        field); nothing is stored. A schedule checks its template and builds each slot's
+        job with it, so that its jobs are judged exactly as CreateJob judges one."""
+        new, _ = await self._prepare(request)
+        return new
+
+    def settle(self, new: NewJob, stored: tuple[Job, bool] | QuotaRefusal) -> Created:
+        """``_settle`` for a job stored inside a caller's transaction: the dispatcher is
+        woken by the caller once that commits (``wake``)."""
+        return self._settle(new, None, stored, wake=False)
+
+    def wake(self) -> None:
+        self._outbox.wake()
+
     def _settle(
         self,
         new: NewJob,
         due: datetime | None,
         stored: tuple[Job, bool] | QuotaRefusal,
+        *,
+        wake: bool = True,
     ) -> Created:
         """What the store's answer means for the caller: the job (waking the dispatcher for
         a new one), or the quota or idempotency error to raise."""
@@ -188,7 +209,7 @@ class Jobs:
             # a delayed job's dispatch row is due at its time (a far one is found by the
             # dispatcher's poll: no timer held for it)
             wait = (due - datetime.now(UTC)).total_seconds() if due else 0.0
-            if wait < DELAYED_WAKE_HORIZON_S:
+            if wake and wait < DELAYED_WAKE_HORIZON_S:
                 self._outbox.wake(after_s=max(0.0, wait))
         elif job.request_hash != new.request_hash:
             raise IdempotencyKeyReused(

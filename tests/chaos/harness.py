@@ -25,6 +25,7 @@ from tests.chaos.cluster_faults import CLUSTER_FAULTS
 from tests.chaos.faults import FAULT_KINDS, FAULTS, FaultContext, FaultRecord
 from tests.chaos.pg_failover import FAILOVER_FAULTS
 from tests.chaos.profiles import Profile, StackSettings
+from tests.chaos.schedules import ScheduledLoad
 from tests.chaos.session_faults import SESSION_FAULTS
 from tests.chaos.step_faults import STEP_FAULTS
 from tests.chaos.workload import ChaosClient, Workload
@@ -65,9 +66,13 @@ async def run(
         await cluster.start()
         client = ChaosClient(cluster.targets)
         workload = Workload(client, rng, profile.rate)
+        # a 1-second schedule through every fault: no slot may fire twice or be missed
+        scheduled = ScheduledLoad(cluster.targets)
         try:
+            await scheduled.start()
             records = await _inject(profile, FaultContext(cluster, workload, rng), say)
             workload.stop()
+            await scheduled.stop()
             say("chaos: faults over; waiting for every create and cancel to be answered")
             await workload.drain()
             left = await _quiesce(await cluster.db(), profile.quiesce_timeout_s)
@@ -76,6 +81,12 @@ async def run(
             limits = parse_rate_limits(settings.rate_limits)
             await check(
                 await cluster.db(), workload.submissions, records, cluster.log_dir, report, limits
+            )
+            fired, breaches = await scheduled.breaches(await cluster.db())
+            report.violations += breaches
+            report.notes.append(
+                f"schedule: {fired} slots fired (rule: each once, none missed; their jobs are"
+                " counted with the derived jobs in the child jobs row)"
             )
         finally:
             workload.stop()

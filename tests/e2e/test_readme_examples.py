@@ -71,6 +71,7 @@ EXPECTED_BLOCKS = {
     "credentials-jobctl",
     "python-client",
     "bulk-grpcurl",
+    "schedules-grpcurl",
 }
 
 
@@ -157,7 +158,7 @@ class Reader:
             command = command.replace(address, self.target)
         for placeholder, value in self.placeholders.items():
             command = command.replace(placeholder, value)
-        left = re.findall(r"<(?:id|child id|credential id)>", command)
+        left = re.findall(r"<(?:id|child id|credential id|schedule id)>", command)
         assert not left, f"{left[0]} used before any answer gave it: {command}"
         return command
 
@@ -192,6 +193,8 @@ class Reader:
     def remember(self, run: Run) -> None:
         if "CreateJob" in run.command or re.search(r"\bjobctl\s.*\bcreate\b", run.command):
             self.placeholders["<id>"] = re.findall(UUID, run.out)[0]
+        if "CreateSchedule" in run.command:
+            self.placeholders["<schedule id>"] = re.findall(UUID, run.out)[0]
         if "PutCredential" in run.command or "jobctl credentials put" in run.command:
             self.placeholders["<credential id>"] = re.findall(UUID, run.out)[0]
         children = re.search(
@@ -469,3 +472,25 @@ async def test_bulk_cancel_and_retry_with_grpcurl(
     assert job["status"] == "JOB_STATUS_CANCELLED"  # type: ignore[index]
     assert job["events"][-1]["reason"] == "admin test-admin: provider outage"  # type: ignore[index]
     assert await db.fetchval("SELECT count(*) FROM jobs WHERE user_id = 'u7'") == 4
+
+
+async def test_schedules_with_grpcurl(
+    blocks: dict[str, list[str]], reader: Reader, db: asyncpg.Connection
+) -> None:
+    runs = await reader.run_block(blocks["schedules-grpcurl"])
+
+    created = run_of(runs, "CreateSchedule").messages()[0]
+    schedule = created["schedule"]
+    assert created["created"] is True  # type: ignore[comparison-overlap]
+    assert schedule["spec"]["time_zone"] == "Europe/Berlin"  # type: ignore[index]
+    got = run_of(runs, "GetSchedule").messages()[0]
+    assert len(got["next_fire_times"]) == 5  # type: ignore[arg-type]
+    job = run_of(runs, "TriggerSchedule").messages()[0]["job"]
+    assert job["trigger"] == "schedule"  # type: ignore[index]
+    assert job["schedule_id"] == schedule["id"]  # type: ignore[index]
+    assert run_of(runs, "PauseSchedule").messages()[0]["schedule"]["paused"] is True  # type: ignore[index]
+    assert "paused" not in run_of(runs, "ResumeSchedule").messages()[0]["schedule"]  # type: ignore[operator]
+    listed = run_of(runs, "ListSchedules").messages()[0]["schedules"]
+    assert [s["id"] for s in listed] == [schedule["id"]]  # type: ignore[index, union-attr]
+    assert await db.fetchval("SELECT count(*) FROM schedules") == 0  # deleted
+    assert await db.fetchval("SELECT schedule_id::text FROM jobs") == schedule["id"]  # type: ignore[index]

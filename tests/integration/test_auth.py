@@ -22,6 +22,7 @@ from shared.grpc_client import ClientConfigError
 from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
+from shared.pb.jobs.v1 import schedule_service_pb2 as spb
 from tests.support.certs import make_certs
 from tests.support.stack import (
     ADMIN_TOKEN,
@@ -58,13 +59,16 @@ async def _calls(client: Client) -> dict[str, object]:
         "jobs.v1.ExecutorService": client.executor.Heartbeat(
             epb.HeartbeatRequest(job_id=UNKNOWN_JOB, lease_token=UNKNOWN_JOB)
         ),
+        "jobs.v1.ScheduleService": client.schedules.GetSchedule(
+            spb.GetScheduleRequest(schedule_id=UNKNOWN_JOB, user_id="u1")
+        ),
     }
 
 
 # token → the services it may reach (the others answer PERMISSION_DENIED)
 ALLOWED = {
-    CLIENT_TOKEN: {"jobs.v1.JobService"},
-    ADMIN_TOKEN: {"jobs.v1.JobService", "jobs.v1.AdminService"},
+    CLIENT_TOKEN: {"jobs.v1.JobService", "jobs.v1.ScheduleService"},
+    ADMIN_TOKEN: {"jobs.v1.JobService", "jobs.v1.AdminService", "jobs.v1.ScheduleService"},
     WORKER_TOKEN: {"jobs.v1.ExecutorService"},
 }
 
@@ -80,7 +84,9 @@ async def test_each_role_reaches_its_services_and_only_those(target: str, token:
                 outcome = _reason(error)
             if service in ALLOWED[token]:
                 # past the check: an answer, or the service's own refusal of the dummy id
-                assert outcome in {"ok", "JOB_NOT_FOUND", "LEASE_LOST"}, service
+                assert outcome in {"ok", "JOB_NOT_FOUND", "LEASE_LOST", "SCHEDULE_NOT_FOUND"}, (
+                    service
+                )
             else:
                 assert outcome == "PERMISSION_DENIED", service
 

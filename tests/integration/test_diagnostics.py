@@ -29,6 +29,7 @@ async def test_health_reports_serving_for_the_server_and_each_service(
             "jobs.v1.AdminService",
             "jobs.v1.CredentialService",
             "jobs.v1.UsageService",
+            "jobs.v1.ScheduleService",
         ):
             answer = await stub.Check(health_pb2.HealthCheckRequest(service=service))
             assert answer.status == health_pb2.HealthCheckResponse.SERVING
@@ -57,6 +58,7 @@ async def test_reflection_describes_every_service(job_service: JobServiceApp) ->
         "jobs.v1.ExecutorService",
         "jobs.v1.JobService",
         "jobs.v1.UsageService",
+        "jobs.v1.ScheduleService",
     ]
     assert methods == ["CreateJob", "GetJob", "CancelJob", "ListJobs", "WatchJob", "CreateJobs"]
 

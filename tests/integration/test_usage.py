@@ -151,8 +151,8 @@ async def product(target: str) -> AsyncIterator[usage_service_pb2_grpc.UsageServ
 
 async def seed(client: Client, db: asyncpg.Connection) -> None:
     """A finished job per user and job type, each with a usage row per day and model (some
-    failed, some reused steps, costs to the micro-dollar), and an aggregate folded before job types were
-    kept (no per-type row)."""
+    failed, some reused steps, costs to the micro-dollar), and an aggregate folded before
+    job types were kept (no per-type row)."""
     n = 0
     for user, job_type in itertools.product(USERS, JOB_TYPES):
         job_input = FEYNMAN_INPUT if job_type == "feynman_evaluation" else {}

@@ -26,6 +26,7 @@ from shared.pb.jobs.v1 import (
     executor_service_pb2_grpc,
     job_pb2,
     job_service_pb2_grpc,
+    schedule_service_pb2_grpc,
 )
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
@@ -130,6 +131,7 @@ class Client:
         self.executor = executor_service_pb2_grpc.ExecutorServiceStub(channel)
         self.admin = admin_service_pb2_grpc.AdminServiceStub(channel)
         self.credentials = credential_service_pb2_grpc.CredentialServiceStub(channel)
+        self.schedules = schedule_service_pb2_grpc.ScheduleServiceStub(channel)
 
     async def create(
         self, user_id: str = "user-1", job_type: str = "synthetic", key: str = "", **job_input: Any
@@ -189,6 +191,8 @@ async def count_rows(database_url: str) -> dict[str, int]:
                 "worker_definitions",
                 "job_steps",
                 "usage_logs",
+                "schedules",
+                "schedule_runs",
             )
         }
     finally:

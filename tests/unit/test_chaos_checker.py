@@ -19,6 +19,7 @@ from tests.chaos.checker import (
     key_breaches,
     rate_breaches,
 )
+from tests.chaos.schedules import slot_breaches
 from tests.chaos.step_faults import answered_calls
 from tests.chaos.workload import KINDS, Submission
 
@@ -237,3 +238,16 @@ def test_answered_calls_are_counted_per_job_from_the_fake_providers_lines(tmp_pa
     (tmp_path / "js1.1.log").write_text(json.dumps(lines[1]))  # not a worker's log
 
     assert answered_calls(tmp_path) == {"a": 1, "b": 2}
+
+
+def test_the_schedule_rule_finds_a_slot_fired_twice_a_gap_and_a_skip() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    good = [(t0 + timedelta(seconds=n), 1) for n in range(5)]
+    assert slot_breaches(good, {}) == []
+    twice = [*good[:2], (good[2][0], 2), *good[3:]]
+    gap = [*good[:2], *good[3:]]
+    assert [len(slot_breaches(s, {})) for s in (twice, gap)] == [1, 1]
+    assert slot_breaches(good, {"skipped_missed": 3}) == [
+        "schedule: 3 slots recorded skipped_missed"
+    ]
+    assert slot_breaches([], {}) == ["schedule: no slot fired"]

@@ -227,6 +227,7 @@ EXPECTED_CODES = {
     errors.UnknownJobType: (Reason.UNKNOWN_JOB_TYPE, grpc.StatusCode.INVALID_ARGUMENT),
     errors.JobNotFound: (Reason.JOB_NOT_FOUND, grpc.StatusCode.NOT_FOUND),
     errors.CredentialNotFound: (Reason.CREDENTIAL_NOT_FOUND, grpc.StatusCode.NOT_FOUND),
+    errors.ScheduleNotFound: (Reason.SCHEDULE_NOT_FOUND, grpc.StatusCode.NOT_FOUND),
     errors.CredentialUnavailable: (
         Reason.CREDENTIAL_UNAVAILABLE,
         grpc.StatusCode.FAILED_PRECONDITION,

@@ -18,6 +18,7 @@ from shared.pb.jobs.v1 import (
     executor_service_pb2,
     job_pb2,
     job_service_pb2,
+    schedule_service_pb2,
     usage_service_pb2,
 )
 
@@ -31,6 +32,7 @@ FILES: list[FileDescriptor] = [
         credential_service_pb2,
         executor_service_pb2,
         usage_service_pb2,
+        schedule_service_pb2,
     )
 ]
 LANGUAGE_OPTIONS = (

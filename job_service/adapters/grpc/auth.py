@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 class Role(StrEnum):
-    CLIENT = "client"  # product services: JobService, CredentialService
+    CLIENT = "client"  # product services: JobService, CredentialService, ScheduleService
     ADMIN = "admin"  # operators: AdminService, and JobService for any user
     WORKER = "worker"  # executor fleets: ExecutorService
 
@@ -42,6 +42,8 @@ SERVICE_ROLES: dict[str, frozenset[Role]] = {
     "jobs.v1.CredentialService": frozenset({Role.CLIENT, Role.ADMIN}),
     # a client sees the usage of the user it names; an admin any user's, or everyone's
     "jobs.v1.UsageService": frozenset({Role.CLIENT, Role.ADMIN}),
+    # a caller acts for the request's user_id, as with JobService
+    "jobs.v1.ScheduleService": frozenset({Role.CLIENT, Role.ADMIN}),
     "jobs.v1.AdminService": frozenset({Role.ADMIN}),
     "jobs.v1.ExecutorService": frozenset({Role.WORKER}),
 }

@@ -103,6 +103,8 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         model_provider=job.model_provider or "",
         model_name=job.model_name or "",
         output_schema_version=job.output_schema_version,
+        schedule_id=job.schedule_id or "",
+        scheduled_for=timestamp(job.scheduled_for),
     )
     if internal:
         message.created_by = job.created_by or ""

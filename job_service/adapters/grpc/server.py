@@ -1,4 +1,4 @@
-"""The gRPC server of the job service: the five services behind the error and auth
+"""The gRPC server of the job service: the services behind the error and auth
 interceptors, plus health and reflection."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from job_service.adapters.grpc.errors import ErrorInterceptor
 from job_service.adapters.grpc.executor_api import ExecutorServicer
 from job_service.adapters.grpc.job_api import JobServicer
 from job_service.adapters.grpc.rpc_metrics import RpcMetricsInterceptor
+from job_service.adapters.grpc.schedule_api import ScheduleServicer
 from job_service.adapters.grpc.usage_api import UsageServicer
 from job_service.settings import JobServiceSettings
 from job_service.usecases.admin import Admin
@@ -25,6 +26,7 @@ from job_service.usecases.jobs import Jobs
 from job_service.usecases.leases import Leases
 from job_service.usecases.outbox import OutboxUpkeep
 from job_service.usecases.results import Results
+from job_service.usecases.schedules import Schedules
 from job_service.usecases.scheduling import Scheduler
 from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.steps import Steps
@@ -39,6 +41,8 @@ from shared.pb.jobs.v1 import (
     executor_service_pb2_grpc,
     job_service_pb2,
     job_service_pb2_grpc,
+    schedule_service_pb2,
+    schedule_service_pb2_grpc,
     usage_service_pb2,
     usage_service_pb2_grpc,
 )
@@ -57,6 +61,7 @@ SERVICE_NAMES = (
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
     credential_service_pb2.DESCRIPTOR.services_by_name["CredentialService"].full_name,
     usage_service_pb2.DESCRIPTOR.services_by_name["UsageService"].full_name,
+    schedule_service_pb2.DESCRIPTOR.services_by_name["ScheduleService"].full_name,
 )
 
 
@@ -78,6 +83,7 @@ def build_server(
     sessions: WorkerSessions,
     usage: UsageReports,
     steps: Steps,
+    schedules: Schedules,
 ) -> grpc.aio.Server:
     server = grpc.aio.server(
         # outermost first: the metrics see the final code, the error interceptor translates
@@ -117,6 +123,9 @@ def build_server(
     )
     usage_service_pb2_grpc.add_UsageServiceServicer_to_server(  # type: ignore[no-untyped-call]
         UsageServicer(usage, tokens), server
+    )
+    schedule_service_pb2_grpc.add_ScheduleServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        ScheduleServicer(schedules, tokens), server
     )
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -57,6 +57,9 @@ NEW_JOB_COLUMNS = {
     "target_type": "varchar",
     "target_id": "varchar",
     "created_by": "varchar",
+    # the schedule and slot a schedule's job was created for (ScheduleService)
+    "schedule_id": "uuid",
+    "scheduled_for": "timestamptz",
 }
 # What a new job brings beyond its row: the snapshot and the trace context.
 SNAPSHOT_FIELDS = {
@@ -136,10 +139,12 @@ WITH new AS (
            {user_keys("new")}
     FROM new
 ), inserted AS (
-    INSERT INTO jobs AS j ({", ".join(NEW_JOB_COLUMNS)}, status, queued_at, sched_key)
+    INSERT INTO jobs AS j ({", ".join(NEW_JOB_COLUMNS)}, status, queued_at, sched_key,
+                           trigger_type)
     SELECT {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS)},
            CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
-           {place_in_line("new")}
+           {place_in_line("new")},
+           CASE WHEN new.schedule_id IS NULL THEN 'api' ELSE 'schedule' END
     FROM keyed new, usage
     WHERE ({_MAX_ACTIVE} = 0 OR usage.active < {_MAX_ACTIVE})
       AND ({_DAILY} = 0 OR usage.today < {_DAILY})
@@ -330,6 +335,35 @@ CANCELLING = (JobStatus.CANCEL_REQUESTED.value, JobStatus.CANCELLED.value)
 CANCEL_STEP = {s.value: transition(s, Step.CANCEL).value for s in sources(Step.CANCEL)}
 
 
+async def create_job(
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], new: NewJob, quotas: Quotas
+) -> tuple[Job, bool] | QuotaRefusal:
+    """JobRepository.create on ``conn``: in the caller's transaction when it holds one (a
+    schedule's firing round creates its jobs in the transaction that advances it)."""
+    row = await conn.fetchrow(
+        CREATE_JOB,
+        *new_job_record(new, _NEW_JOB).values(),
+        quotas.max_active,
+        quotas.daily,
+        quotas.daily_cost_usd,
+    )
+    assert row is not None, "the usage row is always there"
+    if row["id"] is not None:
+        return job_from_row(row), True
+    refusal = QuotaRefusal(
+        active=row["quota_active"], today=row["quota_today"], spent=row["quota_spent"]
+    )
+    if new.idempotency_key is None:
+        return refusal
+    # The key exists: ON CONFLICT waited for its writer to commit, so it is visible.
+    existing = await conn.fetchrow(
+        FIND_BY_IDEMPOTENCY_KEY, new.user_id, new.job_type, new.idempotency_key
+    )
+    if existing is None:
+        return refusal  # not a conflict: the quota kept the row out
+    return job_from_row(existing), False
+
+
 class JobRepository:
     """Jobs with their snapshots, timeline and outbox rows, on one asyncpg pool."""
 
@@ -341,28 +375,7 @@ class JobRepository:
         Returns the existing job instead when the idempotency key was used before (even at
         a quota limit), and a QuotaRefusal (nothing stored) when the user is at a limit."""
         async with self._pool.acquire() as conn:
-            row = await conn.fetchrow(
-                CREATE_JOB,
-                *new_job_record(new, _NEW_JOB).values(),
-                quotas.max_active,
-                quotas.daily,
-                quotas.daily_cost_usd,
-            )
-            assert row is not None, "the usage row is always there"
-            if row["id"] is not None:
-                return job_from_row(row), True
-            refusal = QuotaRefusal(
-                active=row["quota_active"], today=row["quota_today"], spent=row["quota_spent"]
-            )
-            if new.idempotency_key is None:
-                return refusal
-            # The key exists: ON CONFLICT waited for its writer to commit, so it is visible.
-            existing = await conn.fetchrow(
-                FIND_BY_IDEMPOTENCY_KEY, new.user_id, new.job_type, new.idempotency_key
-            )
-        if existing is None:
-            return refusal  # not a conflict: the quota kept the row out
-        return job_from_row(existing), False
+            return await create_job(conn, new, quotas)
 
     async def rerun(self, job_id: str, spec: RetrySpec, reason: str = "retry") -> Job | None:
         """A new job from a failed or cancelled job's snapshot, ``reason`` on its first

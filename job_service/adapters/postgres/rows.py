@@ -20,7 +20,8 @@ JOB_COLUMNS = """
     j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
-    j.model_provider, j.model_name, j.created_by
+    j.model_provider, j.model_name, j.created_by,
+    j.schedule_id::text AS schedule_id, j.scheduled_for
 """
 
 
@@ -70,6 +71,8 @@ def job_from_row(
         model_provider=row["model_provider"],
         model_name=row["model_name"],
         created_by=row["created_by"],
+        schedule_id=row["schedule_id"],
+        scheduled_for=row["scheduled_for"],
     )
 
 
