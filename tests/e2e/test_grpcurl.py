@@ -63,8 +63,8 @@ async def test_grpcurl_lists_describes_checks_and_drives_a_job(
         "jobs.v1.CredentialService",
         "jobs.v1.ExecutorService",
         "jobs.v1.JobService",
-        "jobs.v1.UsageService",
         "jobs.v1.ScheduleService",
+        "jobs.v1.UsageService",
     ]
 
     status, out = await grpcurl(target, "describe", "jobs.v1.JobService")

@@ -57,8 +57,8 @@ async def test_reflection_describes_every_service(job_service: JobServiceApp) ->
         "jobs.v1.CredentialService",
         "jobs.v1.ExecutorService",
         "jobs.v1.JobService",
-        "jobs.v1.UsageService",
         "jobs.v1.ScheduleService",
+        "jobs.v1.UsageService",
     ]
     assert methods == ["CreateJob", "GetJob", "CancelJob", "ListJobs", "WatchJob", "CreateJobs"]
 
