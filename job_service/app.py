@@ -34,6 +34,7 @@ from job_service.adapters.postgres.results import ResultRepository
 from job_service.adapters.postgres.retention import RetentionRepository
 from job_service.adapters.postgres.schema_version import schema_state
 from job_service.adapters.postgres.sessions import SessionRepository
+from job_service.adapters.postgres.signals import SignalRepository
 from job_service.domain.models import Quotas
 from job_service.domain.paging import PageTokens
 from job_service.periodic import Periodic
@@ -52,6 +53,7 @@ from job_service.usecases.results import Results
 from job_service.usecases.retention import Retention
 from job_service.usecases.scheduling import Scheduler, tier_estimates, unlimited_queues
 from job_service.usecases.sessions import WorkerSessions
+from job_service.usecases.signals import Signals
 from job_service.usecases.watch import WatchHub
 from shared.jetstream import ensure_streams
 from shared.metrics import MetricsServer, publish_build_info
@@ -250,6 +252,7 @@ class JobServiceApp:
             vault=vault,
             watches=watches,
             sessions=sessions,
+            signals=Signals(SignalRepository(self._pool), publisher),
         )
         address = f"{s.grpc_host}:{s.grpc_port}"
         if tls is None:

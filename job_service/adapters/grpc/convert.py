@@ -103,6 +103,7 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         model_provider=job.model_provider or "",
         model_name=job.model_name or "",
         output_schema_version=job.output_schema_version,
+        signals=[received_signal_to_pb(s) for s in job.signals],
     )
     if internal:
         message.created_by = job.created_by or ""
@@ -111,3 +112,9 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
     if job.validated_output is not None:
         message.output.update(job.validated_output)
     return message
+
+
+def received_signal_to_pb(signal: ReceivedSignal) -> job_pb2.ReceivedSignal:
+    return job_pb2.ReceivedSignal(
+        seq=signal.seq, name=signal.name, sent_at=timestamp(signal.sent_at)
+    )

@@ -25,6 +25,7 @@ from job_service.usecases.outbox import OutboxUpkeep
 from job_service.usecases.results import Results
 from job_service.usecases.scheduling import Scheduler
 from job_service.usecases.sessions import WorkerSessions
+from job_service.usecases.signals import Signals
 from job_service.usecases.watch import WatchHub
 from shared.pb.jobs.v1 import (
     admin_service_pb2,
@@ -68,6 +69,7 @@ def build_server(
     vault: CredentialVault,
     watches: WatchHub,
     sessions: WorkerSessions,
+    signals: Signals,
 ) -> grpc.aio.Server:
     server = grpc.aio.server(
         # outermost first: the metrics see the final code, the error interceptor translates
@@ -81,7 +83,7 @@ def build_server(
         ],
     )
     job_service_pb2_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        JobServicer(jobs, admin, watches, tokens), server
+        JobServicer(jobs, admin, watches, tokens, signals=signals), server
     )
     admin_service_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
         AdminServicer(
@@ -98,6 +100,7 @@ def build_server(
             lease_ttl_s=s.lease_ttl_s,
             heartbeat_interval_s=s.heartbeat_interval_s,
             sessions=sessions,
+            signals=signals,
         ),
         server,
     )
