@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.models import Job
+from job_service.domain.models import Job, ReceivedSignal
 from job_service.domain.scheduling import Hold, HoldReason
 from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput
