@@ -97,6 +97,15 @@ class Pipeline:
             self._remember_cancel(job_id)
         return False
 
+    def signal(self, job_id: str, seq: int) -> bool:
+        """The job has signals up to ``seq``: its attempt fetches them if it runs here
+        (an attempt that starts later fetches them when its job code first asks)."""
+        attempt = self._running.get(job_id)
+        if attempt is None:
+            return False
+        attempt.announce_signals(seq)
+        return True
+
     def shutdown(self) -> int:
         """Stop every executing attempt so it is handed back, and refuse new ones."""
         self._closing = True
@@ -133,7 +142,9 @@ class Pipeline:
         self, job: LockedJob, lease: Lease
     ) -> tuple[Outcome | None, tuple[UsageRecord, ...]]:
         """The outcome (None: the lease was lost) and the attempt's provider calls."""
-        attempt = Attempt(job, credentials=self._credentials, gateway=self._gateway)
+        attempt = Attempt(
+            job, credentials=self._credentials, gateway=self._gateway, executor=self._executor
+        )
         self._running[job.job_id] = attempt
         early = self._early_cancels.pop(job.job_id, None)
         if early is not None and early > self._clock():

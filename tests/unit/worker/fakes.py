@@ -19,6 +19,7 @@ from worker_service.domain.model import (
     LockOutcome,
     LockResult,
     ResultSubmission,
+    Signal,
     Succeeded,
     UserKey,
 )
@@ -167,6 +168,9 @@ class FakeExecutor:
     credentials: dict[str, list[UserKey | Exception]] = field(default_factory=dict)
     resolve_calls: list[tuple[str, str]] = field(default_factory=list)
     usage_reports: list[tuple[str, str, list[Any]]] = field(default_factory=list)
+    # job id -> the signals FetchSignals finds for it (append to send one)
+    signals: dict[str, list[Signal]] = field(default_factory=dict)
+    signal_fetches: list[tuple[str, int]] = field(default_factory=list)
 
     def lock_as(self, job: LockedJob) -> None:
         self.locks[job.job_id] = [LockResult(LockOutcome.LOCKED, job=job)]
@@ -269,6 +273,12 @@ class FakeExecutor:
         if isinstance(answer, Exception):
             raise answer
         return answer
+
+    async def fetch_signals(
+        self, job_id: str, lease_token: str, after_seq: int, *, timeout_s: float
+    ) -> tuple[list[Signal], bool]:
+        self.signal_fetches.append((job_id, after_seq))
+        return [s for s in self.signals.get(job_id, []) if s.seq > after_seq], False
 
     def _maybe_fail(self) -> None:
         self.submit_calls += 1
