@@ -187,6 +187,7 @@ async def count_rows(database_url: str) -> dict[str, int]:
                 "queue_controls",
                 "rate_limits",
                 "worker_definitions",
+                "job_signals",
             )
         }
     finally:
