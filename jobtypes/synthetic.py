@@ -2,9 +2,9 @@
 
 It sleeps, fails, or hangs as its input says, and produces an output of a chosen size.
 With ``wait_signals`` it first waits for those signals (JobService.SendSignal), one after
-the other, and its output lists every signal the attempt received with its payload, then
-any further ones of those names that arrived meanwhile (so a signal received twice would
-show twice).
+the other, then sleeps, and its output lists every signal the attempt received with its
+payload, then any further ones of those names that arrived by the end (so a signal
+received twice would show twice).
 Its sleep is the *job's* work (standing in for a provider call), so it honours cancellation
 like any real call would. It may run on its owner's provider key (CREDENTIAL_MODE_USER):
 it then obtains the key as an AI job would and records only the key's fingerprint.
@@ -88,6 +88,12 @@ async def execute(job_input: SyntheticInput, ctx: ExecutionContext) -> JobResult
     signals = await _wait_for_signals(job_input, ctx) if job_input.wait_signals else None
     if job_input.sleep_ms:
         await asyncio.sleep(job_input.sleep_ms / 1000)
+    if signals is not None:
+        # anything else of those names that arrived meanwhile: a signal handed over twice
+        # would show here
+        for name in dict.fromkeys(job_input.wait_signals):
+            while (extra := await ctx.poll_signal(name)) is not None:
+                signals.append(SignalSeen(name=name, payload=extra, received_at=time.time()))
     if job_input.fail is FailMode.FATAL:
         raise ExecutionError(ErrorCode.JOB_REJECTED, "synthetic fatal failure")
     if job_input.fail is FailMode.RETRYABLE and ctx.attempt <= job_input.fail_times:
@@ -122,11 +128,6 @@ async def _wait_for_signals(job_input: SyntheticInput, ctx: ExecutionContext) ->
             ) from None
         seen.append(SignalSeen(name=name, payload=payload, received_at=time.time()))
         ctx.report_progress((i + 1) / len(job_input.wait_signals))
-    # anything else of those names that arrived meanwhile: a signal handed over twice
-    # would show here
-    for name in dict.fromkeys(job_input.wait_signals):
-        while (extra := await ctx.poll_signal(name)) is not None:
-            seen.append(SignalSeen(name=name, payload=extra, received_at=time.time()))
     return seen
 
 
