@@ -61,6 +61,7 @@ EXPECTED_BLOCKS = {
     "credentials-grpcurl",
     "scheduling-jobctl",
     "scheduling-grpcurl",
+    "signals-grpcurl",
 }
 
 
@@ -352,3 +353,18 @@ async def test_scheduling_with_grpcurl(
     assert "paused" not in run_of(runs, "ResumeQueue").messages()[0]["queue"]  # type: ignore[operator]
     assert run_of(runs, "ListRateLimits").messages() == [{}]  # none configured
     assert await db.fetchval("SELECT paused FROM queue_controls") is False
+
+
+async def test_signals_with_grpcurl(
+    blocks: dict[str, list[str]], reader: Reader, worker: WorkerApp
+) -> None:
+    runs = await reader.run_block(blocks["signals-grpcurl"])
+
+    sent = run_of(runs, "SendSignal").messages()[0]
+    assert sent["signal"]["seq"] == "1" and sent["created"] is True  # type: ignore[index]
+    job = run_of(runs, "GetJob").messages()[0]["job"]
+    assert job["status"] == "JOB_STATUS_SUCCEEDED"  # type: ignore[index]
+    assert [(s["seq"], s["name"]) for s in job["signals"]] == [("1", "approve")]  # type: ignore[index]
+    assert "payload" not in job["signals"][0]  # type: ignore[index, operator]
+    [received] = job["output"]["signals"]  # type: ignore[index]
+    assert (received["name"], received["payload"]) == ("approve", {"by": "ada"})
