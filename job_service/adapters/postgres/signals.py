@@ -1,6 +1,6 @@
 """Signals on PostgreSQL: SendSignal numbers a signal by bumping ``jobs.signal_seq`` (the
-row lock orders concurrent sends and a finishing job) and stores it in the same
-transaction; FetchSignals reads them for the holder of the job's lease."""
+row lock orders concurrent sends and a finishing job) and stores it in the same statement;
+FetchSignals reads them for the holder of the job's lease."""
 
 from __future__ import annotations
 
@@ -14,25 +14,26 @@ from job_service.domain.lifecycle import LEASED, TERMINAL, JobStatus, status_val
 from job_service.domain.models import JobSignal, ReceivedSignal, SentSignal
 from shared.errors import IdempotencyKeyReused, JobFinished
 
-JOB_OF_USER = "SELECT job_type, status FROM jobs WHERE id = $1 AND user_id = $2"
+JOB_OF_USER = "SELECT status FROM jobs WHERE id = $1 AND user_id = $2"
 
 BY_KEY = """
-SELECT seq, name, sent_at, (name = $3 AND payload = $4::jsonb) AS same
-FROM job_signals WHERE job_id = $1 AND idempotency_key = $2
+SELECT s.seq, s.name, s.sent_at, (s.name = $4 AND s.payload = $5::jsonb) AS same, j.job_type
+FROM job_signals s JOIN jobs j ON j.id = s.job_id AND j.user_id = $2
+WHERE s.job_id = $1 AND s.idempotency_key = $3
 """
 
-# The row lock it takes orders this send against other sends and against the job's end:
-# a signal is either stored before the job finishes, or refused.
-NEXT_SEQ = """
-UPDATE jobs SET signal_seq = signal_seq + 1
-WHERE id = $1 AND NOT (status = ANY($2::text[]))
-RETURNING signal_seq, status
-"""
-
-INSERT_SIGNAL = """
+# One statement (one round trip, one commit). The row lock its UPDATE takes orders this
+# send against other sends (seq in commit order, no gaps) and against the job's end: a
+# signal is either stored while the job is unfinished, or refused.
+SEND = """
+WITH numbered AS (
+    UPDATE jobs SET signal_seq = signal_seq + 1
+    WHERE id = $1 AND user_id = $2 AND NOT (status = ANY($3::text[]))
+    RETURNING id, signal_seq, status, job_type
+)
 INSERT INTO job_signals (job_id, seq, name, payload, idempotency_key)
-VALUES ($1, $2, $3, $4::jsonb, $5)
-RETURNING sent_at
+SELECT id, signal_seq, $4, $5::jsonb, $6 FROM numbered
+RETURNING seq, sent_at, (SELECT status FROM numbered), (SELECT job_type FROM numbered)
 """
 
 FETCH = """
@@ -56,42 +57,37 @@ class SignalRepository:
     async def send(
         self, job_id: str, user_id: str, name: str, payload: dict[str, Any], key: str | None
     ) -> SentSignal | None:
+        if key is not None and (stored := await self._by_key(job_id, user_id, key, name, payload)):
+            return stored
         try:
-            return await self._send(job_id, user_id, name, payload, key)
+            row = await self._pool.fetchrow(SEND, job_id, user_id, _TERMINAL, name, payload, key)
         except asyncpg.UniqueViolationError:
             # a concurrent send with the same key committed first: answer its signal
-            return await self._send(job_id, user_id, name, payload, key)
-
-    async def _send(
-        self, job_id: str, user_id: str, name: str, payload: dict[str, Any], key: str | None
-    ) -> SentSignal | None:
-        async with self._pool.acquire() as conn, conn.transaction():
-            job = await conn.fetchrow(JOB_OF_USER, job_id, user_id)
-            if job is None:
-                return None
-            if key is not None:
-                stored = await conn.fetchrow(BY_KEY, job_id, key, name, payload)
-                if stored is not None:
-                    if not stored["same"]:
-                        raise IdempotencyKeyReused(
-                            "this idempotency key was used for another signal to this job"
-                        )
-                    signal = ReceivedSignal(stored["seq"], stored["name"], stored["sent_at"])
-                    return SentSignal(signal, False, job["job_type"], None)
-            numbered = await conn.fetchrow(NEXT_SEQ, job_id, _TERMINAL)
-            if numbered is None:
-                raise JobFinished(
-                    f"the job has finished ({job['status']}): it takes no more signals",
-                    metadata={"job_id": job_id, "status": job["status"]},
-                )
-            seq = numbered["signal_seq"]
-            sent_at = await conn.fetchval(INSERT_SIGNAL, job_id, seq, name, payload, key)
-        return SentSignal(
-            ReceivedSignal(seq, name, sent_at),
-            True,
-            job["job_type"],
-            JobStatus(numbered["status"]),
+            assert key is not None
+            return await self._by_key(job_id, user_id, key, name, payload)
+        if row is not None:
+            signal = ReceivedSignal(row["seq"], name, row["sent_at"])
+            return SentSignal(signal, True, row["job_type"], JobStatus(row["status"]))
+        status = await self._pool.fetchval(JOB_OF_USER, job_id, user_id)
+        if status is None:
+            return None
+        raise JobFinished(
+            f"the job has finished ({status}): it takes no more signals",
+            metadata={"job_id": job_id, "status": status},
         )
+
+    async def _by_key(
+        self, job_id: str, user_id: str, key: str, name: str, payload: dict[str, Any]
+    ) -> SentSignal | None:
+        stored = await self._pool.fetchrow(BY_KEY, job_id, user_id, key, name, payload)
+        if stored is None:
+            return None
+        if not stored["same"]:
+            raise IdempotencyKeyReused(
+                "this idempotency key was used for another signal to this job"
+            )
+        signal = ReceivedSignal(stored["seq"], stored["name"], stored["sent_at"])
+        return SentSignal(signal, False, stored["job_type"], None)
 
     async def fetch(
         self, job_id: str, lease_token: str, after_seq: int, limit: int
