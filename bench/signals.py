@@ -12,8 +12,10 @@ call on its own, not waiting for the one before).
 Latency of one signal = the worker's wall clock when job code received it (the synthetic
 job records it in its output) minus this process's wall clock just before its SendSignal call
 (one machine, one clock). It is the whole path: the send's commit, the core NATS notice,
-the worker's FetchSignals under the lease, and job code waking up. The run also checks
-that every job received exactly its signals, in send order.
+the worker's FetchSignals under the lease, and job code waking up. It also prints the
+SendSignal call alone (send → answer) and answer → job code sees it (the delivery after
+the commit; negative when job code had the signal before the client had its answer). The
+run checks that every job received exactly its signals, in send order.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ async def main(args: argparse.Namespace) -> None:
     stack = Stack(root)
     sent_at: dict[int, float] = {}
     took: list[float] = []
+    answered_at: dict[int, float] = {}
     try:
         await stack.start()
         stack.start_worker()
@@ -63,7 +66,9 @@ async def main(args: argparse.Namespace) -> None:
             for k in range(total):
                 await asyncio.sleep(max(0.0, t0 + k / args.rate - time.monotonic()))
                 sends.append(
-                    asyncio.create_task(send(stub, job_ids[k % len(job_ids)], k, sent_at, took))
+                    asyncio.create_task(
+                        send(stub, job_ids[k % len(job_ids)], k, sent_at, took, answered_at)
+                    )
                 )
             await asyncio.gather(*sends)
             await wait_for(lambda: all_finished(db, len(job_ids)), 120, "the jobs to finish")
@@ -74,7 +79,7 @@ async def main(args: argparse.Namespace) -> None:
     finally:
         stack.stop()
         shutil.rmtree(root, ignore_errors=True)
-    report(args, outputs, sent_at, sorted(took))
+    report(args, outputs, sent_at, sorted(took), answered_at)
 
 
 async def create_jobs(
@@ -100,6 +105,7 @@ async def send(
     k: int,
     sent_at: dict[int, float],
     took: list[float],
+    answered_at: dict[int, float],
 ) -> None:
     sent_at[k] = time.time()
     await stub.SendSignal(
@@ -107,7 +113,8 @@ async def send(
             job_id=job_id, user_id=USER, name="go", payload=struct_from_dict({"k": k})
         )
     )
-    took.append((time.time() - sent_at[k]) * 1000)
+    answered_at[k] = time.time()
+    took.append((answered_at[k] - sent_at[k]) * 1000)
 
 
 async def all_running(db: asyncpg.Connection, n: int) -> bool:
@@ -131,8 +138,10 @@ def report(
     rows: list[asyncpg.Record],
     sent_at: dict[int, float],
     took: list[float],
+    answered_at: dict[int, float],
 ) -> None:
     latencies: list[float] = []
+    after_answer: list[float] = []
     failed = wrong = 0
     for row in rows:
         if row["status"] != "succeeded":
@@ -145,6 +154,7 @@ def report(
         if ks != sorted(ks) or len(set(ks)) != len(ks) or len(ks) != args.per_job:
             wrong += 1  # lost, duplicated or out of order
         latencies.extend((at - sent_at[k]) * 1000 for k, at in received)
+        after_answer.extend((at - answered_at[k]) * 1000 for k, at in received)
     latencies.sort()
     total = args.jobs * args.per_job
     print(
@@ -160,6 +170,11 @@ def report(
         print(f"{'send → job code sees it: p50 ms':<40}{p50:>12.1f}")
         print(f"{'send → job code sees it: p99 ms':<40}{p99:>12.1f}")
         print(f"{'send → job code sees it: max ms':<40}{latencies[-1]:>12.1f}")
+    if after_answer:
+        after_answer.sort()
+        p99 = after_answer[min(len(after_answer) - 1, int(len(after_answer) * 0.99))]
+        print(f"{'answer → job code sees it: p50 ms':<40}{statistics.median(after_answer):>12.1f}")
+        print(f"{'answer → job code sees it: p99 ms':<40}{p99:>12.1f}")
     if took:
         print(f"{'SendSignal call: p50 ms':<40}{statistics.median(took):>12.1f}")
         print(f"{'SendSignal call: p99 ms':<40}{took[int(len(took) * 0.99)]:>12.1f}")
