@@ -1,7 +1,7 @@
 """Signals: messages to a job (JobService.SendSignal), stored before they are delivered.
 
 A signal is one row of ``job_signals``, numbered per job in send order (``seq``), written
-in one transaction that also bumps ``jobs.signal_seq``. Delivery is the worker's pull: a
+in one statement that also bumps ``jobs.signal_seq``. Delivery is the worker's pull: a
 notice on core NATS (the path cancellation takes) tells the worker running the job that
 there is something up to ``seq``, and the worker fetches the signals under its lease
 (ExecutorService.FetchSignals). A lost notice costs latency, never a signal: every
