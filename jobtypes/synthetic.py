@@ -56,6 +56,17 @@ class SyntheticInput(BaseModel):
     wait_signals: list[SignalName] = Field(default_factory=list, max_length=20)
     signal_timeout_ms: int = Field(default=20_000, ge=0, le=MAX_SLEEP_MS)
 
+    @model_serializer(mode="wrap")
+    def _without_unused_signal_fields(
+        self, handler: SerializerFunctionWrapHandler
+    ) -> dict[str, Any]:
+        # the snapshot of a job that waits for no signal stays as it was before this mode
+        data: dict[str, Any] = handler(self)
+        if not self.wait_signals:
+            data.pop("wait_signals", None)
+            data.pop("signal_timeout_ms", None)
+        return data
+
 
 class SignalSeen(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -327,8 +327,6 @@ def test_snapshot_keeps_every_field_when_none_is_secret() -> None:
         "fail": "fatal",
         "fail_times": 0,
         "output_bytes": 16,
-        "wait_signals": [],
-        "signal_timeout_ms": 20_000,
     }
 
 
