@@ -15,7 +15,9 @@ job records it in its output) minus this process's wall clock just before its Se
 the worker's FetchSignals under the lease, and job code waking up. It also prints the
 SendSignal call alone (send → answer) and answer → job code sees it (the delivery after
 the commit; negative when job code had the signal before the client had its answer). The
-run checks that every job received exactly its signals, in send order.
+run checks that every job received exactly its signals, in send order. As a reference for
+the machine's own tail, half as many GetJob calls (a read: no commit) at the same rate are
+timed first.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ async def main(args: argparse.Namespace) -> None:
             # each job's code asks for its first signal as it starts (one fetch); give the
             # last ones a moment so that the first round measures delivery, not start-up
             await asyncio.sleep(1.0)
+            reference = await get_jobs(stub, job_ids, args)
             # a steady rate, round robin over the jobs: each job's code is waiting for its
             # next signal when it comes (a burst would measure the queue in front of it)
             total = args.jobs * args.per_job
@@ -80,6 +83,8 @@ async def main(args: argparse.Namespace) -> None:
         stack.stop()
         shutil.rmtree(root, ignore_errors=True)
     report(args, outputs, sent_at, sorted(took), answered_at)
+    print(f"{'reference: GetJob call p50 ms':<40}{statistics.median(reference):>12.1f}")
+    print(f"{'reference: GetJob call p99 ms':<40}{reference[int(len(reference) * 0.99)]:>12.1f}")
 
 
 async def create_jobs(
@@ -97,6 +102,28 @@ async def create_jobs(
         )
     )
     return [a.job.id for a in answers]
+
+
+async def get_jobs(
+    stub: job_service_pb2_grpc.JobServiceStub, job_ids: list[str], args: argparse.Namespace
+) -> list[float]:
+    """A reference for the machine's tail: GetJob calls (a read, no commit) at the same
+    rate, round robin over the same running jobs, before the signals; sorted ms."""
+    took: list[float] = []
+
+    async def one(job_id: str) -> None:
+        started = time.perf_counter()
+        await stub.GetJob(jpb.GetJobRequest(job_id=job_id, user_id=USER))
+        took.append((time.perf_counter() - started) * 1000)
+
+    t0 = time.monotonic()
+    calls = []
+    # half as many as signals: the jobs' attempts must outlive both phases (timeout 30 s)
+    for k in range(args.jobs * args.per_job // 2):
+        await asyncio.sleep(max(0.0, t0 + k / args.rate - time.monotonic()))
+        calls.append(asyncio.create_task(one(job_ids[k % len(job_ids)])))
+    await asyncio.gather(*calls)
+    return sorted(took)
 
 
 async def send(
