@@ -91,24 +91,22 @@ class NatsDispatchSource:
                 log.debug("unsubscribe failed (%s)", type(exc).__name__)
 
 
-class CancelListener:
-    """Hears "stop job X now" on core NATS and calls ``on_cancel(job_id)`` at once.
+class _ControlListener:
+    """A subscription to one core-NATS control subject (``subject``) for as long as it is
+    entered; ``_received`` handles each message. Use as ``async with``; ``stop()`` is
+    idempotent."""
 
-    Cancel messages are not persisted: a worker that misses one learns of the cancel from
-    its next heartbeat. Use as ``async with``; ``stop()`` is idempotent."""
+    subject: str
 
-    subject = CANCEL_SUBJECT
-
-    def __init__(self, nc: Client, on_cancel: Callable[[str], object]) -> None:
+    def __init__(self, nc: Client) -> None:
         self._nc = nc
-        self._on_cancel = on_cancel
         self._sub: Subscription | None = None
 
     async def start(self) -> None:
         if self._sub is None:
             self._sub = await self._nc.subscribe(self.subject, cb=self._received)
-            # The subscription is live on the server once flush returns: no cancel is missed
-            # from here on.
+            # The subscription is live on the server once flush returns: no message is
+            # missed from here on.
             await self._nc.flush()
 
     async def stop(self) -> None:
@@ -132,6 +130,22 @@ class CancelListener:
         await self.stop()
 
     async def _received(self, msg: Msg) -> None:
+        raise NotImplementedError
+
+
+class CancelListener(_ControlListener):
+    """Hears "stop job X now" on core NATS and calls ``on_cancel(job_id)`` at once.
+
+    Cancel messages are not persisted: a worker that misses one learns of the cancel from
+    its next heartbeat."""
+
+    subject = CANCEL_SUBJECT
+
+    def __init__(self, nc: Client, on_cancel: Callable[[str], object]) -> None:
+        super().__init__(nc)
+        self._on_cancel = on_cancel
+
+    async def _received(self, msg: Msg) -> None:
         try:
             job_id = parse_cancel(msg.data)
         except ValueError as exc:
@@ -141,7 +155,7 @@ class CancelListener:
             log.info("job %s: cancelled by a cancel message", job_id)
 
 
-class SignalListener(CancelListener):
+class SignalListener(_ControlListener):
     """Hears "job X has signals up to seq N" on core NATS and calls
     ``on_signal(job_id, seq)``: the job's attempt, if it runs here, fetches them at once.
 
@@ -150,7 +164,7 @@ class SignalListener(CancelListener):
     subject = SIGNAL_SUBJECT
 
     def __init__(self, nc: Client, on_signal: Callable[[str, int], object]) -> None:
-        super().__init__(nc, lambda _job_id: False)
+        super().__init__(nc)
         self._on_signal = on_signal
 
     async def _received(self, msg: Msg) -> None:
