@@ -13,6 +13,7 @@ import asyncpg
 import grpc
 import pytest
 from nats.aio.client import Client as NatsClient
+from prometheus_client import REGISTRY
 
 from shared.constants import SIGNAL_SUBJECT
 from shared.errors import IdempotencyKeyReused, JobFinished, LeaseLost
@@ -50,6 +51,11 @@ async def fetch(
     )
     assert not answer.more
     return [(s.seq, s.name, dict_from_struct(s.payload)) for s in answer.signals]
+
+
+def sent_count() -> float:
+    """jobs_signals_sent_total of synthetic jobs (the job service runs in this process)."""
+    return REGISTRY.get_sample_value("jobs_signals_sent_total", {"job_type": "synthetic"}) or 0.0
 
 
 async def refused(call: Any) -> Exception:
@@ -96,6 +102,7 @@ async def test_a_repeated_key_answers_the_stored_signal_and_stores_nothing(
 ) -> None:
     job = (await client.create()).job
     other = (await client.create()).job
+    counted = sent_count()
 
     first = await send(client, job.id, "approve", {"v": 1}, key="k1")
     again = await asyncio.gather(
@@ -106,6 +113,7 @@ async def test_a_repeated_key_answers_the_stored_signal_and_stores_nothing(
     assert all(a.signal.seq == 1 and not a.created for a in again)
     assert all(a.signal.sent_at == first.signal.sent_at for a in again)
     assert elsewhere.created  # a key is per job
+    assert sent_count() == counted + 2  # repeats are not counted
     assert await db.fetchval("SELECT count(*) FROM job_signals WHERE job_id = $1", job.id) == 1
     reused = await refused(send(client, job.id, "approve", {"v": 2}, key="k1"))
     assert isinstance(reused, IdempotencyKeyReused)
