@@ -36,6 +36,7 @@ from job_service.adapters.postgres.retention import RetentionRepository
 from job_service.adapters.postgres.schedules import ScheduleRepository
 from job_service.adapters.postgres.schema_version import schema_state
 from job_service.adapters.postgres.sessions import SessionRepository
+from job_service.adapters.postgres.signals import SignalRepository
 from job_service.adapters.postgres.steps import StepRepository
 from job_service.adapters.postgres.usage_reports import UsageReportRepository
 from job_service.domain.models import Quotas
@@ -60,6 +61,7 @@ from job_service.usecases.schedules import PRUNE_BATCH as SCHEDULE_PRUNE_BATCH
 from job_service.usecases.schedules import Schedules
 from job_service.usecases.scheduling import Scheduler, tier_estimates, unlimited_queues
 from job_service.usecases.sessions import WorkerSessions
+from job_service.usecases.signals import Signals
 from job_service.usecases.steps import Steps
 from job_service.usecases.usage import UsageReports
 from job_service.usecases.watch import WatchHub
@@ -281,6 +283,7 @@ class JobServiceApp:
             usage=UsageReports(UsageReportRepository(self._pool)),
             steps=Steps(StepRepository(self._pool)),
             schedules=schedules,
+            signals=Signals(SignalRepository(self._pool), publisher),
         )
         address = f"{s.grpc_host}:{s.grpc_port}"
         if tls is None:

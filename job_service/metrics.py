@@ -223,3 +223,24 @@ def schedule_runs(outcome: str, count: int = 1) -> None:
 def schedule_fired(lag_s: float) -> None:
     SCHEDULE_RUNS.labels("fired").inc()
     SCHEDULE_FIRE_LAG.observe(max(0.0, lag_s))
+
+
+# Signals (docs/adr/0006-signals.md).
+SIGNALS_SENT = Counter(
+    "jobs_signals_sent_total",
+    "Signals stored by SendSignal (idempotent repeats not counted).",
+    ["job_type"],
+)
+SIGNALS_FETCHED = Counter(
+    "jobs_signals_fetched_total",
+    "Signals handed to workers by FetchSignals (each attempt of a job fetches them again).",
+)
+
+
+def signal_sent(job_type: str) -> None:
+    child(SIGNALS_SENT, job_type).inc()
+
+
+def signals_fetched(count: int) -> None:
+    if count:
+        SIGNALS_FETCHED.inc(count)

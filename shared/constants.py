@@ -18,6 +18,9 @@ EVENTS_STREAM = "JOBS_EVENTS"
 EVENTS_SUBJECT_PREFIX = "jobs.events"
 # Core NATS (not persisted): "stop job X now". Heartbeats are the durable backstop.
 CANCEL_SUBJECT = "jobs.control.cancel"
+# Core NATS (not persisted): "job X has signals up to seq N". The worker running X fetches
+# them (ExecutorService.FetchSignals); heartbeats carry the latest seq as the backstop.
+SIGNAL_SUBJECT = "jobs.control.signal"
 
 # The JetStream header that makes a publish idempotent within the stream's window.
 MSG_ID_HEADER = "Nats-Msg-Id"

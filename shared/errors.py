@@ -27,6 +27,7 @@ same class (``shared.rpc_errors``). The message is public: the caller reads it::
     ├── JobNotRetryable            FAILED_PRECONDITION JOB_NOT_RETRYABLE
     ├── LiveChildExists            FAILED_PRECONDITION LIVE_CHILD_EXISTS
     ├── IdempotencyKeyReused       FAILED_PRECONDITION IDEMPOTENCY_KEY_REUSED
+    ├── JobFinished                FAILED_PRECONDITION JOB_FINISHED
     ├── TooManyJobs                RESOURCE_EXHAUSTED  TOO_MANY_JOBS   (+ RetryInfo)
     ├── QuotaExceeded              RESOURCE_EXHAUSTED  QUOTA_EXCEEDED  (+ RetryInfo)
     ├── LeaseLost                  ABORTED             LEASE_LOST
@@ -109,6 +110,7 @@ class Reason(StrEnum):
     JOB_NOT_RETRYABLE = "JOB_NOT_RETRYABLE"
     LIVE_CHILD_EXISTS = "LIVE_CHILD_EXISTS"
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    JOB_FINISHED = "JOB_FINISHED"
     TOO_MANY_JOBS = "TOO_MANY_JOBS"
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
     LEASE_LOST = "LEASE_LOST"
@@ -200,6 +202,12 @@ class LiveChildExists(JobsError):
 
 class IdempotencyKeyReused(JobsError):
     reason = Reason.IDEMPOTENCY_KEY_REUSED
+
+
+class JobFinished(JobsError):
+    """The job has finished: it can no longer receive signals."""
+
+    reason = Reason.JOB_FINISHED
 
 
 class TooManyJobs(JobsError):

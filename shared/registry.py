@@ -118,6 +118,19 @@ class ExecutionContext(Protocol):
         key. Secret: pass it to the provider only; never log, return or store it."""
         ...
 
+    async def signal(self, name: str, timeout: float | None = None) -> dict[str, Any]:
+        """The payload of the next signal named ``name`` sent to this job
+        (JobService.SendSignal), waiting up to ``timeout`` seconds (None: as long as the
+        attempt may run); TimeoutError when none came. Signals come in send order, each
+        once per attempt; a signal sent before the job started is waiting for it, and a
+        retried attempt receives every signal again."""
+        ...
+
+    async def poll_signal(self, name: str) -> dict[str, Any] | None:
+        """The payload of the next signal named ``name`` if one has arrived (each once per
+        attempt, in send order), else None; never waits for one."""
+        ...
+
 
 Execute = Callable[[Any, ExecutionContext], Awaitable[JobResult]]
 

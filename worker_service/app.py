@@ -19,7 +19,7 @@ from shared.metrics import MetricsServer, publish_build_info
 from shared.registry import Registry, default_registry
 from shared.startup import connect_nats, within_startup
 from worker_service.adapters.grpc_executor import GrpcExecutorClient, open_channel
-from worker_service.adapters.nats import CancelListener, NatsDispatchSource
+from worker_service.adapters.nats import CancelListener, NatsDispatchSource, SignalListener
 from worker_service.gateway import ModelGateway
 from worker_service.health import WorkerHealth
 from worker_service.model_router import ModelRouter, ModelSettings
@@ -179,6 +179,7 @@ class WorkerApp:
             sessions=executor,
         )
         await stack.enter_async_context(CancelListener(nc, worker.cancel_job))
+        await stack.enter_async_context(SignalListener(nc, worker.signal_job))
         return worker
 
     async def _nats_error(self, exc: Exception) -> None:

@@ -4,20 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared.ai.prompts import RenderedPrompt
 from shared.ai.provider import ModelTier, ProviderResponse, UsageRecord
 from shared.errors import ErrorCode, ExecutionError
+from worker_service import metrics
 from worker_service.credentials import CredentialResolver
 from worker_service.domain.errors import means_lease_lost
-from worker_service.domain.model import CancelCause, LockedJob
+from worker_service.domain.model import CancelCause, LockedJob, Signal
+from worker_service.signals import AttemptSignals
 
 if TYPE_CHECKING:
     from worker_service.gateway import ModelGateway
+    from worker_service.ports import ExecutorApi
     from worker_service.steps import Checkpoints
 
 NO_PROGRESS = -1.0
+FETCH_SIGNALS_TIMEOUT_S = 5.0
+T = TypeVar("T")
 
 
 class Attempt:
@@ -28,9 +35,11 @@ class Attempt:
         "_api_key",
         "_checkpoints",
         "_credentials",
+        "_executor",
         "_gateway",
         "_progress",
         "_resolved",
+        "_signals",
         "_task",
         "cause",
         "job",
@@ -44,7 +53,10 @@ class Attempt:
         credentials: CredentialResolver,
         gateway: ModelGateway | None = None,
         checkpoints: Checkpoints | None = None,
+        executor: ExecutorApi | None = None,
     ) -> None:
+        """``executor``: where signals are fetched from (None: job code asking for a
+        signal fails the attempt)."""
         self.job = job
         self.cause: CancelCause | None = None
         # One record per provider call of this attempt, submitted with its outcome.
@@ -57,6 +69,9 @@ class Attempt:
         self._credentials = credentials
         self._api_key: str | None = None
         self._resolved = False
+        self._executor = executor
+        # created when job code first asks for a signal: attempts that never do cost nothing
+        self._signals: AttemptSignals | None = None
 
     # --- ExecutionContext ---------------------------------------------------------------
 
@@ -117,7 +132,22 @@ class Attempt:
             self._resolved = True
         return self._api_key
 
+    async def signal(self, name: str, timeout: float | None = None) -> dict[str, Any]:
+        """The payload of the next signal named ``name`` (send order; each once per
+        attempt), waiting up to ``timeout`` seconds (None: as long as the attempt may run).
+        Raises TimeoutError when none came."""
+        return await self._lease_guarded(self._inbox().wait(name, timeout))
+
+    async def poll_signal(self, name: str) -> dict[str, Any] | None:
+        """The payload of the next signal named ``name`` if one has arrived, else None."""
+        return await self._lease_guarded(self._inbox().poll(name))
+
     # --- control ------------------------------------------------------------------------
+
+    def announce_signals(self, seq: int) -> None:
+        """The job has signals up to ``seq`` (a notice or a heartbeat said so)."""
+        if self._signals is not None and seq > 0:
+            self._signals.announce(seq)
 
     def take_progress(self) -> float:
         """Progress reported since the last heartbeat, or NO_PROGRESS."""
@@ -145,3 +175,30 @@ class Attempt:
             self._task.cancel()
             return True
         return False
+
+    def _inbox(self) -> AttemptSignals:
+        if self._signals is None:
+            executor = self._executor
+            if executor is None:
+                raise ExecutionError(ErrorCode.INTERNAL_ERROR, "this worker cannot fetch signals")
+            job = self.job
+
+            async def fetch(after_seq: int) -> tuple[Sequence[Signal], bool]:
+                return await executor.fetch_signals(
+                    job.job_id, job.lease_token, after_seq, timeout_s=FETCH_SIGNALS_TIMEOUT_S
+                )
+
+            def delivered(signal: Signal, arrived_late: bool) -> None:
+                latency = time.time() - signal.sent_at.timestamp() if arrived_late else None
+                metrics.signal_delivered(job.job_type, latency)
+
+            self._signals = AttemptSignals(fetch, delivered=delivered)
+        return self._signals
+
+    async def _lease_guarded(self, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except Exception as exc:
+            if means_lease_lost(exc):
+                self.cancel(CancelCause.LEASE_LOST)
+            raise

@@ -106,6 +106,7 @@ class Heartbeat:
                 )
             else:
                 lease.extend(started)
+                attempt.announce_signals(reply.latest_signal_seq)
                 if reply.cancel_requested:
                     log.info(
                         "job %s attempt %d: cancel requested; stopping",

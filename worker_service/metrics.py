@@ -66,3 +66,26 @@ STEPS = Counter(
 
 def step(job_type: str, result: str) -> None:
     child(STEPS, job_type, result).inc()
+
+
+# Signals: counted when job code receives one (ctx.signal / ctx.poll_signal), once per
+# attempt; the latency runs from the job service storing it to job code having it (two
+# clocks: the job service's and this worker's).
+SIGNALS_DELIVERED = Counter(
+    "jobs_signals_delivered_total",
+    "Signals job code received (each attempt of a job receives them again).",
+    ["job_type"],
+)
+SIGNAL_DELIVERY_LATENCY = Histogram(
+    "jobs_signal_delivery_seconds",
+    "From a signal being stored (SendSignal) to job code receiving it, for signals that "
+    "arrived while their attempt ran (not those an attempt found waiting at its start).",
+    ["job_type"],
+    buckets=DURATION_BUCKETS,
+)
+
+
+def signal_delivered(job_type: str, latency_s: float | None) -> None:
+    child(SIGNALS_DELIVERED, job_type).inc()
+    if latency_s is not None:
+        child(SIGNAL_DELIVERY_LATENCY, job_type).observe(max(0.0, latency_s))

@@ -98,6 +98,15 @@ class Pipeline:
             self._remember_cancel(job_id)
         return False
 
+    def signal(self, job_id: str, seq: int) -> bool:
+        """The job has signals up to ``seq``: its attempt fetches them if it runs here
+        (an attempt that starts later fetches them when its job code first asks)."""
+        attempt = self._running.get(job_id)
+        if attempt is None:
+            return False
+        attempt.announce_signals(seq)
+        return True
+
     def shutdown(self) -> int:
         """Stop every executing attempt so it is handed back, and refuse new ones."""
         self._closing = True
@@ -139,6 +148,7 @@ class Pipeline:
             credentials=self._credentials,
             gateway=self._gateway,
             checkpoints=self._checkpoints(job),
+            executor=self._executor,
         )
         self._running[job.job_id] = attempt
         early = self._early_cancels.pop(job.job_id, None)

@@ -16,7 +16,13 @@ from typing import Protocol
 
 from shared.ai.provider import UsageRecord
 from shared.ai.steps import StepResponse
-from worker_service.domain.model import HeartbeatReply, LockResult, ResultSubmission, UserKey
+from worker_service.domain.model import (
+    HeartbeatReply,
+    LockResult,
+    ResultSubmission,
+    Signal,
+    UserKey,
+)
 
 # The job service takes at most this many items in one LockJobs or SubmitResults call.
 MAX_BATCH = 256
@@ -98,6 +104,13 @@ class ExecutorApi(Protocol):
         """The job owner's key, while ``lease_token`` is the job's current lease (else
         ``LeaseLost``); ``CredentialNotFound`` / ``CredentialUnavailable`` when the job has
         no usable user key."""
+        ...
+
+    async def fetch_signals(
+        self, job_id: str, lease_token: str, after_seq: int, *, timeout_s: float
+    ) -> tuple[Sequence[Signal], bool]:
+        """The job's signals after ``after_seq`` in send order, and whether there are more,
+        while ``lease_token`` is the job's current lease (else ``LeaseLost``)."""
         ...
 
 

@@ -92,6 +92,10 @@ class Worker:
         """Stop the job at once if it runs here (it reports CANCELLED); True if it did."""
         return self._pipeline.cancel(job_id, CancelCause.CANCEL_REQUESTED)
 
+    def signal_job(self, job_id: str, seq: int) -> bool:
+        """The job has signals up to ``seq``; True if it runs here."""
+        return self._pipeline.signal(job_id, seq)
+
     async def run(self) -> None:
         if self._started:
             raise RuntimeError("a Worker runs once")

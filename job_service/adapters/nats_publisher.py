@@ -1,4 +1,4 @@
-"""Publishing to NATS: outbox messages to JetStream, cancel notices to core NATS."""
+"""Publishing to NATS: outbox messages to JetStream, cancel and signal notices to core NATS."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from opentelemetry.trace import Span
 
 from job_service.domain.outbox import OutboxMessage
 from shared import tracing
-from shared.constants import CANCEL_SUBJECT, MSG_ID_HEADER
+from shared.constants import CANCEL_SUBJECT, MSG_ID_HEADER, SIGNAL_SUBJECT
 from shared.jetstream import ensure_streams
 
 log = logging.getLogger(__name__)
@@ -85,6 +85,11 @@ class NatsPublisher:
         """Best effort: a worker running the job stops at once. Heartbeats are the
         durable backstop when this notice is lost."""
         await self._nc.publish(CANCEL_SUBJECT, json.dumps({"job_id": job_id}).encode())
+
+    async def notify_signal(self, job_id: str, seq: int) -> None:
+        """Best effort: the worker running the job fetches its signals up to ``seq`` at
+        once. Heartbeats carry the latest seq when this notice is lost."""
+        await self._nc.publish(SIGNAL_SUBJECT, json.dumps({"job_id": job_id, "seq": seq}).encode())
 
 
 def _body(payload: dict[str, Any]) -> dict[str, Any]:

@@ -147,6 +147,8 @@ class Job:
     # The schedule that created it and the slot it was for (trigger "schedule").
     schedule_id: str | None = None
     scheduled_for: datetime | None = None
+    # The signals it received, in send order (GetJob only; names and times, no payloads).
+    signals: list[ReceivedSignal] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -285,6 +287,8 @@ class QueueClaim:
 class HeartbeatAck:
     lease_expires_at: datetime
     cancel_requested: bool
+    # the seq of the job's latest signal: a worker behind it fetches the rest
+    latest_signal_seq: int = 0
 
 
 @dataclass(frozen=True)
@@ -316,3 +320,33 @@ class Submission:
     artifacts: Sequence[ArtifactDraft]
     children: Sequence[ChildJobDraft] = ()
     usage: Sequence[UsageRecord] = ()
+
+
+@dataclass(frozen=True)
+class ReceivedSignal:
+    """A signal as the job's owner sees it: no payload."""
+
+    seq: int
+    name: str
+    sent_at: datetime
+
+
+@dataclass(frozen=True)
+class JobSignal:
+    """A signal as the job's code receives it."""
+
+    seq: int
+    name: str
+    payload: dict[str, Any]
+    sent_at: datetime
+
+
+@dataclass(frozen=True)
+class SentSignal:
+    """SendSignal's answer: the stored signal, whether this call stored it, and the job's
+    type and status then (to count it and to notify a running job's worker)."""
+
+    signal: ReceivedSignal
+    created: bool
+    job_type: str
+    status: JobStatus | None

@@ -54,6 +54,7 @@ from typing import Any
 import asyncpg
 
 from job_service.domain.scheduling import RateLimit
+from tests.chaos import signals
 from tests.chaos.faults import FaultRecord
 from tests.chaos.step_faults import calls_per_job
 from tests.chaos.workload import Submission
@@ -370,6 +371,7 @@ async def check(
         report.child_retries_made += sub.child_retries_made
         report.child_retries_refused.update(sub.child_retries_refused)
     report.retried_children = await pool.fetchval(RETRIED_CHILDREN)
+    await signals.check(pool, submissions, report)
     report.keys, breaches = key_breaches(await pool.fetch(KEYED_EVENTS))
     report.violations += breaches
     limits = dict(rate_limits or {})

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,6 +37,7 @@ from shared.pb.jobs.v1 import admin_service_pb2_grpc, job_pb2, job_service_pb2_g
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
 from shared.rpc_errors import error_from_rpc
+from tests.chaos import signals
 from tests.support.processes import client_config
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,15 @@ class JobKind:
     # when set, once the parent succeeded the client cancels its child and an admin retries
     # the child this many times at once (one live child per parent and type must hold)
     child_retries: int = 0
+    # when set, run once the create is acknowledged (given the client's next stub): the
+    # signal-waiting jobs send their signals (tests/chaos/signals.py)
+    after_create: (
+        Callable[
+            [Callable[[], job_service_pb2_grpc.JobServiceStub], Submission, random.Random],
+            Awaitable[None],
+        ]
+        | None
+    ) = None
 
 
 def _quick(r: random.Random) -> dict[str, Any]:
@@ -174,6 +184,14 @@ KINDS: tuple[JobKind, ...] = (
         children=1,
         child_retries=3,
     ),
+    JobKind(
+        "signalled",
+        8,
+        "synthetic",
+        signals.draw_input,
+        frozenset({"succeeded", "failed"}),
+        after_create=signals.send_signals,
+    ),
 )
 # how long the client waits for a parent (and its child) before it gives up retrying
 CHILD_WAIT_S = 30.0
@@ -203,6 +221,8 @@ class Submission:
     # admin retries of the job's child: made, and refused (by reason)
     child_retries_made: int = 0
     child_retries_refused: dict[str, int] = field(default_factory=dict)
+    # signals a replica acknowledged: name -> (payload value, wall-clock time)
+    signals: dict[str, tuple[int, float]] = field(default_factory=dict)
 
 
 class ChaosClient:
@@ -217,6 +237,10 @@ class ChaosClient:
     def _stub(self) -> job_service_pb2_grpc.JobServiceStub:
         self._next = (self._next + 1) % len(self._stubs)
         return self._stubs[self._next]
+
+    def next_stub(self) -> job_service_pb2_grpc.JobServiceStub:
+        """The next replica's JobService (the calls of a hook rotate like ours)."""
+        return self._stub()
 
     async def create(self, sub: Submission, job_input: dict[str, Any]) -> bool:
         request = jpb.CreateJobRequest(
@@ -384,6 +408,8 @@ class Workload:
         if not await self.client.create(sub, sub.kind.draw_input(self.rng)):
             log.warning("create %s never acknowledged", sub.key)
             return
+        if sub.kind.after_create is not None:
+            await sub.kind.after_create(self.client.next_stub, sub, self.rng)
         if sub.kind.cancel_after is not None:
             await asyncio.sleep(sub.kind.cancel_after(self.rng))  # the client's own pace
             sub.cancel_acked = await self.client.cancel(sub)

@@ -72,6 +72,7 @@ EXPECTED_BLOCKS = {
     "python-client",
     "bulk-grpcurl",
     "schedules-grpcurl",
+    "signals-grpcurl",
 }
 
 
@@ -494,3 +495,18 @@ async def test_schedules_with_grpcurl(
     assert [s["id"] for s in listed] == [schedule["id"]]  # type: ignore[index, union-attr]
     assert await db.fetchval("SELECT count(*) FROM schedules") == 0  # deleted
     assert await db.fetchval("SELECT schedule_id::text FROM jobs") == schedule["id"]  # type: ignore[index]
+
+
+async def test_signals_with_grpcurl(
+    blocks: dict[str, list[str]], reader: Reader, worker: WorkerApp
+) -> None:
+    runs = await reader.run_block(blocks["signals-grpcurl"])
+
+    sent = run_of(runs, "SendSignal").messages()[0]
+    assert sent["signal"]["seq"] == "1" and sent["created"] is True  # type: ignore[index]
+    job = run_of(runs, "GetJob").messages()[0]["job"]
+    assert job["status"] == "JOB_STATUS_SUCCEEDED"  # type: ignore[index]
+    assert [(s["seq"], s["name"]) for s in job["signals"]] == [("1", "approve")]  # type: ignore[index]
+    assert "payload" not in job["signals"][0]  # type: ignore[index, operator]
+    [received] = job["output"]["signals"]  # type: ignore[index]
+    assert (received["name"], received["payload"]) == ("approve", {"by": "ada"})

@@ -123,6 +123,13 @@ def create(**fields: Any) -> Callable[[SharedStack], Message]:
     return lambda s: jpb.CreateJobRequest(input=message, **fields)
 
 
+def signal(job_id: str, **fields: Any) -> jpb.SendSignalRequest:
+    fields.setdefault("user_id", "alice")
+    fields.setdefault("name", "approve")
+    payload = struct_from_dict(fields.pop("payload", {}))
+    return jpb.SendSignalRequest(job_id=job_id, payload=payload, **fields)
+
+
 NOW = int(time.time())
 JOB = "/jobs.v1.JobService/"
 ADMIN = "/jobs.v1.AdminService/"
@@ -945,6 +952,97 @@ CASES: dict[str, Case] = {
         ),
         grpc.StatusCode.ABORTED,
         "LEASE_LOST",
+    ),
+    # --- SendSignal
+    **{
+        f"signal: {label}": Case(JOB + "SendSignal", request, code, reason)
+        for label, request, code, reason in (
+            ("no name", lambda s: signal(s.running, name=""), INVALID, "INVALID_INPUT"),
+            ("name too long", lambda s: signal(s.running, name="n" * 65), INVALID, "INVALID_INPUT"),
+            ("SQL as name", lambda s: signal(s.running, name=SQL), INVALID, "INVALID_INPUT"),
+            (
+                "control characters in name",
+                lambda s: signal(s.running, name=CONTROL),
+                INVALID,
+                "INVALID_INPUT",
+            ),
+            (
+                "payload too large",
+                lambda s: signal(s.running, payload={"x": "y" * 70_000}),
+                INVALID,
+                "INVALID_INPUT",
+            ),
+            (
+                "payload nested too deeply",
+                lambda s: signal(s.running, payload=_nested(25)),
+                INVALID,
+                "INVALID_INPUT",
+            ),
+            (
+                "NUL in payload",
+                lambda s: signal(s.running, payload={"x": "a\x00b"}),
+                INVALID,
+                "INVALID_INPUT",
+            ),
+            ("malformed job id", lambda s: signal(SQL), INVALID, "INVALID_INPUT"),
+            ("no user", lambda s: signal(s.running, user_id=""), INVALID, "INVALID_INPUT"),
+            (
+                "key too long",
+                lambda s: signal(s.running, idempotency_key=LONG),
+                INVALID,
+                "INVALID_INPUT",
+            ),
+            ("unknown job", lambda s: signal(UNKNOWN_ID), NOT_FOUND, "JOB_NOT_FOUND"),
+            (
+                "another user's job",
+                lambda s: signal(s.running, user_id="mallory"),
+                NOT_FOUND,
+                "JOB_NOT_FOUND",
+            ),
+            ("a succeeded job", lambda s: signal(s.succeeded), PRECONDITION, "JOB_FINISHED"),
+            ("a cancelled job", lambda s: signal(s.cancelled), PRECONDITION, "JOB_FINISHED"),
+        )
+    },
+    "signal: worker role": Case(
+        JOB + "SendSignal",
+        lambda s: signal(s.running),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=WORKER_TOKEN,
+    ),
+    # --- FetchSignals
+    "fetch signals: without the lease": Case(
+        EXEC + "FetchSignals",
+        lambda s: epb.FetchSignalsRequest(job_id=s.running, lease_token=UNKNOWN_ID),
+        grpc.StatusCode.ABORTED,
+        "LEASE_LOST",
+    ),
+    "fetch signals: for a job never locked": Case(
+        EXEC + "FetchSignals",
+        lambda s: epb.FetchSignalsRequest(job_id=s.queued, lease_token=UNKNOWN_ID),
+        grpc.StatusCode.ABORTED,
+        "LEASE_LOST",
+    ),
+    "fetch signals: malformed token": Case(
+        EXEC + "FetchSignals",
+        lambda s: epb.FetchSignalsRequest(job_id=s.running, lease_token=SQL),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "fetch signals: negative seq": Case(
+        EXEC + "FetchSignals",
+        lambda s: epb.FetchSignalsRequest(
+            job_id=s.running, lease_token=s.lease_token, after_seq=-1
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "fetch signals: client role": Case(
+        EXEC + "FetchSignals",
+        lambda s: epb.FetchSignalsRequest(job_id=s.running, lease_token=s.lease_token),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
     ),
 }
 

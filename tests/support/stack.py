@@ -193,6 +193,7 @@ async def count_rows(database_url: str) -> dict[str, int]:
                 "usage_logs",
                 "schedules",
                 "schedule_runs",
+                "job_signals",
             )
         }
     finally:

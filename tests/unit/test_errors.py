@@ -233,6 +233,7 @@ EXPECTED_CODES = {
         grpc.StatusCode.FAILED_PRECONDITION,
     ),
     errors.JobNotCancellable: (Reason.JOB_NOT_CANCELLABLE, grpc.StatusCode.FAILED_PRECONDITION),
+    errors.JobFinished: (Reason.JOB_FINISHED, grpc.StatusCode.FAILED_PRECONDITION),
     errors.JobAlreadyCancelled: (
         Reason.JOB_ALREADY_CANCELLED,
         grpc.StatusCode.FAILED_PRECONDITION,

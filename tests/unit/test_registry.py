@@ -223,13 +223,22 @@ def test_synthetic_input_defaults() -> None:
 
 def test_synthetic_input_accepts_good_values() -> None:
     validated = synthetic.DEFINITION.validate_input(
-        {"sleep_ms": 600_000, "fail": "retryable", "fail_times": 2, "output_bytes": 0}
+        {
+            "sleep_ms": 600_000,
+            "fail": "retryable",
+            "fail_times": 2,
+            "output_bytes": 0,
+            "wait_signals": ["approve", "edit.v2"],
+            "signal_timeout_ms": 5,
+        }
     )
     assert validated.model_dump() == {
         "sleep_ms": 600_000,
         "fail": FailMode.RETRYABLE,
         "fail_times": 2,
         "output_bytes": 0,
+        "wait_signals": ["approve", "edit.v2"],
+        "signal_timeout_ms": 5,
     }
 
 
@@ -242,6 +251,8 @@ def test_synthetic_input_accepts_good_values() -> None:
         ({"sleep_ms": 1.5}, "input.sleep_ms"),
         ({"fail": "explode"}, "input.fail"),
         ({"fail_times": 101}, "input.fail_times"),
+        ({"wait_signals": ["no spaces"]}, "input.wait_signals.0"),
+        ({"wait_signals": ["a"] * 21}, "input.wait_signals"),
         ({"output_bytes": 1_000_001}, "input.output_bytes"),
         ({"bogus": 1}, "input.bogus"),
     ],

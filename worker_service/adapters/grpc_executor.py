@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from datetime import UTC
 
 import grpc
 
@@ -29,6 +30,7 @@ from worker_service.domain.model import (
     LockOutcome,
     LockResult,
     ResultSubmission,
+    Signal,
     UserKey,
 )
 from worker_service.ports import MAX_BATCH
@@ -107,7 +109,10 @@ class GrpcExecutorClient:
             response = await self._stub.Heartbeat(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as exc:
             raise _translate(exc) from exc
-        return HeartbeatReply(cancel_requested=response.cancel_requested)
+        return HeartbeatReply(
+            cancel_requested=response.cancel_requested,
+            latest_signal_seq=response.latest_signal_seq,
+        )
 
     async def submit_results(
         self, submissions: Sequence[ResultSubmission], *, timeout_s: float
@@ -213,6 +218,27 @@ class GrpcExecutorClient:
         except grpc.aio.AioRpcError as exc:
             raise _translate(exc) from exc
         return UserKey(response.api_key, response.provider, response.credential_id)
+
+    async def fetch_signals(
+        self, job_id: str, lease_token: str, after_seq: int, *, timeout_s: float
+    ) -> tuple[list[Signal], bool]:
+        request = pb.FetchSignalsRequest(
+            job_id=job_id, lease_token=lease_token, after_seq=after_seq
+        )
+        try:
+            response = await self._stub.FetchSignals(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from exc
+        signals = [
+            Signal(
+                seq=s.seq,
+                name=s.name,
+                payload=dict_from_struct(s.payload),
+                sent_at=s.sent_at.ToDatetime(tzinfo=UTC),
+            )
+            for s in response.signals
+        ]
+        return signals, response.more
 
     async def hold_session(
         self, worker_id: str, goodbye: asyncio.Event, opened: Callable[[str], None]

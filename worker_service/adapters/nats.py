@@ -1,11 +1,12 @@
 """NATS adapters: the JetStream dispatch consumer (a DispatchSource) and the core-NATS
-cancel listener."""
+cancel and signal listeners."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
+from typing import Self
 
 import nats.errors
 from nats.aio.client import Client
@@ -14,10 +15,16 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 
-from shared.constants import CANCEL_SUBJECT, DISPATCH_STREAM, dispatch_consumer, dispatch_subject
+from shared.constants import (
+    CANCEL_SUBJECT,
+    DISPATCH_STREAM,
+    SIGNAL_SUBJECT,
+    dispatch_consumer,
+    dispatch_subject,
+)
 from shared.jetstream import ensure_dispatch_consumer, ensure_streams
 from worker_service.domain.errors import DispatchUnavailable
-from worker_service.domain.model import parse_cancel
+from worker_service.domain.model import parse_cancel, parse_signal_notice
 from worker_service.ports import Delivery
 
 log = logging.getLogger(__name__)
@@ -84,22 +91,22 @@ class NatsDispatchSource:
                 log.debug("unsubscribe failed (%s)", type(exc).__name__)
 
 
-class CancelListener:
-    """Hears "stop job X now" on core NATS and calls ``on_cancel(job_id)`` at once.
+class _ControlListener:
+    """A subscription to one core-NATS control subject (``subject``) for as long as it is
+    entered; ``_received`` handles each message. Use as ``async with``; ``stop()`` is
+    idempotent."""
 
-    Cancel messages are not persisted: a worker that misses one learns of the cancel from
-    its next heartbeat. Use as ``async with``; ``stop()`` is idempotent."""
+    subject: str
 
-    def __init__(self, nc: Client, on_cancel: Callable[[str], object]) -> None:
+    def __init__(self, nc: Client) -> None:
         self._nc = nc
-        self._on_cancel = on_cancel
         self._sub: Subscription | None = None
 
     async def start(self) -> None:
         if self._sub is None:
-            self._sub = await self._nc.subscribe(CANCEL_SUBJECT, cb=self._received)
-            # The subscription is live on the server once flush returns: no cancel is missed
-            # from here on.
+            self._sub = await self._nc.subscribe(self.subject, cb=self._received)
+            # The subscription is live on the server once flush returns: no message is
+            # missed from here on.
             await self._nc.flush()
 
     async def stop(self) -> None:
@@ -110,7 +117,7 @@ class CancelListener:
             except nats.errors.Error as exc:
                 log.debug("unsubscribe failed (%s)", type(exc).__name__)
 
-    async def __aenter__(self) -> CancelListener:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -123,6 +130,22 @@ class CancelListener:
         await self.stop()
 
     async def _received(self, msg: Msg) -> None:
+        raise NotImplementedError
+
+
+class CancelListener(_ControlListener):
+    """Hears "stop job X now" on core NATS and calls ``on_cancel(job_id)`` at once.
+
+    Cancel messages are not persisted: a worker that misses one learns of the cancel from
+    its next heartbeat."""
+
+    subject = CANCEL_SUBJECT
+
+    def __init__(self, nc: Client, on_cancel: Callable[[str], object]) -> None:
+        super().__init__(nc)
+        self._on_cancel = on_cancel
+
+    async def _received(self, msg: Msg) -> None:
         try:
             job_id = parse_cancel(msg.data)
         except ValueError as exc:
@@ -130,3 +153,24 @@ class CancelListener:
             return
         if self._on_cancel(job_id):
             log.info("job %s: cancelled by a cancel message", job_id)
+
+
+class SignalListener(_ControlListener):
+    """Hears "job X has signals up to seq N" on core NATS and calls
+    ``on_signal(job_id, seq)``: the job's attempt, if it runs here, fetches them at once.
+
+    Not persisted either: heartbeats carry the latest seq as the backstop."""
+
+    subject = SIGNAL_SUBJECT
+
+    def __init__(self, nc: Client, on_signal: Callable[[str, int], object]) -> None:
+        super().__init__(nc)
+        self._on_signal = on_signal
+
+    async def _received(self, msg: Msg) -> None:
+        try:
+            job_id, seq = parse_signal_notice(msg.data)
+        except ValueError as exc:
+            log.warning("ignoring a malformed signal notice (%s)", exc)
+            return
+        self._on_signal(job_id, seq)

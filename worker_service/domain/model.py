@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -84,6 +85,8 @@ class UserKey:
 @dataclass(frozen=True, slots=True)
 class HeartbeatReply:
     cancel_requested: bool
+    # the seq of the job's latest signal (0: none); an attempt behind it fetches the rest
+    latest_signal_seq: int = 0
 
 
 def nak_delay(retry_after: float | None, now: float) -> float:
@@ -183,6 +186,17 @@ def parse_cancel(data: bytes) -> str:
     return job_id
 
 
+def parse_signal_notice(data: bytes) -> tuple[str, int]:
+    """(job id, latest seq) a signal notice names; ValueError when malformed."""
+    body = _json_object(data)
+    job_id, seq = body.get("job_id"), body.get("seq")
+    if not isinstance(job_id, str) or not job_id:
+        raise ValueError("signal notice without a job_id")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        raise ValueError("signal notice without a seq")
+    return job_id, seq
+
+
 def _json_object(data: bytes) -> dict[str, Any]:
     try:
         body = json.loads(data)
@@ -191,3 +205,14 @@ def _json_object(data: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ValueError("not a JSON object")
     return body
+
+
+@dataclass(frozen=True, order=True)
+class Signal:
+    """A signal sent to the job (JobService.SendSignal) as job code receives it: its
+    payload, ordered by seq (the job's send order)."""
+
+    seq: int
+    name: str = field(compare=False)
+    payload: dict[str, Any] = field(compare=False)
+    sent_at: datetime = field(compare=False)

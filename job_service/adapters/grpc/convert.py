@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.models import Job
+from job_service.domain.models import Job, ReceivedSignal
 from job_service.domain.scheduling import Hold, HoldReason
 from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput
@@ -105,6 +105,7 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         output_schema_version=job.output_schema_version,
         schedule_id=job.schedule_id or "",
         scheduled_for=timestamp(job.scheduled_for),
+        signals=[received_signal_to_pb(s) for s in job.signals],
     )
     if internal:
         message.created_by = job.created_by or ""
@@ -113,3 +114,9 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
     if job.validated_output is not None:
         message.output.update(job.validated_output)
     return message
+
+
+def received_signal_to_pb(signal: ReceivedSignal) -> job_pb2.ReceivedSignal:
+    return job_pb2.ReceivedSignal(
+        seq=signal.seq, name=signal.name, sent_at=timestamp(signal.sent_at)
+    )

@@ -16,6 +16,7 @@ from job_service.usecases.leases import Leases
 from job_service.usecases.results import Results
 from job_service.usecases.scheduling import Scheduler
 from job_service.usecases.sessions import WorkerSessions
+from job_service.usecases.signals import Signals
 from job_service.usecases.steps import Steps
 from shared.ai.steps import MAX_RESPONSE_CHARS, RecordedStep
 from shared.errors import FieldViolation, InvalidInput, JobsError
@@ -49,7 +50,9 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         heartbeat_interval_s: float,
         sessions: WorkerSessions,
         steps: Steps,
+        signals: Signals,
     ):
+        self._signals = signals
         self._leases = leases
         self._results = results
         self._scheduler = scheduler
@@ -130,6 +133,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         return pb.HeartbeatResponse(
             lease_expires_at=timestamp(ack.lease_expires_at),
             cancel_requested=ack.cancel_requested,
+            latest_signal_seq=ack.latest_signal_seq,
         )
 
     async def SubmitResult(
@@ -239,6 +243,25 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         # the worker's liveness stream: session_api.py
         async for response in serve_session(self._sessions, request_iterator, context):
             yield response
+
+    async def FetchSignals(
+        self, request: pb.FetchSignalsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.FetchSignalsResponse:
+        signals, more = await self._signals.fetch(
+            request.job_id, request.lease_token, request.after_seq
+        )
+        return pb.FetchSignalsResponse(
+            signals=[
+                pb.JobSignal(
+                    seq=s.seq,
+                    name=s.name,
+                    payload=struct_from_dict(s.payload),
+                    sent_at=timestamp(s.sent_at),
+                )
+                for s in signals
+            ],
+            more=more,
+        )
 
 
 def _submission(request: pb.SubmitResultRequest) -> Submission:

@@ -9,10 +9,15 @@ from datetime import UTC, datetime
 import grpc
 
 from job_service.adapters.grpc.auth import TokenTable
-from job_service.adapters.grpc.convert import credential_mode_from_pb, job_to_pb
+from job_service.adapters.grpc.convert import (
+    credential_mode_from_pb,
+    job_to_pb,
+    received_signal_to_pb,
+)
 from job_service.domain.models import Job
 from job_service.usecases.admin import Admin
 from job_service.usecases.jobs import MAX_CREATE_BATCH, Caller, CreateRequest, Jobs, Pins
+from job_service.usecases.signals import Signals
 from job_service.usecases.watch import WatchHub
 from shared import tracing
 from shared.errors import FieldViolation, InvalidInput, JobsError
@@ -26,8 +31,17 @@ JOB_DOMAIN = pb.DESCRIPTOR.services_by_name["JobService"].full_name
 
 
 class JobServicer(job_service_pb2_grpc.JobServiceServicer):
-    def __init__(self, jobs: Jobs, listings: Admin, watches: WatchHub, tokens: TokenTable) -> None:
+    def __init__(
+        self,
+        jobs: Jobs,
+        listings: Admin,
+        watches: WatchHub,
+        tokens: TokenTable,
+        *,
+        signals: Signals,
+    ) -> None:
         self._jobs = jobs
+        self._signals = signals
         self._tokens = tokens
         self._listings = listings
         self._watches = watches
@@ -121,6 +135,20 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
 
         async for job in self._watches.watch(request.job_id, read):
             yield pb.WatchJobResponse(job=job_to_pb(job))
+
+    async def SendSignal(
+        self, request: pb.SendSignalRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SendSignalResponse:
+        sent = await self._signals.send(
+            request.job_id,
+            request.user_id,
+            request.name,
+            dict_from_struct(request.payload),
+            request.idempotency_key,
+        )
+        return pb.SendSignalResponse(
+            signal=received_signal_to_pb(sent.signal), created=sent.created
+        )
 
 
 def _create_request(request: pb.CreateJobRequest) -> CreateRequest:

@@ -29,6 +29,7 @@ from job_service.usecases.results import Results
 from job_service.usecases.schedules import Schedules
 from job_service.usecases.scheduling import Scheduler
 from job_service.usecases.sessions import WorkerSessions
+from job_service.usecases.signals import Signals
 from job_service.usecases.steps import Steps
 from job_service.usecases.usage import UsageReports
 from job_service.usecases.watch import WatchHub
@@ -84,6 +85,7 @@ def build_server(
     usage: UsageReports,
     steps: Steps,
     schedules: Schedules,
+    signals: Signals,
 ) -> grpc.aio.Server:
     server = grpc.aio.server(
         # outermost first: the metrics see the final code, the error interceptor translates
@@ -97,7 +99,7 @@ def build_server(
         ],
     )
     job_service_pb2_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        JobServicer(jobs, admin, watches, tokens), server
+        JobServicer(jobs, admin, watches, tokens, signals=signals), server
     )
     admin_service_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
         AdminServicer(
@@ -115,6 +117,7 @@ def build_server(
             heartbeat_interval_s=s.heartbeat_interval_s,
             sessions=sessions,
             steps=steps,
+            signals=signals,
         ),
         server,
     )

@@ -15,6 +15,7 @@ from job_service.adapters.postgres.outbox import (
     domain_event_rows,
 )
 from job_service.adapters.postgres.rows import JOB_COLUMNS, event_from_json, job_from_row
+from job_service.adapters.postgres.signals import signal_from_json
 from job_service.domain.lifecycle import (
     ACTIVE,
     RERUNNABLE,
@@ -253,6 +254,9 @@ SELECT {JOB_COLUMNS},
      FROM jobs c WHERE c.parent_job_id = j.id) AS child_job_ids,
     (SELECT count(*) FROM job_events e WHERE e.job_id = j.id AND e.usage_unknown)::int
         AS usage_unknown_attempts,
+    (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'seq', s.seq, 'name', s.name, 'sent_at', s.sent_at) ORDER BY s.seq), '[]')
+     FROM job_signals s WHERE s.job_id = j.id) AS signals,
     usage.*
 FROM jobs j
 CROSS JOIN LATERAL (
@@ -431,6 +435,7 @@ class JobRepository:
             total_output_tokens=row["total_output_tokens"],
             total_cost_usd=row["total_cost_usd"],
             usage_unknown_attempts=row["usage_unknown_attempts"],
+            signals=[signal_from_json(s) for s in row["signals"]],
         )
 
     async def cancel(

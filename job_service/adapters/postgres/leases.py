@@ -43,7 +43,7 @@ HEARTBEAT = """
 UPDATE jobs SET lock_until = now() + $3 * interval '1 millisecond',
     progress = CASE WHEN $4::float8 >= 0 THEN least($4::float8, 1) ELSE progress END
 WHERE id = $1 AND lease_token = $2 AND status = ANY($5::text[])
-RETURNING lock_until, status
+RETURNING lock_until, status, signal_seq
 """
 
 # Where a job stands for a worker's late or repeated report.
@@ -172,6 +172,7 @@ class LeaseRepository:
         return HeartbeatAck(
             lease_expires_at=row["lock_until"],
             cancel_requested=row["status"] == JobStatus.CANCEL_REQUESTED,
+            latest_signal_seq=row["signal_seq"],
         )
 
     async def end_attempt(

@@ -121,6 +121,9 @@ jobs = Table(
     # foreign key: deleting a schedule keeps its jobs and their history
     Column("schedule_id", UUID(as_uuid=False)),
     Column("scheduled_for", DateTime(timezone=True)),
+    # the seq of the job's latest signal (migration 0013): SendSignal numbers signals by
+    # bumping it, and the heartbeat returns it so a worker that missed a notice catches up
+    Column("signal_seq", Integer, nullable=False, server_default="0"),
     CheckConstraint(f"status IN ({_STATUSES})", name="jobs_status_known"),
     CheckConstraint(
         f"credential_mode IN ({_CREDENTIAL_MODES})"
@@ -447,6 +450,28 @@ rate_limits = Table(
     Column("refilled_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("blocked_until", DateTime(timezone=True)),
     Column("throttled_total", BigInteger, nullable=False, server_default="0"),
+)
+
+# Signals sent to jobs (migration 0013), numbered per job in send order; they go with
+# their job. An idempotency key is unique per job.
+job_signals = Table(
+    "job_signals",
+    metadata,
+    Column(
+        "job_id", UUID(as_uuid=False), ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    ),
+    Column("seq", Integer, primary_key=True),
+    Column("name", String(64), nullable=False),
+    Column("payload", JSONB, nullable=False),
+    Column("idempotency_key", String(255)),
+    Column("sent_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index(
+        "job_signals_idempotency",
+        "job_id",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("idempotency_key IS NOT NULL"),
+    ),
 )
 
 # What each live worker runs ("job_type@version"), refreshed by its LockJobs calls.

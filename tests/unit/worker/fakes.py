@@ -19,6 +19,7 @@ from worker_service.domain.model import (
     LockOutcome,
     LockResult,
     ResultSubmission,
+    Signal,
     Succeeded,
     UserKey,
 )
@@ -170,6 +171,9 @@ class FakeExecutor:
     # RecordStep calls, and what they answer in order (an attempt number or an error)
     recorded_steps: list[tuple[str, str, str, Any, Any]] = field(default_factory=list)
     step_answers: list[int | Exception] = field(default_factory=list)
+    # job id -> the signals FetchSignals finds for it (append to send one)
+    signals: dict[str, list[Signal]] = field(default_factory=dict)
+    signal_fetches: list[tuple[str, int]] = field(default_factory=list)
 
     def lock_as(self, job: LockedJob) -> None:
         self.locks[job.job_id] = [LockResult(LockOutcome.LOCKED, job=job)]
@@ -288,6 +292,12 @@ class FakeExecutor:
         if isinstance(answer, Exception):
             raise answer
         return answer
+
+    async def fetch_signals(
+        self, job_id: str, lease_token: str, after_seq: int, *, timeout_s: float
+    ) -> tuple[list[Signal], bool]:
+        self.signal_fetches.append((job_id, after_seq))
+        return [s for s in self.signals.get(job_id, []) if s.seq > after_seq], False
 
     def _maybe_fail(self) -> None:
         self.submit_calls += 1

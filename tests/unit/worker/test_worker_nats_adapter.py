@@ -8,7 +8,7 @@ from typing import Any
 import nats.errors
 import pytest
 
-from worker_service.adapters.nats import CancelListener, NatsDispatchSource
+from worker_service.adapters.nats import CancelListener, NatsDispatchSource, SignalListener
 from worker_service.domain.errors import DispatchUnavailable
 
 from .fakes import FakeDelivery
@@ -71,3 +71,13 @@ async def test_cancel_messages_reach_the_callback_and_bad_ones_are_ignored() -> 
     await listener._received(FakeMsg(b"garbage"))  # type: ignore[arg-type]
 
     assert heard == ["j1"]
+
+
+async def test_signal_notices_reach_the_callback_and_bad_ones_are_ignored() -> None:
+    heard: list[tuple[str, int]] = []
+    listener = SignalListener(nc=None, on_signal=lambda j, s: heard.append((j, s)))  # type: ignore[arg-type]
+
+    await listener._received(FakeMsg(b'{"job_id": "j1", "seq": 3}'))  # type: ignore[arg-type]
+    await listener._received(FakeMsg(b'{"job_id": "j1"}'))  # type: ignore[arg-type]
+
+    assert heard == [("j1", 3)]

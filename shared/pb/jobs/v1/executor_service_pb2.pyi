@@ -86,12 +86,14 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., progress: _Optional[float] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("lease_expires_at", "cancel_requested")
+    __slots__ = ("lease_expires_at", "cancel_requested", "latest_signal_seq")
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    LATEST_SIGNAL_SEQ_FIELD_NUMBER: _ClassVar[int]
     lease_expires_at: _timestamp_pb2.Timestamp
     cancel_requested: bool
-    def __init__(self, lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+    latest_signal_seq: int
+    def __init__(self, lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_requested: _Optional[bool] = ..., latest_signal_seq: _Optional[int] = ...) -> None: ...
 
 class SubmitResultRequest(_message.Message):
     __slots__ = ("job_id", "lease_token", "output", "output_hash", "artifacts", "child_jobs", "usage")
@@ -316,3 +318,33 @@ class RecordedStep(_message.Message):
     attempt: int
     call_id: str
     def __init__(self, step: _Optional[str] = ..., response: _Optional[_Union[StepResponse, _Mapping]] = ..., attempt: _Optional[int] = ..., call_id: _Optional[str] = ...) -> None: ...
+
+class FetchSignalsRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token", "after_seq")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    after_seq: int
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+
+class FetchSignalsResponse(_message.Message):
+    __slots__ = ("signals", "more")
+    SIGNALS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    signals: _containers.RepeatedCompositeFieldContainer[JobSignal]
+    more: bool
+    def __init__(self, signals: _Optional[_Iterable[_Union[JobSignal, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
+
+class JobSignal(_message.Message):
+    __slots__ = ("seq", "name", "payload", "sent_at")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    name: str
+    payload: _struct_pb2.Struct
+    sent_at: _timestamp_pb2.Timestamp
+    def __init__(self, seq: _Optional[int] = ..., name: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

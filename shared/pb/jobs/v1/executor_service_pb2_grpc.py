@@ -89,6 +89,11 @@ class ExecutorServiceStub:
                 request_serializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepResponse.FromString,
                 _registered_method=True)
+        self.FetchSignals = channel.unary_unary(
+                '/jobs.v1.ExecutorService/FetchSignals',
+                request_serializer=jobs_dot_v1_dot_executor__service__pb2.FetchSignalsRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_executor__service__pb2.FetchSignalsResponse.FromString,
+                _registered_method=True)
 
 
 class ExecutorServiceServicer:
@@ -191,6 +196,16 @@ class ExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchSignals(self, request, context):
+        """The job's signals after `after_seq`, in send order, with their payloads: for the
+        worker holding the job's current, unexpired lease only (otherwise ABORTED,
+        LEASE_LOST). A worker learns that there are new ones from the notice on core NATS
+        `jobs.control.signal` and, as the backstop, from HeartbeatResponse.latest_signal_seq.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -243,6 +258,11 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     servicer.RecordStep,
                     request_deserializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepResponse.SerializeToString,
+            ),
+            'FetchSignals': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchSignals,
+                    request_deserializer=jobs_dot_v1_dot_executor__service__pb2.FetchSignalsRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_executor__service__pb2.FetchSignalsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -520,6 +540,33 @@ class ExecutorService:
             '/jobs.v1.ExecutorService/RecordStep',
             jobs_dot_v1_dot_executor__service__pb2.RecordStepRequest.SerializeToString,
             jobs_dot_v1_dot_executor__service__pb2.RecordStepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchSignals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.ExecutorService/FetchSignals',
+            jobs_dot_v1_dot_executor__service__pb2.FetchSignalsRequest.SerializeToString,
+            jobs_dot_v1_dot_executor__service__pb2.FetchSignalsResponse.FromString,
             options,
             channel_credentials,
             insecure,

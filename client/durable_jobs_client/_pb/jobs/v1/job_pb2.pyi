@@ -43,7 +43,7 @@ CREDENTIAL_MODE_PLATFORM: CredentialMode
 CREDENTIAL_MODE_USER: CredentialMode
 
 class Job(_message.Message):
-    __slots__ = ("id", "user_id", "job_type", "status", "queue", "priority", "attempt_count", "max_attempts", "idempotency_key", "progress", "output", "output_hash", "error_code", "error_message", "created_at", "updated_at", "started_at", "finished_at", "next_run_at", "artifacts", "events", "parent_job_id", "child_job_ids", "total_input_tokens", "total_output_tokens", "total_cost_usd", "prompt_key", "prompt_version", "model_tier", "credential_mode", "credential_id", "retried_from_job_id", "trigger", "internal_error_message", "hold", "definition_version", "concurrency_key", "target_type", "target_id", "model_provider", "model_name", "output_schema_version", "usage_unknown_attempts", "created_by", "schedule_id", "scheduled_for")
+    __slots__ = ("id", "user_id", "job_type", "status", "queue", "priority", "attempt_count", "max_attempts", "idempotency_key", "progress", "output", "output_hash", "error_code", "error_message", "created_at", "updated_at", "started_at", "finished_at", "next_run_at", "artifacts", "events", "parent_job_id", "child_job_ids", "total_input_tokens", "total_output_tokens", "total_cost_usd", "prompt_key", "prompt_version", "model_tier", "credential_mode", "credential_id", "retried_from_job_id", "trigger", "internal_error_message", "hold", "definition_version", "concurrency_key", "target_type", "target_id", "model_provider", "model_name", "output_schema_version", "usage_unknown_attempts", "created_by", "schedule_id", "scheduled_for", "signals")
     ID_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -90,6 +90,7 @@ class Job(_message.Message):
     CREATED_BY_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_FOR_FIELD_NUMBER: _ClassVar[int]
+    SIGNALS_FIELD_NUMBER: _ClassVar[int]
     id: str
     user_id: str
     job_type: str
@@ -136,7 +137,8 @@ class Job(_message.Message):
     created_by: str
     schedule_id: str
     scheduled_for: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., queue: _Optional[str] = ..., priority: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., progress: _Optional[float] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ..., parent_job_id: _Optional[str] = ..., child_job_ids: _Optional[_Iterable[str]] = ..., total_input_tokens: _Optional[int] = ..., total_output_tokens: _Optional[int] = ..., total_cost_usd: _Optional[float] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_tier: _Optional[str] = ..., credential_mode: _Optional[_Union[CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., trigger: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., hold: _Optional[_Union[JobHold, _Mapping]] = ..., definition_version: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., model_provider: _Optional[str] = ..., model_name: _Optional[str] = ..., output_schema_version: _Optional[str] = ..., usage_unknown_attempts: _Optional[int] = ..., created_by: _Optional[str] = ..., schedule_id: _Optional[str] = ..., scheduled_for: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    signals: _containers.RepeatedCompositeFieldContainer[ReceivedSignal]
+    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., queue: _Optional[str] = ..., priority: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., progress: _Optional[float] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ..., parent_job_id: _Optional[str] = ..., child_job_ids: _Optional[_Iterable[str]] = ..., total_input_tokens: _Optional[int] = ..., total_output_tokens: _Optional[int] = ..., total_cost_usd: _Optional[float] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_tier: _Optional[str] = ..., credential_mode: _Optional[_Union[CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., trigger: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., hold: _Optional[_Union[JobHold, _Mapping]] = ..., definition_version: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., model_provider: _Optional[str] = ..., model_name: _Optional[str] = ..., output_schema_version: _Optional[str] = ..., usage_unknown_attempts: _Optional[int] = ..., created_by: _Optional[str] = ..., schedule_id: _Optional[str] = ..., scheduled_for: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., signals: _Optional[_Iterable[_Union[ReceivedSignal, _Mapping]]] = ...) -> None: ...
 
 class JobHold(_message.Message):
     __slots__ = ("reason", "key", "until", "detail")
@@ -193,3 +195,13 @@ class JobEvent(_message.Message):
     reason: str
     at: _timestamp_pb2.Timestamp
     def __init__(self, from_status: _Optional[_Union[JobStatus, str]] = ..., to_status: _Optional[_Union[JobStatus, str]] = ..., attempt: _Optional[int] = ..., reason: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ReceivedSignal(_message.Message):
+    __slots__ = ("seq", "name", "sent_at")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    name: str
+    sent_at: _timestamp_pb2.Timestamp
+    def __init__(self, seq: _Optional[int] = ..., name: _Optional[str] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

@@ -135,3 +135,25 @@ class CreateJobsResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[CreateJobResult]
     def __init__(self, results: _Optional[_Iterable[_Union[CreateJobResult, _Mapping]]] = ...) -> None: ...
+
+class SendSignalRequest(_message.Message):
+    __slots__ = ("job_id", "user_id", "name", "payload", "idempotency_key")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    user_id: str
+    name: str
+    payload: _struct_pb2.Struct
+    idempotency_key: str
+    def __init__(self, job_id: _Optional[str] = ..., user_id: _Optional[str] = ..., name: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class SendSignalResponse(_message.Message):
+    __slots__ = ("signal", "created")
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    signal: _job_pb2.ReceivedSignal
+    created: bool
+    def __init__(self, signal: _Optional[_Union[_job_pb2.ReceivedSignal, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...

@@ -67,6 +67,11 @@ class JobServiceStub:
                 request_serializer=jobs_dot_v1_dot_job__service__pb2.CreateJobsRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_job__service__pb2.CreateJobsResponse.FromString,
                 _registered_method=True)
+        self.SendSignal = channel.unary_unary(
+                '/jobs.v1.JobService/SendSignal',
+                request_serializer=jobs_dot_v1_dot_job__service__pb2.SendSignalRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_job__service__pb2.SendSignalResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -128,6 +133,19 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SendSignal(self, request, context):
+        """Sends a named message with a payload to a job that has not finished. The signal is
+        stored first (numbered in the job's send order), then delivered: at once to a running
+        job, and to a job that has not started when it starts; every attempt of the job sees
+        every signal, in send order. Idempotent on (job_id, idempotency_key): the same key
+        answers the stored signal (created = false); the same key with another name or payload
+        is FAILED_PRECONDITION (IDEMPOTENCY_KEY_REUSED). A finished job is FAILED_PRECONDITION
+        (reason JOB_FINISHED); a bad name or a payload over 64 KiB is INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -160,6 +178,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.CreateJobs,
                     request_deserializer=jobs_dot_v1_dot_job__service__pb2.CreateJobsRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_job__service__pb2.CreateJobsResponse.SerializeToString,
+            ),
+            'SendSignal': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendSignal,
+                    request_deserializer=jobs_dot_v1_dot_job__service__pb2.SendSignalRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_job__service__pb2.SendSignalResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -327,6 +350,33 @@ class JobService:
             '/jobs.v1.JobService/CreateJobs',
             jobs_dot_v1_dot_job__service__pb2.CreateJobsRequest.SerializeToString,
             jobs_dot_v1_dot_job__service__pb2.CreateJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendSignal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.JobService/SendSignal',
+            jobs_dot_v1_dot_job__service__pb2.SendSignalRequest.SerializeToString,
+            jobs_dot_v1_dot_job__service__pb2.SendSignalResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -6,7 +6,7 @@ Expand-only, like every migration (tests/unit/test_expand_only_migrations.py): a
 and a column with a default (PostgreSQL stores the default in the catalog; no rewrite).
 
 Revision ID: 0014
-Revises: 0012
+Revises: 0013
 Create Date: 2026-12-01 08:00:00
 """
 
@@ -17,7 +17,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 
 revision = "0014"
-down_revision = "0012"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 

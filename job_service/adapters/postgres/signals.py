@@ -1,0 +1,104 @@
+"""Signals on PostgreSQL: SendSignal numbers a signal by bumping ``jobs.signal_seq`` (the
+row lock orders concurrent sends and a finishing job) and stores it in the same statement;
+FetchSignals reads them for the holder of the job's lease."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from job_service.domain.lifecycle import LEASED, TERMINAL, JobStatus, status_values
+from job_service.domain.models import JobSignal, ReceivedSignal, SentSignal
+from shared.errors import IdempotencyKeyReused, JobFinished
+
+JOB_OF_USER = "SELECT status FROM jobs WHERE id = $1 AND user_id = $2"
+
+BY_KEY = """
+SELECT s.seq, s.name, s.sent_at, (s.name = $4 AND s.payload = $5::jsonb) AS same, j.job_type
+FROM job_signals s JOIN jobs j ON j.id = s.job_id AND j.user_id = $2
+WHERE s.job_id = $1 AND s.idempotency_key = $3
+"""
+
+# One statement (one round trip, one commit). The row lock its UPDATE takes orders this
+# send against other sends (seq in commit order, no gaps) and against the job's end: a
+# signal is either stored while the job is unfinished, or refused.
+SEND = """
+WITH numbered AS (
+    UPDATE jobs SET signal_seq = signal_seq + 1
+    WHERE id = $1 AND user_id = $2 AND NOT (status = ANY($3::text[]))
+    RETURNING id, signal_seq, status, job_type
+)
+INSERT INTO job_signals (job_id, seq, name, payload, idempotency_key)
+SELECT id, signal_seq, $4, $5::jsonb, $6 FROM numbered
+RETURNING seq, sent_at, (SELECT status FROM numbered), (SELECT job_type FROM numbered)
+"""
+
+FETCH = """
+SELECT s.seq, s.name, s.payload, s.sent_at
+FROM jobs j JOIN job_signals s ON s.job_id = j.id AND s.seq > $3
+WHERE j.id = $1 AND j.lease_token = $2 AND j.status = ANY($4::text[])
+ORDER BY s.seq LIMIT $5
+"""
+
+LEASE_HELD = """
+SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2 AND status = ANY($3::text[])
+"""
+
+_LEASED, _TERMINAL = status_values(LEASED), status_values(TERMINAL)
+
+
+class SignalRepository:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def send(
+        self, job_id: str, user_id: str, name: str, payload: dict[str, Any], key: str | None
+    ) -> SentSignal | None:
+        if key is not None and (stored := await self._by_key(job_id, user_id, key, name, payload)):
+            return stored
+        try:
+            row = await self._pool.fetchrow(SEND, job_id, user_id, _TERMINAL, name, payload, key)
+        except asyncpg.UniqueViolationError:
+            # a concurrent send with the same key committed first: answer its signal
+            assert key is not None
+            return await self._by_key(job_id, user_id, key, name, payload)
+        if row is not None:
+            signal = ReceivedSignal(row["seq"], name, row["sent_at"])
+            return SentSignal(signal, True, row["job_type"], JobStatus(row["status"]))
+        status = await self._pool.fetchval(JOB_OF_USER, job_id, user_id)
+        if status is None:
+            return None
+        raise JobFinished(
+            f"the job has finished ({status}): it takes no more signals",
+            metadata={"job_id": job_id, "status": status},
+        )
+
+    async def _by_key(
+        self, job_id: str, user_id: str, key: str, name: str, payload: dict[str, Any]
+    ) -> SentSignal | None:
+        stored = await self._pool.fetchrow(BY_KEY, job_id, user_id, key, name, payload)
+        if stored is None:
+            return None
+        if not stored["same"]:
+            raise IdempotencyKeyReused(
+                "this idempotency key was used for another signal to this job"
+            )
+        signal = ReceivedSignal(stored["seq"], stored["name"], stored["sent_at"])
+        return SentSignal(signal, False, stored["job_type"], None)
+
+    async def fetch(
+        self, job_id: str, lease_token: str, after_seq: int, limit: int
+    ) -> tuple[Sequence[JobSignal], bool] | None:
+        rows = await self._pool.fetch(FETCH, job_id, lease_token, after_seq, _LEASED, limit + 1)
+        if not rows and await self._pool.fetchval(LEASE_HELD, job_id, lease_token, _LEASED) is None:
+            return None
+        signals = [JobSignal(r["seq"], r["name"], r["payload"], r["sent_at"]) for r in rows]
+        return signals[:limit], len(signals) > limit
+
+
+def signal_from_json(raw: dict[str, Any]) -> ReceivedSignal:
+    """A received signal as GET_JOB aggregates it into jsonb."""
+    return ReceivedSignal(raw["seq"], raw["name"], datetime.fromisoformat(raw["sent_at"]))
