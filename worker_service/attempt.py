@@ -75,7 +75,9 @@ class Attempt:
         if self._gateway is None:
             raise ExecutionError(ErrorCode.INTERNAL_ERROR, "this worker has no model gateway")
         # the owner's own key (fetched under this lease) or None: the tier's platform key
-        return await self._gateway.generate(tier, prompt, self.usage, api_key=await self.api_key())
+        return await self._gateway.generate(
+            tier, prompt, self.usage, api_key=await self.api_key(), job=(self.job_id, self.attempt)
+        )
 
     def report_progress(self, fraction: float) -> None:
         """Keep the latest progress (0..1); the next heartbeat carries it."""
