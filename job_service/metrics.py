@@ -198,3 +198,21 @@ WORKER_SESSIONS_OPEN = Gauge(
 
 def worker_sessions_open(count: int) -> None:
     WORKER_SESSIONS_OPEN.set(count)
+
+
+PARTIAL_OUTPUT_FORWARDED = Counter(
+    "jobs_watch_partial_output_messages_total",
+    "Partial-output pieces sent to WatchJob clients (counts only: the text is never logged).",
+)
+PARTIAL_OUTPUT_DROPPED = Counter(
+    "jobs_watch_partial_output_dropped_total",
+    "Partial-output pieces dropped for a WatchJob client that read slower than they came.",
+)
+
+
+def partial_output_forwarded() -> None:
+    PARTIAL_OUTPUT_FORWARDED.inc()
+
+
+def partial_output_dropped() -> None:
+    PARTIAL_OUTPUT_DROPPED.inc()

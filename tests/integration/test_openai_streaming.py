@@ -93,4 +93,3 @@ async def test_an_error_status_on_a_streamed_call_maps_as_usual(
         await provider.generate(request(), on_delta=lambda _: None)
 
     assert raised.value.code == "PROVIDER_RATE_LIMITED" and raised.value.retry_after_s == 2
-

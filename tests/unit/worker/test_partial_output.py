@@ -58,7 +58,7 @@ def chunk(content: str | None = None, **extra: Any) -> str:
 async def test_chunks_are_joined_deltas_forwarded_and_usage_taken_from_the_last() -> None:
     seen: list[str] = []
     events = [
-        chunk("{\"a\""),
+        chunk('{"a"'),
         chunk(": 1}"),
         chunk(None, usage={"prompt_tokens": 11, "completion_tokens": 3}),
         "[DONE]",
