@@ -90,7 +90,7 @@ class ModelGateway:
                 else:
                     # the call's number within the attempt: a repair call starts its text again
                     partial = self._partials.stream(*job, call=len(usage) + 1)
-                    async with partial:
+                    with partial:
                         response = await route.provider.generate(request, on_delta=partial.add)
         except ExecutionError as exc:
             record(exc.code)

@@ -59,7 +59,7 @@ class PartialOutputRelay:
 
 class PartialStream:
     """One provider call's text on its way out. ``add`` is the provider's ``on_delta``
-    (synchronous, never blocks); ``async with`` bounds it: leaving normally publishes what is
+    (synchronous, never blocks); ``with`` bounds it: leaving normally publishes what is
     still pending, leaving with an exception (a cancelled or failed call) drops it."""
 
     def __init__(
@@ -124,30 +124,27 @@ class PartialStream:
         PUBLISHED.inc()
         PUBLISHED_BYTES.inc(len(message.text.encode()))
 
-    async def close(self, *, flush: bool) -> None:
-        """Stop; with ``flush``, publish what is pending and wait for the sends under way."""
+    def close(self, *, flush: bool) -> None:
+        """Stop; with ``flush``, send what is pending (after the sends under way: see
+        ``_send``). Never waits, so nothing here can delay or interrupt the call's ending
+        (its usage record included)."""
         if self._closed:
             return
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if not flush:
-            self._pending.clear()
-            return
-        message = self._take()
-        if message is not None:
-            await self._deliver(message)
-        if self._sending:
-            await asyncio.wait(set(self._sending))
+        if flush:
+            self._send()
+        self._pending.clear()
 
-    async def __aenter__(self) -> PartialStream:
+    def __enter__(self) -> PartialStream:
         return self
 
-    async def __aexit__(
+    def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close(flush=exc_type is None)
+        self.close(flush=exc_type is None)

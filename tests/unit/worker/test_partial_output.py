@@ -137,7 +137,7 @@ async def test_the_first_delta_leaves_at_once_and_the_rest_are_coalesced() -> No
     published = Published()
     relay = PartialOutputRelay(published, interval_s=0.2)
 
-    async with relay.stream(JOB, attempt=2, call=1) as stream:
+    with relay.stream(JOB, attempt=2, call=1) as stream:
         stream.add("Hel")
         await eventually(lambda: len(published.messages) == 1, timeout=1)
         for piece in ("lo", ", ", "wor"):
@@ -146,7 +146,7 @@ async def test_the_first_delta_leaves_at_once_and_the_rest_are_coalesced() -> No
         await eventually(lambda: len(published.messages) == 2, timeout=2)
         stream.add("ld")  # pending when the call ends: published on leaving
 
-    assert published.texts == ["Hel", "lo, wor", "ld"]
+    await eventually(lambda: published.texts == ["Hel", "lo, wor", "ld"], timeout=1)
     subjects = {s for s, _, _ in published.messages}
     assert subjects == {partial_subject(JOB)} == {f"jobs.partial.{JOB}"}
     messages = [m for _, m, _ in published.messages]
@@ -162,7 +162,7 @@ async def test_a_cancelled_call_drops_what_is_pending() -> None:
     stream = PartialOutputRelay(published, interval_s=10).stream(JOB, attempt=1, call=1)
 
     with pytest.raises(asyncio.CancelledError):
-        async with stream:
+        with stream:
             stream.add("one")
             stream.add("two")  # waits for the (long) interval
             raise asyncio.CancelledError
@@ -177,8 +177,9 @@ async def test_a_failed_publish_never_fails_the_call_and_leaves_a_gap_in_seq() -
     published.fail_first = 1
     relay = PartialOutputRelay(published, interval_s=0)
 
-    async with relay.stream(JOB, attempt=1, call=1) as stream:
+    with relay.stream(JOB, attempt=1, call=1) as stream:
         stream.add("lost")
         stream.add("kept")
 
+    await eventually(lambda: published.messages, timeout=1)
     assert [(m.seq, m.text) for _, m, _ in published.messages] == [(2, "kept")]
