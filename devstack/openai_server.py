@@ -132,6 +132,8 @@ class LocalOpenAIServer:
         self.sent: list[SentPiece] = []
         # Requests whose client hung up before the answer (a cancelled call).
         self.disconnects = 0
+        # Connections accepted (a client that reuses its connections opens one).
+        self.connections = 0
         self.disconnected = asyncio.Event()
         self._script: deque[Reply] = deque()
         self._server: asyncio.Server | None = None
@@ -168,6 +170,7 @@ class LocalOpenAIServer:
         await self.stop()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             while True:
                 request = await _read_request(reader)

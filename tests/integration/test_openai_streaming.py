@@ -93,3 +93,12 @@ async def test_an_error_status_on_a_streamed_call_maps_as_usual(
         await provider.generate(request(), on_delta=lambda _: None)
 
     assert raised.value.code == "PROVIDER_RATE_LIMITED" and raised.value.retry_after_s == 2
+
+
+async def test_streamed_calls_reuse_the_connection(
+    server: LocalOpenAIServer, provider: OpenAICompatibleProvider
+) -> None:
+    for _ in range(3):
+        await provider.generate(request(), on_delta=lambda _: None)
+
+    assert server.connections == 1

@@ -136,14 +136,18 @@ class StreamedAnswer:
 
 
 async def read_stream(events: AsyncIterator[str], on_delta: DeltaSink) -> StreamedAnswer:
-    """Reads chat-completion chunks until ``[DONE]`` (or the end of the stream), passing
+    """Reads chat-completion chunks up to ``[DONE]`` (or the end of the stream), passing
     each content delta of the first choice to ``on_delta``."""
     answer = StreamedAnswer()
     parts: list[str] = []
     chunks = 0
+    done = False
     async for data in events:
-        if data.strip() == "[DONE]":
-            break
+        # after [DONE] the body is read to its end, not abandoned: the connection then goes
+        # back to the pool instead of being closed
+        done = done or data.strip() == "[DONE]"
+        if done:
+            continue
         try:
             chunk = json.loads(data)
             if not isinstance(chunk, dict):
