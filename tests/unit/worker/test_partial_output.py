@@ -161,11 +161,10 @@ async def test_a_cancelled_call_drops_what_is_pending() -> None:
     published = Published()
     stream = PartialOutputRelay(published, interval_s=10).stream(JOB, attempt=1, call=1)
 
-    with pytest.raises(asyncio.CancelledError):
-        with stream:
-            stream.add("one")
-            stream.add("two")  # waits for the (long) interval
-            raise asyncio.CancelledError
+    with pytest.raises(asyncio.CancelledError), stream:
+        stream.add("one")
+        stream.add("two")  # waits for the (long) interval
+        raise asyncio.CancelledError
 
     await eventually(lambda: published.texts == ["one"], timeout=1)
     stream.add("three")  # a late delta after the end goes nowhere
