@@ -11,12 +11,13 @@ saw (requests with their headers, clients that hung up mid-request)::
         ...  # point OpenAICompatibleProvider at server.url
 
 Standalone: ``python -m devstack.openai_server --port 8089 [--api-key KEY]
-[--delay-ms N]``, then ``JOBS_MODEL_PRIMARY_PROVIDER=openai
+[--delay-ms N] [--stream-interval-ms N]``, then ``JOBS_MODEL_PRIMARY_PROVIDER=openai
 JOBS_MODEL_PRIMARY_BASE_URL=http://127.0.0.1:8089/v1`` (same for CHEAP).
 
 A request with ``"stream": true`` is answered with server-sent events, as OpenAI streams:
 the content in pieces of ``stream_chunk_chars`` characters, one every ``stream_interval_s``
-(20 a second by default), then a chunk with the usage and ``[DONE]``. Each piece's send
+(0 by default: at once, so a streamed answer takes as long as a whole one; 0.05 is 20 a
+second), then a chunk with the usage and ``[DONE]``. Each piece's send
 time is kept (``sent``), and a client hanging up mid-stream counts as a disconnect and stops
 the stream, as a provider stops generating.
 
@@ -116,7 +117,7 @@ class LocalOpenAIServer:
         port: int = 0,
         api_key: str | None = None,
         delay_s: float = 0.0,
-        stream_interval_s: float = 0.05,
+        stream_interval_s: float = 0.0,
         stream_chunk_chars: int = 8,
     ) -> None:
         self.responder = responder
@@ -210,7 +211,8 @@ class LocalOpenAIServer:
         pieces = [content[i : i + size] for i in range(0, len(content), size)]
         base = {"id": body["id"], "object": "chat.completion.chunk", "model": body["model"]}
         for number, piece in enumerate(pieces):
-            if number and await _hung_up_within(reader, self.stream_interval_s):
+            pause = self.stream_interval_s
+            if number and pause and await _hung_up_within(reader, pause):
                 return False
             delta = {"role": "assistant", "content": piece} if number == 0 else {"content": piece}
             chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
@@ -303,7 +305,11 @@ async def _main(args: argparse.Namespace) -> None:
 
     default_registry()  # imports the job types, which register their prompts
     server = LocalOpenAIServer(
-        host=args.host, port=args.port, api_key=args.api_key, delay_s=args.delay_ms / 1000
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        delay_s=args.delay_ms / 1000,
+        stream_interval_s=args.stream_interval_ms / 1000,
     )
     await server.start()
     print(f"OpenAI-compatible server on {server.url}", flush=True)
@@ -316,6 +322,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8089)
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--delay-ms", type=int, default=0)
+    parser.add_argument(
+        "--stream-interval-ms", type=int, default=0, help="between streamed chunks (50: 20/s)"
+    )
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_main(parser.parse_args()))
 
