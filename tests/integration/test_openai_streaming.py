@@ -102,3 +102,18 @@ async def test_streamed_calls_reuse_the_connection(
         await provider.generate(request(), on_delta=lambda _: None)
 
     assert server.connections == 1
+
+
+async def test_a_stream_that_stalls_is_a_provider_timeout_and_is_hung_up() -> None:
+    async with LocalOpenAIServer(stream_interval_s=5.0) as stalling:
+        impatient = OpenAICompatibleProvider(stalling.url, read_timeout_s=0.3)
+        pieces: list[str] = []
+        try:
+            with pytest.raises(ExecutionError) as raised:
+                await impatient.generate(request(), on_delta=pieces.append)
+        finally:
+            await impatient.aclose()
+        await asyncio.wait_for(stalling.disconnected.wait(), 10)
+
+    assert raised.value.code == "PROVIDER_TIMEOUT"
+    assert len(pieces) == 1  # the first chunk came, then nothing within the read timeout
