@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from jobtypes import feynman_evaluation as feynman
-from shared.ai.provider import ProviderRequest
+from shared.ai.provider import ModelTier, ProviderRequest, UsageRecord
 from shared.constants import partial_subject
 from shared.errors import ExecutionError
 from shared.pb.jobs.v1 import job_service_pb2 as pb
@@ -19,6 +19,8 @@ from tests.support.wait import eventually
 from worker_service.adapters.fake_provider import FakeProvider, FakeSettings, chunked
 from worker_service.adapters.openai_compat import read_stream
 from worker_service.adapters.sse import event_data
+from worker_service.gateway import ModelGateway
+from worker_service.model_router import ModelRouter, PriceTable, Route
 from worker_service.partial_output import PartialOutputRelay
 
 JOB = "0b6b0a44-2f1c-4d8e-9c7e-1d0a5d5c9f11"
@@ -182,3 +184,28 @@ async def test_a_failed_publish_never_fails_the_call_and_leaves_a_gap_in_seq() -
 
     await eventually(lambda: published.messages, timeout=1)
     assert [(m.seq, m.text) for _, m, _ in published.messages] == [(2, "kept")]
+
+
+async def test_the_gateway_streams_each_call_of_an_attempt_under_its_own_number() -> None:
+    published = Published()
+    router = ModelRouter(
+        {tier: Route(FakeProvider(FakeSettings(stream_chunks=3)), "m") for tier in ModelTier},
+        PriceTable({}),
+    )
+    gateway = ModelGateway(router, partials=PartialOutputRelay(published, interval_s=0))
+    rendered = feynman.PROMPT.render(
+        {"title": "Photosynthesis", "content": "Light to sugar.", "explanation": "Plants eat."}
+    )
+    usage: list[UsageRecord] = []
+
+    first = await gateway.generate(ModelTier.PRIMARY, rendered, usage, job=(JOB, 3))
+    second = await gateway.generate(ModelTier.PRIMARY, rendered, usage, job=(JOB, 3))
+    await gateway.generate(ModelTier.PRIMARY, rendered, usage)  # not for a job: not relayed
+
+    await eventually(lambda: len(published.messages) == 6, timeout=1)
+    by_call = {
+        call: "".join(m.text for _, m, _ in published.messages if m.call == call) for call in (1, 2)
+    }
+    assert by_call == {1: first.text, 2: second.text}
+    assert {m.attempt for _, m, _ in published.messages} == {3}
+    assert len(usage) == 3 and not any(u.error_code for u in usage)
