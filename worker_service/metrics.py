@@ -52,3 +52,26 @@ def attempt_ended(job_type: str, outcome: str, duration_s: float) -> None:
 def usage_reported_late(stored: int) -> None:
     if stored:
         USAGE_REPORTED.inc(stored)
+
+
+PARTIAL_OUTPUT = Counter(
+    "jobs_worker_partial_output_messages_total",
+    "Partial-output messages published (coalesced text deltas of streamed provider calls).",
+)
+PARTIAL_OUTPUT_BYTES = Counter(
+    "jobs_worker_partial_output_bytes_total",
+    "Bytes of partial-output text published (sizes only: the text is never logged).",
+)
+PARTIAL_OUTPUT_DROPPED = Counter(
+    "jobs_worker_partial_output_dropped_total",
+    "Partial-output messages whose publish failed (watchers see a gap in seq).",
+)
+
+
+def partial_output_published(size: int) -> None:
+    PARTIAL_OUTPUT.inc()
+    PARTIAL_OUTPUT_BYTES.inc(size)
+
+
+def partial_output_dropped() -> None:
+    PARTIAL_OUTPUT_DROPPED.inc()

@@ -22,28 +22,14 @@ import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
-from prometheus_client import Counter
-
 from shared.constants import partial_subject
 from shared.pb.jobs.v1 import job_service_pb2 as pb
+from worker_service import metrics
 
 log = logging.getLogger(__name__)
 
 # Publishes bytes on a subject (``nats.aio.client.Client.publish``).
 Publish = Callable[[str, bytes], Awaitable[None]]
-
-PUBLISHED = Counter(
-    "jobs_worker_partial_output_messages_total",
-    "Partial-output messages published (coalesced text deltas of streamed provider calls).",
-)
-PUBLISHED_BYTES = Counter(
-    "jobs_worker_partial_output_bytes_total",
-    "Bytes of partial-output text published (sizes only: the text is never logged).",
-)
-DROPPED = Counter(
-    "jobs_worker_partial_output_dropped_total",
-    "Partial-output messages whose publish failed (watchers see a gap in seq).",
-)
 
 
 class PartialOutputRelay:
@@ -118,11 +104,10 @@ class PartialStream:
         try:
             await self._publish(self._subject, message.SerializeToString())
         except Exception as exc:  # never fails the job: the watcher sees a gap in seq
-            DROPPED.inc()
+            metrics.partial_output_dropped()
             log.debug("partial output not published (%s)", type(exc).__name__)
             return
-        PUBLISHED.inc()
-        PUBLISHED_BYTES.inc(len(message.text.encode()))
+        metrics.partial_output_published(len(message.text.encode()))
 
     def close(self, *, flush: bool) -> None:
         """Stop; with ``flush``, send what is pending (after the sends under way: see
