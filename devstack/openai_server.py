@@ -11,10 +11,18 @@ saw (requests with their headers, clients that hung up mid-request)::
         ...  # point OpenAICompatibleProvider at server.url
 
 Standalone: ``python -m devstack.openai_server --port 8089 [--api-key KEY]
-[--delay-ms N]``, then ``JOBS_MODEL_PRIMARY_PROVIDER=openai
+[--delay-ms N] [--stream-interval-ms N]``, then ``JOBS_MODEL_PRIMARY_PROVIDER=openai
 JOBS_MODEL_PRIMARY_BASE_URL=http://127.0.0.1:8089/v1`` (same for CHEAP).
 
-Plain asyncio HTTP/1.1 (keep-alive, Content-Length bodies): enough for httpx, no more.
+A request with ``"stream": true`` is answered with server-sent events, as OpenAI streams:
+the content in pieces of ``stream_chunk_chars`` characters, one every ``stream_interval_s``
+(0 by default: at once, so a streamed answer takes as long as a whole one; 0.05 is 20 a
+second), then a chunk with the usage and ``[DONE]``. Each piece's send
+time is kept (``sent``), and a client hanging up mid-stream counts as a disconnect and stops
+the stream, as a provider stops generating.
+
+Plain asyncio HTTP/1.1 (keep-alive, Content-Length or chunked bodies): enough for httpx, no
+more.
 """
 
 from __future__ import annotations
@@ -56,6 +64,14 @@ class SeenRequest:
     body: dict[str, Any]
     # When the request arrived (time.time()), for checks of request rates.
     at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class SentPiece:
+    """One streamed content piece, and when it was written to the socket (time.time())."""
+
+    text: str
+    at: float
 
 
 def completion(content: str, model: str, prompt_tokens: int = 0) -> dict[str, Any]:
@@ -101,6 +117,8 @@ class LocalOpenAIServer:
         port: int = 0,
         api_key: str | None = None,
         delay_s: float = 0.0,
+        stream_interval_s: float = 0.0,
+        stream_chunk_chars: int = 8,
     ) -> None:
         self.responder = responder
         self.host = host
@@ -108,9 +126,15 @@ class LocalOpenAIServer:
         self.api_key = api_key
         # Every answer waits this long unless its scripted reply says otherwise.
         self.delay_s = delay_s
+        self.stream_interval_s = stream_interval_s
+        self.stream_chunk_chars = stream_chunk_chars
         self.requests: list[SeenRequest] = []
+        # Content pieces streamed, in order, over all requests.
+        self.sent: list[SentPiece] = []
         # Requests whose client hung up before the answer (a cancelled call).
         self.disconnects = 0
+        # Connections accepted (a client that reuses its connections opens one).
+        self.connections = 0
         self.disconnected = asyncio.Event()
         self._script: deque[Reply] = deque()
         self._server: asyncio.Server | None = None
@@ -147,6 +171,7 @@ class LocalOpenAIServer:
         await self.stop()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             while True:
                 request = await _read_request(reader)
@@ -159,12 +184,47 @@ class LocalOpenAIServer:
                     self.disconnected.set()
                     return
                 status, headers, payload = self._answer(request, reply)
+                if status == 200 and request.body.get("stream") is True and reply.body is None:
+                    if not await self._stream(reader, writer, json.loads(payload)):
+                        self.disconnects += 1
+                        self.disconnected.set()
+                        return
+                    continue
                 writer.write(_response(status, headers, payload))
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             return
         finally:
             writer.close()
+
+    async def _stream(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: dict[str, Any]
+    ) -> bool:
+        """Streams the completion ``body`` as chat-completion chunks (a chunked HTTP body);
+        False when the client hung up first."""
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n"
+        )
+        content = body["choices"][0]["message"]["content"]
+        size = max(1, self.stream_chunk_chars)
+        pieces = [content[i : i + size] for i in range(0, len(content), size)]
+        base = {"id": body["id"], "object": "chat.completion.chunk", "model": body["model"]}
+        for number, piece in enumerate(pieces):
+            pause = self.stream_interval_s
+            if number and pause and await _hung_up_within(reader, pause):
+                return False
+            delta = {"role": "assistant", "content": piece} if number == 0 else {"content": piece}
+            chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+            writer.write(_event(chunk))
+            await writer.drain()
+            self.sent.append(SentPiece(piece, time.time()))
+        done = {"index": 0, "delta": {}, "finish_reason": "stop"}
+        writer.write(_event({**base, "choices": [done]}))
+        writer.write(_event({**base, "choices": [], "usage": body["usage"]}))
+        writer.write(_event("[DONE]") + b"0\r\n\r\n")
+        await writer.drain()
+        return True
 
     def _answer(self, request: SeenRequest, reply: Reply) -> tuple[int, dict[str, str], bytes]:
         if self.api_key is not None and request.headers.get("authorization") != (
@@ -222,6 +282,13 @@ async def _hung_up_within(reader: asyncio.StreamReader, delay_s: float) -> bool:
         return True
 
 
+def _event(data: dict[str, Any] | str) -> bytes:
+    """One server-sent event as one HTTP chunk."""
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    event = f"data: {text}\n\n".encode()
+    return f"{len(event):x}\r\n".encode() + event + b"\r\n"
+
+
 def _response(status: int, headers: dict[str, str], payload: bytes) -> bytes:
     lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
     all_headers = {
@@ -238,7 +305,11 @@ async def _main(args: argparse.Namespace) -> None:
 
     default_registry()  # imports the job types, which register their prompts
     server = LocalOpenAIServer(
-        host=args.host, port=args.port, api_key=args.api_key, delay_s=args.delay_ms / 1000
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        delay_s=args.delay_ms / 1000,
+        stream_interval_s=args.stream_interval_ms / 1000,
     )
     await server.start()
     print(f"OpenAI-compatible server on {server.url}", flush=True)
@@ -251,6 +322,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8089)
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--delay-ms", type=int, default=0)
+    parser.add_argument(
+        "--stream-interval-ms", type=int, default=0, help="between streamed chunks (50: 20/s)"
+    )
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_main(parser.parse_args()))
 

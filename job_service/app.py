@@ -18,6 +18,7 @@ from nats.aio.client import Client as NATS
 
 from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.server import SERVICE_NAMES, build_server, server_credentials
+from job_service.adapters.nats_partials import NatsPartialOutputFeed
 from job_service.adapters.nats_publisher import NatsPublisher
 from job_service.adapters.postgres.batches import BatchRepository
 from job_service.adapters.postgres.bulk import BulkRepository
@@ -202,7 +203,7 @@ class JobServiceApp:
         )
         schedules = Schedules(jobs, ScheduleRepository(self._pool), page_tokens)
         self._firing = ScheduleFiring(schedules)
-        watches = self._watches = WatchHub(listing)
+        watches = self._watches = WatchHub(listing, NatsPartialOutputFeed(self._nc))
         self._housekeeping = [
             Periodic(
                 "lease reaper",

@@ -244,3 +244,21 @@ def signal_sent(job_type: str) -> None:
 def signals_fetched(count: int) -> None:
     if count:
         SIGNALS_FETCHED.inc(count)
+
+
+PARTIAL_OUTPUT_FORWARDED = Counter(
+    "jobs_watch_partial_output_messages_total",
+    "Partial-output pieces sent to WatchJob clients (counts only: the text is never logged).",
+)
+PARTIAL_OUTPUT_DROPPED = Counter(
+    "jobs_watch_partial_output_dropped_total",
+    "Partial-output pieces dropped for a WatchJob client that read slower than they came.",
+)
+
+
+def partial_output_forwarded() -> None:
+    PARTIAL_OUTPUT_FORWARDED.inc()
+
+
+def partial_output_dropped() -> None:
+    PARTIAL_OUTPUT_DROPPED.inc()

@@ -22,6 +22,10 @@ CANCEL_SUBJECT = "jobs.control.cancel"
 # them (ExecutorService.FetchSignals); heartbeats carry the latest seq as the backstop.
 SIGNAL_SUBJECT = "jobs.control.signal"
 
+# Core NATS (not persisted, never stored): a running job's partial model output, as
+# jobs.v1.PartialOutput messages on jobs.partial.<job_id>.
+PARTIAL_SUBJECT_PREFIX = "jobs.partial"
+
 # The JetStream header that makes a publish idempotent within the stream's window.
 MSG_ID_HEADER = "Nats-Msg-Id"
 
@@ -33,3 +37,8 @@ def dispatch_subject(queue: str) -> str:
 def dispatch_consumer(queue: str) -> str:
     """The durable pull consumer every worker of a queue shares."""
     return f"workers-{queue}"
+
+
+def partial_subject(job_id: str) -> str:
+    """Where a job's partial output is published while it runs."""
+    return f"{PARTIAL_SUBJECT_PREFIX}.{job_id}"

@@ -15,6 +15,8 @@ import logging
 import signal
 from types import TracebackType
 
+from nats.aio.client import Client
+
 from shared.metrics import MetricsServer, publish_build_info
 from shared.registry import Registry, default_registry
 from shared.startup import connect_nats, within_startup
@@ -23,6 +25,7 @@ from worker_service.adapters.nats import CancelListener, NatsDispatchSource, Sig
 from worker_service.gateway import ModelGateway
 from worker_service.health import WorkerHealth
 from worker_service.model_router import ModelRouter, ModelSettings
+from worker_service.partial_output import PartialOutputRelay
 from worker_service.settings import WorkerSettings
 from worker_service.worker import Worker
 
@@ -174,7 +177,7 @@ class WorkerApp:
             fetch_batch=s.worker_fetch_batch,
             fetch_timeout_s=s.worker_fetch_timeout_s,
             shutdown_grace_s=s.worker_shutdown_grace_s,
-            gateway=ModelGateway(router),
+            gateway=ModelGateway(router, partials=_relay(s, nc)),
             runnable=sorted(f"{d.job_type}@{d.version}" for d in self.registry),
             sessions=executor,
         )
@@ -199,6 +202,12 @@ class WorkerApp:
         self._nc_connected = False
         level = logging.DEBUG if self._stop_requested.is_set() else logging.WARNING
         log.log(level, "nats: disconnected")
+
+
+def _relay(settings: WorkerSettings, nc: Client) -> PartialOutputRelay | None:
+    if not settings.partial_output_enabled:
+        return None
+    return PartialOutputRelay(nc.publish, settings.partial_output_interval_ms / 1000)
 
 
 async def main(settings: WorkerSettings, models: ModelSettings | None = None) -> None:

@@ -103,7 +103,11 @@ class Attempt:
             return response
         # the owner's own key (fetched under this lease) or None: the tier's platform key
         response = await self._gateway.generate(
-            tier, prompt, self.usage, api_key=await self.api_key()
+            tier,
+            prompt,
+            self.usage,
+            api_key=await self.api_key(),
+            job=(self.job_id, self.attempt),
         )
         if checkpoints is not None:
             try:

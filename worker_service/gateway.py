@@ -1,6 +1,7 @@
 """Model calls of running attempts: the tier's route, the key, and one usage record per
 call — failed and abandoned calls included — kept with the attempt and submitted with its
-outcome (the job service stores them in the same transaction)."""
+outcome (the job service stores them in the same transaction). With a partial-output relay,
+a call made for a job streams its text to the job's watchers as it is generated."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from shared.ai.provider import ModelTier, ProviderRequest, ProviderResponse, Usa
 from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, ExecutionError
 from worker_service.model_router import ModelRouter
+from worker_service.partial_output import PartialOutputRelay
 
 
 class ModelGateway:
-    def __init__(self, router: ModelRouter) -> None:
+    def __init__(self, router: ModelRouter, partials: PartialOutputRelay | None = None) -> None:
         self._router = router
+        self._partials = partials
 
     async def generate(
         self,
@@ -27,9 +30,11 @@ class ModelGateway:
         usage: list[UsageRecord],
         *,
         api_key: str | None = None,
+        job: tuple[str, int] | None = None,
     ) -> ProviderResponse:
         """One call for ``tier``; ``api_key`` None means the tier's platform key. Appends
-        the call's usage record to ``usage`` whatever happens."""
+        the call's usage record to ``usage`` whatever happens. ``job`` (job id, attempt):
+        the call's text streams to that job's watchers (when this gateway relays)."""
         try:
             route = self._router.route(tier)
         except ValueError:
@@ -80,7 +85,13 @@ class ModelGateway:
                 kind=tracing.CLIENT,
                 attributes={"jobs.model": route.model, "jobs.model_tier": tier},
             ):
-                response = await route.provider.generate(request)
+                if self._partials is None or job is None:
+                    response = await route.provider.generate(request)
+                else:
+                    # the call's number within the attempt: a repair call starts its text again
+                    partial = self._partials.stream(*job, call=len(usage) + 1)
+                    with partial:
+                        response = await route.provider.generate(request, on_delta=partial.add)
         except ExecutionError as exc:
             record(exc.code)
             raise

@@ -89,3 +89,26 @@ def signal_delivered(job_type: str, latency_s: float | None) -> None:
     child(SIGNALS_DELIVERED, job_type).inc()
     if latency_s is not None:
         child(SIGNAL_DELIVERY_LATENCY, job_type).observe(max(0.0, latency_s))
+
+
+PARTIAL_OUTPUT = Counter(
+    "jobs_worker_partial_output_messages_total",
+    "Partial-output messages published (coalesced text deltas of streamed provider calls).",
+)
+PARTIAL_OUTPUT_BYTES = Counter(
+    "jobs_worker_partial_output_bytes_total",
+    "Bytes of partial-output text published (sizes only: the text is never logged).",
+)
+PARTIAL_OUTPUT_DROPPED = Counter(
+    "jobs_worker_partial_output_dropped_total",
+    "Partial-output messages whose publish failed (watchers see a gap in seq).",
+)
+
+
+def partial_output_published(size: int) -> None:
+    PARTIAL_OUTPUT.inc()
+    PARTIAL_OUTPUT_BYTES.inc(size)
+
+
+def partial_output_dropped() -> None:
+    PARTIAL_OUTPUT_DROPPED.inc()

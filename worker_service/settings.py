@@ -44,6 +44,11 @@ class WorkerSettings(BaseSettings):
     # How long one fetch waits for messages; also bounds how long stopping intake takes.
     worker_fetch_timeout_s: float = Field(default=1.0, gt=0, le=30)
     log_level: str = "INFO"
+    # Streamed model text reaches the job's watchers at most this often (the first piece at
+    # once). 0 relays every delta as it comes.
+    partial_output_interval_ms: int = Field(default=50, ge=0, le=10_000)
+    # false: provider calls do not stream and no partial output is relayed.
+    partial_output_enabled: bool = True
 
     # Operability (issue 6): see the configuration reference in the README.
     # /metrics on this port; empty or "off" disables it, 0 binds an ephemeral port.

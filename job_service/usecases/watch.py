@@ -9,6 +9,12 @@ poll is not missed, and then reads the whole job again. Latency is at most one i
 (``JOBS_WATCH_POLL_INTERVAL_S``, 0.25 s by default); the cost is one small query per
 interval per replica while anyone watches, and nothing when no one does.
 
+Partial output (``include_partial_output``): the watcher also subscribes to the job's
+partial-output feed (before its first read) and passes each piece on as it arrives, between
+the job's states. Pieces are opaque here, never stored or logged; a watcher that falls
+behind keeps only the newest ``MAX_PENDING_PIECES`` (the client sees a gap in ``seq``).
+Pieces that come after the job's terminal state are not sent: its output is the truth.
+
 A replica that shuts down ends its watches at once with UNAVAILABLE (PLATFORM_UNAVAILABLE),
 instead of holding its shutdown for the grace period: the client watches again, on another
 replica, and gets the current state first as always.
@@ -17,15 +23,23 @@ replica, and gets the current state first as always.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from job_service import metrics
 from job_service.domain.models import Job
 from job_service.ports.listing import JobListingStore
+from job_service.ports.partials import PartialOutputFeed
 from shared.errors import JobNotFound, PlatformUnavailable
 
 log = logging.getLogger(__name__)
+
+# Pieces of partial output held for one watcher that reads slower than they come.
+MAX_PENDING_PIECES = 256
 
 
 def fingerprint(job: Job) -> tuple[Any, ...]:
@@ -34,14 +48,30 @@ def fingerprint(job: Job) -> tuple[Any, ...]:
 
 
 class _Watcher:
-    def __init__(self, seen: tuple[Any, ...]) -> None:
-        self.seen = seen
-        self.changed = asyncio.Event()
+    def __init__(self) -> None:
+        self.seen: tuple[Any, ...] | None = None
+        # set by the poll when the job's row differs from ``seen``
+        self.stale = False
+        # set by the poll, by a piece of partial output, and by close()
+        self.wake = asyncio.Event()
+        self.pieces: deque[bytes] = deque()
+
+    def changed(self) -> None:
+        self.stale = True
+        self.wake.set()
+
+    def piece(self, data: bytes) -> None:
+        if len(self.pieces) >= MAX_PENDING_PIECES:
+            self.pieces.popleft()
+            metrics.partial_output_dropped()
+        self.pieces.append(data)
+        self.wake.set()
 
 
 class WatchHub:
-    def __init__(self, listing: JobListingStore) -> None:
+    def __init__(self, listing: JobListingStore, partials: PartialOutputFeed | None = None) -> None:
         self._listing = listing
+        self._partials = partials
         self._watchers: dict[str, set[_Watcher]] = {}
         self._closed = False
 
@@ -50,7 +80,7 @@ class WatchHub:
         self._closed = True
         for watchers in self._watchers.values():
             for watcher in watchers:
-                watcher.changed.set()
+                watcher.wake.set()
 
     @property
     def watching(self) -> int:
@@ -65,41 +95,62 @@ class WatchHub:
             now = current.get(job_id)
             for watcher in watchers:
                 if now is None or tuple(now) != watcher.seen:
-                    watcher.changed.set()
+                    watcher.changed()
         return 0
 
     async def watch(
-        self, job_id: str, read: Callable[[], Awaitable[Job | None]]
-    ) -> AsyncIterator[Job]:
+        self,
+        job_id: str,
+        read: Callable[[], Awaitable[Job | None]],
+        *,
+        partial_output: bool = False,
+    ) -> AsyncIterator[Job | bytes]:
         """``read()`` once now and again after each change; ends after a terminal state
-        (or when the job is gone)."""
-        job = await read()
-        if job is None:
-            raise JobNotFound("no such job")
-        if self._closed:
-            raise _shutting_down()
-        watcher = _Watcher(fingerprint(job))
-        self._watchers.setdefault(job_id, set()).add(watcher)
-        try:
-            yield job
-            while not job.status.terminal:
-                await watcher.changed.wait()
-                watcher.changed.clear()
-                if self._closed:
-                    raise _shutting_down()
-                fresh = await read()
-                if fresh is None:
-                    return  # deleted (retention) while watched
-                if fingerprint(fresh) != watcher.seen:
-                    job = fresh
-                    watcher.seen = fingerprint(job)
-                    yield job
-        finally:
-            watchers = self._watchers.get(job_id)
-            if watchers is not None:
-                watchers.discard(watcher)
-                if not watchers:
-                    del self._watchers[job_id]
+        (or when the job is gone). With ``partial_output``, the job's pieces of partial
+        output (encoded ``PartialOutput`` messages) come in between. The caller has checked
+        that the watcher may see the job before it asks for its partial output."""
+        watcher = _Watcher()
+        async with self._feed(job_id, watcher, partial_output):
+            job = await read()
+            if job is None:
+                raise JobNotFound("no such job")
+            if self._closed:
+                raise _shutting_down()
+            watcher.seen = fingerprint(job)
+            self._watchers.setdefault(job_id, set()).add(watcher)
+            try:
+                yield job
+                while not job.status.terminal:
+                    await watcher.wake.wait()
+                    watcher.wake.clear()
+                    if self._closed:
+                        raise _shutting_down()
+                    while watcher.pieces:
+                        metrics.partial_output_forwarded()
+                        yield watcher.pieces.popleft()
+                    if not watcher.stale:
+                        continue
+                    watcher.stale = False
+                    fresh = await read()
+                    if fresh is None:
+                        return  # deleted (retention) while watched
+                    if fingerprint(fresh) != watcher.seen:
+                        job = fresh
+                        watcher.seen = fingerprint(job)
+                        yield job
+            finally:
+                watchers = self._watchers.get(job_id)
+                if watchers is not None:
+                    watchers.discard(watcher)
+                    if not watchers:
+                        del self._watchers[job_id]
+
+    def _feed(
+        self, job_id: str, watcher: _Watcher, wanted: bool
+    ) -> AbstractAsyncContextManager[None]:
+        if not wanted or self._partials is None:
+            return contextlib.nullcontext()
+        return self._partials.subscribe(job_id, watcher.piece)
 
 
 def _shutting_down() -> PlatformUnavailable:

@@ -10,13 +10,21 @@ A provider turns a ``ProviderRequest`` (chat messages for one model, the key to 
 
 Cancellation is asyncio's: cancelling the awaiting task abandons the call (an HTTP
 provider closes its connection).
+
+Streaming: given ``on_delta``, a provider that can streams the answer and calls it with each
+piece of text as it arrives (synchronously, so it must not block); the response is the same
+as without it (``text`` is the pieces joined).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
+
+# Receives each piece of a streamed answer's text, in order.
+DeltaSink = Callable[[str], None]
 
 
 class ModelTier(StrEnum):
@@ -90,6 +98,8 @@ class Provider(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def generate(self, request: ProviderRequest) -> ProviderResponse: ...
+    async def generate(
+        self, request: ProviderRequest, on_delta: DeltaSink | None = None
+    ) -> ProviderResponse: ...
 
     async def aclose(self) -> None: ...

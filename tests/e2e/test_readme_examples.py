@@ -39,14 +39,16 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncpg
 import pytest
 
-from tests.support.stack import ADMIN_TOKEN, CLIENT_TOKEN, WORKER_TOKEN
+from tests.support.stack import ADMIN_TOKEN, CLIENT_TOKEN, WORKER_TOKEN, worker_settings
 from worker_service.app import WorkerApp
+from worker_service.model_router import ModelSettings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 MARKER = re.compile(r"^<!--\s*tested:\s*readme-examples\s+(\S+)\s*-->\s*$")
@@ -73,6 +75,7 @@ EXPECTED_BLOCKS = {
     "bulk-grpcurl",
     "schedules-grpcurl",
     "signals-grpcurl",
+    "partial-output-grpcurl",
 }
 
 
@@ -510,3 +513,25 @@ async def test_signals_with_grpcurl(
     assert "payload" not in job["signals"][0]  # type: ignore[index, operator]
     [received] = job["output"]["signals"]  # type: ignore[index]
     assert (received["name"], received["payload"]) == ("approve", {"by": "ada"})
+
+
+@pytest.fixture
+async def slow_worker(nats_url: str, target: str) -> AsyncIterator[WorkerApp]:
+    """A worker whose fake provider takes 3 s, streaming its answer in 8 pieces over them:
+    the reader's WatchJob starts while the model still writes."""
+    settings = worker_settings(nats_url, target, worker_id="slow-worker")
+    async with WorkerApp(settings, models=ModelSettings(fake_latency_ms=3000)) as app:
+        yield app
+
+
+async def test_partial_output_with_grpcurl(
+    blocks: dict[str, list[str]], reader: Reader, slow_worker: WorkerApp
+) -> None:
+    runs = await reader.run_block(blocks["partial-output-grpcurl"])
+
+    answers = run_of(runs, "WatchJob").messages()
+    partials = [a["partial"] for a in answers if "partial" in a]
+    states = [a["job"]["status"] for a in answers if "job" in a]  # type: ignore[index]
+    assert states[-1] == "JOB_STATUS_SUCCEEDED"
+    assert partials, "no partial output reached the reader"
+    assert all(p["text"] and p["attempt"] == 1 for p in partials)  # type: ignore[index]

@@ -9,7 +9,10 @@ Knobs (``FakeSettings``, from ``JOBS_FAKE_*`` through the model router):
   ``PROVIDER_TIMEOUT``, ``CREDENTIAL_INVALID``, ``VALIDATION_OUTPUT_MALFORMED`` ...);
 * ``failure_rate``: the share of calls that fail with it (1.0: all), drawn from a seeded
   generator so a run repeats exactly;
-* ``fail_first``: the first N calls fail, the rest succeed.
+* ``fail_first``: the first N calls fail, the rest succeed;
+* ``stream_chunks``: given ``on_delta``, the answer streams in this many pieces of (about)
+  equal length, the latency spread evenly before them, so a streamed call takes as long as
+  a whole one and its pieces are the same every run.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from shared.ai.prompts import PromptNotFound, get_prompt
-from shared.ai.provider import ProviderRequest, ProviderResponse
+from shared.ai.provider import DeltaSink, ProviderRequest, ProviderResponse
 from shared.errors import ErrorCode, ExecutionError
 
 log = logging.getLogger(__name__)
@@ -41,11 +44,18 @@ class FakeSettings:
     failure_rate: float = 0.0
     fail_first: int = 0
     seed: int = 0
+    stream_chunks: int = 8
 
 
 def estimate_tokens(text: str) -> int:
     """Roughly four characters a token, as providers count English."""
     return max(1, len(text) // 4)
+
+
+def chunked(text: str, count: int) -> list[str]:
+    """``text`` cut into ``count`` pieces of about equal length (fewer when it is shorter)."""
+    size = max(1, -(-len(text) // max(1, count)))
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 class FakeProvider:
@@ -56,16 +66,19 @@ class FakeProvider:
         self._random = random.Random(self.settings.seed)
         self.calls = 0
 
-    async def generate(self, request: ProviderRequest) -> ProviderResponse:
+    async def generate(
+        self, request: ProviderRequest, on_delta: DeltaSink | None = None
+    ) -> ProviderResponse:
         started = time.monotonic()
         self.calls += 1
         log.info(CALL_LOG, self.calls)
         s = self.settings
-        if s.latency_ms:
-            await asyncio.sleep(s.latency_ms / 1000)
         failing = self.calls <= s.fail_first or (
             s.failure_rate > 0 and self._random.random() < s.failure_rate
         )
+        streaming = on_delta is not None and s.stream_chunks > 0 and not (s.failure and failing)
+        if s.latency_ms and not streaming:
+            await asyncio.sleep(s.latency_ms / 1000)
         if s.failure and failing:
             if s.failure == ErrorCode.VALIDATION_OUTPUT_MALFORMED:
                 raise ExecutionError(s.failure, "fake provider: answer is not JSON")
@@ -84,6 +97,11 @@ class FakeProvider:
             )
         answer = template.fake(request.variables)
         text = json.dumps(answer, ensure_ascii=False)
+        if streaming and on_delta is not None:
+            for piece in chunked(text, s.stream_chunks):
+                if s.latency_ms:
+                    await asyncio.sleep(s.latency_ms / 1000 / s.stream_chunks)
+                on_delta(piece)
         log.info(ANSWER_LOG, self.calls)
         return ProviderResponse(
             text=text,

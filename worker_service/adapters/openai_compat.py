@@ -1,7 +1,13 @@
 """An OpenAI-compatible chat-completions provider on httpx (OpenAI, DeepSeek and peers).
 
 ``POST {base_url}/chat/completions`` with ``response_format: {"type": "json_object"}``
-(the JSON mode every compatible API accepts). How answers map to error codes:
+(the JSON mode every compatible API accepts). Given ``on_delta``, the call streams
+(``stream: true``, server-sent events, ``stream_options.include_usage`` so that the last
+chunk carries the token usage): each content delta goes to ``on_delta`` as it arrives, and
+the joined text is then parsed exactly as a whole answer is. A server that ignores
+``stream`` and answers with one JSON body is parsed as usual. Cancelling the call closes the
+stream's connection: the provider stops generating (and billing). How answers map to error
+codes:
 
     HTTP 429                     PROVIDER_RATE_LIMITED (Retry-After honoured: retry_after_s)
     HTTP 5xx                     PROVIDER_UNAVAILABLE
@@ -10,6 +16,7 @@
     HTTP 401                     CREDENTIAL_INVALID       (never retried)
     HTTP 403                     CREDENTIAL_FORBIDDEN     (never retried)
     other 4xx                    PROVIDER_REQUEST_REJECTED
+    an error event mid-stream    PROVIDER_UNAVAILABLE
     a body that is not a chat completion, or content that is not a JSON object
                                  VALIDATION_OUTPUT_MALFORMED
 
@@ -21,13 +28,16 @@ from __future__ import annotations
 import email.utils
 import json
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
-from shared.ai.provider import ProviderRequest, ProviderResponse
+from shared.ai.provider import DeltaSink, ProviderRequest, ProviderResponse
 from shared.errors import ErrorCode, ExecutionError
+from worker_service.adapters.sse import event_data
 
 # Longest Retry-After taken at its word; a larger one is capped (the job's backoff cap and
 # the job service's bound apply on top).
@@ -55,7 +65,9 @@ class OpenAICompatibleProvider:
             transport=transport,
         )
 
-    async def generate(self, request: ProviderRequest) -> ProviderResponse:
+    async def generate(
+        self, request: ProviderRequest, on_delta: DeltaSink | None = None
+    ) -> ProviderResponse:
         key = request.api_key or self._default_api_key
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         body: dict[str, Any] = {
@@ -67,8 +79,13 @@ class OpenAICompatibleProvider:
             body["response_format"] = {"type": "json_object"}
         if request.max_tokens:
             body["max_tokens"] = request.max_tokens
+        if on_delta is not None:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
         started = time.monotonic()
         try:
+            if on_delta is not None:
+                return await self._stream(body, headers, request, on_delta, started)
             response = await self._client.post("/chat/completions", json=body, headers=headers)
         except httpx.ConnectTimeout:
             raise ExecutionError(ErrorCode.PROVIDER_TIMEOUT, "connect timeout") from None
@@ -80,8 +97,84 @@ class OpenAICompatibleProvider:
         _raise_for_status(response)
         return _parse(response, request, latency_ms)
 
+    async def _stream(
+        self,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        request: ProviderRequest,
+        on_delta: DeltaSink,
+        started: float,
+    ) -> ProviderResponse:
+        # Leaving this block before the end (cancelled, or a failure) closes the connection.
+        async with self._client.stream(
+            "POST", "/chat/completions", json=body, headers=headers
+        ) as response:
+            _raise_for_status(response)
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                await response.aread()
+                return _parse(response, request, int((time.monotonic() - started) * 1000))
+            streamed = await read_stream(event_data(response.aiter_lines()), on_delta)
+        parsed = _json_object(streamed.text) if request.json_output else None
+        return ProviderResponse(
+            text=streamed.text,
+            parsed=parsed,
+            input_tokens=_count(streamed.usage.get("prompt_tokens")),
+            output_tokens=_count(streamed.usage.get("completion_tokens")),
+            latency_ms=int((time.monotonic() - started) * 1000),
+            model=streamed.model or request.model,
+        )
+
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+@dataclass
+class StreamedAnswer:
+    text: str = ""
+    usage: dict[str, Any] = field(default_factory=dict)
+    model: str = ""
+
+
+async def read_stream(events: AsyncIterator[str], on_delta: DeltaSink) -> StreamedAnswer:
+    """Reads chat-completion chunks up to ``[DONE]`` (or the end of the stream), passing
+    each content delta of the first choice to ``on_delta``."""
+    answer = StreamedAnswer()
+    parts: list[str] = []
+    chunks = 0
+    done = False
+    async for data in events:
+        # after [DONE] the body is read to its end, not abandoned: the connection then goes
+        # back to the pool instead of being closed
+        done = done or data.strip() == "[DONE]"
+        if done:
+            continue
+        try:
+            chunk = json.loads(data)
+            if not isinstance(chunk, dict):
+                raise TypeError("not an object")
+        except (ValueError, TypeError):
+            raise ExecutionError(
+                ErrorCode.VALIDATION_OUTPUT_MALFORMED, "a stream event is not a completion chunk"
+            ) from None
+        if "error" in chunk:  # some servers report a failure mid-stream this way
+            raise ExecutionError(ErrorCode.PROVIDER_UNAVAILABLE, "the stream reported an error")
+        chunks += 1
+        if isinstance(chunk.get("model"), str) and chunk["model"]:
+            answer.model = chunk["model"]
+        if isinstance(chunk.get("usage"), dict):
+            answer.usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            text = delta.get("content") if isinstance(delta, dict) else None
+            if isinstance(text, str) and text:
+                parts.append(text)
+                on_delta(text)
+    if chunks == 0:
+        raise ExecutionError(ErrorCode.VALIDATION_OUTPUT_MALFORMED, "an empty completion stream")
+    answer.text = "".join(parts)
+    return answer
 
 
 def _raise_for_status(response: httpx.Response) -> None:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.convert import (
@@ -133,8 +134,17 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                 return job
             return await self._jobs.find_job(request.job_id, request.user_id)
 
-        async for job in self._watches.watch(request.job_id, read):
-            yield pb.WatchJobResponse(job=job_to_pb(job))
+        async for item in self._watches.watch(
+            request.job_id, read, partial_output=request.include_partial_output
+        ):
+            if isinstance(item, Job):
+                yield pb.WatchJobResponse(job=job_to_pb(item))
+                continue
+            try:
+                partial = pb.PartialOutput.FromString(item)
+            except DecodeError:
+                continue  # not from a worker of ours: nothing to pass on
+            yield pb.WatchJobResponse(partial=partial)
 
     async def SendSignal(
         self, request: pb.SendSignalRequest, context: grpc.aio.ServicerContext

@@ -30,7 +30,7 @@ from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 from shared.pb.jobs.v1 import job_pb2 as jobs_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19jobs/v1/job_service.proto\x12\x07jobs.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x11jobs/v1/job.proto\"\xe6\x03\n\x10\x43reateJobRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08job_type\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12,\n\x05input\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x01\x12\x1d\n\x0fidempotency_key\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\x12\x1b\n\x08priority\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x36\n\x0f\x63redential_mode\x18\x06 \x01(\x0e\x32\x17.jobs.v1.CredentialModeB\x04\xe2\x41\x01\x01\x12\x1b\n\rcredential_id\x18\x07 \x01(\tB\x04\xe2\x41\x01\x01\x12\x30\n\x06run_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x01\x12.\n\x05\x64\x65lay\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x12\x19\n\x0btarget_type\x18\x14 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\ttarget_id\x18\x15 \x01(\tB\x04\xe2\x41\x01\x01\x12\x1c\n\x0eprompt_version\x18\x16 \x01(\tB\x04\xe2\x41\x01\x01\x12#\n\x15output_schema_version\x18\x17 \x01(\tB\x04\xe2\x41\x01\x01\x42\x0b\n\t_priority\"K\n\x11\x43reateJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\x12\x15\n\x07\x63reated\x18\x02 \x01(\x08\x42\x04\xe2\x41\x01\x03\"<\n\rGetJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"1\n\x0eGetJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\"?\n\x10\x43\x61ncelJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"4\n\x11\x43\x61ncelJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\"\x8f\x01\n\x0fListJobsRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\tpage_size\x18\x02 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12\x19\n\x0btarget_type\x18\x14 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\ttarget_id\x18\x15 \x01(\tB\x04\xe2\x41\x01\x01\"S\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\x12\x1d\n\x0fnext_page_token\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\">\n\x0fWatchJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"3\n\x10WatchJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\"F\n\x11\x43reateJobsRequest\x12\x31\n\x08requests\x18\x01 \x03(\x0b\x32\x19.jobs.v1.CreateJobRequestB\x04\xe2\x41\x01\x02\"n\n\x0f\x43reateJobResult\x12\x32\n\x08response\x18\x01 \x01(\x0b\x32\x1a.jobs.v1.CreateJobResponseB\x04\xe2\x41\x01\x03\x12\'\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.StatusB\x04\xe2\x41\x01\x03\"E\n\x12\x43reateJobsResponse\x12/\n\x07results\x18\x01 \x03(\x0b\x32\x18.jobs.v1.CreateJobResultB\x04\xe2\x41\x01\x03\"\xa3\x01\n\x11SendSignalRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04name\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12.\n\x07payload\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x01\x12\x1d\n\x0fidempotency_key\x18\x05 \x01(\tB\x04\xe2\x41\x01\x01\"Z\n\x12SendSignalResponse\x12-\n\x06signal\x18\x01 \x01(\x0b\x32\x17.jobs.v1.ReceivedSignalB\x04\xe2\x41\x01\x03\x12\x15\n\x07\x63reated\x18\x02 \x01(\x08\x42\x04\xe2\x41\x01\x03\x32\xe1\x03\n\nJobService\x12\x42\n\tCreateJob\x12\x19.jobs.v1.CreateJobRequest\x1a\x1a.jobs.v1.CreateJobResponse\x12\x39\n\x06GetJob\x12\x16.jobs.v1.GetJobRequest\x1a\x17.jobs.v1.GetJobResponse\x12\x42\n\tCancelJob\x12\x19.jobs.v1.CancelJobRequest\x1a\x1a.jobs.v1.CancelJobResponse\x12?\n\x08ListJobs\x12\x18.jobs.v1.ListJobsRequest\x1a\x19.jobs.v1.ListJobsResponse\x12\x41\n\x08WatchJob\x12\x18.jobs.v1.WatchJobRequest\x1a\x19.jobs.v1.WatchJobResponse0\x01\x12\x45\n\nCreateJobs\x12\x1a.jobs.v1.CreateJobsRequest\x1a\x1b.jobs.v1.CreateJobsResponse\x12\x45\n\nSendSignal\x12\x1a.jobs.v1.SendSignalRequest\x1a\x1b.jobs.v1.SendSignalResponseB\xaa\x01\n\x17\x64\x65v.durablejobs.jobs.v1B\x0fJobServiceProtoP\x01Z2github.com/durable-jobs/jobs/gen/go/jobs/v1;jobsv1\xa2\x02\x03JXX\xaa\x02\x13\x44urableJobs.Jobs.V1\xca\x02\x13\x44urableJobs\\Jobs\\V1\xea\x02\x15\x44urableJobs::Jobs::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19jobs/v1/job_service.proto\x12\x07jobs.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x11jobs/v1/job.proto\"\xe6\x03\n\x10\x43reateJobRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08job_type\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12,\n\x05input\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x01\x12\x1d\n\x0fidempotency_key\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\x12\x1b\n\x08priority\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x36\n\x0f\x63redential_mode\x18\x06 \x01(\x0e\x32\x17.jobs.v1.CredentialModeB\x04\xe2\x41\x01\x01\x12\x1b\n\rcredential_id\x18\x07 \x01(\tB\x04\xe2\x41\x01\x01\x12\x30\n\x06run_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x01\x12.\n\x05\x64\x65lay\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x12\x19\n\x0btarget_type\x18\x14 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\ttarget_id\x18\x15 \x01(\tB\x04\xe2\x41\x01\x01\x12\x1c\n\x0eprompt_version\x18\x16 \x01(\tB\x04\xe2\x41\x01\x01\x12#\n\x15output_schema_version\x18\x17 \x01(\tB\x04\xe2\x41\x01\x01\x42\x0b\n\t_priority\"K\n\x11\x43reateJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\x12\x15\n\x07\x63reated\x18\x02 \x01(\x08\x42\x04\xe2\x41\x01\x03\"<\n\rGetJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"1\n\x0eGetJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\"?\n\x10\x43\x61ncelJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"4\n\x11\x43\x61ncelJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\"\x8f\x01\n\x0fListJobsRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\tpage_size\x18\x02 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12\x19\n\x0btarget_type\x18\x14 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\ttarget_id\x18\x15 \x01(\tB\x04\xe2\x41\x01\x01\"S\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\x12\x1d\n\x0fnext_page_token\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\"d\n\x0fWatchJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12$\n\x16include_partial_output\x18\n \x01(\x08\x42\x04\xe2\x41\x01\x01\"b\n\x10WatchJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\x12-\n\x07partial\x18\n \x01(\x0b\x32\x16.jobs.v1.PartialOutputB\x04\xe2\x41\x01\x03\"F\n\x11\x43reateJobsRequest\x12\x31\n\x08requests\x18\x01 \x03(\x0b\x32\x19.jobs.v1.CreateJobRequestB\x04\xe2\x41\x01\x02\"n\n\x0f\x43reateJobResult\x12\x32\n\x08response\x18\x01 \x01(\x0b\x32\x1a.jobs.v1.CreateJobResponseB\x04\xe2\x41\x01\x03\x12\'\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.StatusB\x04\xe2\x41\x01\x03\"E\n\x12\x43reateJobsResponse\x12/\n\x07results\x18\x01 \x03(\x0b\x32\x18.jobs.v1.CreateJobResultB\x04\xe2\x41\x01\x03\"\xa3\x01\n\x11SendSignalRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04name\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12.\n\x07payload\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x01\x12\x1d\n\x0fidempotency_key\x18\x05 \x01(\tB\x04\xe2\x41\x01\x01\"Z\n\x12SendSignalResponse\x12-\n\x06signal\x18\x01 \x01(\x0b\x32\x17.jobs.v1.ReceivedSignalB\x04\xe2\x41\x01\x03\x12\x15\n\x07\x63reated\x18\x02 \x01(\x08\x42\x04\xe2\x41\x01\x03\"w\n\rPartialOutput\x12\x12\n\x04text\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x11\n\x03seq\x18\x02 \x01(\x04\x42\x04\xe2\x41\x01\x03\x12\x15\n\x07\x61ttempt\x18\x03 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x12\n\x04\x63\x61ll\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x14\n\x06offset\x18\x05 \x01(\x04\x42\x04\xe2\x41\x01\x03\x32\xe1\x03\n\nJobService\x12\x42\n\tCreateJob\x12\x19.jobs.v1.CreateJobRequest\x1a\x1a.jobs.v1.CreateJobResponse\x12\x39\n\x06GetJob\x12\x16.jobs.v1.GetJobRequest\x1a\x17.jobs.v1.GetJobResponse\x12\x42\n\tCancelJob\x12\x19.jobs.v1.CancelJobRequest\x1a\x1a.jobs.v1.CancelJobResponse\x12?\n\x08ListJobs\x12\x18.jobs.v1.ListJobsRequest\x1a\x19.jobs.v1.ListJobsResponse\x12\x41\n\x08WatchJob\x12\x18.jobs.v1.WatchJobRequest\x1a\x19.jobs.v1.WatchJobResponse0\x01\x12\x45\n\nCreateJobs\x12\x1a.jobs.v1.CreateJobsRequest\x1a\x1b.jobs.v1.CreateJobsResponse\x12\x45\n\nSendSignal\x12\x1a.jobs.v1.SendSignalRequest\x1a\x1b.jobs.v1.SendSignalResponseB\xaa\x01\n\x17\x64\x65v.durablejobs.jobs.v1B\x0fJobServiceProtoP\x01Z2github.com/durable-jobs/jobs/gen/go/jobs/v1;jobsv1\xa2\x02\x03JXX\xaa\x02\x13\x44urableJobs.Jobs.V1\xca\x02\x13\x44urableJobs\\Jobs\\V1\xea\x02\x15\x44urableJobs::Jobs::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -98,8 +98,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WATCHJOBREQUEST'].fields_by_name['job_id']._serialized_options = b'\342A\001\002'
   _globals['_WATCHJOBREQUEST'].fields_by_name['user_id']._loaded_options = None
   _globals['_WATCHJOBREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\002'
+  _globals['_WATCHJOBREQUEST'].fields_by_name['include_partial_output']._loaded_options = None
+  _globals['_WATCHJOBREQUEST'].fields_by_name['include_partial_output']._serialized_options = b'\342A\001\001'
   _globals['_WATCHJOBRESPONSE'].fields_by_name['job']._loaded_options = None
   _globals['_WATCHJOBRESPONSE'].fields_by_name['job']._serialized_options = b'\342A\001\003'
+  _globals['_WATCHJOBRESPONSE'].fields_by_name['partial']._loaded_options = None
+  _globals['_WATCHJOBRESPONSE'].fields_by_name['partial']._serialized_options = b'\342A\001\003'
   _globals['_CREATEJOBSREQUEST'].fields_by_name['requests']._loaded_options = None
   _globals['_CREATEJOBSREQUEST'].fields_by_name['requests']._serialized_options = b'\342A\001\002'
   _globals['_CREATEJOBRESULT'].fields_by_name['response']._loaded_options = None
@@ -122,6 +126,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SENDSIGNALRESPONSE'].fields_by_name['signal']._serialized_options = b'\342A\001\003'
   _globals['_SENDSIGNALRESPONSE'].fields_by_name['created']._loaded_options = None
   _globals['_SENDSIGNALRESPONSE'].fields_by_name['created']._serialized_options = b'\342A\001\003'
+  _globals['_PARTIALOUTPUT'].fields_by_name['text']._loaded_options = None
+  _globals['_PARTIALOUTPUT'].fields_by_name['text']._serialized_options = b'\342A\001\003'
+  _globals['_PARTIALOUTPUT'].fields_by_name['seq']._loaded_options = None
+  _globals['_PARTIALOUTPUT'].fields_by_name['seq']._serialized_options = b'\342A\001\003'
+  _globals['_PARTIALOUTPUT'].fields_by_name['attempt']._loaded_options = None
+  _globals['_PARTIALOUTPUT'].fields_by_name['attempt']._serialized_options = b'\342A\001\003'
+  _globals['_PARTIALOUTPUT'].fields_by_name['call']._loaded_options = None
+  _globals['_PARTIALOUTPUT'].fields_by_name['call']._serialized_options = b'\342A\001\003'
+  _globals['_PARTIALOUTPUT'].fields_by_name['offset']._loaded_options = None
+  _globals['_PARTIALOUTPUT'].fields_by_name['offset']._serialized_options = b'\342A\001\003'
   _globals['_CREATEJOBREQUEST']._serialized_start=211
   _globals['_CREATEJOBREQUEST']._serialized_end=697
   _globals['_CREATEJOBRESPONSE']._serialized_start=699
@@ -139,19 +153,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTJOBSRESPONSE']._serialized_start=1154
   _globals['_LISTJOBSRESPONSE']._serialized_end=1237
   _globals['_WATCHJOBREQUEST']._serialized_start=1239
-  _globals['_WATCHJOBREQUEST']._serialized_end=1301
-  _globals['_WATCHJOBRESPONSE']._serialized_start=1303
-  _globals['_WATCHJOBRESPONSE']._serialized_end=1354
-  _globals['_CREATEJOBSREQUEST']._serialized_start=1356
-  _globals['_CREATEJOBSREQUEST']._serialized_end=1426
-  _globals['_CREATEJOBRESULT']._serialized_start=1428
-  _globals['_CREATEJOBRESULT']._serialized_end=1538
-  _globals['_CREATEJOBSRESPONSE']._serialized_start=1540
-  _globals['_CREATEJOBSRESPONSE']._serialized_end=1609
-  _globals['_SENDSIGNALREQUEST']._serialized_start=1612
-  _globals['_SENDSIGNALREQUEST']._serialized_end=1775
-  _globals['_SENDSIGNALRESPONSE']._serialized_start=1777
-  _globals['_SENDSIGNALRESPONSE']._serialized_end=1867
-  _globals['_JOBSERVICE']._serialized_start=1870
-  _globals['_JOBSERVICE']._serialized_end=2351
+  _globals['_WATCHJOBREQUEST']._serialized_end=1339
+  _globals['_WATCHJOBRESPONSE']._serialized_start=1341
+  _globals['_WATCHJOBRESPONSE']._serialized_end=1439
+  _globals['_CREATEJOBSREQUEST']._serialized_start=1441
+  _globals['_CREATEJOBSREQUEST']._serialized_end=1511
+  _globals['_CREATEJOBRESULT']._serialized_start=1513
+  _globals['_CREATEJOBRESULT']._serialized_end=1623
+  _globals['_CREATEJOBSRESPONSE']._serialized_start=1625
+  _globals['_CREATEJOBSRESPONSE']._serialized_end=1694
+  _globals['_SENDSIGNALREQUEST']._serialized_start=1697
+  _globals['_SENDSIGNALREQUEST']._serialized_end=1860
+  _globals['_SENDSIGNALRESPONSE']._serialized_start=1862
+  _globals['_SENDSIGNALRESPONSE']._serialized_end=1952
+  _globals['_PARTIALOUTPUT']._serialized_start=1954
+  _globals['_PARTIALOUTPUT']._serialized_end=2073
+  _globals['_JOBSERVICE']._serialized_start=2076
+  _globals['_JOBSERVICE']._serialized_end=2557
 # @@protoc_insertion_point(module_scope)

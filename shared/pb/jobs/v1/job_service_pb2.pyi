@@ -103,18 +103,22 @@ class ListJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class WatchJobRequest(_message.Message):
-    __slots__ = ("job_id", "user_id")
+    __slots__ = ("job_id", "user_id", "include_partial_output")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PARTIAL_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     user_id: str
-    def __init__(self, job_id: _Optional[str] = ..., user_id: _Optional[str] = ...) -> None: ...
+    include_partial_output: bool
+    def __init__(self, job_id: _Optional[str] = ..., user_id: _Optional[str] = ..., include_partial_output: _Optional[bool] = ...) -> None: ...
 
 class WatchJobResponse(_message.Message):
-    __slots__ = ("job",)
+    __slots__ = ("job", "partial")
     JOB_FIELD_NUMBER: _ClassVar[int]
+    PARTIAL_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
-    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+    partial: PartialOutput
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., partial: _Optional[_Union[PartialOutput, _Mapping]] = ...) -> None: ...
 
 class CreateJobsRequest(_message.Message):
     __slots__ = ("requests",)
@@ -157,3 +161,17 @@ class SendSignalResponse(_message.Message):
     signal: _job_pb2.ReceivedSignal
     created: bool
     def __init__(self, signal: _Optional[_Union[_job_pb2.ReceivedSignal, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class PartialOutput(_message.Message):
+    __slots__ = ("text", "seq", "attempt", "call", "offset")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    seq: int
+    attempt: int
+    call: int
+    offset: int
+    def __init__(self, text: _Optional[str] = ..., seq: _Optional[int] = ..., attempt: _Optional[int] = ..., call: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...

@@ -117,7 +117,8 @@ class JobServiceServicer:
     def WatchJob(self, request, context):
         """Streams a job: its current state first, then each change (status, progress, attempt);
         the stream ends after a terminal state. A client that reconnects gets the current state
-        again. Changes are seen within JOBS_WATCH_POLL_INTERVAL_S (0.25 s by default).
+        again. Changes are seen within JOBS_WATCH_POLL_INTERVAL_S (0.25 s by default). With
+        include_partial_output, the model's text also arrives as it is generated (`partial`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
