@@ -60,7 +60,15 @@ async def test_reflection_describes_every_service(job_service: JobServiceApp) ->
         "jobs.v1.ScheduleService",
         "jobs.v1.UsageService",
     ]
-    assert methods == ["CreateJob", "GetJob", "CancelJob", "ListJobs", "WatchJob", "CreateJobs"]
+    assert methods == [
+        "CreateJob",
+        "GetJob",
+        "CancelJob",
+        "ListJobs",
+        "WatchJob",
+        "CreateJobs",
+        "SendSignal",
+    ]
 
 
 async def test_streams_and_consumers_can_be_declared_again(nats_client: NatsClient) -> None:
