@@ -88,7 +88,9 @@ async def test_create_get_update_pause_resume_trigger_and_delete_a_schedule(
     # update changes only what is given: the cron; the input and time zone stay
     updated = await jobctl(target, "schedule", "update", schedule_id, "--cron", "*/5 * * * *")
     assert updated.status == 0, updated.err
-    row = await db.fetchrow("SELECT cron, time_zone, input FROM schedules WHERE id = $1", schedule_id)
+    row = await db.fetchrow(
+        "SELECT cron, time_zone, input FROM schedules WHERE id = $1", schedule_id
+    )
     assert (row["cron"], row["time_zone"]) == ("*/5 * * * *", "Europe/Berlin")
     assert json.loads(row["input"]) == {"sleep_ms": 5}
 
