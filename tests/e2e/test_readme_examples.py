@@ -59,6 +59,19 @@ README_ADDRESSES = ("127.0.0.1:50051", "localhost:50051")
 PRELUDE = re.compile(r"^(?:(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=|source\s|\.\s)")
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 COMMAND_TIMEOUT_S = 60.0
+# jobctl usage's columns
+USAGE_HEADER = [
+    "DAY",
+    "USER",
+    "JOB_TYPE",
+    "PROVIDER",
+    "MODEL",
+    "CALLS",
+    "FAILED",
+    "IN",
+    "OUT",
+    "COST",
+]
 
 # The blocks the README marks; a marker removed by accident fails here.
 EXPECTED_BLOCKS = {
@@ -599,7 +612,7 @@ async def test_usage_with_jobctl(
     assert calls >= 1
     table = run_of(runs, "--by job-type").out.splitlines()
     header, *rows, total = [line.split() for line in table]
-    assert header == "DAY USER JOB_TYPE PROVIDER MODEL CALLS FAILED IN OUT COST".split()
+    assert header == USAGE_HEADER
     # the finished parent's calls, to the micro-dollar (its child may still be running)
     [evaluation] = [r for r in rows if r[2] == "feynman_evaluation"]
     assert (evaluation[5], evaluation[9]) == (str(calls), f"{cost:.6f}")
