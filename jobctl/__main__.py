@@ -10,6 +10,9 @@
     jobctl cancel-many --type synthetic --status queued [--dry-run] [--yes]
     jobctl retry-many --status failed --created-after 2030-01-31T00:00:00Z
     jobctl credentials put --provider openai < key.txt        jobctl credentials list
+    jobctl watch <job id> --partial                           jobctl signal <job id> approve
+    jobctl schedule create --cron "0 2 * * *" --type synthetic   jobctl schedule list
+    jobctl usage --since 2030-01-01 --by day,model,job-type
     jobctl completion bash
 
 Tables for people; ``-o json`` / ``-o jsonl`` for scripts; ``--timeout`` for each call's

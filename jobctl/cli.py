@@ -11,7 +11,17 @@ from datetime import timedelta
 import shtab
 
 from jobctl import timespec
-from jobctl.commands import Commands, bulk, credentials, dead_letters, jobs, queues
+from jobctl.commands import (
+    Commands,
+    bulk,
+    credentials,
+    dead_letters,
+    jobs,
+    queues,
+    schedules,
+    signals,
+    usage,
+)
 from jobctl.exits import describe
 from jobctl.output import FORMATS
 
@@ -73,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands = Commands(sub, common)
-    for group in (jobs, queues, bulk, dead_letters, credentials):
+    for group in (jobs, queues, bulk, dead_letters, credentials, schedules, signals, usage):
         group.register(commands)
     p = commands.add("completion", None, "print the shell completion script (bash or zsh)")
     p.add_argument("shell", choices=["bash", "zsh"])

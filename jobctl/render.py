@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from durable_jobs_client.protos import job_pb2
+from durable_jobs_client.protos import schedule_service_pb2 as spb
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -135,6 +136,8 @@ def job_detail(job: job_pb2.Job) -> str:
             )
         )
     fields.append(("artifacts", str(len(job.artifacts))))
+    if job.signals:
+        fields.append(("signals", ", ".join(f"#{s.seq} {s.name}" for s in job.signals)))
     width = max(len(k) for k, _ in fields)
     lines = [f"{k.ljust(width)}  {v}" for k, v in fields]
     lines.extend(artifact_lines(job.artifacts))
@@ -346,4 +349,110 @@ def credentials_table(credentials: Sequence[Any]) -> str:
             ]
             for c in credentials
         ],
+    )
+
+
+def _enum_name(enum: Any, value: int, prefix: str) -> str:
+    """``OVERLAP_POLICY_CANCEL_PREVIOUS`` -> ``cancel-previous``; 0 (unset) -> ``default``."""
+    if not value:
+        return "default"
+    try:
+        return str(enum.Name(value)).removeprefix(prefix).lower().replace("_", "-")
+    except ValueError:
+        return str(value)
+
+
+def schedule_state(schedule: Any) -> str:
+    return "paused" if schedule.paused else "active"
+
+
+def schedules_table(schedules: Sequence[Any]) -> str:
+    if not schedules:
+        return "no schedules"
+    return table(
+        ["ID", "CRON", "TZ", "TYPE", "STATE", "NEXT"],
+        [
+            [
+                s.id,
+                s.spec.cron,
+                s.spec.time_zone or "UTC",
+                s.spec.job_template.job_type,
+                schedule_state(s),
+                when(s.next_fire_at),
+            ]
+            for s in schedules
+        ],
+    )
+
+
+def schedule_detail(
+    schedule: Any, next_fire_times: Sequence[Timestamp] = (), runs: Sequence[Any] = ()
+) -> str:
+    spec = schedule.spec
+    template = spec.job_template
+    window = spec.catch_up_window.ToTimedelta().total_seconds()
+    fields = [
+        ("id", schedule.id),
+        ("cron", spec.cron),
+        ("time zone", spec.time_zone or "UTC"),
+        ("type", template.job_type),
+        ("input", as_json(json_format.MessageToDict(template.input))),
+        ("state", schedule_state(schedule)),
+        ("overlap", _enum_name(spb.OverlapPolicy, spec.overlap_policy, "OVERLAP_POLICY_")),
+        ("catch-up", f"{window:g}s" if window else "default (60s)"),
+        ("catch-up mode", _enum_name(spb.CatchUpMode, spec.catch_up_mode, "CATCH_UP_MODE_")),
+        ("start", when(spec.start_at)),
+        ("end", when(spec.end_at)),
+        ("next", when(schedule.next_fire_at)),
+        ("created", when(schedule.created_at)),
+    ]
+    if template.HasField("priority"):
+        fields.append(("priority", str(template.priority)))
+    if template.credential_id:
+        fields.append(("credential", template.credential_id))
+    width = max(len(k) for k, _ in fields)
+    lines = [f"{k.ljust(width)}  {v}" for k, v in fields]
+    if next_fire_times:
+        lines.append("next fire times")
+        lines.extend(f"  {when(t)}" for t in next_fire_times)
+    if runs:
+        lines.append("recent runs")
+        for run in runs:
+            outcome = _enum_name(spb.ScheduleRun.Outcome, run.outcome, "OUTCOME_")
+            detail = f"  ({run.detail})" if run.detail else ""
+            lines.append(f"  {when(run.slot)}  {outcome}  {run.job_id or '-'}{detail}")
+    return "\n".join(lines)
+
+
+def usage_table(usage: Any) -> str:
+    """DAY USER JOB_TYPE PROVIDER MODEL CALLS FAILED IN OUT COST, a row per group and a
+    TOTAL row; a column not grouped by shows ``*`` (all of them)."""
+
+    def cell(value: str | None) -> str:
+        return "*" if value is None else (value or "-")
+
+    def counts(t: Any) -> list[str]:
+        return [
+            str(t.calls),
+            str(t.failed_calls),
+            str(t.input_tokens),
+            str(t.output_tokens),
+            f"{t.cost_usd:.6f}",
+        ]
+
+    rows = [
+        [
+            cell(g.day.isoformat() if g.day else None),
+            cell(g.user_id),
+            cell(g.job_type),
+            cell(g.provider),
+            cell(g.model),
+            *counts(g.totals),
+        ]
+        for g in usage.groups
+    ]
+    rows.append(["TOTAL", "", "", "", "", *counts(usage.totals)])
+    return table(
+        ["DAY", "USER", "JOB_TYPE", "PROVIDER", "MODEL", "CALLS", "FAILED", "IN", "OUT", "COST"],
+        rows,
     )

@@ -37,6 +37,8 @@ CLIENT_PROTOS = (
     "jobs/v1/job_service.proto",
     "jobs/v1/admin_service.proto",
     "jobs/v1/credential_service.proto",
+    "jobs/v1/schedule_service.proto",
+    "jobs/v1/usage_service.proto",
 )
 _IMPORT = re.compile(r"^from jobs\.v1 import ", re.MULTILINE)
 

@@ -6,13 +6,17 @@
         job = jobs.create("synthetic", {"sleep_ms": 10}).job
         done = jobs.wait(job.id, timeout=60)
 
-``AsyncJobsClient`` has the same methods for asyncio, and for operators ``.admin``
-(AdminService: ``AsyncAdminClient``) and ``.credentials`` (CredentialService:
-``AsyncCredentialsClient``) over the same channel. Settings not given as arguments come
+Both clients send signals (``signal``), read usage and cost (``get_usage``) and watch a job
+with its model's text as it is generated (``watch(..., partial_output=True)`` yields
+``Partial`` pieces between the states). ``AsyncJobsClient`` has the same methods for
+asyncio, and over the same channel ``.schedules`` (ScheduleService:
+``AsyncSchedulesClient``, specs from ``schedule_spec``), ``.credentials``
+(CredentialService: ``AsyncCredentialsClient``) and for operators ``.admin`` (AdminService:
+``AsyncAdminClient``). Settings not given as arguments come
 from JOBS_JOB_SERVICE_TARGET, JOBS_AUTH_TOKEN and JOBS_TLS_* as for every engine client.
 """
 
-from durable_jobs_client._core import RetryPolicy, create_request
+from durable_jobs_client._core import Partial, RetryPolicy, create_request
 from durable_jobs_client._pb.jobs.v1.job_pb2 import Job, JobStatus
 from durable_jobs_client._pb.jobs.v1.job_service_pb2 import CreateJobRequest, CreateJobResponse
 from durable_jobs_client.admin import AsyncAdminClient, job_selection
@@ -29,22 +33,27 @@ from durable_jobs_client.errors import (
     InternalError,
     InvalidInput,
     JobAlreadyCancelled,
+    JobFinished,
     JobNotCancellable,
     JobNotFound,
     JobNotRetryable,
     JobsError,
     PermissionDenied,
     QuotaExceeded,
+    ScheduleNotFound,
     TooManyJobs,
     Unauthenticated,
     Unavailable,
     UnknownJobType,
 )
+from durable_jobs_client.schedules import AsyncSchedulesClient, Schedule, schedule_spec
+from durable_jobs_client.usage import Usage, UsageGroup, UsageTotals
 
 __all__ = [
     "AsyncAdminClient",
     "AsyncCredentialsClient",
     "AsyncJobsClient",
+    "AsyncSchedulesClient",
     "ClientConfig",
     "ConfigError",
     "CreateJobRequest",
@@ -59,19 +68,27 @@ __all__ = [
     "InvalidInput",
     "Job",
     "JobAlreadyCancelled",
+    "JobFinished",
     "JobNotCancellable",
     "JobNotFound",
     "JobNotRetryable",
     "JobStatus",
     "JobsClient",
     "JobsError",
+    "Partial",
     "PermissionDenied",
     "QuotaExceeded",
     "RetryPolicy",
+    "Schedule",
+    "ScheduleNotFound",
     "TooManyJobs",
     "Unauthenticated",
     "Unavailable",
     "UnknownJobType",
+    "Usage",
+    "UsageGroup",
+    "UsageTotals",
     "create_request",
     "job_selection",
+    "schedule_spec",
 ]

@@ -107,13 +107,64 @@ def with_key(request: pb.CreateJobRequest) -> pb.CreateJobRequest:
     return keyed
 
 
+def signal_request(
+    user_id: str,
+    job_id: str,
+    name: str,
+    payload: Mapping[str, Any] | None,
+    idempotency_key: str | None,
+) -> pb.SendSignalRequest:
+    """A SendSignalRequest; without an idempotency key one is made here, so that a retried
+    send can never store two signals."""
+    request = pb.SendSignalRequest(
+        job_id=job_id,
+        user_id=user_id,
+        name=name,
+        idempotency_key=idempotency_key or f"client-{uuid.uuid4()}",
+    )
+    if payload is not None:
+        request.payload.CopyFrom(struct(payload))
+    return request
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A piece of a running attempt's model output (``watch(..., partial_output=True)``):
+    ``text`` generated since the previous piece of the same provider call (``attempt``,
+    ``call``), numbered ``seq`` 1, 2, 3 ...; ``offset`` characters of that call's text came
+    before it. Best effort: a gap in ``seq`` means pieces were missed (a slow watcher, a
+    reconnect) and are never sent again; the job's output once it succeeded is the truth."""
+
+    text: str
+    seq: int
+    attempt: int
+    call: int
+    offset: int
+
+    @classmethod
+    def of(cls, piece: pb.PartialOutput) -> Partial:
+        return cls(piece.text, piece.seq, piece.attempt, piece.call, piece.offset)
+
+
 class WatchState:
     """What a watch has shown: a reconnect's first answer (the current state again) is not
-    shown twice, and nothing follows a terminal state."""
+    shown twice, no partial piece is shown twice, and nothing follows a terminal state."""
 
     def __init__(self) -> None:
         self._last: tuple[Any, ...] | None = None
+        self._pieces: dict[tuple[int, int], int] = {}
         self.done = False
+
+    def shown(self, answer: pb.WatchJobResponse) -> job_pb2.Job | Partial | None:
+        """What of ``answer`` to show: its job state or partial piece, or None."""
+        if answer.HasField("partial"):
+            piece = answer.partial
+            call = (piece.attempt, piece.call)
+            if self.done or piece.seq <= self._pieces.get(call, 0):
+                return None
+            self._pieces[call] = piece.seq
+            return Partial.of(piece)
+        return answer.job if self.fresh(answer.job) else None
 
     def fresh(self, job: job_pb2.Job) -> bool:
         seen = (job.status, job.progress, job.attempt_count, job.updated_at.ToNanoseconds())

@@ -12,15 +12,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 import grpc
 
-from durable_jobs_client._core import RetryPolicy, WatchState, create_request, with_key
-from durable_jobs_client._pb.jobs.v1 import job_pb2, job_service_pb2_grpc
+from durable_jobs_client._core import (
+    Partial,
+    RetryPolicy,
+    WatchState,
+    create_request,
+    signal_request,
+    with_key,
+)
+from durable_jobs_client._pb.jobs.v1 import job_pb2, job_service_pb2_grpc, usage_service_pb2_grpc
 from durable_jobs_client._pb.jobs.v1 import job_service_pb2 as pb
+from durable_jobs_client._pb.jobs.v1 import usage_service_pb2 as upb
 from durable_jobs_client.admin import AsyncAdminClient
 from durable_jobs_client.config import ClientConfig
 from durable_jobs_client.credentials import AsyncCredentialsClient
@@ -30,11 +38,14 @@ from durable_jobs_client.errors import (
     error_from_rpc,
     error_from_status,
 )
+from durable_jobs_client.schedules import AsyncSchedulesClient
+from durable_jobs_client.usage import Grouping, Usage, usage_of, usage_request
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT = 30.0
 Job = job_pb2.Job
 Created = pb.CreateJobResponse
+Sent = pb.SendSignalResponse
 
 
 class _Base:
@@ -62,6 +73,18 @@ class _Base:
         self, job_type: str, input: Mapping[str, Any], user_id: str | None, **options: Any
     ) -> pb.CreateJobRequest:
         return create_request(user_id or self.user_id, job_type, input, **options)
+
+    def _watch_request(
+        self, job_id: str, user_id: str | None, partial_output: bool
+    ) -> pb.WatchJobRequest:
+        return pb.WatchJobRequest(
+            job_id=job_id,
+            user_id=user_id or self.user_id,
+            include_partial_output=partial_output,
+        )
+
+    def _usage_user(self, user_id: str | None) -> str:
+        return self.user_id if user_id is None else user_id
 
 
 class JobsClient(_Base):
@@ -91,6 +114,7 @@ class JobsClient(_Base):
         )
         self.channel = self.config.sync_channel()
         self._stub: Any = job_service_pb2_grpc.JobServiceStub(self.channel)  # type: ignore[no-untyped-call]
+        self._usage: Any = usage_service_pb2_grpc.UsageServiceStub(self.channel)  # type: ignore[no-untyped-call]
 
     def __enter__(self) -> JobsClient:
         return self
@@ -206,13 +230,69 @@ class JobsClient(_Base):
             if not token:
                 return
 
+    def signal(
+        self,
+        job_id: str,
+        name: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        user_id: str | None = None,
+    ) -> Sent:
+        """Sends a signal to a job that has not finished (``.signal``: its ``seq`` in the
+        job's send order; ``.created`` False when the key's signal was stored before).
+        JobFinished when the job has ended. Without an idempotency key one is made here,
+        so a retried send never stores two signals."""
+        request = signal_request(user_id or self.user_id, job_id, name, payload, idempotency_key)
+        return self._call(self._stub.SendSignal, request, pb.SendSignalResponse)
+
+    def get_usage(
+        self,
+        start: date,
+        end: date,
+        *,
+        group_by: Sequence[Grouping] = (),
+        user_id: str | None = None,
+    ) -> Usage:
+        """What provider calls cost over the UTC days [start, end), grouped as asked, for
+        the client's user (``user_id``: another; "" every user, for the ``admin`` role)."""
+        request = usage_request(self._usage_user(user_id), start, end, group_by)
+        return usage_of(self._call(self._usage.GetUsage, request, upb.GetUsageResponse), group_by)
+
+    @overload
     def watch(
-        self, job_id: str, *, user_id: str | None = None, retry: RetryPolicy | None = None
-    ) -> Iterator[Job]:
+        self,
+        job_id: str,
+        *,
+        user_id: str | None = None,
+        retry: RetryPolicy | None = None,
+        partial_output: Literal[False] = False,
+    ) -> Iterator[Job]: ...
+
+    @overload
+    def watch(
+        self,
+        job_id: str,
+        *,
+        user_id: str | None = None,
+        retry: RetryPolicy | None = None,
+        partial_output: Literal[True],
+    ) -> Iterator[Job | Partial]: ...
+
+    def watch(
+        self,
+        job_id: str,
+        *,
+        user_id: str | None = None,
+        retry: RetryPolicy | None = None,
+        partial_output: bool = False,
+    ) -> Iterator[Job | Partial]:
         """The job's state now, then each change, ending after its terminal state. A stream
         that breaks (the service restarted) is opened again, as ``retry`` (default: the
-        client's policy) allows; no state is shown twice."""
-        request = pb.WatchJobRequest(job_id=job_id, user_id=user_id or self.user_id)
+        client's policy) allows; no state is shown twice. With ``partial_output`` the
+        model's text also comes, as ``Partial`` pieces between the states (pieces sent
+        while the stream was broken are missed: a gap in ``seq``)."""
+        request = self._watch_request(job_id, user_id, partial_output)
         policy = retry or self.retry
         state = WatchState()
         attempt = 0
@@ -220,8 +300,9 @@ class JobsClient(_Base):
             try:
                 for answer in self._stub.WatchJob(request, metadata=self._metadata):
                     attempt = 0
-                    if state.fresh(answer.job):
-                        yield answer.job
+                    shown = state.shown(answer)
+                    if shown is not None:
+                        yield shown
                     if state.done:
                         return
             except grpc.RpcError as raised:
@@ -235,7 +316,7 @@ class JobsClient(_Base):
     def wait(self, job_id: str, *, timeout: float, user_id: str | None = None) -> Job:
         """The job once terminal; DeadlineExceeded after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
-        request = pb.WatchJobRequest(job_id=job_id, user_id=user_id or self.user_id)
+        request = self._watch_request(job_id, user_id, False)
         attempt = 0
         while True:
             left = deadline - time.monotonic()
@@ -287,6 +368,7 @@ class AsyncJobsClient(_Base):
         )
         self.channel = self.config.aio_channel()
         self._stub: Any = job_service_pb2_grpc.JobServiceStub(self.channel)  # type: ignore[no-untyped-call]
+        self._usage: Any = usage_service_pb2_grpc.UsageServiceStub(self.channel)  # type: ignore[no-untyped-call]
 
     @cached_property
     def admin(self) -> AsyncAdminClient:
@@ -298,6 +380,11 @@ class AsyncJobsClient(_Base):
     def credentials(self) -> AsyncCredentialsClient:
         """CredentialService: the user's own provider keys, over this client's channel."""
         return AsyncCredentialsClient(self._call, self.channel, self.user_id)
+
+    @cached_property
+    def schedules(self) -> AsyncSchedulesClient:
+        """ScheduleService: the user's cron schedules, over this client's channel."""
+        return AsyncSchedulesClient(self._call, self.channel, self.user_id)
 
     async def __aenter__(self) -> AsyncJobsClient:
         return self
@@ -418,10 +505,63 @@ class AsyncJobsClient(_Base):
             if not token:
                 return
 
+    async def signal(
+        self,
+        job_id: str,
+        name: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        idempotency_key: str | None = None,
+        user_id: str | None = None,
+    ) -> Sent:
+        """Sends a signal to a job that has not finished; see ``JobsClient.signal``."""
+        request = signal_request(user_id or self.user_id, job_id, name, payload, idempotency_key)
+        return await self._call(self._stub.SendSignal, request, pb.SendSignalResponse)
+
+    async def get_usage(
+        self,
+        start: date,
+        end: date,
+        *,
+        group_by: Sequence[Grouping] = (),
+        user_id: str | None = None,
+    ) -> Usage:
+        """What provider calls cost over the UTC days [start, end); see
+        ``JobsClient.get_usage``."""
+        request = usage_request(self._usage_user(user_id), start, end, group_by)
+        response = await self._call(self._usage.GetUsage, request, upb.GetUsageResponse)
+        return usage_of(response, group_by)
+
+    @overload
+    def watch(
+        self,
+        job_id: str,
+        *,
+        user_id: str | None = None,
+        retry: RetryPolicy | None = None,
+        partial_output: Literal[False] = False,
+    ) -> AsyncIterator[Job]: ...
+
+    @overload
+    def watch(
+        self,
+        job_id: str,
+        *,
+        user_id: str | None = None,
+        retry: RetryPolicy | None = None,
+        partial_output: Literal[True],
+    ) -> AsyncIterator[Job | Partial]: ...
+
     async def watch(
-        self, job_id: str, *, user_id: str | None = None, retry: RetryPolicy | None = None
-    ) -> AsyncIterator[Job]:
-        request = pb.WatchJobRequest(job_id=job_id, user_id=user_id or self.user_id)
+        self,
+        job_id: str,
+        *,
+        user_id: str | None = None,
+        retry: RetryPolicy | None = None,
+        partial_output: bool = False,
+    ) -> AsyncIterator[Job | Partial]:
+        """See ``JobsClient.watch``."""
+        request = self._watch_request(job_id, user_id, partial_output)
         policy = retry or self.retry
         state = WatchState()
         attempt = 0
@@ -429,8 +569,9 @@ class AsyncJobsClient(_Base):
             try:
                 async for answer in self._stub.WatchJob(request, metadata=self._metadata):
                     attempt = 0
-                    if state.fresh(answer.job):
-                        yield answer.job
+                    shown = state.shown(answer)
+                    if shown is not None:
+                        yield shown
                     if state.done:
                         return
             except grpc.RpcError as raised:

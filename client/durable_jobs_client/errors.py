@@ -5,11 +5,13 @@ the field violations of bad input and the wait ``RetryInfo`` asks for::
     ├── InvalidInput              INVALID_INPUT
     │   └── UnknownJobType        UNKNOWN_JOB_TYPE
     ├── JobNotFound               JOB_NOT_FOUND
+    ├── ScheduleNotFound          SCHEDULE_NOT_FOUND
     ├── CredentialNotFound        CREDENTIAL_NOT_FOUND
     ├── CredentialUnavailable     CREDENTIAL_UNAVAILABLE
     ├── JobNotCancellable         JOB_NOT_CANCELLABLE
     ├── JobAlreadyCancelled       JOB_ALREADY_CANCELLED
     ├── JobNotRetryable           JOB_NOT_RETRYABLE
+    ├── JobFinished               JOB_FINISHED      (a signal sent to a finished job)
     ├── IdempotencyKeyReused      IDEMPOTENCY_KEY_REUSED
     ├── TooManyJobs               TOO_MANY_JOBS     (retry_after)
     ├── QuotaExceeded             QUOTA_EXCEEDED    (retry_after)
@@ -75,6 +77,10 @@ class JobNotFound(JobsError):
     reason = "JOB_NOT_FOUND"
 
 
+class ScheduleNotFound(JobsError):
+    reason = "SCHEDULE_NOT_FOUND"
+
+
 class CredentialNotFound(JobsError):
     reason = "CREDENTIAL_NOT_FOUND"
 
@@ -93,6 +99,10 @@ class JobAlreadyCancelled(JobsError):
 
 class JobNotRetryable(JobsError):
     reason = "JOB_NOT_RETRYABLE"
+
+
+class JobFinished(JobsError):
+    reason = "JOB_FINISHED"
 
 
 class IdempotencyKeyReused(JobsError):
@@ -133,11 +143,13 @@ _BY_REASON: dict[str, type[JobsError]] = {
         InvalidInput,
         UnknownJobType,
         JobNotFound,
+        ScheduleNotFound,
         CredentialNotFound,
         CredentialUnavailable,
         JobNotCancellable,
         JobAlreadyCancelled,
         JobNotRetryable,
+        JobFinished,
         IdempotencyKeyReused,
         TooManyJobs,
         QuotaExceeded,

@@ -7,6 +7,15 @@ from durable_jobs_client._pb.jobs.v1 import (
     credential_service_pb2,
     job_pb2,
     job_service_pb2,
+    schedule_service_pb2,
+    usage_service_pb2,
 )
 
-__all__ = ["admin_service_pb2", "credential_service_pb2", "job_pb2", "job_service_pb2"]
+__all__ = [
+    "admin_service_pb2",
+    "credential_service_pb2",
+    "job_pb2",
+    "job_service_pb2",
+    "schedule_service_pb2",
+    "usage_service_pb2",
+]

@@ -1,12 +1,13 @@
 """jobctl's commands, one module per group: ``jobs`` (create, get, cancel, list, watch,
 retry), ``queues`` (queues, pause, resume, rate limits, definitions), ``bulk``
-(cancel-many, retry-many), ``dead_letters``, ``credentials``. Each module's
+(cancel-many, retry-many), ``dead_letters``, ``credentials``, ``schedules`` (schedule
+create, get, list, update, pause, resume, delete, trigger), ``signals`` (signal),
+``usage``. Each module's
 ``register(commands)`` adds its commands; each command takes its parsed arguments, the
 client and stdout, prints, and returns an exit status (``jobctl.exits``). A failed call
 raises the client's ``JobsError``, which ``jobctl.__main__`` maps to the exit status.
 
-A new group (schedules, signals, usage) is a new module here and one line in
-``jobctl.cli``.
+A new group is a new module here and one line in ``jobctl.cli``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from durable_jobs_client import AsyncJobsClient, RetryPolicy
+from durable_jobs_client import AsyncJobsClient, Partial, RetryPolicy
 from durable_jobs_client.protos import job_pb2
 
 from jobctl import render, timespec
@@ -73,6 +73,12 @@ def register(commands: Commands) -> None:
         "watch", watch, "follow a job until it ends (exit 0/4/5); reconnects if the stream breaks"
     )
     p.add_argument("job_id")
+    p.add_argument(
+        "--partial",
+        action="store_true",
+        help="also print the model's text as it is generated (best effort: pieces may be "
+        "missed; the job's output is the truth)",
+    )
 
     p = commands.add("retry", retry, "run a failed or cancelled job again, as a new job")
     p.add_argument("job_id")
@@ -145,6 +151,8 @@ async def list_jobs(args: argparse.Namespace, client: AsyncJobsClient, out: Text
 
 
 async def watch(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:
+    if args.partial:
+        return await follow_partial(args, client, out, args.job_id)
     return await follow(args, client, out, args.job_id)
 
 
@@ -172,6 +180,46 @@ async def follow(
             if live and not render.is_terminal(job):
                 print(render.progress_line(job), end="", file=out)
             out.flush()
+        last = key
+    if job is None or not render.is_terminal(job):
+        print("jobctl: the watch ended before the job did", file=sys.stderr)
+        return Exit.UNAVAILABLE
+    return _ENDED[job.status]
+
+
+async def follow_partial(
+    args: argparse.Namespace, client: AsyncJobsClient, out: TextIO, job_id: str
+) -> Exit:
+    """``watch --partial``: the status lines as ``follow`` prints them, with the model's
+    text inline as it arrives (no progress bar: the text is the live view); with -o
+    json/jsonl a JSON line per change and one per piece (``{"partial": {...}}``). A new
+    attempt or call starts its text on a new line."""
+    machines = for_machines(args)
+    last: tuple[int, int] | None = None
+    job: job_pb2.Job | None = None
+    text_open = False  # text printed since the last newline
+    call: tuple[int, int] | None = None
+    async for seen in client.watch(job_id, retry=WATCH_RECONNECT, partial_output=True):
+        if isinstance(seen, Partial):
+            if machines:
+                print(render.as_json({"partial": vars(seen)}), file=out, flush=True)
+                continue
+            if text_open and call != (seen.attempt, seen.call):
+                print(file=out)
+            call = (seen.attempt, seen.call)
+            print(seen.text, end="", file=out, flush=True)
+            text_open = not seen.text.endswith("\n") if seen.text else text_open
+            continue
+        job = seen
+        key = (job.status, job.attempt_count)
+        if key != last:
+            if machines:
+                print(render.as_json(job), file=out, flush=True)
+            else:
+                if text_open:
+                    print(file=out)
+                    text_open = False
+                print(render.status_change(job), file=out, flush=True)
         last = key
     if job is None or not render.is_terminal(job):
         print("jobctl: the watch ended before the job did", file=sys.stderr)

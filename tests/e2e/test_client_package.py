@@ -35,7 +35,7 @@ def client_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
-async def test_the_client_alone_creates_lists_watches_and_cancels(
+async def test_the_client_alone_creates_lists_watches_signals_cancels_and_schedules(
     client_python: Path, target: str, db: asyncpg.Connection
 ) -> None:
     env = {
@@ -56,6 +56,10 @@ async def test_the_client_alone_creates_lists_watches_and_cancels(
     assert sync["same_job"] is True
     assert sync["listed"] == [sync["id"]]
     assert sync["watched"] == ["JOB_STATUS_CANCELLED"]
+    assert sync["watched_with_partial"] == ["JOB_STATUS_CANCELLED"]
+    assert sync["signals"] == [1, 2, 2]  # the same key answers the signal stored before
+    assert sync["signal_created"] == [True, True, False]
+    assert sync["finished"] == "JobFinished"
     assert sync["waited"] == "JOB_STATUS_CANCELLED"
     assert sync["batch"] == ["CreateJobResponse", "InvalidInput"]
     assert sync["missing"] == "JobNotFound"
@@ -67,6 +71,32 @@ async def test_the_client_alone_creates_lists_watches_and_cancels(
     assert "ai-interactive" in aio["queues"]
     assert aio["credentials"] is True
     assert await db.fetchval("SELECT count(*) FROM credentials") == 0
+    schedule = aio["schedules"]
+    assert schedule["key"].startswith("client-")  # made by the client
+    assert schedule["paused"] is True
+    assert schedule["listed"] == [schedule["id"]]
+    assert schedule["resumed_next"] is True
+    assert schedule["cron"] == "30 9 * * *"
+    assert schedule["triggered"] == schedule["id"]
+    assert schedule["next"] == 5
+    assert schedule["gone"] == "ScheduleNotFound"
+    assert aio["usage"] == [0, "0.000000"]
+    # the schedule and its runs are gone; the job it made stays, marked as the schedule's
+    assert await db.fetchval("SELECT count(*) FROM schedules") == 0
+    triggered = await db.fetchrow(
+        "SELECT user_id, schedule_id::text FROM jobs WHERE id = $1", schedule["runs"][0]
+    )
+    assert dict(triggered) == {"user_id": "pkg-async", "schedule_id": schedule["id"]}
+    stored = await db.fetch(
+        "SELECT seq, name, payload, idempotency_key FROM job_signals WHERE job_id = $1"
+        " ORDER BY seq",
+        sync["id"],
+    )
+    assert [(r["seq"], r["name"], json.loads(r["payload"])) for r in stored] == [
+        (1, "approve", {"ok": True}),
+        (2, "approve", {"ok": True}),
+    ]
+    assert stored[0]["idempotency_key"].startswith("client-")  # made by the client
     rows = dict(
         await db.fetch(
             "SELECT id::text, status FROM jobs WHERE id = ANY($1::uuid[])", [sync["id"], aio["id"]]

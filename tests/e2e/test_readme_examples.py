@@ -22,7 +22,8 @@ How a block is run, command by command, as a reader would type it:
 - Placeholders stand for what a reader copies from an earlier answer: ``<id>`` is the job id
   the last create (``CreateJob``, ``jobctl create``) printed, ``<child id>`` the first child
   job id a job's answer listed, ``<credential id>`` the id ``PutCredential`` (or ``jobctl
-  credentials put``) returned.
+  credentials put``) returned, ``<schedule id>`` the id ``CreateSchedule`` (or ``jobctl
+  schedule create``) returned.
 - Every command must exit 0. The tests below then check what the reader sees: the jobs
   reaching SUCCEEDED, the artifacts printed, the child job and its cards.
 
@@ -41,6 +42,7 @@ import shlex
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 import asyncpg
@@ -57,6 +59,19 @@ README_ADDRESSES = ("127.0.0.1:50051", "localhost:50051")
 PRELUDE = re.compile(r"^(?:(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*=|source\s|\.\s)")
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 COMMAND_TIMEOUT_S = 60.0
+# jobctl usage's columns
+USAGE_HEADER = [
+    "DAY",
+    "USER",
+    "JOB_TYPE",
+    "PROVIDER",
+    "MODEL",
+    "CALLS",
+    "FAILED",
+    "IN",
+    "OUT",
+    "COST",
+]
 
 # The blocks the README marks; a marker removed by accident fails here.
 EXPECTED_BLOCKS = {
@@ -76,6 +91,10 @@ EXPECTED_BLOCKS = {
     "schedules-grpcurl",
     "signals-grpcurl",
     "partial-output-grpcurl",
+    "schedules-jobctl",
+    "signals-jobctl",
+    "usage-jobctl",
+    "partial-output-jobctl",
 }
 
 
@@ -195,9 +214,12 @@ class Reader:
         return runs
 
     def remember(self, run: Run) -> None:
-        if "CreateJob" in run.command or re.search(r"\bjobctl\s.*\bcreate\b", run.command):
+        schedule = re.search(r"\bjobctl\s+schedule\s+create\b", run.command)
+        if "CreateJob" in run.command or (
+            not schedule and re.search(r"\bjobctl\s.*\bcreate\b", run.command)
+        ):
             self.placeholders["<id>"] = re.findall(UUID, run.out)[0]
-        if "CreateSchedule" in run.command:
+        if "CreateSchedule" in run.command or schedule:
             self.placeholders["<schedule id>"] = re.findall(UUID, run.out)[0]
         if "PutCredential" in run.command or "jobctl credentials put" in run.command:
             self.placeholders["<credential id>"] = re.findall(UUID, run.out)[0]
@@ -535,3 +557,79 @@ async def test_partial_output_with_grpcurl(
     assert states[-1] == "JOB_STATUS_SUCCEEDED"
     assert partials, "no partial output reached the reader"
     assert all(p["text"] and p["attempt"] == 1 for p in partials)  # type: ignore[index]
+
+
+async def test_schedules_with_jobctl(
+    blocks: dict[str, list[str]], reader: Reader, db: asyncpg.Connection
+) -> None:
+    runs = await reader.run_block(blocks["schedules-jobctl"])
+
+    created = run_of(runs, "schedule create").out
+    assert created.splitlines()[0] == "created"
+    schedule_id = reader.placeholders["<schedule id>"]
+    assert re.search(r"^time zone\s+Europe/Berlin$", created, re.MULTILINE)
+    assert re.search(r"^catch-up\s+3600s$", created, re.MULTILINE)
+    got = run_of(runs, "schedule get").out
+    fires = got.split("next fire times\n")[1].splitlines()
+    assert len([f for f in fires if f.startswith("  ")]) == 5
+    assert re.search(r"^cron\s+30 2 \* \* \*$", run_of(runs, "schedule update").out, re.M)
+    [word, job_id] = run_of(runs, "schedule trigger").out.split()
+    assert word == "triggered"
+    assert run_of(runs, "schedule pause").out.split() == [schedule_id, "paused"]
+    [header, row] = run_of(runs, "schedule list").out.splitlines()
+    assert header.split() == ["ID", "CRON", "TZ", "TYPE", "STATE", "NEXT"]
+    assert row.split()[:2] == [schedule_id, "30"] and "paused" in row.split()
+    assert run_of(runs, "schedule delete").out.strip() == f"deleted {schedule_id}"
+    assert await db.fetchval("SELECT count(*) FROM schedules") == 0
+    job = await db.fetchrow("SELECT user_id, schedule_id::text FROM jobs WHERE id = $1", job_id)
+    assert dict(job) == {"user_id": "u1", "schedule_id": schedule_id}  # the job stays
+
+
+async def test_signals_with_jobctl(
+    blocks: dict[str, list[str]], reader: Reader, worker: WorkerApp, db: asyncpg.Connection
+) -> None:
+    runs = await reader.run_block(blocks["signals-jobctl"])
+
+    job_id = reader.placeholders["<id>"]
+    first, again = [r.out.strip() for r in runs if "jobctl signal" in r.command]
+    assert first == f"sent approve #1 to {job_id}"
+    assert again == f"already sent approve #1 to {job_id}"
+    assert run_of(runs, "jobctl watch").out.splitlines()[-1].split()[1] == "succeeded"
+    assert re.search(r"^signals\s+#1 approve$", run_of(runs, "jobctl get").out, re.MULTILINE)
+    stored = await db.fetch("SELECT name, payload FROM job_signals WHERE job_id = $1", job_id)
+    assert [(r["name"], json.loads(r["payload"])) for r in stored] == [("approve", {"by": "ada"})]
+
+
+async def test_usage_with_jobctl(
+    blocks: dict[str, list[str]], reader: Reader, worker: WorkerApp, db: asyncpg.Connection
+) -> None:
+    runs = await reader.run_block(blocks["usage-jobctl"])
+
+    job_id = reader.placeholders["<id>"]
+    calls, cost = await db.fetchrow(
+        "SELECT count(*), sum(cost_usd) FROM usage_logs WHERE job_id = $1", job_id
+    )
+    assert calls >= 1
+    table = run_of(runs, "--by job-type").out.splitlines()
+    header, *rows, total = [line.split() for line in table]
+    assert header == USAGE_HEADER
+    # the finished parent's calls, to the micro-dollar (its child may still be running)
+    [evaluation] = [r for r in rows if r[2] == "feynman_evaluation"]
+    assert (evaluation[5], evaluation[9]) == (str(calls), f"{cost:.6f}")
+    assert total[0] == "TOTAL" and Decimal(total[-1]) >= cost
+    groups = [json.loads(line) for line in run_of(runs, "-o jsonl").out.splitlines()]
+    assert groups and all("day" in g and "model" in g for g in groups)
+    everyone = run_of(runs, "--all-users").out.splitlines()[1:-1]
+    assert "u7" in {line.split()[1] for line in everyone}
+
+
+async def test_partial_output_with_jobctl(
+    blocks: dict[str, list[str]], reader: Reader, slow_worker: WorkerApp
+) -> None:
+    runs = await reader.run_block(blocks["partial-output-jobctl"])
+
+    lines = run_of(runs, "--partial").out.splitlines()
+    status = re.compile(r"^\d\d:\d\d:\d\d  [a-z_]+  attempt \d+")
+    assert lines[-1].split()[1] == "succeeded"
+    text = [line for line in lines if not status.match(line)]
+    assert text, "no partial output reached the reader"

@@ -1,20 +1,25 @@
 """Run by tests/e2e/test_client_package.py with only durable-jobs-client installed: creates,
-lists, watches and cancels jobs, sync and async; prints one JSON line of what it saw."""
+lists, watches, signals and cancels jobs, sync and async, keeps a schedule and reads usage;
+prints one JSON line of what it saw."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from durable_jobs_client import (
     AsyncJobsClient,
     InvalidInput,
+    JobFinished,
     JobNotFound,
     JobsClient,
     JobStatus,
+    Partial,
+    ScheduleNotFound,
     create_request,
+    schedule_spec,
 )
 
 
@@ -29,8 +34,20 @@ def sync_part() -> dict[str, object]:
             idempotency_key=created.job.idempotency_key,
         )
         listed = [j.id for j in jobs.list(page_size=1)]
+        sent = jobs.signal(created.job.id, "approve", {"ok": True})
+        resent = jobs.signal(created.job.id, "approve", {"ok": True}, idempotency_key="sig-1")
+        again_sent = jobs.signal(created.job.id, "approve", {"ok": True}, idempotency_key="sig-1")
         jobs.cancel(created.job.id)
         watched = [JobStatus.Name(j.status) for j in jobs.watch(created.job.id)]
+        with_partial = [
+            "partial" if isinstance(seen, Partial) else JobStatus.Name(seen.status)
+            for seen in jobs.watch(created.job.id, partial_output=True)
+        ]
+        try:
+            jobs.signal(created.job.id, "approve")
+            finished = "sent"
+        except JobFinished as error:
+            finished = type(error).__name__
         waited = JobStatus.Name(jobs.wait(created.job.id, timeout=10).status)
         batch = jobs.create_many(
             [
@@ -54,6 +71,10 @@ def sync_part() -> dict[str, object]:
         "listed": listed,
         "id": created.job.id,
         "watched": watched,
+        "watched_with_partial": with_partial,
+        "signals": [sent.signal.seq, resent.signal.seq, again_sent.signal.seq],
+        "signal_created": [sent.created, resent.created, again_sent.created],
+        "finished": finished,
         "waited": waited,
         "batch": [type(r).__name__ for r in batch],
         "missing": missing,
@@ -74,7 +95,12 @@ async def async_part() -> dict[str, object]:
         stored = await jobs.credentials.put("deepseek", "sk-pkg-0123456789")
         keys = [c.id for c in await jobs.credentials.list()]
         await jobs.credentials.delete(stored.id)
+        schedules = await schedule_part(jobs)
+        today = datetime.now(UTC).date()
+        usage = await jobs.get_usage(today, today + timedelta(days=1), group_by=["day"])
     return {
+        "schedules": schedules,
+        "usage": [usage.totals.calls, str(usage.totals.cost_usd)],
         "id": created.job.id,
         "listed": listed,
         "watched": watched,
@@ -82,6 +108,35 @@ async def async_part() -> dict[str, object]:
         "admin_user": admin_view.user_id,
         "queues": queues,
         "credentials": keys == [stored.id] and stored.fingerprint.startswith("sha256:"),
+    }
+
+
+async def schedule_part(jobs: AsyncJobsClient) -> dict[str, object]:
+    spec = schedule_spec("0 9 * * *", "synthetic", {"sleep_ms": 1}, time_zone="Europe/Berlin")
+    made = await jobs.schedules.create(spec, paused=True)
+    listed = [s.id async for s in jobs.schedules.list(page_size=1)]
+    resumed = await jobs.schedules.resume(made.schedule.id)
+    spec.cron = "30 9 * * *"
+    updated = await jobs.schedules.update(made.schedule.id, spec)
+    triggered = await jobs.schedules.trigger(made.schedule.id)
+    got = await jobs.schedules.get(made.schedule.id)
+    await jobs.schedules.delete(made.schedule.id)
+    try:
+        await jobs.schedules.get(made.schedule.id)
+        gone = "found"
+    except ScheduleNotFound as error:
+        gone = type(error).__name__
+    return {
+        "id": made.schedule.id,
+        "key": made.schedule.idempotency_key,
+        "paused": made.schedule.paused,
+        "listed": listed,
+        "resumed_next": resumed.HasField("next_fire_at"),
+        "cron": updated.spec.cron,
+        "triggered": triggered.schedule_id,
+        "runs": [r.job_id for r in got.recent_runs],
+        "next": len(got.next_fire_times),
+        "gone": gone,
     }
 
 
