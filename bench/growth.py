@@ -67,7 +67,8 @@ FROM generate_series(1, $1) g,
 """
 LOAD_REST = [
     "INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version)"
-    " SELECT id, '{}', request_hash, '1' FROM jobs WHERE user_id LIKE 'growth-%'",
+    " SELECT id, '{}', request_hash, '1' FROM jobs"
+    " WHERE user_id LIKE 'growth-old-%' OR user_id LIKE 'growth-waiting-%'",
     "INSERT INTO job_events (job_id, from_status, to_status, attempt, created_at)"
     " SELECT id, s.f, s.t, 1, finished_at FROM jobs,"
     " (VALUES ('queued', 'running'), ('running', 'succeeded')) s(f, t)"
@@ -232,7 +233,9 @@ async def main(args: argparse.Namespace) -> None:
         async with channel(stack.port) as client_channel, worker_channel:
             rounds = Rounds(job_service_pb2_grpc.JobServiceStub(client_channel), worker_channel)
             empty = await rounds.p50s(args.samples)
-            print(f"loading {args.finished:,} finished and {args.waiting:,} waiting jobs", flush=True)
+            print(
+                f"loading {args.finished:,} finished and {args.waiting:,} waiting jobs", flush=True
+            )
             started = time.perf_counter()
             await db.execute(LOAD_FINISHED, args.finished)
             await db.execute(LOAD_WAITING, args.waiting)
@@ -265,9 +268,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--finished", type=int, default=1_000_000)
     parser.add_argument("--waiting", type=int, default=100_000)
     parser.add_argument("--samples", type=int, default=300, help="rounds per measurement")
-    parser.add_argument(
-        "--no-explain", dest="explain", action="store_false", help="skip the plans"
-    )
+    parser.add_argument("--no-explain", dest="explain", action="store_false", help="skip the plans")
     return parser.parse_args()
 
 

@@ -19,9 +19,10 @@ recorded it done), so no system is timed by its client. The engine's steady phas
 prints where the time goes, from its own columns: the dispatch row claimed by the outbox
 dispatcher, published (the NATS ack, then the row marked), the job locked by a worker, done.
 
-The peers run as their CLIs run them (``pgq run``, ``procrastinate worker``) over the apps of
-``bench.pgqueuer_app`` and ``bench.procrastinate_app``; their defaults are the honest comparison (pgqueuer: batch of 10,
-completions buffered up to 0.1 s; procrastinate: one job at a time per worker).
+The peers run as their CLIs run them (``pgq run``, ``procrastinate worker``) over the apps
+of ``bench.pgqueuer_app`` and ``bench.procrastinate_app``, at their defaults (pgqueuer:
+batches of 10, completions buffered up to 0.1 s; procrastinate: one job at a time per
+worker, which ``--procrastinate-concurrency`` changes).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import asyncpg
 import uvloop
 
 from bench.e2e import NOOP, Stack, channel
+from bench.profile import Profiler
 from devstack.embedded import ensure_database
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pb.jobs.v1 import job_service_pb2_grpc
@@ -60,6 +62,7 @@ class Figures:
     p50: float = 0.0
     p99: float = 0.0
     stages: list[tuple[str, float, float]] = field(default_factory=list)
+    profile: str = ""
 
 
 class System:
@@ -95,6 +98,10 @@ class System:
 
     def check(self) -> None:
         """Raises when a worker process has died."""
+
+    def pids(self) -> dict[str, int]:
+        """The processes to profile: none but the engine's."""
+        return {}
 
     async def close(self) -> None:
         return None
@@ -156,7 +163,9 @@ class Engine(System):
         ids: list[object] = []
         for start in range(0, n, BATCH):
             response = await self.stub.CreateJobs(
-                jpb.CreateJobsRequest(requests=[_create(i) for i in range(start, min(n, start + BATCH))])
+                jpb.CreateJobsRequest(
+                    requests=[_create(i) for i in range(start, min(n, start + BATCH))]
+                )
             )
             for result in response.results:
                 if result.HasField("error"):
@@ -215,6 +224,11 @@ class Engine(System):
             (label, *p50_p99([float(r[column]) for r in rows if r[column] is not None]))
             for column, label in labels.items()
         ]
+
+    def pids(self) -> dict[str, int]:
+        assert self.stack.service is not None
+        workers = {f"worker-{n}": w.pid for n, w in enumerate(self.stack.workers)}
+        return {"job_service": self.stack.service.pid, **workers}
 
     async def close(self) -> None:
         await self.channel.close()
@@ -292,10 +306,10 @@ class Pgqueuer(System):
 class Procrastinate(System):
     name = "procrastinate"
 
-    def __init__(self, pool: asyncpg.Pool, workers: Processes) -> None:
+    def __init__(self, pool: asyncpg.Pool, workers: Processes, concurrency: int = 0) -> None:
         from bench.procrastinate_app import app, noop
 
-        self.pool, self.workers = pool, workers
+        self.pool, self.workers, self.concurrency = pool, workers, concurrency
         self.app, self.task = app, noop
 
     async def install(self) -> None:
@@ -313,7 +327,8 @@ class Procrastinate(System):
 
     def start_workers(self) -> None:
         app = "--app=bench.procrastinate_app.app"
-        self.workers.start([sys.executable, "-m", "procrastinate", app, "worker"])
+        tuned = ["--concurrency", str(self.concurrency)] if self.concurrency else []
+        self.workers.start([sys.executable, "-m", "procrastinate", app, "worker", *tuned])
 
     def stop_workers(self) -> None:
         self.workers.stop()
@@ -375,7 +390,10 @@ async def measure(system: System, args: argparse.Namespace) -> Figures:
     print(f"{system.name}: backlog of {args.jobs}", flush=True)
     backlog = await system.enqueue_backlog(args.jobs)
     system.start_workers()
+    profiler = Profiler(system.pids(), args.profile) if args.profile and system.pids() else None
     await wait_for(lambda: _all_done(system, backlog), 900, f"{system.name}'s backlog")
+    if profiler is not None:
+        figures.profile = profiler.stop()
     figures.drain = (len(backlog) - 1) / await system.completion_span(backlog)
 
     print(f"{system.name}: steady {args.rate:.0f}/s for {args.seconds:.0f} s", flush=True)
@@ -417,7 +435,9 @@ async def main(args: argparse.Namespace) -> None:
             pool = await asyncpg.create_pool(url, min_size=2, max_size=16)
             workers = Processes(root, name, env)
             peer: Pgqueuer | Procrastinate = (
-                Pgqueuer(pool, workers) if name == "pgqueuer" else Procrastinate(pool, workers)
+                Pgqueuer(pool, workers)
+                if name == "pgqueuer"
+                else Procrastinate(pool, workers, args.procrastinate_concurrency)
             )
             try:
                 await peer.install()
@@ -456,6 +476,8 @@ def report(args: argparse.Namespace, results: dict[str, Figures]) -> None:
             continue
         f = results[name]
         label = "this engine" if name == "engine" else name
+        if name == "procrastinate" and args.procrastinate_concurrency:
+            label += f" -c {args.procrastinate_concurrency}"
         line = f"{label:<16}{f.drain:>14,.0f}{f.p50:>10.1f}{f.p99:>10.1f}"
         if engine and name != "engine":
             # the engine against this peer: drain higher is better, latency lower is better
@@ -469,6 +491,9 @@ def report(args: argparse.Namespace, results: dict[str, Figures]) -> None:
         print(f"{'stage':<46}{'p50':>8}{'p99':>8}")
         for label, p50, p99 in engine.stages:
             print(f"{label:<46}{p50:>8.1f}{p99:>8.1f}")
+    if engine and engine.profile:
+        print(f"\nThis engine's processes during the drain (py-spy, files in {args.profile}):")
+        print(engine.profile)
 
 
 def parse() -> argparse.Namespace:
@@ -478,6 +503,17 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=10.0, help="steady phase length")
     parser.add_argument(
         "--only", default="engine,pgqueuer,procrastinate", help="comma-separated systems"
+    )
+    parser.add_argument(
+        "--procrastinate-concurrency",
+        type=int,
+        default=0,
+        help="jobs at once per procrastinate worker (default: procrastinate's own, 1)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="record job_service and the workers with py-spy during the engine's drain here",
     )
     return parser.parse_args()
 
