@@ -7,7 +7,7 @@ It starts the stack as ``make bench`` does (durable PostgreSQL, NATS, job_servic
 worker: this process plays the worker) and times, one call at a time, SAMPLES rounds of
 CreateJob, GetJob, LockJob and SubmitResult (a synthetic job with one artifact, as a worker
 submits it). Then it loads FINISHED succeeded jobs (each with a snapshot, two timeline
-events and an artifact) and WAITING queued jobs in the same queue, ahead in line, with
+events, an artifact and a usage row) and WAITING queued jobs in the same queue, ahead in line, with
 INSERT ... SELECT generate_series, runs ANALYZE (as autovacuum would), and times the same
 rounds again. The figure is p50 loaded / p50 empty per call (target: at most 1.2).
 
@@ -77,6 +77,10 @@ LOAD_REST = [
     " SELECT id, NULL, 'queued', 0, created_at FROM jobs WHERE user_id LIKE 'growth-waiting-%'",
     "INSERT INTO job_artifacts (job_id, artifact_type, artifact_id, payload)"
     " SELECT id, 'synthetic_result', 'syn_' || id, '{\"n\": 1}' FROM jobs"
+    " WHERE user_id LIKE 'growth-old-%'",
+    "INSERT INTO usage_logs (job_id, attempt, provider, model, credential_mode,"
+    " input_tokens, output_tokens, cost_usd, created_at)"
+    " SELECT id, 1, 'fake', 'fake-primary', 'platform', 10, 5, 0.001, finished_at FROM jobs"
     " WHERE user_id LIKE 'growth-old-%'",
     "ANALYZE",
 ]
@@ -163,7 +167,7 @@ def logged_statements(log: str) -> list[tuple[str, list[str]]]:
             text.append(lines[i])
             i += 1
         params: list[str] = []
-        if i < len(lines) and "DETAIL:  Parameters:" in lines[i]:
+        if i < len(lines) and "detail:  parameters:" in lines[i].lower():
             detail = lines[i]
             i += 1
             while i < len(lines) and not LOG_LINE.match(lines[i]):
@@ -188,7 +192,10 @@ async def explain(db: asyncpg.Connection, text: str, params: list[str]) -> str:
         return f"(not explained: {type(exc).__name__}: {exc})"
     finally:
         await tx.rollback()
-        await db.execute("DEALLOCATE ALL")
+        # only ours: asyncpg keeps its own prepared statements on this connection
+        mine = "SELECT count(*) FROM pg_prepared_statements WHERE name = 'growth_stmt'"
+        if await db.fetchval(mine):
+            await db.execute("DEALLOCATE growth_stmt")
 
 
 async def hot_plans(stack: Stack, db: asyncpg.Connection, rounds: Rounds) -> str:
