@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,7 +72,7 @@ async def count(db: asyncpg.Connection, tag: str, status: str) -> int:
 
 async def main(args: argparse.Namespace) -> None:
     root = Path(tempfile.mkdtemp(prefix="jobs-bench-memory-"))
-    os.environ["JOBS_WORKER_SLOTS"] = f"{QUEUE}:{args.in_flight}"
+    os.environ["JOBS_WORKER_SLOTS"] = f"{QUEUE}={args.in_flight}"
     stack = Stack(root)
     lines: list[str] = []
     try:
@@ -79,6 +80,7 @@ async def main(args: argparse.Namespace) -> None:
         stack.start_worker()
         service, worker = stack.service, stack.workers[0]
         assert service is not None
+        PROCESSES.extend([service, worker])
         db = await asyncpg.connect(stack.database_url)
         async with channel(stack.port) as client_channel:
             stub = job_service_pb2_grpc.JobServiceStub(client_channel)
@@ -128,11 +130,23 @@ async def main(args: argparse.Namespace) -> None:
     print("\n".join(lines))
 
 
+PROCESSES: list[subprocess.Popen[bytes]] = []
+
+
+def _alive() -> None:
+    """A dead service or worker fails the run instead of leaving it waiting."""
+    for process in PROCESSES:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args} exited with {process.returncode}")
+
+
 async def _all(db: asyncpg.Connection, tag: str, n: int) -> bool:
+    _alive()
     return await count(db, tag, "succeeded") >= n
 
 
 async def _at_least(db: asyncpg.Connection, tag: str, status: str, n: int) -> bool:
+    _alive()
     return await count(db, tag, status) >= n
 
 
