@@ -62,7 +62,7 @@ class Figures:
     p50: float = 0.0
     p99: float = 0.0
     stages: list[tuple[str, float, float]] = field(default_factory=list)
-    profile: str = ""
+    profile: str = ""  # py-spy's top costs (``--profile``): the drain ran slower for it
 
 
 class System:
@@ -390,7 +390,11 @@ async def measure(system: System, args: argparse.Namespace) -> Figures:
     print(f"{system.name}: backlog of {args.jobs}", flush=True)
     backlog = await system.enqueue_backlog(args.jobs)
     system.start_workers()
-    profiler = Profiler(system.pids(), args.profile) if args.profile and system.pids() else None
+    profiler = None
+    if args.profile and system.pids():
+        # from the first completions on: the workers' start-up (imports) is not the drain
+        await wait_for(lambda: _some_done(system, backlog), 300, "the first completions")
+        profiler = Profiler(system.pids(), args.profile)
     await wait_for(lambda: _all_done(system, backlog), 900, f"{system.name}'s backlog")
     if profiler is not None:
         figures.profile = profiler.stop()
@@ -411,6 +415,11 @@ async def measure(system: System, args: argparse.Namespace) -> Figures:
     figures.stages = await system.stages(steady)
     system.stop_workers()
     return figures
+
+
+async def _some_done(system: System, ids: Sequence[object]) -> bool:
+    system.check()
+    return await system.done(ids) >= len(ids) // 100
 
 
 async def _all_done(system: System, ids: Sequence[object]) -> bool:
