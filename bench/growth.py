@@ -22,6 +22,7 @@ run after the round's own statements, so a compare-and-set finds its row already
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
 import shutil
 import statistics
@@ -211,6 +212,9 @@ async def hot_plans(stack: Stack, db: asyncpg.Connection, rounds: Rounds) -> str
     before = _pg_log(stack).stat().st_size
     await db.execute("ALTER SYSTEM SET log_min_duration_statement = 0")
     await db.execute("SELECT pg_reload_conf()")
+    # The postmaster passes the reload on to the service's connections asynchronously, and
+    # no query tells when they all have it: give them a moment (a bench, not a test).
+    await asyncio.sleep(1)
     try:
         await rounds.one()
     finally:
