@@ -142,6 +142,8 @@ def _alive() -> None:
 
 async def _all(db: asyncpg.Connection, tag: str, n: int) -> bool:
     _alive()
+    if await count(db, tag, "failed"):
+        raise RuntimeError(f"{tag} jobs failed (a held job longer than its time limit?)")
     return await count(db, tag, "succeeded") >= n
 
 
@@ -153,7 +155,9 @@ async def _at_least(db: asyncpg.Connection, tag: str, status: str, n: int) -> bo
 def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--in-flight", type=int, default=1000, help="jobs held at once")
-    parser.add_argument("--hold-s", type=int, default=30, help="how long each held job sleeps")
+    parser.add_argument(
+        "--hold-s", type=int, default=20, help="how long each held job sleeps (< its 30 s limit)"
+    )
     parser.add_argument("--drain", type=int, default=5000, help="jobs per drain")
     return parser.parse_args()
 
