@@ -12,11 +12,12 @@ line, with INSERT ... SELECT generate_series, runs VACUUM (ANALYZE) and a CHECKP
 autovacuum and the checkpointer would have; the empty database gets the same), and times
 the same rounds again. The figure is p50 loaded / p50 empty per call (target: at most 1.2).
 
-Last, it logs every statement of one more round (``log_min_duration_statement = 0`` for a
-moment) and prints the EXPLAIN (ANALYZE, BUFFERS) of each, run again on the loaded tables
-with the logged parameters in a transaction rolled back: the hot statements' plans. They
-run after the round's own statements, so a compare-and-set finds its row already moved
-(rows=0); the access paths are the ones the round used.
+Last, it logs every statement of one more round (``log_min_duration_statement = 0`` for
+a moment; the service's background loops' statements of that moment come along), and
+prints each headed by the time its own execution took, then its EXPLAIN (ANALYZE, BUFFERS)
+run again on the loaded tables with the logged parameters, rolled back. That second run
+comes after the round's own, so a compare-and-set finds its row already moved (rows=0);
+the access paths are the ones the round used.
 """
 
 from __future__ import annotations
@@ -156,14 +157,15 @@ class Rounds:
 
 # A logged statement: "duration: 0.1 ms  execute <name>: <text>" (text may span lines),
 # then maybe "DETAIL:  Parameters: $1 = '...', $2 = NULL".
-EXECUTE = re.compile(r"duration: [\d.]+ ms  execute [^:]*: (.*)")
+EXECUTE = re.compile(r"duration: ([\d.]+) ms  execute [^:]*: (.*)")
 PARAM = re.compile(r"\$(\d+) = ('(?:[^']|'')*'|NULL)")
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d ")
 
 
-def logged_statements(log: str) -> list[tuple[str, list[str]]]:
-    """(text, parameter literals) of each executed statement in a PostgreSQL log."""
-    found: list[tuple[str, list[str]]] = []
+def logged_statements(log: str) -> list[tuple[str, list[str], float]]:
+    """(text, parameter literals, ms it took) of each executed statement in a PostgreSQL
+    log."""
+    found: list[tuple[str, list[str], float]] = []
     lines = log.splitlines()
     i = 0
     while i < len(lines):
@@ -171,7 +173,8 @@ def logged_statements(log: str) -> list[tuple[str, list[str]]]:
         i += 1
         if not match:
             continue
-        text = [match.group(1)]
+        took = float(match.group(1))
+        text = [match.group(2)]
         while i < len(lines) and not LOG_LINE.match(lines[i]):
             text.append(lines[i])
             i += 1
@@ -183,7 +186,7 @@ def logged_statements(log: str) -> list[tuple[str, list[str]]]:
                 detail += "\n" + lines[i]
                 i += 1
             params = [value for _, value in sorted(PARAM.findall(detail), key=lambda p: int(p[0]))]
-        found.append(("\n".join(text), params))
+        found.append(("\n".join(text), params, took))
     return found
 
 
@@ -226,12 +229,13 @@ async def hot_plans(stack: Stack, db: asyncpg.Connection, rounds: Rounds) -> str
     log_path.write_text(captured)
     seen: set[str] = set()
     out: list[str] = []
-    for text, params in logged_statements(captured):
+    for text, params, took in logged_statements(captured):
         key = " ".join(text.split())
         if key in seen or key.startswith(("ALTER SYSTEM", "SELECT pg_reload_conf")):
             continue
         seen.add(key)
-        out.append(f"--- {key[:160]}{'…' if len(key) > 160 else ''}")
+        # the time the service's own execution took (the plan below is a second run)
+        out.append(f"--- [{took:.2f} ms] {key[:150]}{'…' if len(key) > 150 else ''}")
         out.append(await explain(db, text, params))
     return "\n".join(out)
 
