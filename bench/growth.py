@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import shutil
 import statistics
@@ -246,6 +247,10 @@ def _pg_log(stack: Stack) -> Path:
 
 async def main(args: argparse.Namespace) -> None:
     root = Path(tempfile.mkdtemp(prefix="jobs-bench-growth-"))
+    if args.reconcile_after_s:
+        # The loaded waiting jobs have no dispatch rows: by default the reconciler re-sends
+        # 500 of them every 5 s during the rounds (what a backlog older than 30 s costs).
+        os.environ["JOBS_RECONCILE_AFTER_S"] = str(args.reconcile_after_s)
     stack = Stack(root)
     try:
         await stack.start()
