@@ -80,6 +80,8 @@ class System:
         raise NotImplementedError
 
     def stop_workers(self) -> None:
+        """Stops the system's processes (the engine's job_service too): the next system
+        runs alone."""
         raise NotImplementedError
 
     async def done(self, ids: Sequence[object]) -> int:
@@ -224,6 +226,11 @@ class Engine(System):
             (label, *p50_p99([float(r[column]) for r in rows if r[column] is not None]))
             for column, label in labels.items()
         ]
+
+    def check(self) -> None:
+        for process in [self.stack.service, *self.stack.workers]:
+            if process is not None and process.poll() is not None:
+                raise RuntimeError(f"{process.args} exited ({process.returncode}); see logs")
 
     def pids(self) -> dict[str, int]:
         assert self.stack.service is not None
