@@ -298,6 +298,11 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--finished", type=int, default=1_000_000)
     parser.add_argument("--waiting", type=int, default=100_000)
     parser.add_argument("--samples", type=int, default=300, help="rounds per measurement")
+    parser.add_argument(
+        "--reconcile-after-s",
+        type=float,
+        help="the service's JOBS_RECONCILE_AFTER_S (e.g. 3600: no re-dispatch of the backlog)",
+    )
     parser.add_argument("--no-explain", dest="explain", action="store_false", help="skip the plans")
     return parser.parse_args()
 
