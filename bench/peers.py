@@ -500,8 +500,9 @@ def report(args: argparse.Namespace, results: dict[str, Figures]) -> None:
             line += f"{engine.drain / f.drain:>10.2f}{engine.p50 / f.p50:>8.2f}"
             line += f"{engine.p99 / f.p99:>8.2f}"
         print(line)
-    print(f"(drain: {args.jobs} jobs; steady: {args.rate:.0f}/s for {args.seconds:.0f} s;")
-    print(" 'x' columns: this engine's figure / the peer's)")
+    print(f"(drain: {args.jobs} jobs; steady: {args.rate:.0f}/s for {args.seconds:.0f} s)")
+    if engine:
+        print("('x' columns: this engine's figure / the peer's)")
     if engine and engine.stages:
         print("\nThis engine's steady phase, time since the job's create (ms):")
         print(f"{'stage':<46}{'p50':>8}{'p99':>8}")
