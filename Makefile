@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-browser lint lint-deploy lint-proto typecheck format gen check-generate bench chaos install lock check-lock clean
+.PHONY: run test test-browser lint lint-deploy lint-proto typecheck format gen check-generate bench bench-peers bench-growth bench-memory chaos install lock check-lock clean
 
 $(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,12 @@ $(STAMP): pyproject.toml client/pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The bench extra (the peer queues, py-spy): only the bench targets that need it install it.
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
+	touch $(BENCH_STAMP)
 
 ## run: the embedded stack (PostgreSQL, NATS JetStream, job_service, one worker)
 run: $(STAMP)
@@ -85,6 +91,21 @@ check-generate: $(STAMP)
 ## bench: end-to-end throughput and latency through the embedded stack
 bench: $(STAMP)
 	$(PY) -m bench.e2e
+
+## bench-peers: this engine, pgqueuer and procrastinate side by side on one PostgreSQL, two
+## worker processes each: backlog drain, steady 200/s p50/p99, the engine's stage breakdown
+bench-peers: $(BENCH_STAMP)
+	$(PY) -m bench.peers
+
+## bench-growth: create, get, lock and submit p50 on an empty database and on one holding
+## 1,000,000 finished and 100,000 waiting jobs, with the EXPLAIN of each hot statement
+bench-growth: $(STAMP)
+	$(PY) -m bench.growth
+
+## bench-memory: RSS of one worker with 1,000 jobs in flight and of job_service over three
+## back-to-back drains
+bench-memory: $(STAMP)
+	$(PY) -m bench.memory
 
 ## chaos: fault injection over the real multi-process stack, then a checker of every job
 ## (PROFILE=short, the default and part of `make test`; PROFILE=long: thousands of jobs;

@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 
 from job_service import metrics
+from job_service.domain.outbox import OutboxMessage
 from job_service.ports.outbox import BatchPublisher, OutboxStore, Waker
 from shared.errors import FieldViolation, InvalidInput
 
@@ -69,25 +70,61 @@ class OutboxDispatcher:
         self._timers.add(loop.call_later(after_s, self._wakeup.set))
 
     async def run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                handled = await self.dispatch_once()
-            except Exception:
-                log.exception("outbox dispatch failed; retrying")
-                handled = 0
-                await self._wait(ERROR_BACKOFF_S)
-                continue
-            if handled < self._batch_size:  # drained: sleep until woken or the next poll
-                await self._wait(self._poll_interval_s)
+        # Pipelined: a batch's rows are marked while the next batch is claimed and published,
+        # so a row committed during the marking waits for one statement less. At most one
+        # marking is in flight, and it ends before the next one starts or the loop ends.
+        # Safe: a claimed row stays ``processing`` under this owner until marked, so no
+        # later claim can take it; a marking lost to a crash leaves it to the stale-claim
+        # takeover, whose republish NATS deduplicates by Nats-Msg-Id.
+        settling: asyncio.Task[None] | None = None
+        try:
+            while not self._stopping.is_set():
+                try:
+                    batch = await self._claim_and_publish()
+                    if settling is not None:
+                        await _settled(settling)
+                        settling = None
+                    if batch is not None:
+                        settling = asyncio.create_task(self._settle(*batch), name="outbox-settle")
+                    handled = len(batch[0]) if batch is not None else 0
+                except Exception:
+                    log.exception("outbox dispatch failed; retrying")
+                    if settling is not None:
+                        await _settled(settling)
+                        settling = None
+                    await self._wait(ERROR_BACKOFF_S)
+                    continue
+                if handled < self._batch_size:  # drained: sleep until woken or the next poll
+                    await self._wait(self._poll_interval_s)
+        finally:
+            if settling is not None:
+                await _settled(settling)
 
     async def dispatch_once(self) -> int:
         """Claims, publishes and settles one batch; returns how many rows it handled."""
+        batch = await self._claim_and_publish()
+        if batch is None:
+            return 0
+        await self._settle(*batch)
+        return len(batch[0])
+
+    async def _claim_and_publish(
+        self,
+    ) -> tuple[list[OutboxMessage], list[str | None], float] | None:
+        """Claims a batch and publishes it: the rows, per row None or the error, and when
+        the publishing started (monotonic); None when nothing was due."""
         self._wakeup.clear()
         batch = await self._store.claim(self._owner, self._batch_size, self._claim_ttl_s)
         if not batch:
-            return 0
+            return None
         started = time.monotonic()
-        errors = await self._publisher.publish_batch(batch)
+        return batch, await self._publisher.publish_batch(batch), started
+
+    async def _settle(
+        self, batch: list[OutboxMessage], errors: list[str | None], started: float
+    ) -> None:
+        """Marks what was acked published and the rest for a later try (dead after
+        ``max_attempts``)."""
         published = [m for m, error in zip(batch, errors, strict=True) if error is None]
         failed = [(m.id, e) for m, e in zip(batch, errors, strict=True) if e is not None]
         await self._store.mark_published(self._owner, [m.id for m in published])
@@ -103,7 +140,6 @@ class OutboxDispatcher:
         elif failed:
             log.warning("outbox: %d of %d publishes failed", len(failed), len(batch))
             await self._store.mark_failed(self._owner, failed, self._max_attempts)
-        return len(batch)
 
     async def _wait(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -115,6 +151,15 @@ class OutboxDispatcher:
         for handle in self._timers:
             handle.cancel()
         self._timers.clear()
+
+
+async def _settled(settling: asyncio.Task[None]) -> None:
+    """Waits for a batch's marking; its failure is logged, not raised: the rows stay claimed
+    and the stale-claim takeover publishes them again (deduplicated by NATS)."""
+    try:
+        await settling
+    except Exception:
+        log.exception("outbox: marking a published batch failed; its claim will go stale")
 
 
 class OutboxUpkeep:
