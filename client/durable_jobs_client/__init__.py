@@ -8,11 +8,11 @@
 
 Both clients send signals (``signal``), read usage and cost (``get_usage``) and watch a job
 with its model's text as it is generated (``watch(..., partial_output=True)`` yields
-``Partial`` pieces between the states). ``AsyncJobsClient`` has the same methods for
-asyncio, and over the same channel ``.schedules`` (ScheduleService:
-``AsyncSchedulesClient``, specs from ``schedule_spec``), ``.credentials``
-(CredentialService: ``AsyncCredentialsClient``) and for operators ``.admin`` (AdminService:
-``AsyncAdminClient``). Settings not given as arguments come
+``Partial`` pieces between the states), and both reach ScheduleService over the same
+channel as ``.schedules`` (``SchedulesClient`` / ``AsyncSchedulesClient``, specs from
+``schedule_spec``). ``AsyncJobsClient`` has the same methods for asyncio, and also
+``.credentials`` (CredentialService: ``AsyncCredentialsClient``) and for operators
+``.admin`` (AdminService: ``AsyncAdminClient``). Settings not given as arguments come
 from JOBS_JOB_SERVICE_TARGET, JOBS_AUTH_TOKEN and JOBS_TLS_* as for every engine client.
 """
 
@@ -46,7 +46,12 @@ from durable_jobs_client.errors import (
     Unavailable,
     UnknownJobType,
 )
-from durable_jobs_client.schedules import AsyncSchedulesClient, Schedule, schedule_spec
+from durable_jobs_client.schedules import (
+    AsyncSchedulesClient,
+    Schedule,
+    SchedulesClient,
+    schedule_spec,
+)
 from durable_jobs_client.usage import Usage, UsageGroup, UsageTotals
 
 __all__ = [
@@ -81,6 +86,7 @@ __all__ = [
     "RetryPolicy",
     "Schedule",
     "ScheduleNotFound",
+    "SchedulesClient",
     "TooManyJobs",
     "Unauthenticated",
     "Unavailable",

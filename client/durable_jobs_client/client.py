@@ -38,7 +38,7 @@ from durable_jobs_client.errors import (
     error_from_rpc,
     error_from_status,
 )
-from durable_jobs_client.schedules import AsyncSchedulesClient
+from durable_jobs_client.schedules import AsyncSchedulesClient, SchedulesClient
 from durable_jobs_client.usage import Grouping, Usage, usage_of, usage_request
 
 T = TypeVar("T")
@@ -125,7 +125,18 @@ class JobsClient(_Base):
     def close(self) -> None:
         self.channel.close()
 
-    def _call(self, method: Callable[..., Any], request: Any, answer: type[T]) -> T:
+    @cached_property
+    def schedules(self) -> SchedulesClient:
+        """ScheduleService: the user's cron schedules, over this client's channel."""
+        return SchedulesClient(self._call, self.channel, self.user_id)
+
+    def _call(
+        self,
+        method: Callable[..., Any],
+        request: Any,
+        answer: type[T],
+        replay_safe: bool = True,
+    ) -> T:
         attempt = 0
         while True:
             attempt += 1
@@ -135,7 +146,7 @@ class JobsClient(_Base):
                 return response
             except grpc.RpcError as raised:
                 error = error_from_rpc(raised)
-                delay = self.retry.delay(error, attempt)
+                delay = self.retry.delay(error, attempt, replay_safe)
                 if delay is None:
                     raise error from None
                 time.sleep(delay)

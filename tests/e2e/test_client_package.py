@@ -81,6 +81,15 @@ async def test_the_client_alone_creates_lists_watches_signals_cancels_and_schedu
     assert schedule["next"] == 5
     assert schedule["gone"] == "ScheduleNotFound"
     assert aio["usage"] == [0, "0.000000"]
+    blocking = seen["sync_schedules"]  # the blocking client's schedules, the same calls
+    assert blocking["key"].startswith("client-") and blocking["same_schedule"] is True
+    assert blocking["listed"] == [blocking["id"]]
+    assert blocking["paused_after_resume"] is False
+    assert blocking["triggered"] == blocking["id"]
+    assert blocking["gone"] == "ScheduleNotFound"
+    assert (
+        await db.fetchval("SELECT count(*) FROM jobs WHERE schedule_id = $1", blocking["id"]) == 1
+    )
     # the schedule and its runs are gone; the job it made stays, marked as the schedule's
     assert await db.fetchval("SELECT count(*) FROM schedules") == 0
     triggered = await db.fetchrow(

@@ -140,12 +140,41 @@ async def schedule_part(jobs: AsyncJobsClient) -> dict[str, object]:
     }
 
 
+def sync_schedule_part() -> dict[str, object]:
+    """The blocking client's schedules: the same calls as the async ones."""
+    with JobsClient(user_id="pkg-sync-schedules") as jobs:
+        spec = schedule_spec("0 9 * * *", "synthetic", {"sleep_ms": 1}, time_zone="UTC")
+        made = jobs.schedules.create(spec, paused=True)
+        again = jobs.schedules.create(
+            spec, paused=True, idempotency_key=made.schedule.idempotency_key
+        )
+        listed = [s.id for s in jobs.schedules.list(page_size=1)]
+        paused = jobs.schedules.resume(made.schedule.id).paused
+        triggered = jobs.schedules.trigger(made.schedule.id)
+        jobs.schedules.delete(made.schedule.id)
+        try:
+            jobs.schedules.get(made.schedule.id)
+            gone = "found"
+        except ScheduleNotFound as error:
+            gone = type(error).__name__
+    return {
+        "id": made.schedule.id,
+        "key": made.schedule.idempotency_key,
+        "same_schedule": again.schedule.id == made.schedule.id and not again.created,
+        "listed": listed,
+        "paused_after_resume": paused,
+        "triggered": triggered.schedule_id,
+        "gone": gone,
+    }
+
+
 if __name__ == "__main__":
     print(
         json.dumps(
             {
                 "engine_importable": "shared" in sys.modules,
                 "sync": sync_part(),
+                "sync_schedules": sync_schedule_part(),
                 "async": asyncio.run(async_part()),
             }
         )
