@@ -399,19 +399,22 @@ class Console:
             job = await self.api.job(session.token, request.path_params["job_id"])
         except grpc.aio.AioRpcError:
             return Response(status_code=204)
-        if is_terminal(job):
-            return Response(status_code=204)
 
         async def events() -> AsyncIterator[str]:
             yield "retry: 2000\n\n"
-            try:
-                async with asyncio.timeout(self.stream_max_s):
-                    async for state in self.api.watch(session.token, job):
-                        yield sse(self.render("_job_status.html", job=state))
-            except TimeoutError:
-                return  # the browser reconnects
-            except grpc.aio.AioRpcError:
-                return
+            # A job that ended between the page's render and this request (a cancel ends a
+            # running job within milliseconds) goes straight to "done": the page reloads
+            # and shows the end. Answering 204 here left the page on the state it was
+            # rendered with, for good (the browser does not reconnect after a 204).
+            if not is_terminal(job):
+                try:
+                    async with asyncio.timeout(self.stream_max_s):
+                        async for state in self.api.watch(session.token, job):
+                            yield sse(self.render("_job_status.html", job=state))
+                except TimeoutError:
+                    return  # the browser reconnects
+                except grpc.aio.AioRpcError:
+                    return
             yield sse("", "done")  # terminal: the page reloads with the final artifacts
 
         return StreamingResponse(events(), media_type="text/event-stream")

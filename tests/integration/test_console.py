@@ -560,6 +560,20 @@ async def test_the_job_live_view_follows_watchjob_until_the_job_ends(
     assert seen[-1][0] == "done"
 
 
+async def test_a_job_that_ended_before_its_live_view_connected_reloads_the_page(
+    browser: httpx.AsyncClient, shared_stack: SharedStack
+) -> None:
+    # The job page was rendered while the job ran; it was cancelled before the page's live
+    # view connected. The view must say "done" (the page reloads and shows the end), not
+    # close without a word and leave the page on the state it was rendered with.
+    job = (await shared_stack.client.create(user_id="heidi")).job
+    await shared_stack.client.jobs.CancelJob(jpb.CancelJobRequest(job_id=job.id, user_id="heidi"))
+    async with browser.stream("GET", f"/jobs/{job.id}/live") as response:
+        assert response.status_code == 200
+        seen = [item async for item in events(response)]
+    assert seen == [("done", "")]
+
+
 async def test_a_new_job_appears_in_the_live_jobs_table(
     browser: httpx.AsyncClient, shared_stack: SharedStack
 ) -> None:
