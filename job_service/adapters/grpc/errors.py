@@ -38,6 +38,9 @@ _UNAVAILABLE = (
     asyncpg.exceptions.InterfaceError,
     asyncpg.exceptions.AdminShutdownError,
     asyncpg.exceptions.TooManyConnectionsError,
+    # asyncpg's protocol-state error on a pooled connection the server was ending (seen in
+    # CI when PostgreSQL shut down under a GetJob: "cannot switch to state 11")
+    asyncpg.exceptions.InternalClientError,
 )
 
 
