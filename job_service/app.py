@@ -145,7 +145,7 @@ class JobServiceApp:
             max_attempts=s.outbox_max_attempts,
         )
         outbox = OutboxUpkeep(outbox_store, self._dispatcher)
-        job_store = JobRepository(self._pool)
+        job_store = JobRepository(self._pool, self._dispatcher)
         jobs = Jobs(
             self.registry,
             job_store,
@@ -157,7 +157,7 @@ class JobServiceApp:
                 daily=s.daily_job_quota_per_user,
                 daily_cost_usd=s.daily_cost_budget_usd_per_user,
             ),
-            BatchRepository(self._pool),
+            BatchRepository(self._pool, self._dispatcher),
         )
         lease_store = LeaseRepository(self._pool, lease_ttl_s=s.lease_ttl_s)
         leases = Leases(self.registry, lease_store, self._dispatcher)
@@ -186,7 +186,10 @@ class JobServiceApp:
             rates,
         )
         results = Results(
-            self.registry, ResultRepository(self._pool, lease_store), leases, self._dispatcher
+            self.registry,
+            ResultRepository(self._pool, lease_store, self._dispatcher),
+            leases,
+            self._dispatcher,
         )
         listing = JobListing(self._pool)
         page_tokens = PageTokens(await _page_token_secret(s, listing))

@@ -21,7 +21,9 @@ class BatchStore(Protocol):
 class JobStore(Protocol):
     async def create(self, new: NewJob, quotas: Quotas) -> tuple[Job, bool] | QuotaRefusal:
         """The job stored with its snapshot, timeline event and dispatch row (True), the
-        job an idempotency key already names (False), or a refusal with nothing stored."""
+        job an idempotency key already names (False), or a refusal with nothing stored. A
+        due job's dispatch row goes to the outbox dispatcher with the commit (``Handoff``):
+        only a delayed job's needs a wake-up."""
         ...
 
     async def get(self, job_id: str, user_id: str | None) -> Job | None:

@@ -43,3 +43,14 @@ class Waker(Protocol):
     """Tells the outbox dispatcher that rows are (or will be, after ``after_s``) due."""
 
     def wake(self, after_s: float = 0.0) -> None: ...
+
+
+class Handoff(Protocol):
+    """The dispatcher of this replica, as the statements that write outbox rows see it: they
+    write the rows due at once already claimed by ``owner`` and, once those have committed,
+    hand them over to be published without a claim statement."""
+
+    @property
+    def owner(self) -> str: ...
+
+    def hand_over(self, messages: Sequence[OutboxMessage]) -> None: ...

@@ -18,5 +18,7 @@ class ResultStore(Protocol):
     async def submit_results(
         self, results: Sequence[Submission], children: Sequence[NewChild] = ()
     ) -> list[JobStatus | LeaseLost]:
-        """Each result committed once with its artifacts, children and usage rows."""
+        """Each result committed once with its artifacts, children and usage rows. The
+        outbox rows of the committed results go to the dispatcher with the commit
+        (``Handoff``); a refused result's answer may have written others (a wake-up's)."""
         ...

@@ -206,10 +206,11 @@ class Jobs:
         job, created = stored
         if created:
             metrics.job_created(job.job_type, job.queue)
-            # a delayed job's dispatch row is due at its time (a far one is found by the
-            # dispatcher's poll: no timer held for it)
+            # The store handed a due job's dispatch row to the dispatcher; a delayed job's
+            # row is due at its time (a far one is found by the dispatcher's poll: no timer
+            # held for it).
             wait = (due - datetime.now(UTC)).total_seconds() if due else 0.0
-            if wake and wait < DELAYED_WAKE_HORIZON_S:
+            if wake and due is not None and wait < DELAYED_WAKE_HORIZON_S:
                 self._outbox.wake(after_s=max(0.0, wait))
         elif job.request_hash != new.request_hash:
             raise IdempotencyKeyReused(

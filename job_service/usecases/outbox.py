@@ -5,11 +5,14 @@ Every write that must reach NATS (a job's dispatch, a terminal status's domain e
 an outbox row committed in the same transaction as the job; the row templates, claims and
 dedupe keys are the postgres outbox adapter's.
 
-The dispatcher is one loop per replica: claim a batch (``SKIP LOCKED``), publish it
-pipelined with the dedupe key as ``Nats-Msg-Id``, mark what was acked published and the
-rest for a later try (dead after ``max_attempts``). It wakes at once when this replica
-writes a row, at a retry's due time, and otherwise polls, which also picks up rows written
-by other replicas and claims left stale by a crashed one.
+The dispatcher is one loop per replica: take a batch, publish it pipelined with the dedupe
+key as ``Nats-Msg-Id``, mark what was acked published and the rest for a later try (dead
+after ``max_attempts``). A batch is, first, the rows this replica's own hot statements
+(CreateJob, CreateJobs, SubmitResults) wrote already claimed for it and handed over once
+committed (``hand_over``): no claim statement and no wait for one. Then the rows it claims
+(``SKIP LOCKED``): when woken by this replica's other writes, at a retry's due time, and
+otherwise by a poll, which also picks up rows written by other replicas and claims left
+stale by a crashed one.
 
 Dead rows have one owner, the reconciler: a waiting job whose dispatch row died is
 dispatched again after ``JOBS_RECONCILE_AFTER_S`` like any stranded job. An operator's
@@ -19,9 +22,9 @@ redrive (AdminService.RedriveDeadLetters) is the manual lever for the same rows.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Sequence
 
 from job_service import metrics
@@ -60,14 +63,34 @@ class OutboxDispatcher:
         self._wakeup = asyncio.Event()
         self._stopping = asyncio.Event()
         self._timers: set[asyncio.TimerHandle] = set()
+        # Rows handed over, claimed for this replica and committed, not yet published.
+        self._handed: deque[OutboxMessage] = deque()
+        # Rows may be due in the table: the next batch claims (the first one always does).
+        self._claim_due = True
+
+    @property
+    def owner(self) -> str:
+        return self._owner
+
+    def hand_over(self, messages: Sequence[OutboxMessage]) -> None:
+        """Rows written claimed for this dispatcher (``owner``), committed: they are
+        published with the next batch."""
+        if messages:
+            self._handed.extend(messages)
+            self._wakeup.set()
 
     def wake(self, after_s: float = 0.0) -> None:
+        """Rows are (or will be, after ``after_s``) due in the table: claim them."""
         if after_s <= 0:
-            self._wakeup.set()
+            self._due()
             return
         loop = asyncio.get_running_loop()
         self._timers = {t for t in self._timers if t.when() > loop.time()}
-        self._timers.add(loop.call_later(after_s, self._wakeup.set))
+        self._timers.add(loop.call_later(after_s, self._due))
+
+    def _due(self) -> None:
+        self._claim_due = True
+        self._wakeup.set()
 
     async def run(self) -> None:
         # Pipelined: a batch's rows are marked while the next batch is claimed and published,
@@ -86,7 +109,6 @@ class OutboxDispatcher:
                         settling = None
                     if batch is not None:
                         settling = asyncio.create_task(self._settle(*batch), name="outbox-settle")
-                    handled = len(batch[0]) if batch is not None else 0
                 except Exception:
                     log.exception("outbox dispatch failed; retrying")
                     if settling is not None:
@@ -94,14 +116,17 @@ class OutboxDispatcher:
                         settling = None
                     await self._wait(ERROR_BACKOFF_S)
                     continue
-                if handled < self._batch_size:  # drained: sleep until woken or the next poll
+                if not self._handed and not self._claim_due:
+                    # drained: sleep until woken or the next poll
                     await self._wait(self._poll_interval_s)
         finally:
             if settling is not None:
                 await _settled(settling)
+            await self._release_handed()
 
     async def dispatch_once(self) -> int:
         """Claims, publishes and settles one batch; returns how many rows it handled."""
+        self._claim_due = True
         batch = await self._claim_and_publish()
         if batch is None:
             return 0
@@ -111,10 +136,22 @@ class OutboxDispatcher:
     async def _claim_and_publish(
         self,
     ) -> tuple[list[OutboxMessage], list[str | None], float] | None:
-        """Claims a batch and publishes it: the rows, per row None or the error, and when
-        the publishing started (monotonic); None when nothing was due."""
+        """Takes a batch (the rows handed over, then claimed ones when due) and publishes
+        it: the rows, per row None or the error, and when the publishing started
+        (monotonic); None when nothing was due."""
         self._wakeup.clear()
-        batch = await self._store.claim(self._owner, self._batch_size, self._claim_ttl_s)
+        batch = [self._handed.popleft() for _ in range(min(len(self._handed), self._batch_size))]
+        room = self._batch_size - len(batch)
+        if room and self._claim_due:
+            self._claim_due = False
+            try:
+                claimed = await self._store.claim(self._owner, room, self._claim_ttl_s)
+            except Exception:
+                self._handed.extendleft(reversed(batch))  # published with the next try
+                self._claim_due = True
+                raise
+            self._claim_due = len(claimed) == room  # a full claim: more may be due
+            batch += claimed
         if not batch:
             return None
         started = time.monotonic()
@@ -142,8 +179,23 @@ class OutboxDispatcher:
             await self._store.mark_failed(self._owner, failed, self._max_attempts)
 
     async def _wait(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
+        """Until woken, or ``seconds`` have passed (then rows may be due in the table)."""
+        try:
             await asyncio.wait_for(self._wakeup.wait(), seconds)
+        except TimeoutError:
+            self._claim_due = True
+
+    async def _release_handed(self) -> None:
+        """Rows handed over but not published when the loop ends go back to the table, for
+        any replica to claim at once rather than after the stale-claim time."""
+        ids, self._handed = [m.id for m in self._handed], deque()
+        if ids:
+            try:
+                await self._store.release(self._owner, ids, 0.0)
+            except Exception:
+                log.exception(
+                    "outbox: releasing %d handed rows failed; their claim goes stale", len(ids)
+                )
 
     def stop(self) -> None:
         self._stopping.set()

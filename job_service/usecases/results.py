@@ -80,7 +80,10 @@ class Results:
         stored_answers = await self._store.submit_results(to_store, children) if to_store else []
         metrics.stale_submit("SubmitResult", sum(isinstance(a, LeaseLost) for a in stored_answers))
         stored = iter(stored_answers)
-        self._outbox.wake()
+        if any(a is not JobStatus.SUCCEEDED for a in stored_answers):
+            # A refused result may have ended its attempt otherwise (a cancel that won):
+            # rows the store did not hand to the dispatcher itself.
+            self._outbox.wake()
         results: list[JobStatus | JobsError] = []
         for submission, answer in zip(submissions, answers, strict=True):
             if answer is not None:

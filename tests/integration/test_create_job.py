@@ -11,7 +11,13 @@ import grpc
 import pytest
 from nats.aio.client import Client as NatsClient
 
-from shared.constants import DISPATCH_STREAM, MSG_ID_HEADER, dispatch_consumer, dispatch_subject
+from shared.constants import (
+    DISPATCH_STREAM,
+    EVENTS_STREAM,
+    MSG_ID_HEADER,
+    dispatch_consumer,
+    dispatch_subject,
+)
 from shared.errors import IdempotencyKeyReused, InvalidInput, UnknownJobType
 from shared.jetstream import ensure_dispatch_consumer
 from shared.pb.jobs.v1 import admin_service_pb2 as apb
@@ -23,6 +29,7 @@ from tests.support.stack import (
     Client,
     count_rows,
     open_channel,
+    result_request,
     running_job_service,
 )
 
@@ -157,6 +164,31 @@ async def test_a_new_job_is_dispatched_at_once_not_at_the_next_poll(
 
     assert json.loads(messages[0].data) == {"job_id": created.job.id, "attempt": 1}
     assert messages[0].headers[MSG_ID_HEADER] == f"job.dispatch:{created.job.id}:create"
+
+
+async def test_a_results_domain_event_is_published_with_its_commit_without_a_claim(
+    database_url: str, nats_url: str, nats_client: NatsClient, db: asyncpg.Connection
+) -> None:
+    # SubmitResults writes the event row claimed by its replica and hands it to that
+    # replica's dispatcher: with a 60 s poll, only that hand-over can publish it in time.
+    async with (
+        running_job_service(database_url, nats_url, outbox_poll_interval_s=60) as app,
+        open_channel(f"127.0.0.1:{app.port}") as channel,
+    ):
+        js = nats_client.jetstream()
+        events = await js.pull_subscribe("jobs.events.synthetic.succeeded", stream=EVENTS_STREAM)
+        client = Client(channel)
+        job = (await client.create()).job
+        lease = (await client.lock(job.id)).job
+        await client.executor.SubmitResult(result_request(job.id, lease.lease_token, {"n": 1}))
+
+        messages = await events.fetch(1, timeout=2.0)
+
+    assert json.loads(messages[0].data)["job_id"] == job.id
+    assert messages[0].headers[MSG_ID_HEADER] == f"job.succeeded:{job.id}"
+    # claimed once, by the statement that wrote it: the dispatcher never claimed it again
+    rows = await db.fetch("SELECT status, attempt_count, locked_by FROM outbox_events")
+    assert [tuple(r) for r in rows] == [("published", 1, None)] * 2
 
 
 async def test_the_creating_principal_is_stored_and_shown_to_admins_only(

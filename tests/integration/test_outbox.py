@@ -16,6 +16,7 @@ from devstack.embedded import EmbeddedNats
 from job_service.adapters.nats_publisher import NatsPublisher
 from job_service.adapters.postgres.outbox import OutboxRepository
 from job_service.adapters.postgres.pool import create_pool
+from job_service.domain.outbox import OutboxMessage
 from job_service.usecases.outbox import OutboxDispatcher
 from shared.constants import DISPATCH_STREAM
 from shared.jetstream import ensure_streams
@@ -100,6 +101,80 @@ async def test_a_fresh_claim_of_another_replica_is_left_alone(
     )
 
     assert await dispatcher(pool, nats_client, "other").dispatch_once() == 0
+
+
+async def claimed_rows(db: asyncpg.Connection, count: int, owner: str) -> list[OutboxMessage]:
+    """Rows written already claimed by ``owner``, as CreateJob and SubmitResults write
+    theirs, and the messages they hand over."""
+    rows = await db.fetch(
+        "INSERT INTO outbox_events (event_type, aggregate_type, aggregate_id, dedupe_key,"
+        " subject, payload, status, locked_by, locked_at, attempt_count)"
+        " SELECT 'job.dispatch', 'job', i::text, 'handed:' || i,"
+        " 'jobs.dispatch.ai-interactive', jsonb_build_object('n', i), 'processing', $2, now(), 1"
+        " FROM generate_series(1, $1) i"
+        " RETURNING id, subject, dedupe_key, payload, attempt_count",
+        count,
+        owner,
+    )
+    return [OutboxMessage(**{**dict(r), "payload": json.loads(r["payload"])}) for r in rows]
+
+
+class CountedClaims(OutboxRepository):
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__(pool)
+        self.claims = 0
+
+    async def claim(self, owner: str, limit: int, claim_ttl_s: float) -> list[OutboxMessage]:
+        self.claims += 1
+        return await super().claim(owner, limit, claim_ttl_s)
+
+
+async def test_rows_handed_over_are_published_without_a_claim(
+    pool: asyncpg.Pool, db: asyncpg.Connection, nats_client: NatsClient
+) -> None:
+    js = nats_client.jetstream()
+    await ensure_streams(js)
+    store = CountedClaims(pool)
+    relay = OutboxDispatcher(
+        store,
+        NatsPublisher(nats_client),
+        owner="replica",
+        batch_size=50,
+        poll_interval_s=60,  # only the start-up claim: a hand-over must do the rest
+        claim_ttl_s=30,
+        max_attempts=3,
+    )
+    run = asyncio.create_task(relay.run())
+    try:
+        await eventually(lambda: store.claims == 1, message="no start-up claim")
+        relay.hand_over(await claimed_rows(db, 120, "replica"))
+        await eventually(
+            lambda: db.fetchval(
+                "SELECT count(*) = 120 FROM outbox_events WHERE status = 'published'"
+            ),
+            message="the handed rows were not published",
+        )
+    finally:
+        relay.stop()
+        await run
+
+    assert store.claims == 1
+    assert (await js.stream_info(DISPATCH_STREAM)).state.messages == 120
+    assert await db.fetchval("SELECT max(attempt_count) FROM outbox_events") == 1
+
+
+async def test_rows_handed_over_but_not_published_go_back_to_the_table_on_stop(
+    pool: asyncpg.Pool, db: asyncpg.Connection, nats_client: NatsClient
+) -> None:
+    relay = dispatcher(pool, nats_client, "replica")
+    relay.hand_over(await claimed_rows(db, 3, "replica"))
+    relay.stop()  # before its loop ever ran: nothing was published
+
+    await relay.run()
+
+    rows = await db.fetch("SELECT status, locked_by, attempt_count FROM outbox_events")
+    # due at once, for any replica's next claim; the unpublished try does not count
+    assert [tuple(r) for r in rows] == [("pending", None, 0)] * 3
 
 
 async def test_a_row_that_keeps_failing_ends_dead(

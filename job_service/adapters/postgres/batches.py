@@ -28,13 +28,20 @@ from job_service.adapters.postgres.jobs import (
     spent_today,
     user_keys,
 )
-from job_service.adapters.postgres.outbox import dispatch_key, dispatch_rows
+from job_service.adapters.postgres.outbox import (
+    dispatch_key,
+    dispatch_rows,
+    handed,
+    handed_messages,
+)
 from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
 from job_service.domain.lifecycle import ACTIVE, statuses_sql
 from job_service.domain.models import Job, NewJob, QuotaRefusal, Quotas
+from job_service.ports.outbox import Handoff
 
 _ITEM = {"idx": "int", "id": "uuid", **NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS}
 _MAX_ACTIVE, _DAILY, _BUDGET = "$2::int", "$3::int", "$5::numeric"
+_OWNER = "$6::text"  # the replica whose dispatcher publishes the rows, or NULL
 
 CREATE_JOBS = f"""
 WITH new AS (
@@ -92,6 +99,7 @@ WITH new AS (
         dispatch_key("src.id", "create"),
         available_at="coalesce(src.next_run_at, now())",
         trace="$4::jsonb",
+        owner=_OWNER,
     )
 }
 ), counted AS (
@@ -104,7 +112,7 @@ WITH new AS (
 SELECT n.idx AS item, inserted.*,
        u.active + coalesce(f.rank, 1) - 1 AS quota_active,
        u.today + coalesce(f.rank, 1) - 1 AS quota_today,
-       u.spent AS quota_spent
+       u.spent AS quota_spent, {handed("dispatch")}
 FROM new n
 JOIN usage u ON u.user_id = n.user_id
 LEFT JOIN fresh f ON f.idx = n.idx
@@ -118,8 +126,9 @@ Outcome = tuple[Job, bool] | QuotaRefusal
 class BatchRepository:
     """CreateJobs' statement on one asyncpg pool."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, handoff: Handoff | None = None) -> None:
         self._pool = pool
+        self._handoff = handoff
 
     async def create_many(
         self, news: Sequence[NewJob], quotas: Quotas, trace: dict[str, str] | None = None
@@ -138,7 +147,10 @@ class BatchRepository:
                 quotas.daily,
                 trace,
                 quotas.daily_cost_usd,
+                self._handoff.owner if self._handoff is not None else None,
             )
+            if rows and self._handoff is not None:  # every row carries the batch's
+                self._handoff.hand_over(handed_messages(rows[0]["handed"]))
             outcomes: list[Outcome | None] = [None] * len(news)
             lookups: list[int] = []
             for row in rows:

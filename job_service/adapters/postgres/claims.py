@@ -434,13 +434,15 @@ def retry_place(next_run_at: str, priority: str) -> str:
     return f"extract(epoch FROM {next_run_at})::float8 - {priority} * {PRIORITY_STEP}"
 
 
-def released_slot_tokens(ended: str) -> str:
+def released_slot_tokens(ended: str, *, owner: str | None = None) -> str:
     """Inserts a work token for each attempt of ``ended`` (id, queue, concurrency_key,
     lease_token) that frees a limited slot (a concurrency key or a limited queue): the
-    jobs it held back get their turn, since their own tokens were dropped."""
+    jobs it held back get their turn, since their own tokens were dropped. ``owner`` as
+    for ``dispatch_rows``."""
     return dispatch_rows(
         f"(SELECT * FROM {ended} WHERE concurrency_key IS NOT NULL"
         f" OR queue = ANY({LIMITED_QUEUES}))",
         dispatch_key("src.id", "release", "src.lease_token::text"),
         trace="NULL::jsonb",
+        owner=owner,
     )

@@ -13,6 +13,8 @@ from job_service.adapters.postgres.outbox import (
     dispatch_key,
     dispatch_rows,
     domain_event_rows,
+    handed,
+    handed_messages,
 )
 from job_service.adapters.postgres.rows import JOB_COLUMNS, event_from_json, job_from_row
 from job_service.adapters.postgres.signals import signal_from_json
@@ -28,6 +30,7 @@ from job_service.domain.lifecycle import (
     transition,
 )
 from job_service.domain.models import Artifact, Job, NewJob, QuotaRefusal, Quotas, RetrySpec
+from job_service.ports.outbox import Handoff
 from shared.errors import ErrorCode, JobNotRetryable, LiveChildExists, public_message
 
 # The columns of `jobs` a new job (CreateJob's, or a projection's child) brings, with their
@@ -97,6 +100,7 @@ def user_keys(src: str) -> str:
 _PARAM = {name: f"${n}::{sql_type}" for n, (name, sql_type) in enumerate(_NEW_JOB.items(), 1)}
 _MAX_ACTIVE, _DAILY = f"${len(_PARAM) + 1}::int", f"${len(_PARAM) + 2}::int"
 _BUDGET = f"${len(_PARAM) + 3}::numeric"
+_OWNER = f"${len(_PARAM) + 4}::text"  # the replica whose dispatcher publishes the row, or NULL
 
 _MIDNIGHT = "(date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')"
 
@@ -169,6 +173,7 @@ WITH new AS (
         dispatch_key("src.id", "create"),
         available_at="coalesce(src.next_run_at, now())",
         trace=_PARAM["trace"],
+        owner=_OWNER,
     )
 }
 ), counted AS (
@@ -178,7 +183,7 @@ WITH new AS (
     ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + 1
 )
 SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today,
-       usage.spent AS quota_spent
+       usage.spent AS quota_spent, {handed("dispatch")}
 FROM usage LEFT JOIN inserted ON true
 """
 
@@ -340,19 +345,28 @@ CANCEL_STEP = {s.value: transition(s, Step.CANCEL).value for s in sources(Step.C
 
 
 async def create_job(
-    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], new: NewJob, quotas: Quotas
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
+    new: NewJob,
+    quotas: Quotas,
+    handoff: Handoff | None = None,
 ) -> tuple[Job, bool] | QuotaRefusal:
     """JobRepository.create on ``conn``: in the caller's transaction when it holds one (a
-    schedule's firing round creates its jobs in the transaction that advances it)."""
+    schedule's firing round creates its jobs in the transaction that advances it; its
+    dispatch row is then left to a claim). With ``handoff`` (outside a transaction only:
+    the row must have committed before it is published) a due job's dispatch row goes
+    straight to this replica's dispatcher."""
     row = await conn.fetchrow(
         CREATE_JOB,
         *new_job_record(new, _NEW_JOB).values(),
         quotas.max_active,
         quotas.daily,
         quotas.daily_cost_usd,
+        handoff.owner if handoff is not None else None,
     )
     assert row is not None, "the usage row is always there"
     if row["id"] is not None:
+        if handoff is not None:
+            handoff.hand_over(handed_messages(row["handed"]))
         return job_from_row(row), True
     refusal = QuotaRefusal(
         active=row["quota_active"], today=row["quota_today"], spent=row["quota_spent"]
@@ -371,15 +385,17 @@ async def create_job(
 class JobRepository:
     """Jobs with their snapshots, timeline and outbox rows, on one asyncpg pool."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, handoff: Handoff | None = None) -> None:
         self._pool = pool
+        self._handoff = handoff
 
     async def create(self, new: NewJob, quotas: Quotas) -> tuple[Job, bool] | QuotaRefusal:
-        """Stores the job, its snapshot, its first timeline event and its dispatch row.
-        Returns the existing job instead when the idempotency key was used before (even at
-        a quota limit), and a QuotaRefusal (nothing stored) when the user is at a limit."""
+        """Stores the job, its snapshot, its first timeline event and its dispatch row
+        (handed to the dispatcher when due). Returns the existing job instead when the
+        idempotency key was used before (even at a quota limit), and a QuotaRefusal
+        (nothing stored) when the user is at a limit."""
         async with self._pool.acquire() as conn:
-            return await create_job(conn, new, quotas)
+            return await create_job(conn, new, quotas, self._handoff)
 
     async def rerun(self, job_id: str, spec: RetrySpec, reason: str = "retry") -> Job | None:
         """A new job from a failed or cancelled job's snapshot, ``reason`` on its first

@@ -24,10 +24,13 @@ from job_service.adapters.postgres.outbox import (
     dispatch_key,
     dispatch_rows,
     domain_event_rows,
+    handed,
+    handed_messages,
 )
 from job_service.adapters.postgres.usage import insert_usage, usage_row
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import NewChild, Submission
+from job_service.ports.outbox import Handoff
 from shared.errors import LeaseLost
 
 # A child belongs to its parent's user and runs with the parent's key when it inherits it:
@@ -41,10 +44,13 @@ _CHILD_RECORD = {
     "inherits_credential": "bool",
 }
 
-# Commits each result whose lease token is current, with its artifacts, timeline event and
-# domain event (and, with _PROJECTION, its child jobs and usage rows). $1..$4 are JSON
-# arrays: one element per result, artifact, child, provider call.
-_SUBMIT_CORE = f"""
+
+def _submit_core(owner: str) -> str:
+    """Commits each result whose lease token is current, with its artifacts, timeline event
+    and domain event (and, with _PROJECTION, its child jobs and usage rows). $1..$4 are
+    JSON arrays: one element per result, artifact, child, provider call; ``owner`` the
+    parameter naming the replica whose dispatcher publishes the outbox rows."""
+    return f"""
 WITH input AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb)
         AS i(job_id uuid, lease_token uuid, output jsonb, output_hash text,
@@ -60,7 +66,7 @@ WITH input AS (
     RETURNING j.id, j.user_id, j.job_type, j.status, j.attempt_count, j.locked_by,
               j.credential_mode, j.credential_id, j.queue, j.concurrency_key, j.lease_token
 ), release AS (
-    {released_slot_tokens("done")}
+    {released_slot_tokens("done", owner=owner)}
 ), artifacts AS (
     INSERT INTO job_artifacts (job_id, artifact_type, artifact_id, ordinal, payload)
     SELECT a.job_id, a.artifact_type, a.artifact_id, a.ordinal, a.payload
@@ -71,11 +77,15 @@ WITH input AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
     SELECT id, 'running', 'succeeded', attempt_count, locked_by FROM done
 ), domain_event AS (
-    {domain_event_rows("done")}
+    {domain_event_rows("done", owner=owner)}
 """
 
+
+_CHILD_KEY = dispatch_key("src.id", "create")
+
 # Child jobs (each with its snapshot, timeline event and dispatch row; a child whose
-# idempotency key exists already is left as it is) and usage rows of the results `done`.
+# idempotency key exists already is left as it is) and usage rows of the results `done`;
+# $5 names the replica whose dispatcher publishes the outbox rows.
 _PROJECTION = f"""
 ), children_in AS (
     SELECT c.*, done.user_id,
@@ -109,15 +119,20 @@ _PROJECTION = f"""
     INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
     SELECT id, NULL, 'queued', 0, 'child_job' FROM children
 ), child_dispatch AS (
-    {dispatch_rows("children", dispatch_key("src.id", "create"), trace="NULL::jsonb")}
+    {dispatch_rows("children", _CHILD_KEY, trace="NULL::jsonb", owner="$5::text")}
 ), usage AS (
     {insert_usage("$4", "done.attempt_count", "JOIN done ON done.id = u.job_id")}
 )
 """
 
-SUBMIT_RESULTS = _SUBMIT_CORE + ")\nSELECT id::text AS id, job_type FROM done"
+_DONE = "SELECT id::text AS id, job_type, {} FROM done"
+SUBMIT_RESULTS = _submit_core("$3::text") + ")\n" + _DONE.format(handed("release", "domain_event"))
 # The same with projections: only batches that carry children or usage pay for it.
-SUBMIT_RESULTS_PROJECTED = _SUBMIT_CORE + _PROJECTION + "SELECT id::text AS id, job_type FROM done"
+SUBMIT_RESULTS_PROJECTED = (
+    _submit_core("$5::text")
+    + _PROJECTION
+    + _DONE.format(handed("release", "domain_event", "child_dispatch"))
+)
 
 JOB_TYPES = "SELECT id::text AS id, job_type FROM jobs WHERE id = ANY($1::text[]::uuid[])"
 
@@ -126,9 +141,12 @@ class ResultRepository:
     """Results and their projections, on one asyncpg pool; a refused result is settled
     through the leases (a cancel that won the race ends the attempt)."""
 
-    def __init__(self, pool: asyncpg.Pool, leases: LeaseRepository) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, leases: LeaseRepository, handoff: Handoff | None = None
+    ) -> None:
         self._pool = pool
         self._leases = leases
+        self._handoff = handoff
 
     async def job_types(self, job_ids: Sequence[str]) -> dict[str, str]:
         rows = await self._pool.fetch(JOB_TYPES, list(job_ids))
@@ -167,14 +185,17 @@ class ResultRepository:
         ]
         child_rows = [_child_row(c) for c in children]
         usage = [usage_row(r.job_id, u) for r in results for u in r.usage]
+        owner = self._handoff.owner if self._handoff is not None else None
         async with self._pool.acquire() as conn:
             if child_rows or usage:
                 rows = await conn.fetch(
-                    SUBMIT_RESULTS_PROJECTED, items, artifacts, child_rows, usage
+                    SUBMIT_RESULTS_PROJECTED, items, artifacts, child_rows, usage, owner
                 )
             else:
-                rows = await conn.fetch(SUBMIT_RESULTS, items, artifacts)
+                rows = await conn.fetch(SUBMIT_RESULTS, items, artifacts, owner)
             done = {row["id"]: row["job_type"] for row in rows}
+        if rows and self._handoff is not None:  # every row carries the statement's
+            self._handoff.hand_over(handed_messages(rows[0]["handed"]))
         for job_type in done.values():
             metrics.job_succeeded(job_type)
         return [
