@@ -263,6 +263,8 @@ class LockGrant:
     # USER: the worker fetches the key with ResolveCredential under this lease
     credential_mode: CredentialMode = CredentialMode.PLATFORM
     credential_id: str | None = None
+    # Earlier attempts recorded steps (RecordStep) for this one to reuse.
+    has_steps: bool = False
 
 
 @dataclass(frozen=True)

@@ -91,10 +91,13 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def _lock_responses(
         self, answers: list[LockGrant | LockRefusal]
     ) -> list[pb.LockJobResponse]:
-        """The answers, each granted job with the steps its earlier attempts recorded (one
-        primary-key probe per batch; even a first attempt may have some: an attempt handed
-        back by a draining worker is refunded, so its successor has the same number)."""
-        steps = await self._steps.recorded([a.job_id for a in answers if isinstance(a, LockGrant)])
+        """The answers, each granted job with the steps its earlier attempts recorded (read
+        only for the grants the claim saw steps for: most jobs have none, and even a first
+        attempt may have some, since an attempt handed back by a draining worker is
+        refunded and its successor has the same number)."""
+        steps = await self._steps.recorded(
+            [a.job_id for a in answers if isinstance(a, LockGrant) and a.has_steps]
+        )
         return [self._lock_response(a, steps) for a in answers]
 
     def _lock_response(

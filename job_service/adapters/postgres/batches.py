@@ -112,7 +112,7 @@ WITH new AS (
 SELECT n.idx AS item, inserted.*,
        u.active + coalesce(f.rank, 1) - 1 AS quota_active,
        u.today + coalesce(f.rank, 1) - 1 AS quota_today,
-       u.spent AS quota_spent, {handed("dispatch")}
+       u.spent AS quota_spent, {handed("n.idx = 0", "dispatch")}
 FROM new n
 JOIN usage u ON u.user_id = n.user_id
 LEFT JOIN fresh f ON f.idx = n.idx
@@ -149,8 +149,8 @@ class BatchRepository:
                 quotas.daily_cost_usd,
                 self._handoff.owner if self._handoff is not None else None,
             )
-            if rows and self._handoff is not None:  # every row carries the batch's
-                self._handoff.hand_over(handed_messages(rows[0]["handed"]))
+            if self._handoff is not None:
+                self._handoff.hand_over(handed_messages(rows))
             outcomes: list[Outcome | None] = [None] * len(news)
             lookups: list[int] = []
             for row in rows:

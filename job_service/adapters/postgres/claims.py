@@ -121,7 +121,8 @@ WITH prior AS ({prior}
     SELECT id, from_status, 'running', attempt_count, {worker}, clock_timestamp() FROM locked
 )
 SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
-       l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s
+       l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s,
+       EXISTS (SELECT 1 FROM job_steps st WHERE st.job_id = l.id) AS has_steps
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
 ORDER BY l.sched_key
 """
@@ -355,6 +356,7 @@ class ClaimRepository:
                 prompt_version=row["prompt_version"] or "",
                 credential_mode=CredentialMode(row["credential_mode"]),
                 credential_id=row["credential_id"],
+                has_steps=row["has_steps"],
             )
             for row in rows
         ]

@@ -183,7 +183,7 @@ WITH new AS (
     ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + 1
 )
 SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today,
-       usage.spent AS quota_spent, {handed("dispatch")}
+       usage.spent AS quota_spent, {handed("true", "dispatch")}
 FROM usage LEFT JOIN inserted ON true
 """
 
@@ -366,7 +366,7 @@ async def create_job(
     assert row is not None, "the usage row is always there"
     if row["id"] is not None:
         if handoff is not None:
-            handoff.hand_over(handed_messages(row["handed"]))
+            handoff.hand_over(handed_messages([row]))
         return job_from_row(row), True
     refusal = QuotaRefusal(
         active=row["quota_active"], today=row["quota_today"], spent=row["quota_spent"]

@@ -101,20 +101,25 @@ def _insert(values: str, src: str, available_at: str, owner: str | None) -> str:
 """
 
 
-def handed(*ctes: str) -> str:
+def handed(first_row: str, *ctes: str) -> str:
     """The ``handed`` column: the rows the outbox INSERTs ``ctes`` (written with an
-    ``owner``) claimed, as jsonb for ``handed_messages``."""
+    ``owner``) claimed, as one jsonb array on the row where ``first_row`` (SQL) holds and
+    NULL on the others (a statement answers a row per job: each would decode them all
+    again), for ``handed_messages``."""
     rows = " UNION ALL ".join(
         f"SELECT id, subject, dedupe_key, payload, attempt_count FROM {cte}"
         f" WHERE status = '{_PROCESSING}'"
         for cte in ctes
     )
-    return f"(SELECT jsonb_agg(to_jsonb(h)) FROM ({rows}) h) AS handed"
+    return (
+        f"CASE WHEN {first_row} THEN (SELECT jsonb_agg(to_jsonb(h)) FROM ({rows}) h) END AS handed"
+    )
 
 
-def handed_messages(column: list[dict[str, Any]] | None) -> list[OutboxMessage]:
-    """The messages of a ``handed`` column, in id order."""
-    return sorted((OutboxMessage(**m) for m in column or ()), key=lambda m: m.id)
+def handed_messages(rows: Sequence[asyncpg.Record]) -> list[OutboxMessage]:
+    """The messages of the ``handed`` column of a statement's rows, in id order."""
+    messages = (OutboxMessage(**m) for r in rows for m in r["handed"] or ())
+    return sorted(messages, key=lambda m: m.id)
 
 
 # A later dispatch of `src` continues the job's trace: the create row's context (while

@@ -126,12 +126,15 @@ _PROJECTION = f"""
 """
 
 _DONE = "SELECT id::text AS id, job_type, {} FROM done"
-SUBMIT_RESULTS = _submit_core("$3::text") + ")\n" + _DONE.format(handed("release", "domain_event"))
+_FIRST = "row_number() OVER () = 1"
+SUBMIT_RESULTS = (
+    _submit_core("$3::text") + ")\n" + _DONE.format(handed(_FIRST, "release", "domain_event"))
+)
 # The same with projections: only batches that carry children or usage pay for it.
 SUBMIT_RESULTS_PROJECTED = (
     _submit_core("$5::text")
     + _PROJECTION
-    + _DONE.format(handed("release", "domain_event", "child_dispatch"))
+    + _DONE.format(handed(_FIRST, "release", "domain_event", "child_dispatch"))
 )
 
 JOB_TYPES = "SELECT id::text AS id, job_type FROM jobs WHERE id = ANY($1::text[]::uuid[])"
@@ -194,8 +197,8 @@ class ResultRepository:
             else:
                 rows = await conn.fetch(SUBMIT_RESULTS, items, artifacts, owner)
             done = {row["id"]: row["job_type"] for row in rows}
-        if rows and self._handoff is not None:  # every row carries the statement's
-            self._handoff.hand_over(handed_messages(rows[0]["handed"]))
+        if self._handoff is not None:
+            self._handoff.hand_over(handed_messages(rows))
         for job_type in done.values():
             metrics.job_succeeded(job_type)
         return [
