@@ -63,33 +63,23 @@ class NatsPublisher:
         ]
 
     async def _publish(self, messages: Sequence[OutboxMessage]) -> list[BaseException | None]:
-        """One pipelined round of publishes; per message, None or its exception. The acks
-        come back on one shared inbox (``publish_async``) and the round waits for them
-        under one deadline, not a request and a timer per message."""
+        """One pipelined round of publishes; per message, None or its exception."""
         spans = [_publish_span(m) for m in messages]
-        sent: list[asyncio.Future[Any] | BaseException] = []
-        for m, span in zip(messages, spans, strict=True):
-            try:
-                sent.append(
-                    await self._js.publish_async(
-                        m.subject,
-                        json.dumps(_body(m.payload)).encode(),
-                        headers={MSG_ID_HEADER: m.dedupe_key, **(tracing.carrier(span) or {})},
-                        # more unacked than the client allows: wait this long for room
-                        wait_stall=self._timeout_s,
-                    )
+        results = await asyncio.gather(
+            *(
+                self._js.publish(
+                    m.subject,
+                    json.dumps(_body(m.payload)).encode(),
+                    timeout=self._timeout_s,
+                    headers={MSG_ID_HEADER: m.dedupe_key, **(tracing.carrier(span) or {})},
                 )
-            except Exception as exc:  # the connection is closed, or too many acks pending
-                sent.append(exc)
-        waiting = [f for f in sent if isinstance(f, asyncio.Future)]
-        if waiting:
-            _, late = await asyncio.wait(waiting, timeout=self._timeout_s)
-            for future in late:
-                future.cancel()
-        results = [_outcome(f) for f in sent]
+                for m, span in zip(messages, spans, strict=True)
+            ),
+            return_exceptions=True,
+        )
         for span, result in zip(spans, results, strict=True):
-            tracing.end_span(span, result)
-        return results
+            tracing.end_span(span, result if isinstance(result, BaseException) else None)
+        return [r if isinstance(r, BaseException) else None for r in results]
 
     async def notify_cancel(self, job_id: str) -> None:
         """Best effort: a worker running the job stops at once. Heartbeats are the
@@ -100,15 +90,6 @@ class NatsPublisher:
         """Best effort: the worker running the job fetches its signals up to ``seq`` at
         once. Heartbeats carry the latest seq when this notice is lost."""
         await self._nc.publish(SIGNAL_SUBJECT, json.dumps({"job_id": job_id, "seq": seq}).encode())
-
-
-def _outcome(sent: asyncio.Future[Any] | BaseException) -> BaseException | None:
-    """None when JetStream acked the message, else why not."""
-    if isinstance(sent, BaseException):
-        return sent
-    if sent.cancelled():
-        return TimeoutError("JetStream did not acknowledge the message in time")
-    return sent.exception()
 
 
 def _body(payload: dict[str, Any]) -> dict[str, Any]:
