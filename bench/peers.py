@@ -16,8 +16,9 @@ no-op jobs:
 
 Every timestamp is the database's (``now()`` of the statements that enqueued a job and that
 recorded it done), so no system is timed by its client. The engine's steady phase also
-prints where the time goes, from its own columns: the dispatch row claimed by the outbox
-dispatcher, published (the NATS ack, then the row marked), the job locked by a worker, done.
+prints where the time goes, from its own columns: the dispatch row claimed (by CreateJob's
+own statement, which hands it to the outbox dispatcher: 0 unless a claim had to take it),
+published (the NATS ack, then the row marked), the job locked by a worker, done.
 
 The peers run as their CLIs run them (``pgq run``, ``procrastinate worker``) over the apps
 of ``bench.pgqueuer_app`` and ``bench.procrastinate_app``, at their defaults (pgqueuer:
@@ -218,7 +219,7 @@ class Engine(System):
     async def stages(self, ids: Sequence[object]) -> list[tuple[str, float, float]]:
         rows = await self.db.fetch(ENGINE_STAGES, ids)
         labels = {
-            "claimed": "dispatch row claimed by the outbox",
+            "claimed": "dispatch row claimed (0: by CreateJob's own statement)",
             "published": "dispatch published (NATS ack, row marked)",
             "locked": "job locked by a worker (LockJobs)",
             "done": "result committed (SubmitResults)",
