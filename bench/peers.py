@@ -6,8 +6,8 @@
 One embedded PostgreSQL (pgserver; fsync, synchronous_commit and full_page_writes at their
 defaults: on) holds three databases, one per system, and one NATS JetStream (nats-server's
 defaults: file storage, sync_interval 2 min) serves the engine. Each system runs alone in
-turn, with two worker processes at its defaults, through the same two phases on synthetic
-no-op jobs:
+turn (after a checkpoint, with no autovacuum worker left running from the one before), with
+two worker processes at its defaults, through the same two phases on synthetic no-op jobs:
 
 1. backlog drain   N jobs enqueued with no worker running, then two workers started:
                    jobs/s between the first and the last completion
@@ -390,6 +390,22 @@ async def wait_for(predicate: Callable[[], Awaitable[bool]], limit_s: float, wha
         await asyncio.sleep(POLL_S)
 
 
+async def settle(admin_url: str) -> None:
+    """Before each system: a checkpoint, then no autovacuum worker left running (60 s at
+    most), so that no system pays for the WAL and the dead rows of the one before it."""
+    db = await asyncpg.connect(admin_url)
+    try:
+        await db.execute("CHECKPOINT")
+        for _ in range(int(60 / POLL_S)):
+            if not await db.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
+            ):
+                break
+            await asyncio.sleep(POLL_S)
+    finally:
+        await db.close()
+
+
 async def measure(system: System, args: argparse.Namespace) -> Figures:
     figures = Figures()
     print(f"{system.name}: backlog of {args.jobs}", flush=True)
@@ -458,6 +474,7 @@ async def main(args: argparse.Namespace) -> None:
             )
             try:
                 await peer.install()
+                await settle(stack.pg.url("postgres"))
                 results[name] = await measure(peer, args)
             finally:
                 workers.stop()
@@ -468,6 +485,7 @@ async def main(args: argparse.Namespace) -> None:
             db = await asyncpg.connect(stack.database_url)
             engine = Engine(stack, db)
             try:
+                await settle(stack.pg.url("postgres"))
                 results["engine"] = await measure(engine, args)
             finally:
                 await engine.close()
