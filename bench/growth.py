@@ -4,13 +4,14 @@
     python -m bench.growth --finished 100000 --waiting 10000 --samples 100   # a smoke run
 
 It starts the stack as ``make bench`` does (durable PostgreSQL, NATS, job_service; no
-worker: this process plays the worker) and times, one call at a time, SAMPLES rounds of
-CreateJob, GetJob, LockJob and SubmitResult (a synthetic job with one artifact, as a worker
-submits it). Then it loads FINISHED succeeded jobs (each with a snapshot, two timeline
-events, an artifact and a usage row) and WAITING queued jobs in the same queue, ahead in
-line, with INSERT ... SELECT generate_series, runs VACUUM (ANALYZE) and a CHECKPOINT (as
-autovacuum and the checkpointer would have; the empty database gets the same), and times
-the same rounds again. The figure is p50 loaded / p50 empty per call (target: at most 1.2).
+worker: this process plays the worker) twice, side by side: one stays empty, the other is
+loaded with FINISHED succeeded jobs (each with a snapshot, two timeline events, an artifact
+and a usage row) and WAITING queued jobs in the same queue, ahead in line (INSERT ... SELECT
+generate_series), then both get VACUUM (ANALYZE) and a CHECKPOINT (as autovacuum and the
+checkpointer would have). Then it times SAMPLES rounds of CreateJob, GetJob, LockJob and
+SubmitResult (a synthetic job with one artifact, as a worker submits it), one call at a
+time, alternating between the two (a drift of a shared machine's speed moves both sides
+alike). The figure is p50 loaded / p50 empty per call (target: at most 1.2).
 
 Last, it logs every statement of one more round (``log_min_duration_statement = 0`` for
 a moment; the service's background loops' statements of that moment come along), and
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -31,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -146,14 +149,34 @@ class Rounds:
         took["submit"] = time.perf_counter() - started
         return took
 
-    async def p50s(self, samples: int) -> dict[str, float]:
-        for _ in range(20):  # warm the connections and the plan caches
-            await self.one()
-        times: dict[str, list[float]] = {op: [] for op in OPS}
-        for _ in range(samples):
-            for op, seconds in (await self.one()).items():
-                times[op].append(seconds * 1000)
-        return {op: statistics.median(values) for op, values in times.items()}
+
+async def p50s(empty: Rounds, loaded: Rounds, samples: int) -> tuple[dict[str, float], ...]:
+    """The p50 of each call on each database, from rounds that alternate between them
+    (the order swapped every round): a drift of the shared machine's speed then moves both
+    sides alike instead of the ratio."""
+    for _ in range(20):  # warm the connections and the plan caches
+        await empty.one()
+        await loaded.one()
+    times: tuple[dict[str, list[float]], ...] = ({op: [] for op in OPS}, {op: [] for op in OPS})
+    for n in range(samples):
+        for side in (0, 1) if n % 2 == 0 else (1, 0):
+            for op, seconds in (await (empty, loaded)[side].one()).items():
+                times[side][op].append(seconds * 1000)
+    return tuple({op: statistics.median(v) for op, v in side.items()} for side in times)
+
+
+@contextlib.asynccontextmanager
+async def connected(stack: Stack) -> AsyncIterator[tuple[asyncpg.Connection, Rounds]]:
+    """A database connection to ``stack`` and its rounds (as a client and a worker)."""
+    db = await asyncpg.connect(stack.database_url)
+    worker_channel = aio_channel(
+        ChannelConfig(target=f"127.0.0.1:{stack.port}", token=WORKER_TOKEN)
+    )
+    try:
+        async with channel(stack.port) as client_channel, worker_channel:
+            yield db, Rounds(job_service_pb2_grpc.JobServiceStub(client_channel), worker_channel)
+    finally:
+        await db.close()
 
 
 # A logged statement: "duration: 0.1 ms  execute <name>: <text>" (text may span lines),
@@ -251,18 +274,13 @@ async def main(args: argparse.Namespace) -> None:
         # The loaded waiting jobs have no dispatch rows: by default the reconciler re-sends
         # 500 of them every 5 s during the rounds (what a backlog older than 30 s costs).
         os.environ["JOBS_RECONCILE_AFTER_S"] = str(args.reconcile_after_s)
-    stack = Stack(root)
+    # Two stacks side by side, one left empty and one loaded, their rounds alternating.
+    stacks = [Stack(root / "empty"), Stack(root / "loaded")]
     try:
-        await stack.start()
-        db = await asyncpg.connect(stack.database_url)
-        worker_channel = aio_channel(
-            ChannelConfig(target=f"127.0.0.1:{stack.port}", token=WORKER_TOKEN)
-        )
-        async with channel(stack.port) as client_channel, worker_channel:
-            rounds = Rounds(job_service_pb2_grpc.JobServiceStub(client_channel), worker_channel)
-            for statement in SETTLE:
-                await db.execute(statement)
-            empty = await rounds.p50s(args.samples)
+        for stack in stacks:
+            (root / stack.root.name).mkdir()
+            await stack.start()
+        async with connected(stacks[0]) as (empty_db, empty), connected(stacks[1]) as (db, rounds):
             print(
                 f"loading {args.finished:,} finished and {args.waiting:,} waiting jobs", flush=True
             )
@@ -272,22 +290,26 @@ async def main(args: argparse.Namespace) -> None:
             for statement in LOAD_REST:
                 await db.execute(statement)
             loaded_in = time.perf_counter() - started
-            loaded = await rounds.p50s(args.samples)
-            plans = await hot_plans(stack, db, rounds) if args.explain else ""
-        await db.close()
+            for statement in SETTLE:
+                await empty_db.execute(statement)
+            p50_empty, p50_loaded = await p50s(empty, rounds, args.samples)
+            plans = await hot_plans(stacks[1], db, rounds) if args.explain else ""
     except BaseException:
-        stack.stop()
+        for stack in stacks:
+            stack.stop()
         print(f"failed; the processes' logs are in {root}", file=sys.stderr)
         raise
-    stack.stop()
+    for stack in stacks:
+        stack.stop()
     shutil.rmtree(root, ignore_errors=True)
 
     print(f"\nCost as the tables grow: p50 of {args.samples} calls each, one at a time,")
     print(f"empty vs {args.finished:,} finished + {args.waiting:,} waiting jobs", end=" ")
-    print(f"(loaded in {loaded_in:.0f} s)")
+    print(f"(loaded in {loaded_in:.0f} s; the two databases' rounds alternate)")
     print(f"{'call':<10}{'empty ms':>10}{'loaded ms':>11}{'loaded/empty':>14}")
     for op in OPS:
-        print(f"{op:<10}{empty[op]:>10.2f}{loaded[op]:>11.2f}{loaded[op] / empty[op]:>14.2f}")
+        ratio = p50_loaded[op] / p50_empty[op]
+        print(f"{op:<10}{p50_empty[op]:>10.2f}{p50_loaded[op]:>11.2f}{ratio:>14.2f}")
     if plans:
         print("\nEXPLAIN (ANALYZE, BUFFERS) of each statement of one round, loaded:\n")
         print(plans)
