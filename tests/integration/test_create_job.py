@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
 import asyncpg
 import grpc
@@ -22,6 +23,8 @@ from shared.errors import IdempotencyKeyReused, InvalidInput, UnknownJobType
 from shared.jetstream import ensure_dispatch_consumer
 from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import job_pb2
+from shared.pb.jobs.v1 import job_service_pb2 as jpb
+from shared.pbconv import struct_from_dict
 from shared.rpc_errors import error_from_rpc
 from tests.support.stack import (
     ADMIN_TOKEN,
@@ -164,6 +167,34 @@ async def test_a_new_job_is_dispatched_at_once_not_at_the_next_poll(
 
     assert json.loads(messages[0].data) == {"job_id": created.job.id, "attempt": 1}
     assert messages[0].headers[MSG_ID_HEADER] == f"job.dispatch:{created.job.id}:create"
+
+
+async def test_job_ids_are_time_ordered_version_7_uuids_from_either_create(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    # CreateJob's id is the database's job_id_v7(), CreateJobs' the service's new_job_id()
+    one = (await client.create(sleep_ms=1)).job.id
+    batch = await client.jobs.CreateJobs(
+        jpb.CreateJobsRequest(
+            requests=[
+                jpb.CreateJobRequest(
+                    user_id="user-1", job_type="synthetic", input=struct_from_dict({"sleep_ms": 1})
+                )
+            ]
+        )
+    )
+    [other] = [r.response.job.id for r in batch.results]
+
+    created = await db.fetch(
+        "SELECT id::text, (extract(epoch FROM created_at) * 1000)::bigint AS ms FROM jobs"
+    )
+    for row in created:
+        parsed = uuid.UUID(row["id"])
+        assert (parsed.version, parsed.variant) == (7, uuid.RFC_4122)
+        # the id's millisecond is its create's (the statement's clock, give or take a tick)
+        assert abs((parsed.int >> 80) - row["ms"]) <= 1000
+    assert {r["id"] for r in created} == {one, other}
+    assert one < other  # made later, sorts later
 
 
 async def test_a_results_domain_event_is_published_with_its_commit_without_a_claim(

@@ -10,7 +10,6 @@ is within the daily budget, all of the user's items may pass it (creating costs 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -35,6 +34,7 @@ from job_service.adapters.postgres.outbox import (
     handed_messages,
 )
 from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
+from job_service.domain.ids import new_job_id
 from job_service.domain.lifecycle import ACTIVE, statuses_sql
 from job_service.domain.models import Job, NewJob, QuotaRefusal, Quotas
 from job_service.ports.outbox import Handoff
@@ -136,7 +136,7 @@ class BatchRepository:
         """Stores each job as ``JobRepository.create`` stores one; an outcome per job, in
         order. Idempotency keys must be distinct within ``news`` (the use case sees to it)."""
         items = [
-            {"idx": n, "id": str(uuid.uuid4()), **_json_ready(new_job_record(new, _ITEM_FIELDS))}
+            {"idx": n, "id": new_job_id(), **_json_ready(new_job_record(new, _ITEM_FIELDS))}
             for n, new in enumerate(news)
         ]
         async with self._pool.acquire() as conn:
