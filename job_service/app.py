@@ -29,7 +29,7 @@ from job_service.adapters.postgres.jobs import JobRepository
 from job_service.adapters.postgres.leases import LeaseRepository
 from job_service.adapters.postgres.listing import JobListing
 from job_service.adapters.postgres.outbox import OutboxRepository
-from job_service.adapters.postgres.pool import create_pool
+from job_service.adapters.postgres.pool import HOT_PATH_SESSION, create_pool
 from job_service.adapters.postgres.queues import QueueRepository
 from job_service.adapters.postgres.rate_limits import RateLimitRepository
 from job_service.adapters.postgres.results import ResultRepository
@@ -86,7 +86,10 @@ class JobServiceApp:
         self.registry = registry or default_registry()
         self.instance_id = settings.instance_id or f"{socket.gethostname()}-{os.getpid()}"
         self.port = 0
+        # Two pools: the hot path's statements with generic plans, the rest with custom
+        # ones (HOT_PATH_SESSION says why).
         self._pool: asyncpg.Pool | None = None
+        self._hot_pool: asyncpg.Pool | None = None
         self._nc: NATS | None = None
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
@@ -112,9 +115,12 @@ class JobServiceApp:
         self._pool = await within_startup(
             "PostgreSQL",
             s.startup_timeout_s,
-            lambda: create_pool(s.database_url, s.db_pool_size, s.session_settings()),
+            lambda: create_pool(s.database_url, rest_pool_size(s), s.session_settings()),
         )
         await _check_schema(self._pool)
+        hot = self._hot_pool = await create_pool(
+            s.database_url, s.db_pool_size, {**s.session_settings(), **HOT_PATH_SESSION}
+        )
         credentials = CredentialRepository(self._pool)
         vault = CredentialVault(credentials, s.keyring())
         # Refuse to start rather than fail every job whose key cannot be opened.
@@ -134,7 +140,7 @@ class JobServiceApp:
             lambda: ensure_streams(nc.jetstream(), s.nats_stream_replicas),
         )
         publisher = NatsPublisher(self._nc, stream_replicas=s.nats_stream_replicas)
-        outbox_store = OutboxRepository(self._pool)
+        outbox_store = OutboxRepository(hot)
         self._dispatcher = OutboxDispatcher(
             outbox_store,
             publisher,
@@ -145,7 +151,7 @@ class JobServiceApp:
             max_attempts=s.outbox_max_attempts,
         )
         outbox = OutboxUpkeep(outbox_store, self._dispatcher)
-        job_store = JobRepository(self._pool, self._dispatcher)
+        job_store = JobRepository(hot, self._dispatcher)
         jobs = Jobs(
             self.registry,
             job_store,
@@ -157,9 +163,9 @@ class JobServiceApp:
                 daily=s.daily_job_quota_per_user,
                 daily_cost_usd=s.daily_cost_budget_usd_per_user,
             ),
-            BatchRepository(self._pool, self._dispatcher),
+            BatchRepository(hot, self._dispatcher),
         )
-        lease_store = LeaseRepository(self._pool, lease_ttl_s=s.lease_ttl_s)
+        lease_store = LeaseRepository(hot, lease_ttl_s=s.lease_ttl_s)
         leases = Leases(self.registry, lease_store, self._dispatcher)
         sessions = self._sessions = WorkerSessions(
             SessionRepository(self._pool),
@@ -168,12 +174,12 @@ class JobServiceApp:
             grace_s=s.worker_disconnect_grace_s,
             ping_interval_s=s.worker_session_ping_interval_s,
         )
-        rates = RateLimitRepository(self._pool, s.tier_rate_limits(), s.rate_limit_recovery_s)
+        rates = RateLimitRepository(hot, s.tier_rate_limits(), s.rate_limit_recovery_s)
         await rates.ensure_buckets()
         scheduler = Scheduler(
             self.registry,
             ClaimRepository(
-                self._pool,
+                hot,
                 rates,
                 lease_ttl_s=s.lease_ttl_s,
                 queue_limits=s.queue_limits(),
@@ -187,7 +193,7 @@ class JobServiceApp:
         )
         results = Results(
             self.registry,
-            ResultRepository(self._pool, lease_store, self._dispatcher),
+            ResultRepository(hot, lease_store, self._dispatcher),
             leases,
             self._dispatcher,
         )
@@ -285,7 +291,7 @@ class JobServiceApp:
             watches=watches,
             sessions=sessions,
             usage=UsageReports(UsageReportRepository(self._pool)),
-            steps=Steps(StepRepository(self._pool)),
+            steps=Steps(StepRepository(hot)),
             schedules=schedules,
             signals=Signals(SignalRepository(self._pool), publisher),
         )
@@ -366,6 +372,9 @@ class JobServiceApp:
             with contextlib.suppress(Exception):
                 await self._nc.drain()
             self._nc = None
+        if self._hot_pool is not None:
+            await self._hot_pool.close()
+            self._hot_pool = None
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
@@ -399,6 +408,12 @@ async def reseal_credentials(settings: JobServiceSettings) -> int:
         return await CredentialVault(CredentialRepository(pool), keyring).reseal_all()
     finally:
         await pool.close()
+
+
+def rest_pool_size(s: JobServiceSettings) -> int:
+    """The connections of the pool beside the hot path's (``JOBS_DB_POOL_SIZE``): reads,
+    admin calls and the background loops, half as many (two at least)."""
+    return max(2, s.db_pool_size // 2)
 
 
 async def _check_schema(pool: asyncpg.Pool) -> None:
