@@ -40,7 +40,8 @@ async def _connect(urls: list[str]) -> NatsClient:
     return await nats.connect(urls, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
 
 
-async def _new_leader(urls: list[str], old: str) -> str:
+async def _new_leader(urls: list[str], old: str | None = None) -> str:
+    """The stream's leader once it has one other than ``old`` (None: any)."""
     deadline = time.monotonic() + LEADER_TIMEOUT_S
     while time.monotonic() < deadline:
         leader = await stream_leader(urls)
@@ -63,6 +64,9 @@ async def test_acknowledged_dispatches_survive_the_stream_leaders_crash(
         await ensure_streams(js)  # a worker: keeps R3
         info = await js.stream_info(DISPATCH_STREAM)
         assert info.config.num_replicas == 3
+        # A new R3 stream takes writes once its replicas have elected a leader: before
+        # that a publish has no responder (a clean CI run failed on it once)
+        await _new_leader(urls)
         for n in range(MESSAGES):
             await js.publish(dispatch_subject("ai-interactive"), f"job-{n}".encode())
 
