@@ -17,7 +17,7 @@ Then, on that table, it prints:
    plan PostgreSQL picks for the literal values and the generic plan a prepared statement
    may switch to after five executions;
 2. the time per claim of ``want`` tokens: the candidate scan alone and the whole
-   ``ClaimRepository.claim_queue`` (scan, advisory locks and counts of the keys, grant),
+   ``Claims.claim_queue`` (scan, advisory locks and counts of the keys, grant),
    each in a transaction rolled back afterwards, so every claim sees the same line; the
    pre-scheduler ``LOCK_JOBS`` (25b579d: the ids a NATS message named) on the same jobs,
    alternating with the new path; the claim statement by statement; and (suggestion) a
@@ -52,7 +52,6 @@ import uvloop
 from devstack.embedded import EmbeddedPostgres, ensure_database
 from job_service.adapters.postgres.claims import (
     _LEASED,
-    CANDIDATE_SLACK,
     GRANT,
     KEY_ROOM,
     LOCK_KEYS,
@@ -64,14 +63,19 @@ from job_service.adapters.postgres.claims import (
 from job_service.adapters.postgres.migrations import upgrade
 from job_service.adapters.postgres.pool import create_pool
 from job_service.adapters.postgres.rate_limits import RateLimitRepository
-from job_service.domain.scheduling import (
+from job_service.adapters.postgres.steps import StepRepository
+from job_service.domain.claims import (
+    CANDIDATE_SLACK,
     DEFAULT_FAIR_QUANTUM_S,
     DEFAULT_PRIORITY_STEP_S,
-    Candidate,
+    ClaimCandidate,
     admit,
     keys_to_count,
 )
+from job_service.domain.rate_limits import TierBudgets
+from job_service.usecases.claims import Claims
 from shared.constants import Queue
+from shared.registry import Registry
 
 QUEUE = Queue.INTERACTIVE.value
 KEYS = 20  # concurrency keys of the keyed jobs
@@ -238,9 +242,18 @@ class RollbackPool:
         yield self._conn
 
 
-def repository(pool: Any) -> ClaimRepository:
-    rates = RateLimitRepository(pool, {}, 30.0)
-    return ClaimRepository(pool, rates, lease_ttl_s=60.0, queue_limits={}, estimated_tokens={})
+def repository(pool: Any) -> Claims:
+    """The claims use case on ``pool``, with no limits configured and no job types: every
+    claim takes the whole path (admission and all), not the one-statement fast path."""
+    budgets = TierBudgets({}, 30.0)
+    return Claims(
+        Registry(),
+        ClaimRepository(pool, lease_ttl_s=60.0),
+        RateLimitRepository(pool, budgets),
+        budgets,
+        StepRepository(pool),
+        queue_limits={},
+    )
 
 
 def ms_summary(samples: list[float]) -> str:
@@ -378,7 +391,8 @@ async def statements(conn: asyncpg.Connection, args: argparse.Namespace) -> None
             rows = await conn.fetch(QUEUE_CANDIDATES, QUEUE, None, limit, [])
             lap("candidates")
             candidates = [
-                Candidate(r["id"], r["concurrency_key"], r["concurrency_limit"] or 0) for r in rows
+                ClaimCandidate(r["id"], r["concurrency_key"], r["concurrency_limit"] or 0)
+                for r in rows
             ]
             keys = keys_to_count(candidates, QUEUE, 0)
             running: dict[str, int] = {}

@@ -21,22 +21,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-import grpc
 import httpx
+from durable_jobs_client import AsyncAdminClient, JobsError
+from durable_jobs_client.protos import job_pb2
+from durable_jobs_client.statuses import TERMINAL, status_name
 from prometheus_client.parser import text_string_to_metric_families
-
-from console.backend import Backend
-from console.render import status_label
-from shared.pb.jobs.v1 import job_pb2
 
 PAGE = 500
 SAMPLE_LIMIT = 1000
 METRICS_TIMEOUT_S = 1.0
-FINISHED = {
-    job_pb2.JOB_STATUS_SUCCEEDED,
-    job_pb2.JOB_STATUS_FAILED,
-    job_pb2.JOB_STATUS_CANCELLED,
-}
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -87,8 +80,8 @@ class Overview:
         return statuses, [(q, [counts.get((q, s), 0) for s in statuses]) for q in queues]
 
 
-_STATUS_ORDER = [status_label(v) for v in job_pb2.JobStatus.values()]
-_FINISHED_LABELS = {status_label(v) for v in FINISHED}
+_STATUS_ORDER = [status_name(v) for v in job_pb2.JobStatus.values()]
+_FINISHED_LABELS = {status_name(v) for v in TERMINAL}
 
 
 def parse_metrics(text: str) -> Samples:
@@ -105,16 +98,16 @@ async def scrape(http: httpx.AsyncClient, url: str) -> Samples:
     return parse_metrics(response.text)
 
 
-async def _recent(backend: Backend, token: str, view: Overview) -> None:
+async def _recent(admin: AsyncAdminClient, view: Overview) -> None:
     page_token = ""
     counts: Counter[tuple[str, str]] = Counter()
     seen = 0
     while True:
-        page = await backend.list_jobs(
-            token, created_after=view.since, page_size=PAGE, page_token=page_token
+        page = await admin.list_jobs(
+            created_after=view.since, page_size=PAGE, page_token=page_token
         )
         for job in page.jobs:
-            counts[(job.queue, status_label(job.status))] += 1
+            counts[(job.queue, status_name(job.status))] += 1
         seen += len(page.jobs)
         page_token = page.next_page_token
         if not page_token:
@@ -125,10 +118,10 @@ async def _recent(backend: Backend, token: str, view: Overview) -> None:
     view.recent, view.recent_total = dict(counts), seen
 
 
-async def _dead(backend: Backend, token: str, view: Overview) -> None:
+async def _dead(admin: AsyncAdminClient, view: Overview) -> None:
     page_token = ""
     while True:
-        page = await backend.dead_letters(token, page_size=PAGE, page_token=page_token)
+        page = await admin.list_dead_letters(page_size=PAGE, page_token=page_token)
         view.failed_jobs += len(page.failed_jobs)
         view.dead_events += len(page.dead_events)
         page_token = page.next_page_token
@@ -169,19 +162,18 @@ async def _worker(http: httpx.AsyncClient, url: str) -> Worker:
 
 
 async def build(
-    backend: Backend,
+    admin: AsyncAdminClient,
     http: httpx.AsyncClient,
-    token: str,
     metrics_url: str,
     worker_urls: list[str],
 ) -> Overview:
-    """Every figure at once (the RPCs and scrapes run concurrently). Raises the gRPC error
-    of a refused call (a signed-out token) for the caller to handle."""
+    """Every figure at once (the RPCs and scrapes run concurrently). Raises the
+    ``JobsError`` of a refused call (a signed-out token) for the caller to handle."""
     now = datetime.now(UTC)
     view = Overview(at=now, since=now - timedelta(hours=1))
     tasks: list[asyncio.Future[None]] = [
-        asyncio.ensure_future(_recent(backend, token, view)),
-        asyncio.ensure_future(_dead(backend, token, view)),
+        asyncio.ensure_future(_recent(admin, view)),
+        asyncio.ensure_future(_dead(admin, view)),
     ]
     if metrics_url:
         tasks.append(asyncio.ensure_future(_service_metrics(http, metrics_url, view)))
@@ -189,7 +181,7 @@ async def build(
     try:
         await asyncio.gather(*tasks)
         view.workers = list(await asyncio.gather(*workers))
-    except grpc.aio.AioRpcError:
+    except JobsError:
         for task in tasks:
             task.cancel()
         for worker in workers:

@@ -1,7 +1,8 @@
 """Turning protobuf messages into what the templates show; the Jinja environment.
 
 Autoescaping is on for every template: job output, artifacts and error text are data from
-users and models, never markup.
+users and models, never markup. Status and hold names, and which statuses are terminal or
+retryable, are the client library's (``durable_jobs_client.statuses``).
 """
 
 from __future__ import annotations
@@ -11,35 +12,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from durable_jobs_client.statuses import (
+    RETRYABLE,
+    STATUS_NAMES,
+    has_hold,
+    hold_name,
+    is_terminal,
+    status_name,
+)
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from shared.pb.jobs.v1 import job_pb2
-
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
-PREFIX = "JOB_STATUS_"
-TERMINAL = {job_pb2.JOB_STATUS_SUCCEEDED, job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_STATUS_CANCELLED}
-# What RetryJob accepts.
-RETRYABLE = {job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_STATUS_CANCELLED}
-
-
-def status_label(status: int) -> str:
-    """``JOB_STATUS_CANCEL_REQUESTED`` -> ``cancel_requested``."""
-    return job_pb2.JobStatus.Name(status).removeprefix(PREFIX).lower()
-
-
-def status_value(label: str) -> int:
-    """The inverse of ``status_label``; 0 (no filter) for an empty or unknown label."""
-    try:
-        return int(job_pb2.JobStatus.Value(PREFIX + label.upper()))
-    except ValueError:
-        return 0
-
-
-STATUS_LABELS = [status_label(v) for v in job_pb2.JobStatus.values() if v]
 
 
 def when(stamp: Timestamp) -> str:
@@ -75,20 +62,7 @@ def schema(text: str) -> str:
 
 def hold_label(reason: int) -> str:
     """``REASON_QUEUE_PAUSED`` -> ``queue paused``."""
-    try:
-        name = str(job_pb2.JobHold.Reason.Name(reason))
-    except ValueError:
-        return str(reason)
-    return name.removeprefix("REASON_").lower().replace("_", " ")
-
-
-def has_hold(job: job_pb2.Job) -> bool:
-    """A waiting job's hold (AdminService.GetJob answers only)."""
-    return job.HasField("hold") and job.hold.reason != job_pb2.JobHold.REASON_UNSPECIFIED
-
-
-def is_terminal(job: job_pb2.Job) -> bool:
-    return job.status in TERMINAL
+    return hold_name(reason).replace("_", " ")
 
 
 def ago(at: datetime) -> str:
@@ -103,7 +77,7 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        status=status_label,
+        status=status_name,
         when=when,
         as_json=as_json,
         schema=schema,
@@ -115,6 +89,6 @@ def environment() -> Environment:
         is_terminal=is_terminal,
         has_hold=has_hold,
         RETRYABLE=RETRYABLE,
-        STATUS_LABELS=STATUS_LABELS,
+        STATUS_LABELS=list(STATUS_NAMES),
     )
     return env

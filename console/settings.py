@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from durable_jobs_client import ClientConfig
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from shared.grpc_client import ChannelConfig
 
 
 class ConsoleSettings(BaseSettings):
@@ -46,9 +45,9 @@ class ConsoleSettings(BaseSettings):
     # How often live parts of a page are refreshed, in seconds.
     console_live_interval_s: float = Field(default=1.0, gt=0)
 
-    def channel_config(self) -> ChannelConfig:
+    def channel_config(self) -> ClientConfig:
         """The channel to job_service; no token: every call carries its session's."""
-        return ChannelConfig(
+        return ClientConfig(
             target=self.job_service_target,
             ca_file=str(self.tls_ca_file or ""),
             client_cert_file=str(self.tls_client_cert_file or ""),

@@ -35,10 +35,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 from shared.ai.prompts import find_by_system_text, variables_in
+from shared.lifetime import Lifetime
 from worker_service.adapters.fake_provider import estimate_tokens
 
 Responder = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
@@ -108,7 +108,7 @@ def fake_responder(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     return 200, completion(answer, str(body.get("model", "")), prompt_tokens)
 
 
-class LocalOpenAIServer:
+class LocalOpenAIServer(Lifetime):
     def __init__(
         self,
         responder: Responder = fake_responder,
@@ -157,18 +157,6 @@ class LocalOpenAIServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
             self._server = None
-
-    async def __aenter__(self) -> LocalOpenAIServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1

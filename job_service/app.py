@@ -9,7 +9,6 @@ import contextlib
 import logging
 import os
 import socket
-from types import TracebackType
 
 import asyncpg
 import grpc
@@ -24,16 +23,15 @@ from job_service.adapters.postgres.batches import BatchRepository
 from job_service.adapters.postgres.bulk import BulkRepository
 from job_service.adapters.postgres.claims import ClaimRepository
 from job_service.adapters.postgres.credentials import CredentialRepository
-from job_service.adapters.postgres.gauges import DatabaseGauges
 from job_service.adapters.postgres.jobs import JobRepository
-from job_service.adapters.postgres.leases import LeaseRepository
+from job_service.adapters.postgres.leases import AttemptTransaction, LeaseRepository
 from job_service.adapters.postgres.listing import JobListing
+from job_service.adapters.postgres.new_jobs import NewJobRepository
 from job_service.adapters.postgres.outbox import OutboxRepository
 from job_service.adapters.postgres.pool import HOT_PATH_SESSION, create_pool
 from job_service.adapters.postgres.queues import QueueRepository
 from job_service.adapters.postgres.rate_limits import RateLimitRepository
 from job_service.adapters.postgres.results import ResultRepository
-from job_service.adapters.postgres.retention import RetentionRepository
 from job_service.adapters.postgres.schedules import ScheduleRepository
 from job_service.adapters.postgres.schema_version import schema_state
 from job_service.adapters.postgres.sessions import SessionRepository
@@ -42,42 +40,37 @@ from job_service.adapters.postgres.steps import StepRepository
 from job_service.adapters.postgres.usage_reports import UsageReportRepository
 from job_service.domain.models import Quotas
 from job_service.domain.paging import PageTokens
-from job_service.periodic import Periodic
+from job_service.domain.rate_limits import TierBudgets
+from job_service.loops import Supervisor, housekeeping
 from job_service.settings import JobServiceSettings
 from job_service.usecases.admin import Admin
 from job_service.usecases.bulk import BulkActions
+from job_service.usecases.claims import Claims
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.firing import ScheduleFiring
-from job_service.usecases.jobs import SNAPSHOT_CLEAN_BATCH, Jobs
-from job_service.usecases.leases import REAP_BATCH, Leases
-from job_service.usecases.outbox import (
-    PRUNE_BATCH,
-    REDISPATCH_BATCH,
-    OutboxDispatcher,
-    OutboxUpkeep,
-)
+from job_service.usecases.jobs import Jobs
+from job_service.usecases.leases import Leases
+from job_service.usecases.new_jobs import NewJobs
+from job_service.usecases.outbox import OutboxDispatcher, OutboxUpkeep
+from job_service.usecases.queues import Queues
+from job_service.usecases.rate_limits import RateReservations
 from job_service.usecases.results import Results
-from job_service.usecases.retention import Retention
-from job_service.usecases.schedules import PRUNE_BATCH as SCHEDULE_PRUNE_BATCH
 from job_service.usecases.schedules import Schedules
-from job_service.usecases.scheduling import Scheduler, tier_estimates, unlimited_queues
 from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.signals import Signals
 from job_service.usecases.steps import Steps
 from job_service.usecases.usage import UsageReports
 from job_service.usecases.watch import WatchHub
 from shared.jetstream import ensure_streams
+from shared.lifetime import Lifetime
 from shared.metrics import MetricsServer, publish_build_info
 from shared.registry import Registry, default_registry
 from shared.startup import StartupError, connect_nats, within_startup
 
 log = logging.getLogger(__name__)
 
-# Stands for "no interval": the watch poller never runs again at once.
-_NEVER_FULL = 1 << 30
 
-
-class JobServiceApp:
+class JobServiceApp(Lifetime):
     """job_service as one object: ``async with JobServiceApp(settings) as app: await
     app.wait()``. ``port`` is the bound gRPC port (useful with port 0)."""
 
@@ -93,23 +86,56 @@ class JobServiceApp:
         self._nc: NATS | None = None
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
-        self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
-        self._dispatcher: OutboxDispatcher | None = None
-        self._firing: ScheduleFiring | None = None
-        self._housekeeping: list[Periodic] = []
+        self._loops: Supervisor | None = None
         self._watches: WatchHub | None = None
         self._sessions: WorkerSessions | None = None
         self._stopping: asyncio.Future[None] | None = None
         self.metrics = MetricsServer(settings.metrics_host, settings.metrics_port)
 
     async def start(self) -> None:
+        """Connect, wire, serve and start the loops; a start that fails stops what it had
+        started before it raises."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
         s = self.settings
         # before anything starts: a server nobody may call is a configuration mistake
         tokens = TokenTable.from_settings(s)
         tls = server_credentials(s)
         self.metrics.start()  # first: a port in use fails fast
         publish_build_info("job_service")
+        pool = await self._connect_postgres()
+        credentials = CredentialRepository(pool)
+        vault = CredentialVault(credentials, s.keyring())
+        # Refuse to start rather than fail every job whose key cannot be opened.
+        await vault.check_master_keys()
+        await self._connect_nats()
+        self._server, self._loops = await self._wire(tokens, credentials, vault)
+        address = f"{s.grpc_host}:{s.grpc_port}"
+        if tls is None:
+            self.port = self._server.add_insecure_port(address)
+        else:
+            self.port = self._server.add_secure_port(address, tls)
+        await self._server.start()
+        self._loops.start()
+        for service in ("", *SERVICE_NAMES):
+            await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        log.info(
+            "job_service %s serving gRPC on %s:%d, metrics on %s",
+            self.instance_id,
+            s.grpc_host,
+            self.port,
+            f"port {self.metrics.port}" if self.metrics.port is not None else "no port",
+        )
+
+    async def _connect_postgres(self) -> asyncpg.Pool:
+        """Open both pools (once the schema is this release's); returns the rest's."""
+        s = self.settings
         # Unreachable dependencies at start-up: retried until startup_timeout_s, then
         # DependencyUnavailable (the process exits non-zero with that message).
         self._pool = await within_startup(
@@ -118,13 +144,13 @@ class JobServiceApp:
             lambda: create_pool(s.database_url, rest_pool_size(s), s.session_settings()),
         )
         await _check_schema(self._pool)
-        hot = self._hot_pool = await create_pool(
+        self._hot_pool = await create_pool(
             s.database_url, s.db_pool_size, {**s.session_settings(), **HOT_PATH_SESSION}
         )
-        credentials = CredentialRepository(self._pool)
-        vault = CredentialVault(credentials, s.keyring())
-        # Refuse to start rather than fail every job whose key cannot be opened.
-        await vault.check_master_keys()
+        return self._pool
+
+    async def _connect_nats(self) -> None:
+        s = self.settings
         # Reconnect forever (once connected): while NATS is away the outbox holds the rows.
         self._nc = await within_startup(
             "NATS",
@@ -139,9 +165,17 @@ class JobServiceApp:
             s.startup_timeout_s,
             lambda: ensure_streams(nc.jetstream(), s.nats_stream_replicas),
         )
+
+    async def _wire(
+        self, tokens: TokenTable, credentials: CredentialRepository, vault: CredentialVault
+    ) -> tuple[grpc.aio.Server, Supervisor]:
+        """The adapters into the use cases, and those into the server and the loops."""
+        s = self.settings
+        assert self._pool is not None and self._hot_pool is not None and self._nc is not None
+        hot = self._hot_pool
         publisher = NatsPublisher(self._nc, stream_replicas=s.nats_stream_replicas)
         outbox_store = OutboxRepository(hot)
-        self._dispatcher = OutboxDispatcher(
+        dispatcher = OutboxDispatcher(
             outbox_store,
             publisher,
             owner=self.instance_id,
@@ -150,57 +184,57 @@ class JobServiceApp:
             claim_ttl_s=s.outbox_claim_ttl_s,
             max_attempts=s.outbox_max_attempts,
         )
-        outbox = OutboxUpkeep(outbox_store, self._dispatcher)
-        job_store = JobRepository(hot, self._dispatcher)
-        jobs = Jobs(
+        outbox = OutboxUpkeep(outbox_store, dispatcher)
+        job_store = JobRepository(hot)
+        jobs = Jobs(self.registry, job_store, publisher, dispatcher)
+        new_job_store = NewJobRepository(hot, dispatcher.owner)
+        new_jobs = NewJobs(
             self.registry,
-            job_store,
-            publisher,
-            self._dispatcher,
+            new_job_store,
+            BatchRepository(hot, dispatcher.owner),
             credentials,
+            dispatcher,
+            dispatcher,
             Quotas(
                 max_active=s.max_active_jobs_per_user,
                 daily=s.daily_job_quota_per_user,
                 daily_cost_usd=s.daily_cost_budget_usd_per_user,
             ),
-            BatchRepository(hot, self._dispatcher),
         )
-        lease_store = LeaseRepository(hot, lease_ttl_s=s.lease_ttl_s)
-        leases = Leases(self.registry, lease_store, self._dispatcher)
+        budgets = TierBudgets(s.tier_rate_limits(), s.rate_limit_recovery_s)
+        rates = RateLimitRepository(hot, budgets)
+        await rates.ensure_buckets()
+        reservations = RateReservations(rates)
+        leases = Leases(
+            self.registry, LeaseRepository(hot, lease_ttl_s=s.lease_ttl_s), dispatcher, reservations
+        )
         sessions = self._sessions = WorkerSessions(
-            SessionRepository(self._pool),
+            SessionRepository(self._pool, AttemptTransaction),
             leases,
             instance_id=self.instance_id,
             grace_s=s.worker_disconnect_grace_s,
             ping_interval_s=s.worker_session_ping_interval_s,
         )
-        rates = RateLimitRepository(hot, s.tier_rate_limits(), s.rate_limit_recovery_s)
-        await rates.ensure_buckets()
-        scheduler = Scheduler(
+        claims = Claims(
             self.registry,
-            ClaimRepository(
-                hot,
-                rates,
-                lease_ttl_s=s.lease_ttl_s,
-                queue_limits=s.queue_limits(),
-                estimated_tokens=tier_estimates(self.registry),
-                unlimited_queues=unlimited_queues(
-                    self.registry, s.queue_limits(), s.tier_rate_limits()
-                ),
-            ),
-            QueueRepository(self._pool, s.queue_limits()),
+            ClaimRepository(hot, lease_ttl_s=s.lease_ttl_s),
             rates,
+            budgets,
+            StepRepository(hot),
+            queue_limits=s.queue_limits(),
         )
+        queues = Queues(self.registry, QueueRepository(self._pool, s.queue_limits()), rates)
         results = Results(
             self.registry,
-            ResultRepository(hot, lease_store, self._dispatcher),
+            ResultRepository(hot, dispatcher.owner),
             leases,
-            self._dispatcher,
+            dispatcher,
+            reservations,
         )
         listing = JobListing(self._pool)
         page_tokens = PageTokens(await _page_token_secret(s, listing))
         admin = Admin(
-            self.registry, job_store, listing, outbox_store, page_tokens, self._dispatcher
+            self.registry, job_store, new_job_store, listing, outbox_store, page_tokens, dispatcher
         )
         bulk = BulkActions(
             self.registry,
@@ -208,82 +242,21 @@ class JobServiceApp:
             BulkRepository(self._pool),
             page_tokens,
             publisher,
-            self._dispatcher,
+            dispatcher,
         )
-        schedules = Schedules(jobs, ScheduleRepository(self._pool), page_tokens)
-        self._firing = ScheduleFiring(schedules)
+        schedules = Schedules(new_jobs, jobs, ScheduleRepository(self._pool), page_tokens)
         watches = self._watches = WatchHub(listing, NatsPartialOutputFeed(self._nc))
-        self._housekeeping = [
-            Periodic(
-                "lease reaper",
-                leases.reap_expired_leases,
-                interval_s=s.reaper_interval_s,
-                batch=REAP_BATCH,
-            ),
-            Periodic(
-                "dispatch reconciler",
-                lambda: outbox.redispatch_stranded(s.reconcile_after_s),
-                interval_s=s.reconcile_interval_s,
-                batch=REDISPATCH_BATCH,
-            ),
-            Periodic(
-                "outbox pruner",
-                lambda: outbox.prune(s.outbox_retention_s),
-                interval_s=s.outbox_prune_interval_s,
-                batch=PRUNE_BATCH,
-            ),
-            Periodic(
-                "snapshot cleaner",
-                jobs.delete_expired_snapshots,
-                interval_s=s.snapshot_clean_interval_s,
-                batch=SNAPSHOT_CLEAN_BATCH,
-            ),
-            Periodic(
-                "retention",
-                Retention(
-                    self.registry,
-                    RetentionRepository(self._pool),
-                    job_retention_s=s.job_retention_s,
-                    usage_retention_s=s.usage_retention_s,
-                    batch=s.retention_batch,
-                ).run_round,
-                interval_s=s.retention_interval_s,
-                batch=_NEVER_FULL,  # a round works off up to its cap itself
-            ),
-            Periodic(
-                "watch poller",
-                watches.poll,
-                interval_s=s.watch_poll_interval_s,
-                batch=_NEVER_FULL,
-            ),
-            Periodic(
-                "scheduler gauges",
-                scheduler.refresh_gauges,
-                interval_s=s.metrics_collect_interval_s,
-                batch=1,
-            ),
-            Periodic(
-                "schedule runs pruner",
-                schedules.prune_runs,
-                interval_s=s.retention_interval_s,
-                batch=SCHEDULE_PRUNE_BATCH,
-            ),
-            Periodic(
-                "metrics collector",
-                DatabaseGauges(self._pool, self.registry.queue_concurrency()).refresh,
-                interval_s=s.metrics_collect_interval_s,
-                batch=1,
-            ),
-        ]
-        self._server = build_server(
+        server = build_server(
             s,
             self.registry,
             tokens,
             self._health,
+            new_jobs=new_jobs,
             jobs=jobs,
             leases=leases,
             results=results,
-            scheduler=scheduler,
+            claims=claims,
+            queues=queues,
             admin=admin,
             bulk=bulk,
             outbox=outbox,
@@ -295,37 +268,29 @@ class JobServiceApp:
             schedules=schedules,
             signals=Signals(SignalRepository(self._pool), publisher),
         )
-        address = f"{s.grpc_host}:{s.grpc_port}"
-        if tls is None:
-            self.port = self._server.add_insecure_port(address)
-        else:
-            self.port = self._server.add_secure_port(address, tls)
-        await self._server.start()
-        loops = [("outbox dispatcher", self._dispatcher.run), ("schedule firing", self._firing.run)]
-        loops += [(periodic.name, periodic.run) for periodic in self._housekeeping]
-        for name, loop in loops:
-            task = asyncio.create_task(loop(), name=f"job_service {name}")
-            task.add_done_callback(self._on_loop_exit)
-            self._tasks.append(task)
-        for service in ("", *SERVICE_NAMES):
-            await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
-        log.info(
-            "job_service %s serving gRPC on %s:%d, metrics on %s",
-            self.instance_id,
-            s.grpc_host,
-            self.port,
-            f"port {self.metrics.port}" if self.metrics.port is not None else "no port",
+        loops = Supervisor(
+            [
+                ("outbox dispatcher", dispatcher),
+                ("schedule firing", ScheduleFiring(schedules)),
+                *housekeeping(
+                    s,
+                    self.registry,
+                    self._pool,
+                    leases=leases,
+                    outbox=outbox,
+                    jobs=jobs,
+                    watches=watches,
+                    queues=queues,
+                    schedules=schedules,
+                ),
+            ],
+            stopped=self._stopped,
         )
+        return server, loops
 
     @property
     def tls(self) -> bool:
         return bool(self.settings.tls_cert_file)
-
-    def _on_loop_exit(self, task: asyncio.Task[None]) -> None:
-        """A background loop must never end on its own: if one does, stop the whole."""
-        if not task.cancelled() and not self._stopped.is_set():
-            log.error("background loop %s ended: %r; stopping", task.get_name(), task.exception())
-            self._stopped.set()
 
     async def wait(self) -> None:
         await self._stopped.wait()
@@ -355,19 +320,8 @@ class JobServiceApp:
                 # otherwise hold the grace period; disconnects seen are still decided
                 await self._sessions.close()
             await stopping
-        if self._dispatcher is not None:
-            self._dispatcher.stop()
-        if self._firing is not None:
-            self._firing.stop()
-        for periodic in self._housekeeping:
-            periodic.stop()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=self.settings.shutdown_grace_s)
-            for task in self._tasks:
-                task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.gather(*self._tasks, return_exceptions=True)
-            self._tasks.clear()
+        if self._loops is not None:
+            await self._loops.stop(self.settings.shutdown_grace_s)
         if self._nc is not None:
             with contextlib.suppress(Exception):
                 await self._nc.drain()
@@ -379,22 +333,6 @@ class JobServiceApp:
             await self._pool.close()
             self._pool = None
         self.metrics.stop()
-
-    async def __aenter__(self) -> JobServiceApp:
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
 
 async def reseal_credentials(settings: JobServiceSettings) -> int:

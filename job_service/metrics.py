@@ -2,7 +2,7 @@
 
 Transitions are counted where they are written (the use cases and the postgres adapters), once per
 job and transition: an idempotent repeat of a create or a submit counts nothing. Database
-gauges (queue depth, outbox backlog) are refreshed by ``job_service.adapters.postgres.gauges``.
+gauges (queue depth, outbox backlog) are refreshed by ``job_service.usecases.gauges``.
 """
 
 from __future__ import annotations

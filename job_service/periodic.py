@@ -1,11 +1,6 @@
 """Housekeeping loops: work done every so often, at once again while there is more.
 
-The job service runs three: the lease reaper (ends attempts whose worker stopped
-heartbeating; expiry is judged by the database clock, ``lock_until < now()``, never by this
-process's clock), the outbox pruner (deletes published rows past their retention) and the
-snapshot cleaner (deletes finished jobs' snapshots past their expiry). Every replica runs
-them all; ``SKIP LOCKED`` and compare-and-set keep them off each other's
-rows.
+Which rounds the job service runs, and how often, is listed in ``job_service.loops``.
 """
 
 from __future__ import annotations

@@ -7,15 +7,10 @@ from decimal import Decimal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from job_service.domain.claims import DEFAULT_FAIR_QUANTUM_S, DEFAULT_PRIORITY_STEP_S
 from job_service.domain.credentials import Keyring, parse_master_key
-from job_service.domain.scheduling import (
-    DEFAULT_FAIR_QUANTUM_S,
-    DEFAULT_PRIORITY_STEP_S,
-    DEFAULT_RATE_RECOVERY_S,
-    RateLimit,
-    parse_limits,
-    parse_rate_limits,
-)
+from job_service.domain.queues import parse_limits
+from job_service.domain.rate_limits import DEFAULT_RATE_RECOVERY_S, RateLimit, parse_rate_limits
 from shared.logs import LogFormat
 from shared.metrics import port_or_disabled
 

@@ -24,6 +24,8 @@ from typing import Any
 
 import grpc
 
+from shared.lifetime import Lifetime
+
 # Inputs and outputs travel as Structs; allow more than gRPC's default 4 MiB both ways.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_OPTIONS: tuple[tuple[str, Any], ...] = (
@@ -147,7 +149,7 @@ class _TokenCall:
         return self._call(request, metadata=_with_metadata(metadata, self._metadata), **kwargs)
 
 
-class _TokenChannel(grpc.aio.Channel):  # type: ignore[misc]
+class _TokenChannel(Lifetime, grpc.aio.Channel):  # type: ignore[misc]
     """An asyncio channel whose every call carries the bearer token."""
 
     def __init__(self, channel: grpc.aio.Channel, metadata: tuple[tuple[str, str], ...]) -> None:
@@ -166,10 +168,7 @@ class _TokenChannel(grpc.aio.Channel):  # type: ignore[misc]
     def stream_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return _TokenCall(self._channel.stream_stream(method, *args, **kwargs), self._metadata)
 
-    async def __aenter__(self) -> _TokenChannel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def stop(self) -> None:
         await self._channel.close()
 
     async def close(self, grace: float | None = None) -> None:

@@ -13,10 +13,10 @@ import asyncio
 import contextlib
 import logging
 import signal
-from types import TracebackType
 
 from nats.aio.client import Client
 
+from shared.lifetime import Lifetime
 from shared.metrics import MetricsServer, publish_build_info
 from shared.registry import Registry, default_registry
 from shared.startup import connect_nats, within_startup
@@ -32,7 +32,7 @@ from worker_service.worker import Worker
 log = logging.getLogger(__name__)
 
 
-class WorkerApp:
+class WorkerApp(Lifetime):
     """One worker process's resources and its ``Worker``. ``run()`` connects, consumes until
     ``stop()``, drains, and closes; ``stop()`` is idempotent and waits for all of that;
     ``async with`` returns once consuming has started and stops on exit."""
@@ -53,7 +53,6 @@ class WorkerApp:
         self._ready = asyncio.Event()
         self._done = asyncio.Event()
         self._started = False
-        self._task: asyncio.Task[None] | None = None
         self._source: NatsDispatchSource | None = None
         self._declaring: set[asyncio.Task[None]] = set()
         self.health = WorkerHealth()
@@ -100,29 +99,19 @@ class WorkerApp:
         if self._started:
             await self._done.wait()
 
-    async def __aenter__(self) -> WorkerApp:
-        self._task = asyncio.create_task(self.run(), name="worker-app")
+    async def start(self) -> None:
+        """Run in the background; return once consuming has started."""
+        running = self.run_in_background(self.run(), "worker-app")
         ready = asyncio.create_task(self._ready.wait())
         try:
-            await asyncio.wait({self._task, ready}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({running, ready}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
-            self._task.cancel()
+            running.cancel()
             raise
         finally:
             ready.cancel()
-        if self._task.done():
-            self._task.result()  # raises the start-up failure
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-        if self._task is not None:
-            await self._task
+        if running.done():
+            running.result()  # raises the start-up failure
 
     async def _connect_unless_stopped(self, stack: contextlib.AsyncExitStack) -> Worker | None:
         """Connect (NATS is waited for indefinitely) unless stop() comes first."""

@@ -7,8 +7,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from types import TracebackType
 
+from shared.lifetime import Lifetime
 from worker_service.attempt import Attempt
 from worker_service.domain.errors import is_transient, means_lease_lost
 from worker_service.domain.model import CancelCause, Lease
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 MIN_CALL_TIMEOUT_S = 0.2
 
 
-class Heartbeat:
+class Heartbeat(Lifetime):
     """An async context manager around one attempt's execution.
 
     The first beat goes out one interval after entry, so that jobs shorter than an interval
@@ -46,16 +46,10 @@ class Heartbeat:
         self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> Heartbeat:
-        self._timer = asyncio.get_running_loop().call_later(self._interval, self._start)
-        return self
+    async def start(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(self._interval, self._first_beat)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
         task = self._task
@@ -64,7 +58,7 @@ class Heartbeat:
             # asyncio.wait, not `await task`: a cancellation of *our* caller must propagate.
             await asyncio.wait({task})
 
-    def _start(self) -> None:
+    def _first_beat(self) -> None:
         self._task = asyncio.create_task(self._beat(), name=f"heartbeat-{self._attempt.job_id}")
 
     async def _beat(self) -> None:

@@ -13,8 +13,8 @@ import logging
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from types import TracebackType
 
+from shared.lifetime import Lifetime
 from worker_service.domain.errors import ExecutorCallFailed
 from worker_service.domain.model import ResultSubmission
 from worker_service.ports import MAX_BATCH, ExecutorApi
@@ -32,7 +32,7 @@ class _Item:
     answer: asyncio.Future[str]
 
 
-class ResultBatcher:
+class ResultBatcher(Lifetime):
     """A ``ResultSink`` over ``ExecutorApi.submit_results``.
 
     Each waiter gets its own item's answer: a refused item (``LeaseLost``, ...) raises to its
@@ -64,7 +64,6 @@ class ResultBatcher:
         self._started = False
         self._closed = False
         self._finished = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     @property
     def queued(self) -> int:
@@ -116,19 +115,8 @@ class ResultBatcher:
         if self._started:
             await self._finished.wait()
 
-    async def __aenter__(self) -> ResultBatcher:
-        self._task = asyncio.create_task(self.run(), name="result-batcher")
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-        if self._task is not None:
-            await self._task
+    async def start(self) -> None:
+        self.run_in_background(self.run(), "result-batcher")
 
     async def _call_due(self) -> bool:
         """Wait until results are queued and a call may start; False once stopping with

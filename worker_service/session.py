@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from types import TracebackType
 
+from shared.lifetime import Lifetime
 from worker_service.domain.errors import is_transient
 from worker_service.ports import SessionApi
 
@@ -23,7 +23,7 @@ RECONNECT_DELAYS_S = (0.0, 0.02, 0.05, 0.1, 0.2)
 GOODBYE_TIMEOUT_S = 2.0
 
 
-class WorkerSession:
+class WorkerSession(Lifetime):
     """``run()`` holds the session until ``close()``; ``close()`` says goodbye (when a
     session is open) and is idempotent; ``async with`` runs it for the block."""
 
@@ -72,16 +72,11 @@ class WorkerSession:
         self.opened.set()
         log.info("worker %s: session %s open", self._worker_id, session_id)
 
-    async def __aenter__(self) -> WorkerSession:
+    async def start(self) -> None:
         self._task = asyncio.create_task(self.run(), name=f"session-{self._worker_id}")
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def stop(self) -> None:
+        """``close()``, then end ``run()`` even if the goodbye did not get through in time."""
         await self.close()
         if self._task is not None:
             self._task.cancel()

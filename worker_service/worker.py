@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
 
+from shared.lifetime import Lifetime
 from shared.registry import JobDefinition
 from worker_service.domain.model import CancelCause
 from worker_service.gateway import ModelGateway
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 FINALIZE_TIMEOUT_S = 15.0
 
 
-class Worker:
+class Worker(Lifetime):
     """Consumes the given queues and runs their jobs, ``slots[queue]`` at a time.
 
     ``run()`` returns once stopped and drained (or raises the failure of a side loop, after
@@ -77,7 +77,6 @@ class Worker:
         self._stop_requested = asyncio.Event()
         self._finished = asyncio.Event()
         self._started = False
-        self._task: asyncio.Task[None] | None = None
 
     @property
     def running_jobs(self) -> int:
@@ -147,19 +146,8 @@ class Worker:
         if self._started:
             await self._finished.wait()
 
-    async def __aenter__(self) -> Worker:
-        self._task = asyncio.create_task(self.run(), name=f"worker-{self.worker_id}")
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-        if self._task is not None:
-            await self._task
+    async def start(self) -> None:
+        self.run_in_background(self.run(), f"worker-{self.worker_id}")
 
     def _in_flight(self) -> set[asyncio.Task[None]]:
         return set().union(*(intake.tasks for intake in self._intakes))

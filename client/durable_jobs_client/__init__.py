@@ -14,6 +14,8 @@ channel as ``.schedules`` (``SchedulesClient`` / ``AsyncSchedulesClient``, specs
 ``.credentials`` (CredentialService: ``AsyncCredentialsClient``) and for operators
 ``.admin`` (AdminService: ``AsyncAdminClient``). Settings not given as arguments come
 from JOBS_JOB_SERVICE_TARGET, JOBS_AUTH_TOKEN and JOBS_TLS_* as for every engine client.
+Statuses by name and which ones end a job: ``durable_jobs_client.statuses``; the generated
+messages: ``durable_jobs_client.protos``.
 """
 
 from durable_jobs_client._core import Partial, RetryPolicy, create_request
@@ -38,6 +40,7 @@ from durable_jobs_client.errors import (
     JobNotFound,
     JobNotRetryable,
     JobsError,
+    LiveChildExists,
     PermissionDenied,
     QuotaExceeded,
     ScheduleNotFound,
@@ -80,6 +83,7 @@ __all__ = [
     "JobStatus",
     "JobsClient",
     "JobsError",
+    "LiveChildExists",
     "Partial",
     "PermissionDenied",
     "QuotaExceeded",

@@ -1,4 +1,5 @@
-"""What the sync and async clients share: requests, the retry policy, watch bookkeeping."""
+"""What the sync and async clients share: their settings, requests, the retry policy,
+watch bookkeeping."""
 
 from __future__ import annotations
 
@@ -13,11 +14,17 @@ from google.protobuf import struct_pb2
 
 from durable_jobs_client._pb.jobs.v1 import job_pb2
 from durable_jobs_client._pb.jobs.v1 import job_service_pb2 as pb
-from durable_jobs_client.errors import JobsError, QuotaExceeded, TooManyJobs, Unavailable
-
-TERMINAL = frozenset(
-    {job_pb2.JOB_STATUS_SUCCEEDED, job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_STATUS_CANCELLED}
+from durable_jobs_client.config import ClientConfig
+from durable_jobs_client.errors import (
+    JobsError,
+    QuotaExceeded,
+    TooManyJobs,
+    Unavailable,
+    error_from_status,
 )
+from durable_jobs_client.statuses import TERMINAL
+
+DEFAULT_TIMEOUT = 30.0
 RETRIED_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
 
 
@@ -49,6 +56,58 @@ class RetryPolicy:
         if isinstance(error, Unavailable) or error.code == grpc.StatusCode.UNAVAILABLE:
             return min(self.max_backoff, self.initial_backoff * 2.0 ** (attempt - 1))
         return None
+
+
+class ClientBase:
+    """The settings of a client, blocking or asyncio, and the requests both make."""
+
+    def __init__(
+        self,
+        target: str | None,
+        *,
+        user_id: str,
+        token: str | None,
+        ca_file: str | None,
+        client_cert_file: str | None,
+        client_key_file: str | None,
+        timeout: float,
+        retry: RetryPolicy | None,
+        shared_channel: bool,
+    ) -> None:
+        self.config = ClientConfig.resolve(
+            target, token, ca_file, client_cert_file, client_key_file
+        )
+        self.user_id = user_id
+        self.timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self._metadata = self.config.metadata()
+        # A channel the caller gave stays open when this client closes: it is the caller's.
+        self._owns_channel = not shared_channel
+
+    def _request(
+        self, job_type: str, input: Mapping[str, Any], user_id: str | None, **options: Any
+    ) -> pb.CreateJobRequest:
+        return create_request(user_id or self.user_id, job_type, input, **options)
+
+    def _watch_request(
+        self, job_id: str, user_id: str | None, partial_output: bool
+    ) -> pb.WatchJobRequest:
+        return pb.WatchJobRequest(
+            job_id=job_id,
+            user_id=user_id or self.user_id,
+            include_partial_output=partial_output,
+        )
+
+    def _usage_user(self, user_id: str | None) -> str:
+        return self.user_id if user_id is None else user_id
+
+
+def result_of(result: pb.CreateJobResult) -> pb.CreateJobResponse | JobsError:
+    """One item of a CreateJobs answer: the created job, or the error refusing it."""
+    if result.HasField("error"):
+        return error_from_status(result.error)
+    response: pb.CreateJobResponse = result.response
+    return response
 
 
 def struct(values: Mapping[str, Any]) -> struct_pb2.Struct:

@@ -83,10 +83,13 @@ class AsyncAdminClient:
         user_id: str = "",
         target_type: str = "",
         target_id: str = "",
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
         page_size: int = 0,
         page_token: str = "",
     ) -> apb.AdminListJobsResponse:
-        """One page of every user's jobs, newest first, filtered."""
+        """One page of every user's jobs, newest first, filtered (a ``status`` of 0,
+        JOB_STATUS_UNSPECIFIED, filters nothing, as None does)."""
         request = apb.AdminListJobsRequest(
             job_type=job_type,
             queue=queue,
@@ -98,6 +101,10 @@ class AsyncAdminClient:
         )
         if status is not None:
             request.status = status
+        if created_after is not None:
+            request.created_after.FromDatetime(created_after)
+        if created_before is not None:
+            request.created_before.FromDatetime(created_before)
         return await self._call(self._stub.ListJobs, request, apb.AdminListJobsResponse)
 
     async def get_job(self, job_id: str) -> job_pb2.Job:

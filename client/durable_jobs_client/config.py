@@ -5,7 +5,7 @@ JOBS_AUTH_TOKEN, JOBS_TLS_CA_FILE, JOBS_TLS_CLIENT_CERT_FILE, JOBS_TLS_CLIENT_KE
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.lb_policy_name", "round_robin"),
 )
+Options = Sequence[tuple[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -79,17 +80,24 @@ class ClientConfig:
         channels too (gRPC's call credentials refuse those)."""
         return (("authorization", f"Bearer {self.token}"),) if self.token else ()
 
-    def sync_channel(self) -> grpc.Channel:
+    def sync_channel(self, options: Options = ()) -> grpc.Channel:
+        """A blocking channel; ``options`` (gRPC channel arguments) on top of the
+        client's own (``CHANNEL_OPTIONS``)."""
         credentials = self.credentials()
         if credentials is None:
-            return grpc.insecure_channel(self.target, options=CHANNEL_OPTIONS)
-        return grpc.secure_channel(self.target, credentials, options=CHANNEL_OPTIONS)
+            return grpc.insecure_channel(self.target, options=_merged(options))
+        return grpc.secure_channel(self.target, credentials, options=_merged(options))
 
-    def aio_channel(self) -> grpc.aio.Channel:
+    def aio_channel(self, options: Options = ()) -> grpc.aio.Channel:
+        """An asyncio channel; ``options`` as for ``sync_channel``."""
         credentials = self.credentials()
         if credentials is None:
-            return grpc.aio.insecure_channel(self.target, options=CHANNEL_OPTIONS)
-        return grpc.aio.secure_channel(self.target, credentials, options=CHANNEL_OPTIONS)
+            return grpc.aio.insecure_channel(self.target, options=_merged(options))
+        return grpc.aio.secure_channel(self.target, credentials, options=_merged(options))
+
+
+def _merged(options: Options) -> list[tuple[str, Any]]:
+    return list({**dict(CHANNEL_OPTIONS), **dict(options)}.items())
 
 
 def _read(variable: str, path: str) -> bytes:

@@ -11,6 +11,7 @@ the field violations of bad input and the wait ``RetryInfo`` asks for::
     ├── JobNotCancellable         JOB_NOT_CANCELLABLE
     ├── JobAlreadyCancelled       JOB_ALREADY_CANCELLED
     ├── JobNotRetryable           JOB_NOT_RETRYABLE
+    ├── LiveChildExists           LIVE_CHILD_EXISTS (a retried child: its parent has a live one)
     ├── JobFinished               JOB_FINISHED      (a signal sent to a finished job)
     ├── IdempotencyKeyReused      IDEMPOTENCY_KEY_REUSED
     ├── TooManyJobs               TOO_MANY_JOBS     (retry_after)
@@ -21,6 +22,10 @@ the field violations of bad input and the wait ``RetryInfo`` asks for::
     ├── DeadlineExceeded          the call's deadline passed
     └── InternalError             INTERNAL, and any reason this client does not know
     ConfigError (ValueError)      TLS or auth settings incomplete or unreadable
+
+Every reason the engine answers a caller with has its class here; the one left out,
+LEASE_LOST, only ExecutorService answers (to workers, never to this client). A unit test
+(tests/unit/test_error_parity.py) holds the tree to the engine's.
 """
 
 from __future__ import annotations
@@ -101,6 +106,13 @@ class JobNotRetryable(JobsError):
     reason = "JOB_NOT_RETRYABLE"
 
 
+class LiveChildExists(JobsError):
+    """RetryJob of a child whose parent already has an unfinished or succeeded child of
+    its type: one live child per parent and type."""
+
+    reason = "LIVE_CHILD_EXISTS"
+
+
 class JobFinished(JobsError):
     reason = "JOB_FINISHED"
 
@@ -149,6 +161,7 @@ _BY_REASON: dict[str, type[JobsError]] = {
         JobNotCancellable,
         JobAlreadyCancelled,
         JobNotRetryable,
+        LiveChildExists,
         JobFinished,
         IdempotencyKeyReused,
         TooManyJobs,

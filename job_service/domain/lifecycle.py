@@ -26,6 +26,8 @@ class JobStatus(StrEnum):
 
 
 TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+# A new job starts waiting: queued, or created when it is to run later.
+INITIAL = frozenset({JobStatus.CREATED, JobStatus.QUEUED})
 
 
 class Step(StrEnum):

@@ -8,9 +8,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from job_service.domain.holds import Hold
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.scheduling import Hold
 from shared.ai.provider import UsageRecord
+from shared.ai.steps import RecordedStep
 from shared.credentials import CredentialMode
 from shared.registry import ArtifactDraft, ChildJobDraft
 
@@ -263,8 +264,10 @@ class LockGrant:
     # USER: the worker fetches the key with ResolveCredential under this lease
     credential_mode: CredentialMode = CredentialMode.PLATFORM
     credential_id: str | None = None
-    # Earlier attempts recorded steps (RecordStep) for this one to reuse.
+    # Earlier attempts recorded steps (RecordStep) for this one to reuse: whether the
+    # grant saw any, and (attached by the claims use case) the steps.
     has_steps: bool = False
+    recorded_steps: tuple[RecordedStep, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,38 +1,53 @@
-"""What the jobs use cases (create, get, cancel, re-run) need from storage and NATS."""
+"""What the jobs use cases need from storage and NATS: new jobs (create, create many,
+re-run) and a job's own path (get, cancel)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import Job, NewJob, QuotaRefusal, Quotas, RetrySpec
+from job_service.domain.outbox import OutboxMessage
+
+# A stored new job: the job and whether this call created it (False: the job its
+# idempotency key names), or the quota that kept it out.
+Stored = tuple[Job, bool] | QuotaRefusal
+
+
+class NewJobStore(Protocol):
+    async def create(self, new: NewJob, quotas: Quotas) -> tuple[Stored, list[OutboxMessage]]:
+        """The job stored with its snapshot, timeline event and dispatch row (True), the
+        job an idempotency key already names (False), or a refusal with nothing stored;
+        with the outbox rows it wrote already claimed for this replica's dispatcher (a due
+        job's dispatch row), committed, to hand over (``Handoff``)."""
+        ...
 
 
 class BatchStore(Protocol):
     async def create_many(
         self, news: Sequence[NewJob], quotas: Quotas, trace: dict[str, str] | None = None
-    ) -> list[tuple[Job, bool] | QuotaRefusal]:
-        """``JobStore.create`` for each job in one statement, quotas counted in order; an
-        outcome per job. Idempotency keys are distinct within ``news``."""
+    ) -> tuple[list[Stored], list[OutboxMessage]]:
+        """``NewJobStore.create`` for each job in one statement, quotas counted in order:
+        an outcome per job, and the rows to hand over. Idempotency keys are distinct within
+        ``news``."""
         ...
 
 
-class JobStore(Protocol):
-    async def create(self, new: NewJob, quotas: Quotas) -> tuple[Job, bool] | QuotaRefusal:
-        """The job stored with its snapshot, timeline event and dispatch row (True), the
-        job an idempotency key already names (False), or a refusal with nothing stored. A
-        due job's dispatch row goes to the outbox dispatcher with the commit (``Handoff``):
-        only a delayed job's needs a wake-up."""
-        ...
-
-    async def get(self, job_id: str, user_id: str | None) -> Job | None:
-        """The job with artifacts and timeline; ``user_id`` None reads any user's job."""
+class RerunStore(Protocol):
+    async def rerun_input(self, job_id: str) -> dict[str, Any] | None:
+        """The input a re-run of the job would copy (its snapshot), or None when gone."""
         ...
 
     async def rerun(self, job_id: str, spec: RetrySpec, reason: str = "retry") -> Job | None:
         """A new job from a finished job's snapshot, ``reason`` on its first timeline
         event; None when that is not possible."""
+        ...
+
+
+class JobStore(Protocol):
+    async def get(self, job_id: str, user_id: str | None) -> Job | None:
+        """The job with artifacts and timeline; ``user_id`` None reads any user's job."""
         ...
 
     async def cancel(

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
-from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import NewChild, Submission
-from shared.errors import LeaseLost
+from job_service.domain.outbox import OutboxMessage
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What one submit wrote: the type of each job whose result it committed (by job id;
+    the others were refused, nothing written), and the outbox rows it wrote claimed for
+    this replica's dispatcher, to hand over now that they are committed."""
+
+    job_types: dict[str, str]
+    handed: list[OutboxMessage]
 
 
 class ResultStore(Protocol):
@@ -17,8 +27,7 @@ class ResultStore(Protocol):
 
     async def submit_results(
         self, results: Sequence[Submission], children: Sequence[NewChild] = ()
-    ) -> list[JobStatus | LeaseLost]:
-        """Each result committed once with its artifacts, children and usage rows. The
-        outbox rows of the committed results go to the dispatcher with the commit
-        (``Handoff``); a refused result's answer may have written others (a wake-up's)."""
+    ) -> Committed:
+        """Each result whose lease is current committed once (distinct jobs), with its
+        artifacts, ``children`` and usage rows, in one statement."""
         ...

@@ -8,8 +8,9 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Protocol
 
-from job_service.domain.models import Cursor, Job, NewJob, QuotaRefusal, Quotas
+from job_service.domain.models import Cursor, NewJob, Quotas
 from job_service.domain.schedules import RunOutcome, Schedule, ScheduleRun, ScheduleSpec
+from job_service.ports.jobs import Stored
 
 
 class Round(Protocol):
@@ -17,7 +18,9 @@ class Round(Protocol):
 
     schedules: list[Schedule]
 
-    async def create_job(self, new: NewJob, quotas: Quotas) -> tuple[Job, bool] | QuotaRefusal: ...
+    async def create_job(self, new: NewJob, quotas: Quotas) -> Stored:
+        """CreateJob's statement, in the round's transaction."""
+        ...
 
     async def unfinished(self, job_id: str) -> bool: ...
 

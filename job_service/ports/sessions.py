@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from job_service.domain.models import FailureOutcome
-from job_service.ports.leases import Decide
+from job_service.ports.leases import AttemptEnding
 
 
 class SessionStore(Protocol):
@@ -15,9 +15,10 @@ class SessionStore(Protocol):
 
     async def close(self, session_id: int, *, goodbye: bool) -> None: ...
 
-    async def end_leases_unless_back(
-        self, worker_id: str, session_id: int, decide: Decide
-    ) -> list[FailureOutcome] | None:
-        """The worker's leases ended as WORKER_DISCONNECTED, or None when it opened a
-        session after ``session_id`` (it is alive; nothing changed)."""
+    def ending_leases(
+        self, worker_id: str, session_id: int
+    ) -> AbstractAsyncContextManager[AttemptEnding | None]:
+        """A transaction under the worker's session lock in which its attempts end (no new
+        session can register meanwhile), or None when it opened a session after
+        ``session_id`` (it is alive: nothing may change)."""
         ...

@@ -12,13 +12,14 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from job_service.domain.admission import readmit
+from job_service.domain.checks import require_name, require_target, require_uuid
 from job_service.domain.lifecycle import RERUNNABLE, JobStatus
-from job_service.domain.models import Cursor, DeadEvent, Job, JobFilter, RetrySpec
+from job_service.domain.models import Cursor, DeadEvent, Job, JobFilter
 from job_service.domain.paging import PageTokens, page_size
-from job_service.ports.jobs import JobStore
+from job_service.ports.jobs import JobStore, RerunStore
 from job_service.ports.listing import JobListingStore
 from job_service.ports.outbox import OutboxStore, Waker
-from job_service.usecases.checks import require_name, require_target, require_uuid
 from shared.constants import Queue
 from shared.errors import (
     FieldViolation,
@@ -41,6 +42,7 @@ class Admin:
         self,
         registry: Registry,
         store: JobStore,
+        reruns: RerunStore,
         listing: JobListingStore,
         dead_letters: OutboxStore,
         tokens: PageTokens,
@@ -48,6 +50,7 @@ class Admin:
     ) -> None:
         self._registry = registry
         self._store = store
+        self._reruns = reruns
         self._listing = listing
         self._dead_letters = dead_letters
         self._tokens = tokens
@@ -118,21 +121,16 @@ class Admin:
 
     async def retry_job(self, job_id: str, reason: str = "retry") -> Job:
         """A new job from a failed or cancelled job's snapshot (trigger "retry"), with
-        ``reason`` on its first timeline event."""
+        ``reason`` on its first timeline event: the copy admitted as CreateJob admits a
+        job (``readmit``)."""
         old = await self.get_any_job(job_id)
         if old.status not in RERUNNABLE:
             raise JobNotRetryable(f"a {old.status} job cannot be retried")
-        definition = self._registry.get(old.job_type)
-        new = await self._store.rerun(
-            job_id,
-            RetrySpec(
-                max_attempts=definition.max_attempts,
-                timeout_ms=int(definition.timeout_s * 1000),
-                definition_version=definition.version,
-                snapshot_ttl_s=definition.snapshot_ttl_s,
-            ),
-            reason,
-        )
+        stored_input = await self._reruns.rerun_input(job_id)
+        new = None
+        if stored_input is not None:
+            spec = readmit(self._registry, old, stored_input)
+            new = await self._reruns.rerun(job_id, spec, reason)
         if new is None:
             raise JobNotRetryable("the job's snapshot is gone; it cannot be retried")
         self._outbox.wake()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from job_service import metrics
+from job_service.domain.checks import is_uuid
 from job_service.domain.lifecycle import RERUNNABLE, JobStatus, Step, sources
 from job_service.domain.models import Actionable, Candidate, Cursor, JobFilter, JobSelection
 from job_service.domain.paging import PageTokens
@@ -24,7 +25,6 @@ from job_service.ports.bulk import BulkStore
 from job_service.ports.jobs import CancelNotifier
 from job_service.ports.outbox import Waker
 from job_service.usecases.admin import Admin, attribution, scope_of
-from job_service.usecases.checks import is_uuid
 from shared.errors import FieldViolation, InvalidInput, JobNotFound, JobNotRetryable, JobsError
 from shared.registry import Registry
 

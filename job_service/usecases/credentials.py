@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from job_service.domain.checks import require_name, require_uuid
 from job_service.domain.credentials import (
     CredentialRecord,
     Keyring,
@@ -21,7 +22,6 @@ from job_service.domain.credentials import (
 )
 from job_service.domain.lifecycle import LEASED, status_values
 from job_service.ports.credentials import CredentialStore
-from job_service.usecases.checks import require_name, require_uuid
 from shared.credentials import MAX_API_KEY_CHARS, PROVIDER_PATTERN, CredentialMode, fingerprint
 from shared.errors import (
     CredentialNotFound,

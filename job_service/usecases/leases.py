@@ -1,5 +1,6 @@
 """ExecutorService's use cases on a lease (the scheduler grants it): heartbeat, end a
-failed attempt as the retry policy decides, and reap the leases whose worker went silent.
+failed attempt as the retry policy decides (a pending cancel wins: domain/attempts.py),
+and reap the leases whose worker went silent.
 
 A lease is a token the database hands out with LockJobs; every later call of the worker
 names it, and the store refuses a stale one (LeaseLost) without changing anything. Expiry
@@ -15,15 +16,20 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from job_service import metrics
-from job_service.domain.models import (
-    AttemptFacts,
-    FailureOutcome,
-    HeartbeatAck,
+from job_service.domain.attempts import (
+    Decide,
+    LeaseState,
+    LockedAttempt,
+    always_cancel,
+    attempt_end,
+    repeated_failure,
 )
+from job_service.domain.checks import require_batch, require_uuid
+from job_service.domain.models import AttemptFacts, FailureOutcome, HeartbeatAck
 from job_service.domain.retry import Outcome, RetryDecision, RetryPolicy
-from job_service.ports.leases import Decide, LeaseStore
+from job_service.ports.leases import AttemptEnding, LeaseStore
 from job_service.ports.outbox import Waker
-from job_service.usecases.checks import require_batch, require_uuid
+from job_service.usecases.rate_limits import RateReservations
 from shared.ai.provider import UsageRecord
 from shared.errors import ErrorClass, ErrorCode, FieldViolation, InvalidInput, LeaseLost, classify
 from shared.registry import Registry
@@ -41,9 +47,16 @@ MAX_RETRY_AFTER_S = 600.0
 
 
 class Leases:
-    def __init__(self, registry: Registry, store: LeaseStore, outbox: Waker) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        store: LeaseStore,
+        outbox: Waker,
+        reservations: RateReservations,
+    ) -> None:
         self._store = store
         self._outbox = outbox
+        self._reservations = reservations
         self._policies = {d.job_type: RetryPolicy.of(d) for d in registry}
 
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
@@ -69,7 +82,7 @@ class Leases:
                 "error_code is malformed",
                 [FieldViolation("error_code", "an upper-case code such as PROVIDER_TIMEOUT")],
             )
-        return await _counting_stale(
+        outcome = await _counting_stale(
             "SubmitFailure",
             self.end_attempt(
                 job_id,
@@ -81,6 +94,8 @@ class Leases:
                 self._deciding_no_sooner_than(retry_after_s),
             ),
         )
+        await self._reservations.attempt_ended(job_id, usage, error_code, retry_after_s)
+        return outcome
 
     async def end_attempt(
         self,
@@ -91,18 +106,42 @@ class Leases:
         usage: Sequence[UsageRecord] = (),
         decide: Decide | None = None,
     ) -> FailureOutcome:
-        """Ends the attempt the lease names as the retry policy decides (LeaseLost when
-        the lease is not current) and wakes the dispatcher for what that wrote."""
-        outcome = await self._store.end_attempt(
-            job_id,
-            lease_token,
-            error_code,
-            error_message[:MAX_ERROR_MESSAGE_CHARS],
-            decide or self.decide,
-            usage,
-        )
+        """Ends the attempt the lease names as ``decide`` (the retry policy) says, storing
+        its usage with it, and wakes the dispatcher for what that wrote. A repeat of a
+        report is answered with the status it led to (and stores nothing); otherwise a
+        lease that is not current is LeaseLost."""
+        async with self._store.ending() as tx:
+            attempt = await tx.attempt(job_id, lease_token)
+            if attempt is None:  # not leased: a repeat of this report, or a lost lease
+                status = repeated_failure(await tx.lease_state(job_id), lease_token)
+                if status is None:
+                    raise LeaseLost("the lease on this job is no longer held")
+                outcome = FailureOutcome(status)
+            else:
+                if usage:
+                    await tx.store_usage(attempt, usage)
+                outcome = await self._end(
+                    tx,
+                    attempt,
+                    error_code,
+                    error_message[:MAX_ERROR_MESSAGE_CHARS],
+                    decide or self.decide,
+                )
         self._wake_for(outcome)
         return outcome
+
+    async def confirm_cancel(
+        self, job_id: str, lease_token: str, usage: Sequence[UsageRecord] = ()
+    ) -> FailureOutcome:
+        """Ends the attempt of a job whose cancel won the race with its result; the result
+        is dropped, the provider calls it made (``usage``) are stored all the same."""
+        return await self.end_attempt(
+            job_id, lease_token, ErrorCode.CANCELLED, "", usage, always_cancel
+        )
+
+    async def lease_state(self, job_id: str) -> LeaseState | None:
+        """Where the job stands, for a report the store refused."""
+        return await self._store.lease_state(job_id)
 
     def _deciding_no_sooner_than(self, retry_after_s: float) -> Decide:
         """``decide``, with a retry scheduled no sooner than a provider's Retry-After."""
@@ -138,11 +177,24 @@ class Leases:
         return attempt, stored
 
     async def reap_expired_leases(self) -> int:
-        """The reaper's round: attempts whose lease ran out end as LEASE_EXPIRED."""
-        outcomes = await self._store.reap_expired_leases(REAP_BATCH, self.decide)
-        for outcome in outcomes:
-            self._wake_for(outcome)
+        """The reaper's round: attempts whose lease ran out end as LEASE_EXPIRED (a
+        pending cancel ends cancelled)."""
+        async with self._store.ending() as tx:
+            expired = await tx.expired(REAP_BATCH)
+            outcomes = await self.end_abandoned(
+                tx, expired, ErrorCode.LEASE_EXPIRED, "lease expired"
+            )
+        self.wake_for(outcomes)
         return len(outcomes)
+
+    async def end_abandoned(
+        self, tx: AttemptEnding, attempts: Sequence[LockedAttempt], code: str, message: str
+    ) -> list[FailureOutcome]:
+        """Ends, in ``tx``, attempts their worker abandoned (its lease ran out, or it
+        disconnected) as the retry policy decides for ``code``; an AI job's attempt is
+        marked as having unknown usage (its worker reported none) until a late
+        ReportUsage. The caller wakes the dispatcher once ``tx`` has committed."""
+        return [await self._end(tx, a, code, message, self.decide, reaped=True) for a in attempts]
 
     def decide(self, facts: AttemptFacts, code: str) -> RetryDecision:
         """The retry decision for a failed attempt of a RUNNING job. A worker that
@@ -154,9 +206,26 @@ class Leases:
         return policy.decide(facts.attempt, code)
 
     def wake_for(self, outcomes: Sequence[FailureOutcome]) -> None:
-        """Wakes the dispatcher for attempts ended elsewhere (a worker's disconnect)."""
+        """Wakes the dispatcher for ended attempts, once their transaction committed."""
         for outcome in outcomes:
             self._wake_for(outcome)
+
+    async def _end(
+        self,
+        tx: AttemptEnding,
+        attempt: LockedAttempt,
+        code: str,
+        message: str,
+        decide: Decide,
+        *,
+        reaped: bool = False,
+    ) -> FailureOutcome:
+        end = attempt_end(attempt.facts, code, decide)
+        ended = await tx.end(attempt, end, message, reaped=reaped)
+        metrics.attempt_ended(attempt.facts.job_type, end.code, ended.status)
+        if ended.usage_unknown:
+            metrics.usage_unknown(attempt.facts.job_type)
+        return FailureOutcome(ended.status, ended.next_run_at)
 
     def _wake_for(self, outcome: FailureOutcome) -> None:
         """A retry's dispatch row is due at next_run_at; a terminal status wrote a domain

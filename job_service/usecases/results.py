@@ -12,22 +12,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from job_service import metrics
+from job_service.domain.admission import admit_child
+from job_service.domain.attempts import Refusal, refusal
+from job_service.domain.checks import MAX_ID_CHARS, not_json, require_batch, require_uuid
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import NewChild, NewJob, Submission
-from job_service.ports.outbox import Waker
+from job_service.ports.outbox import Handoff
 from job_service.ports.results import ResultStore
-from job_service.usecases.checks import (
-    MAX_ID_CHARS,
-    MAX_INPUT_BYTES,
-    not_json,
-    priority_in_range,
-    require_batch,
-    require_name,
-    require_uuid,
-)
-from job_service.usecases.jobs import new_job
 from job_service.usecases.leases import Leases
-from shared.canonical import canonical_json, check_storable
+from job_service.usecases.rate_limits import RateReservations
+from shared.canonical import check_storable
 from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, FieldViolation, InvalidInput, JobsError, LeaseLost
 from shared.output_hash import matches as output_hash_matches
@@ -38,18 +32,25 @@ MAX_ARTIFACT_TYPE_CHARS = 64
 
 class Results:
     def __init__(
-        self, registry: Registry, store: ResultStore, leases: Leases, outbox: Waker
+        self,
+        registry: Registry,
+        store: ResultStore,
+        leases: Leases,
+        handoff: Handoff,
+        reservations: RateReservations,
     ) -> None:
         self._registry = registry
         self._store = store
         self._leases = leases
-        self._outbox = outbox
+        self._handoff = handoff
+        self._reservations = reservations
 
     async def submit_results(
         self, submissions: Sequence[Submission]
     ) -> list[JobStatus | JobsError]:
         """Commits each result, answered per submission in order: its status, or the error
-        that refused it (one refusal leaves the others untouched)."""
+        that refused it (one refusal leaves the others untouched). The rate reservation
+        of each attempt that ended is settled with its usage."""
         require_batch("requests", submissions)
         answers: list[JobStatus | JobsError | None] = []
         valid: list[Submission] = []
@@ -77,13 +78,9 @@ class Results:
                 except InvalidInput as error:
                     refused[submission.job_id] = error.message
         to_store = [s for s in valid if s.job_id not in refused]
-        stored_answers = await self._store.submit_results(to_store, children) if to_store else []
+        stored_answers = await self._commit(to_store, children) if to_store else []
         metrics.stale_submit("SubmitResult", sum(isinstance(a, LeaseLost) for a in stored_answers))
         stored = iter(stored_answers)
-        if any(a is not JobStatus.SUCCEEDED for a in stored_answers):
-            # A refused result may have ended its attempt otherwise (a cancel that won):
-            # rows the store did not hand to the dispatcher itself.
-            self._outbox.wake()
         results: list[JobStatus | JobsError] = []
         for submission, answer in zip(submissions, answers, strict=True):
             if answer is not None:
@@ -92,7 +89,45 @@ class Results:
                 results.append(await self._refuse(submission, refused[submission.job_id]))
             else:
                 results.append(next(stored))
+        await self._reservations.attempts_ended(
+            [
+                (s.job_id, s.usage)
+                for s, a in zip(submissions, results, strict=True)
+                if not isinstance(a, JobsError)
+            ]
+        )
         return results
+
+    async def _commit(
+        self, results: Sequence[Submission], children: Sequence[NewChild]
+    ) -> list[JobStatus | LeaseLost]:
+        """Commits the results; the committed ones' outbox rows go to the dispatcher, the
+        others are settled (``_settle_refused``)."""
+        committed = await self._store.submit_results(results, children)
+        self._handoff.hand_over(committed.handed)
+        for job_type in committed.job_types.values():
+            metrics.job_succeeded(job_type)
+        return [
+            JobStatus.SUCCEEDED
+            if r.job_id in committed.job_types
+            else await self._settle_refused(r)
+            for r in results
+        ]
+
+    async def _settle_refused(self, result: Submission) -> JobStatus | LeaseLost:
+        """A result the store refused: the repeat of a committed submit is answered
+        SUCCEEDED again (and adds nothing); a cancel that won the race ends the attempt
+        CANCELLED (the result is dropped, its usage stored); else the lease is lost."""
+        state = await self._leases.lease_state(result.job_id)
+        why = refusal(state, result.lease_token, result.output_hash)
+        if why is Refusal.REPEAT:
+            return JobStatus.SUCCEEDED
+        if why is Refusal.CANCEL_WON:
+            outcome = await self._leases.confirm_cancel(
+                result.job_id, result.lease_token, result.usage
+            )
+            return outcome.status
+        return LeaseLost("the lease on this job is no longer held")
 
     def _redacted(self, submission: Submission, job_type: str | None) -> Submission:
         """The submission with its definition's output_redaction fields replaced by their
@@ -104,8 +139,8 @@ class Results:
         return replace(submission, output=redacted)
 
     def _children(self, submission: Submission, parent_type: str | None) -> list[NewChild]:
-        """The submission's child jobs, validated as CreateJob would validate them and
-        allowed by the parent's definition; InvalidInput says why not."""
+        """The submission's child jobs, allowed by the parent's definition and admitted as
+        CreateJob admits a job; InvalidInput says why not."""
         if parent_type is None:
             return []  # no such job: its submit is refused as a lost lease anyway
         allowed = self._registry.get(parent_type).child_job_types
@@ -122,17 +157,13 @@ class Results:
         return children
 
     def _new_child(self, draft: ChildJobDraft) -> NewJob:
-        """A projection's child, held to what CreateJob demands (its user is the parent's)."""
-        require_name("child_jobs.idempotency_key", draft.idempotency_key)
-        if not priority_in_range(draft.priority):
-            raise InvalidInput("a child job's priority is out of range")
-        try:
-            if len(canonical_json(draft.input).encode()) > MAX_INPUT_BYTES:
-                raise InvalidInput("a child job's input is too large")
-        except ValueError:
-            raise not_json("child_jobs.input") from None
+        """A projection's child, admitted as CreateJob admits a job (its user is the
+        parent's); refused with CreateJob's message, said of the child."""
         definition = self._registry.get(draft.job_type)
-        return new_job(definition, draft.input, "", draft.idempotency_key, draft.priority)
+        try:
+            return admit_child(definition, draft)
+        except InvalidInput as error:
+            raise InvalidInput(f"a child job's {error.message}", error.violations) from None
 
     async def _refuse(self, submission: Submission, reason: str) -> JobStatus | JobsError:
         """A projection the job service cannot store fails its attempt (the parent's

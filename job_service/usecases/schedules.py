@@ -3,9 +3,9 @@
 
 A slot fires exactly once: the loop of each replica claims due schedules with ``FOR UPDATE
 SKIP LOCKED`` and, in that one transaction, creates each slot's job through CreateJob's
-own path (``Jobs.prepare`` + CreateJob's statement: same validation, quotas, snapshot and
-dispatch row) under the idempotency key ``schedule:<id>:<slot>``, records the slot and
-advances ``next_fire_at``. A replica killed mid-round commits nothing; the next round (its
+own path (``NewJobs.prepare``, the admission, + CreateJob's statement: same checks, quotas,
+snapshot and dispatch row) under the idempotency key ``schedule:<id>:<slot>``, records the
+slot and advances ``next_fire_at``. A replica killed mid-round commits nothing; the next round (its
 own or another replica's) fires the slot then. docs/adr/0005-schedules.md has the why.
 """
 
@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from job_service import metrics
+from job_service.domain.admission import CreateRequest, Pins
+from job_service.domain.checks import require_name, require_uuid
 from job_service.domain.models import Cursor, Job
 from job_service.domain.paging import PageTokens, page_size
 from job_service.domain.schedules import (
@@ -36,8 +38,8 @@ from job_service.domain.schedules import (
     slot_key,
 )
 from job_service.ports.schedules import Round, ScheduleStore
-from job_service.usecases.checks import require_name, require_uuid
-from job_service.usecases.jobs import CreateRequest, Jobs, Pins
+from job_service.usecases.jobs import Jobs
+from job_service.usecases.new_jobs import NewJobs
 from shared.canonical import content_hash
 from shared.errors import (
     FieldViolation,
@@ -83,7 +85,10 @@ class ScheduleView:
 
 
 class Schedules:
-    def __init__(self, jobs: Jobs, store: ScheduleStore, tokens: PageTokens) -> None:
+    def __init__(
+        self, new_jobs: NewJobs, jobs: Jobs, store: ScheduleStore, tokens: PageTokens
+    ) -> None:
+        self._new_jobs = new_jobs
         self._jobs = jobs
         self._store = store
         self._tokens = tokens
@@ -191,14 +196,10 @@ class Schedules:
             if not round_.schedules:
                 raise ScheduleNotFound("no such schedule")
             schedule = round_.schedules[0]
-            new = await self._jobs.prepare(
-                _job_request(schedule.id, schedule.user_id, schedule.spec.template, slot)
-            )
-            new = replace(new, schedule_id=schedule.id, scheduled_for=slot)
-            job, _ = self._jobs.settle(new, await round_.create_job(new, self._jobs.quotas))
+            job = await self._slot_job(round_, schedule, slot)
             await round_.record(schedule.id, [slot], RunOutcome.TRIGGERED, job.id)
             await round_.advance(schedule.id, schedule.next_fire_at, job.id)
-        self._jobs.wake()
+        self._new_jobs.wake()
         metrics.schedule_runs(RunOutcome.TRIGGERED.value)
         return job
 
@@ -217,7 +218,7 @@ class Schedules:
                     log.exception("schedule %s: firing failed; retried next round", schedule.id)
             handled = len(round_.schedules)
         if fired:
-            self._jobs.wake()
+            self._new_jobs.wake()
             done = datetime.now(UTC)
             for slot in fired:
                 metrics.schedule_fired((done - slot).total_seconds())
@@ -250,11 +251,7 @@ class Schedules:
                     continue
                 await self._cancel_previous(last, schedule.user_id)
             try:
-                new = await self._jobs.prepare(
-                    _job_request(schedule.id, schedule.user_id, schedule.spec.template, slot)
-                )
-                new = replace(new, schedule_id=schedule.id, scheduled_for=slot)
-                job, _ = self._jobs.settle(new, await round_.create_job(new, self._jobs.quotas))
+                job = await self._slot_job(round_, schedule, slot)
             except JobsError as error:
                 await round_.record(
                     schedule.id, [slot], RunOutcome.REFUSED, detail=error.reason.value
@@ -266,6 +263,16 @@ class Schedules:
             fired.append(slot)
         await round_.advance(schedule.id, decided.next_fire_at, last)
         return fired
+
+    async def _slot_job(self, round_: Round, schedule: Schedule, slot: datetime) -> Job:
+        """The job of a slot, admitted as CreateJob admits one and stored in the round; the
+        CreateJob error that refuses it."""
+        request = _job_request(schedule.id, schedule.user_id, schedule.spec.template, slot)
+        new = replace(
+            await self._new_jobs.prepare(request), schedule_id=schedule.id, scheduled_for=slot
+        )
+        job, _ = self._new_jobs.settle(new, await round_.create_job(new, self._new_jobs.quotas))
+        return job
 
     async def _cancel_previous(self, job_id: str, user_id: str) -> None:
         try:
@@ -318,7 +325,7 @@ class Schedules:
         )
         try:
             # the template is judged as CreateJob judges a job (nothing stored)
-            await self._jobs.prepare(
+            await self._new_jobs.prepare(
                 _job_request(str(uuid.UUID(int=0)), user_id, spec.template, now)
             )
         except InvalidInput as error:

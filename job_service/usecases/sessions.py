@@ -18,11 +18,16 @@ import logging
 from dataclasses import dataclass
 
 from job_service import metrics
+from job_service.domain.checks import require_name
+from job_service.domain.models import FailureOutcome
 from job_service.ports.sessions import SessionStore
-from job_service.usecases.checks import require_name
 from job_service.usecases.leases import Leases
+from shared.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+
+# A worker holds at most its slots' worth of leases; more rounds if it held more.
+END_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -110,9 +115,7 @@ class WorkerSessions:
                 self.grace_s,
             )
             await asyncio.sleep(self.grace_s)  # the grace itself: a new session may come
-            outcomes = await self._store.end_leases_unless_back(
-                session.worker_id, session.id, self._leases.decide
-            )
+            outcomes = await self._end_leases_unless_back(session)
         except Exception:
             # the lease reaper ends these leases when they expire
             log.exception("worker %s: deciding its disconnect failed", session.worker_id)
@@ -122,3 +125,19 @@ class WorkerSessions:
             return
         log.warning("worker %s: disconnected; %d leases ended", session.worker_id, len(outcomes))
         self._leases.wake_for(outcomes)
+
+    async def _end_leases_unless_back(self, session: Session) -> list[FailureOutcome] | None:
+        """Ends every lease of the session's worker as WORKER_DISCONNECTED, exactly as the
+        reaper ends an expired one, in one transaction; None when the worker opened a
+        session since (it is alive)."""
+        ended: list[FailureOutcome] = []
+        async with self._store.ending_leases(session.worker_id, session.id) as tx:
+            if tx is None:
+                return None
+            while True:
+                batch = await tx.of_worker(session.worker_id, END_BATCH)
+                ended += await self._leases.end_abandoned(
+                    tx, batch, ErrorCode.WORKER_DISCONNECTED, "worker disconnected"
+                )
+                if len(batch) < END_BATCH:
+                    return ended

@@ -17,15 +17,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from job_service import metrics
-from job_service.domain.lifecycle import LEASED
-from job_service.domain.models import JobSignal, SentSignal
-from job_service.ports.signals import SignalNotifier, SignalStore
-from job_service.usecases.checks import (
+from job_service.domain.checks import (
     depth,
     not_json,
     require_name,
     require_uuid,
 )
+from job_service.domain.lifecycle import LEASED
+from job_service.domain.models import JobSignal, SentSignal
+from job_service.ports.signals import SignalNotifier, SignalStore
 from shared.canonical import canonical_json
 from shared.errors import FieldViolation, InvalidInput, JobNotFound, LeaseLost
 

@@ -1,18 +1,18 @@
 """Checkpointed provider calls (issue 19): a worker records each provider call's response
 as a named step of the job, fenced by its lease, before its attempt goes on; the next
-attempt of the job receives the recorded steps with its lease and reuses them instead of
-paying for the calls again. Responses are the job's data: never logged, deleted with it."""
+attempt of the job receives the recorded steps with its lease (the claims use case attaches
+them) and reuses them instead of paying for the calls again. Responses are the job's
+data: never logged, deleted with it."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 
 from job_service import metrics
+from job_service.domain.checks import require_uuid
 from job_service.ports.steps import StepStore
-from job_service.usecases.checks import require_uuid
 from shared.ai.provider import UsageRecord
-from shared.ai.steps import MAX_RESPONSE_CHARS, STEP_NAME, RecordedStep, StepResponse
+from shared.ai.steps import MAX_RESPONSE_CHARS, STEP_NAME, StepResponse
 from shared.errors import FieldViolation, InvalidInput, LeaseLost
 
 
@@ -58,9 +58,3 @@ class Steps:
         except LeaseLost:
             metrics.stale_submit("RecordStep")
             raise
-
-    async def recorded(self, job_ids: Sequence[str]) -> dict[str, list[RecordedStep]]:
-        """The recorded steps of each of these jobs that has any."""
-        if not job_ids:
-            return {}
-        return await self._store.steps_of(job_ids)

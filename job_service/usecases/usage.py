@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 
+from job_service.domain.checks import require_name
 from job_service.domain.usage import Grouping, UsageGroup, UsageQuery, UsageTotals
 from job_service.ports.usage import UsageStore
-from job_service.usecases.checks import require_name
 from shared.errors import FieldViolation, InvalidInput
 
 MAX_RANGE = timedelta(days=400)

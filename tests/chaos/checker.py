@@ -53,7 +53,7 @@ from typing import Any
 
 import asyncpg
 
-from job_service.domain.scheduling import RateLimit
+from job_service.domain.rate_limits import RateLimit
 from tests.chaos import signals
 from tests.chaos.faults import FaultRecord
 from tests.chaos.step_faults import calls_per_job

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import asyncpg
 
-from job_service.domain.scheduling import parse_rate_limits
+from job_service.domain.rate_limits import parse_rate_limits
 from tests.chaos.checker import RECOVERED_AT, TERMINAL, Report, check
 from tests.chaos.cluster import Cluster
 from tests.chaos.cluster_faults import CLUSTER_FAULTS

@@ -18,7 +18,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from job_service.usecases.checks import MAX_INPUT_BYTES
+from job_service.domain.checks import MAX_INPUT_BYTES
 from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import credential_service_pb2 as cpb
 from shared.pb.jobs.v1 import executor_service_pb2 as epb

@@ -4,18 +4,27 @@ status and nothing stored for it."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import asyncpg
 import grpc
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from shared import tracing
 from shared.errors import IdempotencyKeyReused, InvalidInput, TooManyJobs, UnknownJobType
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
 from shared.rpc_errors import error_from_rpc, error_from_status
-from tests.support.stack import Client, count_rows, open_channel, running_job_service
+from tests.support.stack import (
+    CLIENT_TOKEN,
+    Client,
+    count_rows,
+    open_channel,
+    running_job_service,
+)
 
 
 def item(n: int, user_id: str = "user-1", key: str | None = None, **job_input: Any) -> Any:
@@ -125,3 +134,46 @@ async def test_an_empty_or_oversized_batch_is_refused(client: Client, size: int)
 
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert [v.field for v in error_from_rpc(raised.value).violations] == ["requests"]
+
+
+async def test_createjobs_records_the_creating_principal_as_create_job_does(
+    target: str, db: asyncpg.Connection
+) -> None:
+    async with open_channel(target, CLIENT_TOKEN) as channel:
+        answer = await Client(channel).jobs.CreateJobs(
+            jpb.CreateJobsRequest(requests=[item(0), item(1)])
+        )
+
+    ids = [r.response.job.id for r in answer.results]
+    assert all(r.response.job.created_by == "" for r in answer.results)  # never shown to it
+    stored = await db.fetch("SELECT created_by FROM jobs WHERE id = ANY($1::uuid[])", ids)
+    assert [r["created_by"] for r in stored] == ["test-client"] * 2
+
+
+async def test_createjobs_continues_the_callers_trace_as_create_job_does(
+    database_url: str, nats_url: str, db: asyncpg.Connection
+) -> None:
+    caller_trace, caller_span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    spans = InMemorySpanExporter()
+    tracing.configure("durable-jobs-test", exporter=spans)
+    try:
+        async with (
+            running_job_service(database_url, nats_url) as app,
+            open_channel(f"127.0.0.1:{app.port}") as channel,
+        ):
+            answer = await Client(channel).jobs.CreateJobs(
+                jpb.CreateJobsRequest(requests=[item(0)]),
+                metadata=(("traceparent", f"00-{caller_trace}-{caller_span}-01"),),
+            )
+    finally:
+        tracing.shutdown()
+
+    [create] = [s for s in spans.get_finished_spans() if s.name == "CreateJobs"]
+    assert create.parent is not None and f"{create.parent.span_id:016x}" == caller_span
+    assert f"{create.context.trace_id:032x}" == caller_trace
+    # the job's later spans follow from its dispatch row's trace: the caller's trace too
+    payload = await db.fetchval(
+        "SELECT payload FROM outbox_events WHERE aggregate_id = $1",
+        answer.results[0].response.job.id,
+    )
+    assert caller_trace in json.loads(payload)["trace"]["traceparent"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from job_service.domain.scheduling import RateLimit
+from job_service.domain.rate_limits import RateLimit
 from tests.chaos.checker import (
     Report,
     billing_breaches,

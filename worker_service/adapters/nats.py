@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from types import TracebackType
-from typing import Self
 
 import nats.errors
 from nats.aio.client import Client
@@ -23,6 +21,7 @@ from shared.constants import (
     dispatch_subject,
 )
 from shared.jetstream import ensure_dispatch_consumer, ensure_streams
+from shared.lifetime import Lifetime
 from worker_service.domain.errors import DispatchUnavailable
 from worker_service.domain.model import parse_cancel, parse_signal_notice
 from worker_service.ports import Delivery
@@ -91,7 +90,7 @@ class NatsDispatchSource:
                 log.debug("unsubscribe failed (%s)", type(exc).__name__)
 
 
-class _ControlListener:
+class _ControlListener(Lifetime):
     """A subscription to one core-NATS control subject (``subject``) for as long as it is
     entered; ``_received`` handles each message. Use as ``async with``; ``stop()`` is
     idempotent."""
@@ -116,18 +115,6 @@ class _ControlListener:
                 await sub.unsubscribe()
             except nats.errors.Error as exc:
                 log.debug("unsubscribe failed (%s)", type(exc).__name__)
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def _received(self, msg: Msg) -> None:
         raise NotImplementedError

@@ -15,11 +15,11 @@ from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.convert import STATUS_TO_PB, job_to_pb
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import JobFilter, JobSelection
-from job_service.domain.scheduling import QueueState
+from job_service.domain.queues import QueueState
 from job_service.usecases.admin import Admin, attribution
 from job_service.usecases.bulk import BulkActions, BulkRequest
 from job_service.usecases.outbox import OutboxUpkeep
-from job_service.usecases.scheduling import Scheduler
+from job_service.usecases.queues import Queues
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import admin_service_pb2 as pb
 from shared.pb.jobs.v1 import admin_service_pb2_grpc
@@ -37,7 +37,7 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         self,
         admin: Admin,
         outbox: OutboxUpkeep,
-        scheduler: Scheduler,
+        queues: Queues,
         registry: Registry,
         tokens: TokenTable,
         bulk: BulkActions,
@@ -48,7 +48,7 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         self._bulk = bulk
         self._admin = admin
         self._outbox = outbox
-        self._scheduler = scheduler
+        self._queues = queues
         self._registry = registry
         self._tokens = tokens
 
@@ -74,7 +74,7 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         self, request: pb.AdminGetJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.AdminGetJobResponse:
         job = await self._admin.get_any_job(request.job_id)
-        job = replace(job, hold=await self._scheduler.hold(job))
+        job = replace(job, hold=await self._queues.hold(job))
         return pb.AdminGetJobResponse(job=job_to_pb(job, internal=True))
 
     async def RetryJob(
@@ -148,14 +148,14 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         self, request: pb.PauseQueueRequest, context: grpc.aio.ServicerContext
     ) -> pb.PauseQueueResponse:
         principal = self._tokens.caller(context.invocation_metadata())
-        state = await self._scheduler.pause(request.queue, principal)
+        state = await self._queues.pause(request.queue, principal)
         log.info("queue %s paused by %s", request.queue, principal)
         return pb.PauseQueueResponse(queue=_queue_to_pb(state))
 
     async def ResumeQueue(
         self, request: pb.ResumeQueueRequest, context: grpc.aio.ServicerContext
     ) -> pb.ResumeQueueResponse:
-        state = await self._scheduler.resume(request.queue)
+        state = await self._queues.resume(request.queue)
         log.info(
             "queue %s resumed by %s",
             request.queue,
@@ -166,9 +166,7 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
     async def ListQueues(
         self, request: pb.ListQueuesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListQueuesResponse:
-        return pb.ListQueuesResponse(
-            queues=[_queue_to_pb(q) for q in await self._scheduler.queues()]
-        )
+        return pb.ListQueuesResponse(queues=[_queue_to_pb(q) for q in await self._queues.states()])
 
     async def ListRateLimits(
         self, request: pb.ListRateLimitsRequest, context: grpc.aio.ServicerContext
@@ -186,7 +184,7 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
                     waiting=b.waiting,
                     throttled_total=b.throttled_total,
                 )
-                for b in await self._scheduler.rate_limits()
+                for b in await self._queues.rate_limits()
             ]
         )
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from job_service.domain.holds import Hold, HoldReason
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import Job, ReceivedSignal
-from job_service.domain.scheduling import Hold, HoldReason
 from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import job_pb2

@@ -11,14 +11,14 @@ import grpc
 from job_service.adapters.grpc.convert import CREDENTIAL_MODE_TO_PB, STATUS_TO_PB
 from job_service.adapters.grpc.session_api import serve_session
 from job_service.domain.models import LockGrant, LockRefusal, Submission
+from job_service.usecases.claims import Claims
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.leases import Leases
 from job_service.usecases.results import Results
-from job_service.usecases.scheduling import Scheduler
 from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.signals import Signals
 from job_service.usecases.steps import Steps
-from shared.ai.steps import MAX_RESPONSE_CHARS, RecordedStep
+from shared.ai.steps import MAX_RESPONSE_CHARS
 from shared.errors import FieldViolation, InvalidInput, JobsError
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc
@@ -43,7 +43,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         self,
         leases: Leases,
         results: Results,
-        scheduler: Scheduler,
+        claims: Claims,
         vault: CredentialVault,
         *,
         lease_ttl_s: float,
@@ -55,7 +55,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         self._signals = signals
         self._leases = leases
         self._results = results
-        self._scheduler = scheduler
+        self._claims = claims
         self._vault = vault
         self._sessions = sessions
         self._steps = steps
@@ -65,9 +65,8 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def LockJob(
         self, request: pb.LockJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.LockJobResponse:
-        answers = await self._scheduler.lock_jobs([request.job_id], request.worker_id)
-        [response] = await self._lock_responses(answers)
-        return response
+        [answer] = await self._claims.lock_jobs([request.job_id], request.worker_id)
+        return self._lock_response(answer)
 
     async def LockJobs(
         self, request: pb.LockJobsRequest, context: grpc.aio.ServicerContext
@@ -80,29 +79,15 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
                 [FieldViolation("requests.worker_id", "the same in every request")],
             )
         worker_id = worker_ids.pop() if worker_ids else ""
-        answers = await self._scheduler.lock_jobs(
+        answers = await self._claims.lock_jobs(
             [r.job_id for r in request.requests],
             worker_id,
             queue=request.queue,
             runnable=list(request.runnable_definitions),
         )
-        return pb.LockJobsResponse(responses=await self._lock_responses(answers))
+        return pb.LockJobsResponse(responses=[self._lock_response(a) for a in answers])
 
-    async def _lock_responses(
-        self, answers: list[LockGrant | LockRefusal]
-    ) -> list[pb.LockJobResponse]:
-        """The answers, each granted job with the steps its earlier attempts recorded (read
-        only for the grants the claim saw steps for: most jobs have none, and even a first
-        attempt may have some, since an attempt handed back by a draining worker is
-        refunded and its successor has the same number)."""
-        steps = await self._steps.recorded(
-            [a.job_id for a in answers if isinstance(a, LockGrant) and a.has_steps]
-        )
-        return [self._lock_response(a, steps) for a in answers]
-
-    def _lock_response(
-        self, answer: LockGrant | LockRefusal, steps: dict[str, list[RecordedStep]]
-    ) -> pb.LockJobResponse:
+    def _lock_response(self, answer: LockGrant | LockRefusal) -> pb.LockJobResponse:
         if isinstance(answer, LockGrant):
             return pb.LockJobResponse(
                 outcome=pb.LOCK_OUTCOME_LOCKED,
@@ -120,7 +105,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
                     prompt_version=answer.prompt_version,
                     credential_mode=CREDENTIAL_MODE_TO_PB[answer.credential_mode],  # type: ignore[arg-type]
                     credential_id=answer.credential_id or "",
-                    recorded_steps=[recorded_step_to_pb(s) for s in steps.get(answer.job_id, ())],
+                    recorded_steps=[recorded_step_to_pb(s) for s in answer.recorded_steps],
                 ),
             )
         if answer.retry_after is not None:
@@ -142,11 +127,9 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def SubmitResult(
         self, request: pb.SubmitResultRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitResultResponse:
-        submission = _submission(request)
-        [answer] = await self._results.submit_results([submission])
+        [answer] = await self._results.submit_results([_submission(request)])
         if isinstance(answer, JobsError):
             raise answer
-        await self._scheduler.attempts_ended([(submission.job_id, submission.usage)])
         return pb.SubmitResultResponse(status=STATUS_TO_PB[answer])  # type: ignore[arg-type]
 
     async def SubmitResults(
@@ -154,13 +137,6 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     ) -> pb.SubmitResultsResponse:
         submissions = [_submission(r) for r in request.requests]
         answers = await self._results.submit_results(submissions)
-        await self._scheduler.attempts_ended(
-            [
-                (s.job_id, s.usage)
-                for s, a in zip(submissions, answers, strict=True)
-                if not isinstance(a, JobsError)
-            ]
-        )
         return pb.SubmitResultsResponse(
             outcomes=[
                 pb.SubmitResultOutcome(
@@ -175,17 +151,13 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def SubmitFailure(
         self, request: pb.SubmitFailureRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitFailureResponse:
-        usage = [usage_from_pb(u) for u in request.usage]
         outcome = await self._leases.submit_failure(
             request.job_id,
             request.lease_token,
             request.error_code,
             request.error_message,
-            usage=usage,
+            usage=[usage_from_pb(u) for u in request.usage],
             retry_after_s=request.retry_after_ms / 1000,
-        )
-        await self._scheduler.attempt_ended(
-            request.job_id, usage, request.error_code, request.retry_after_ms / 1000
         )
         return pb.SubmitFailureResponse(
             status=STATUS_TO_PB[outcome.status],  # type: ignore[arg-type]

@@ -15,9 +15,11 @@ from job_service.adapters.grpc.convert import (
     job_to_pb,
     received_signal_to_pb,
 )
+from job_service.domain.admission import CreateRequest, Pins
 from job_service.domain.models import Job
 from job_service.usecases.admin import Admin
-from job_service.usecases.jobs import MAX_CREATE_BATCH, Caller, CreateRequest, Jobs, Pins
+from job_service.usecases.jobs import Jobs
+from job_service.usecases.new_jobs import MAX_CREATE_BATCH, Caller, NewJobs
 from job_service.usecases.signals import Signals
 from job_service.usecases.watch import WatchHub
 from shared import tracing
@@ -34,6 +36,7 @@ JOB_DOMAIN = pb.DESCRIPTOR.services_by_name["JobService"].full_name
 class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     def __init__(
         self,
+        new_jobs: NewJobs,
         jobs: Jobs,
         listings: Admin,
         watches: WatchHub,
@@ -41,6 +44,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
         *,
         signals: Signals,
     ) -> None:
+        self._new_jobs = new_jobs
         self._jobs = jobs
         self._signals = signals
         self._tokens = tokens
@@ -50,20 +54,8 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
     async def CreateJob(
         self, request: pb.CreateJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreateJobResponse:
-        metadata = context.invocation_metadata()
-        r = _create_request(request)
-        job, created = await self._jobs.create_job(
-            user_id=r.user_id,
-            job_type=r.job_type,
-            raw_input=r.raw_input,
-            idempotency_key=r.idempotency_key,
-            priority=r.priority,
-            credential_mode=r.credential_mode,
-            credential_id=r.credential_id,
-            run_at=r.run_at,
-            delay_s=r.delay_s,
-            pins=r.pins,
-            caller=Caller(self._tokens.caller(metadata), tracing.incoming(metadata)),
+        job, created = await self._new_jobs.create_job(
+            _create_request(request), self._caller(context)
         )
         return pb.CreateJobResponse(job=job_to_pb(job), created=created)
 
@@ -82,7 +74,8 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             except JobsError as error:  # a run_at out of range refuses only its item
                 items.append(error)
         valid = [i for i in items if isinstance(i, CreateRequest)]
-        stored = iter(await self._jobs.create_jobs(valid) if valid else [])
+        caller = self._caller(context)
+        stored = iter(await self._new_jobs.create_jobs(valid, caller) if valid else [])
         results: list[pb.CreateJobResult] = []
         for item in items:
             outcome = next(stored) if isinstance(item, CreateRequest) else item
@@ -96,6 +89,11 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
                     )
                 )
         return pb.CreateJobsResponse(results=results)
+
+    def _caller(self, context: grpc.aio.ServicerContext) -> Caller:
+        """The calling principal (recorded as a new job's creator) and its trace context."""
+        metadata = context.invocation_metadata()
+        return Caller(self._tokens.caller(metadata), tracing.incoming(metadata))
 
     async def GetJob(
         self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext

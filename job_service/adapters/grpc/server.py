@@ -21,13 +21,15 @@ from job_service.adapters.grpc.usage_api import UsageServicer
 from job_service.settings import JobServiceSettings
 from job_service.usecases.admin import Admin
 from job_service.usecases.bulk import BulkActions
+from job_service.usecases.claims import Claims
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.jobs import Jobs
 from job_service.usecases.leases import Leases
+from job_service.usecases.new_jobs import NewJobs
 from job_service.usecases.outbox import OutboxUpkeep
+from job_service.usecases.queues import Queues
 from job_service.usecases.results import Results
 from job_service.usecases.schedules import Schedules
-from job_service.usecases.scheduling import Scheduler
 from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.signals import Signals
 from job_service.usecases.steps import Steps
@@ -72,10 +74,12 @@ def build_server(
     tokens: TokenTable,
     health_servicer: health.aio.HealthServicer,
     *,
+    new_jobs: NewJobs,
     jobs: Jobs,
     leases: Leases,
     results: Results,
-    scheduler: Scheduler,
+    claims: Claims,
+    queues: Queues,
     admin: Admin,
     bulk: BulkActions,
     outbox: OutboxUpkeep,
@@ -99,11 +103,11 @@ def build_server(
         ],
     )
     job_service_pb2_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        JobServicer(jobs, admin, watches, tokens, signals=signals), server
+        JobServicer(new_jobs, jobs, admin, watches, tokens, signals=signals), server
     )
     admin_service_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
         AdminServicer(
-            admin, outbox, scheduler, registry, tokens, bulk, job_retention_s=s.job_retention_s
+            admin, outbox, queues, registry, tokens, bulk, job_retention_s=s.job_retention_s
         ),
         server,
     )
@@ -111,7 +115,7 @@ def build_server(
         ExecutorServicer(
             leases,
             results,
-            scheduler,
+            claims,
             vault,
             lease_ttl_s=s.lease_ttl_s,
             heartbeat_interval_s=s.heartbeat_interval_s,

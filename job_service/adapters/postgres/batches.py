@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 
 from job_service.adapters.postgres.claims import FAIR_QUANTUM, place_in_line
-from job_service.adapters.postgres.jobs import (
+from job_service.adapters.postgres.new_jobs import (
     FIND_BY_IDEMPOTENCY_KEY,
     KEY_COLUMNS,
     NEW_JOB_COLUMNS,
@@ -36,8 +36,9 @@ from job_service.adapters.postgres.outbox import (
 from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
 from job_service.domain.ids import new_job_id
 from job_service.domain.lifecycle import ACTIVE, statuses_sql
-from job_service.domain.models import Job, NewJob, QuotaRefusal, Quotas
-from job_service.ports.outbox import Handoff
+from job_service.domain.models import NewJob, QuotaRefusal, Quotas
+from job_service.domain.outbox import OutboxMessage
+from job_service.ports.jobs import Stored
 
 _ITEM = {"idx": "int", "id": "uuid", **NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS}
 _MAX_ACTIVE, _DAILY, _BUDGET = "$2::int", "$3::int", "$5::numeric"
@@ -120,21 +121,21 @@ LEFT JOIN inserted ON inserted.id::uuid = n.id
 ORDER BY n.idx
 """
 
-Outcome = tuple[Job, bool] | QuotaRefusal
-
 
 class BatchRepository:
-    """CreateJobs' statement on one asyncpg pool."""
+    """CreateJobs' statement on one asyncpg pool. ``owner``: the replica whose dispatcher
+    publishes the due rows it writes (None: they wait for a claim)."""
 
-    def __init__(self, pool: asyncpg.Pool, handoff: Handoff | None = None) -> None:
+    def __init__(self, pool: asyncpg.Pool, owner: str | None = None) -> None:
         self._pool = pool
-        self._handoff = handoff
+        self._owner = owner
 
     async def create_many(
         self, news: Sequence[NewJob], quotas: Quotas, trace: dict[str, str] | None = None
-    ) -> list[Outcome]:
-        """Stores each job as ``JobRepository.create`` stores one; an outcome per job, in
-        order. Idempotency keys must be distinct within ``news`` (the use case sees to it)."""
+    ) -> tuple[list[Stored], list[OutboxMessage]]:
+        """Stores each job as ``NewJobRepository.create`` stores one: an outcome per job,
+        in order, and the due rows written claimed for the owner's dispatcher, to hand over.
+        Idempotency keys must be distinct within ``news`` (the use case sees to it)."""
         items = [
             {"idx": n, "id": new_job_id(), **_json_ready(new_job_record(new, _ITEM_FIELDS))}
             for n, new in enumerate(news)
@@ -147,11 +148,9 @@ class BatchRepository:
                 quotas.daily,
                 trace,
                 quotas.daily_cost_usd,
-                self._handoff.owner if self._handoff is not None else None,
+                self._owner,
             )
-            if self._handoff is not None:
-                self._handoff.hand_over(handed_messages(rows))
-            outcomes: list[Outcome | None] = [None] * len(news)
+            outcomes: list[Stored | None] = [None] * len(news)
             lookups: list[int] = []
             for row in rows:
                 n = row["item"]
@@ -173,7 +172,7 @@ class BatchRepository:
                 if existing is not None:
                     outcomes[n] = (job_from_row(existing), False)
         assert all(o is not None for o in outcomes), "an answer for every item"
-        return [o for o in outcomes if o is not None]
+        return [o for o in outcomes if o is not None], handed_messages(rows)
 
 
 _ITEM_FIELDS = {**NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS}

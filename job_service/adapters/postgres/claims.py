@@ -1,4 +1,6 @@
-"""Claims on PostgreSQL: the scheduler's grant of waiting jobs to a worker, one transaction.
+"""Claims on PostgreSQL: the statements of a claim (the claims use case runs the sequence
+and decides; ``domain/claims.py`` is the policy), on one connection, mostly in one
+transaction.
 
 1. Candidates: the queue's waiting jobs in line order (``jobs_claim``: queue, sched_key),
    due, of a definition the worker runs, not in a paused queue, and whose concurrency key
@@ -11,31 +13,25 @@
    that tier (the row lock serialises the tier's claims).
 4. The grant: the admitted jobs become RUNNING with a fresh lease, their timeline events
    written, their snapshots returned.
+
+The place-in-line SQL (``place_in_line``, ``retry_place``) and the tokens an ended attempt
+re-issues (``released_slot_tokens``) are here too, for the statements that make a job wait.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
 
 import asyncpg
 
-from job_service import metrics
 from job_service.adapters.postgres.outbox import dispatch_key, dispatch_rows
-from job_service.adapters.postgres.rate_limits import RateLimitRepository
+from job_service.domain import claims as policy
+from job_service.domain.claims import ClaimCandidate, Granted, WaitingLeft, queue_key
 from job_service.domain.lifecycle import LEASED, LOCKABLE, statuses_sql
-from job_service.domain.models import LockGrant, LockRefusal, QueueClaim
-from job_service.domain.scheduling import (
-    DEFAULT_FAIR_QUANTUM_S,
-    DEFAULT_PRIORITY_STEP_S,
-    VERSION_RECHECK_S,
-    Candidate,
-    admit,
-    keys_to_count,
-    queue_key,
-    rate_demand,
-    within_rate,
-)
+from job_service.domain.models import LockGrant
+from job_service.domain.rate_limits import BucketLevel, RateLimit
 from shared.credentials import CredentialMode
 
 WAITING = statuses_sql(LOCKABLE)
@@ -175,244 +171,191 @@ SELECT EXISTS (
     WHERE j.queue = $1 AND j.status IN {WAITING} AND {DUE} AND j.model_tier = ANY($2::text[]))
 """
 
+
+# A tier's bucket, refilled for the time since its last refill (at the configured rates
+# times the back-off factor) and spent on the leading grants that fit. $1 tier, $2 recovery
+# seconds, $3 rpm, $4 tpm (0: none), $5/$6 bucket sizes, $7 the tokens each wanted job
+# reserves, one element per job in line order.
+RESERVE = """
+WITH bucket AS (
+    SELECT key, blocked_until, requests_available, tokens_available,
+           greatest(extract(epoch FROM now() - refilled_at)::float8, 0) AS elapsed,
+           factor
+    FROM rate_limits WHERE key = $1
+    FOR UPDATE
+), level AS (
+    SELECT key, blocked_until,
+           least(1.0, factor + elapsed / $2) AS f,
+           least($5, requests_available + elapsed * $3 / 60 * factor) AS req,
+           CASE WHEN $4 > 0 THEN least($6, tokens_available + elapsed * $4 / 60 * factor)
+                ELSE 'Infinity'::float8 END AS tok
+    FROM bucket
+), fits AS (
+    SELECT count(e.ord) AS n, coalesce(max(e.spent), 0) AS tokens
+    FROM level LEFT JOIN LATERAL (
+        SELECT ord, sum(est) OVER (ORDER BY ord) AS spent
+        FROM unnest($7::int[]) WITH ORDINALITY AS x(est, ord)
+    ) e ON (level.blocked_until IS NULL OR level.blocked_until <= now())
+       AND e.ord <= floor(level.req) AND e.spent <= level.tok
+)
+UPDATE rate_limits r SET
+    requests_available = level.req - fits.n,
+    tokens_available = CASE WHEN level.tok = 'Infinity' THEN 0 ELSE level.tok - fits.tokens END,
+    factor = level.f, refilled_at = now()
+FROM level, fits WHERE r.key = level.key
+RETURNING fits.n AS granted, r.requests_available, level.tok - fits.tokens AS tokens_left,
+          r.factor, r.blocked_until
+"""
+
 RECORD_WORKER = """
 INSERT INTO worker_definitions (worker_id, definitions, seen_at) VALUES ($1, $2, now())
 ON CONFLICT (worker_id) DO UPDATE SET definitions = EXCLUDED.definitions, seen_at = now()
 """
 
-# A worker's definitions are written at most this often (each claim would otherwise).
-WORKER_RECORD_INTERVAL_S = 5.0
-# Candidates read per token: spares for the ones the limits hold back.
-CANDIDATE_SLACK = 2
-# A token left unused while grantable jobs still wait (locked by a concurrent claim) comes
-# back this soon.
-CONTENDED_RECHECK_S = 0.05
-
 
 class ClaimRepository:
-    """Claims on one asyncpg pool, under the queues' limits and the tiers' rate limits."""
+    """Claims on one asyncpg pool: a claim transaction per claim."""
+
+    def __init__(self, pool: asyncpg.Pool, *, lease_ttl_s: float) -> None:
+        self._pool = pool
+        self._lease_ttl_ms = lease_ttl_s * 1000
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[ClaimStatements]:
+        async with self._pool.acquire() as conn, conn.transaction():
+            yield ClaimStatements(conn, self._lease_ttl_ms)
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[ClaimStatements]:
+        async with self._pool.acquire() as conn:
+            yield ClaimStatements(conn, self._lease_ttl_ms)
+
+    async def record_worker(self, worker_id: str, definitions: Sequence[str]) -> None:
+        await self._pool.execute(RECORD_WORKER, worker_id, list(definitions))
+
+
+class ClaimStatements:
+    """A claim transaction (``ports/claims.py``) on one connection."""
 
     def __init__(
-        self,
-        pool: asyncpg.Pool,
-        rates: RateLimitRepository,
-        *,
-        lease_ttl_s: float,
-        queue_limits: Mapping[str, int],
-        estimated_tokens: Mapping[str, int],
-        unlimited_queues: frozenset[str] = frozenset(),
+        self, conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], lease_ttl_ms: float
     ) -> None:
-        """``estimated_tokens``: per model tier, the tokens a grant reserves (the largest
-        estimate of the tier's job types). ``unlimited_queues``: queues no limit applies to
-        (no queue limit, no keyed or rate-limited job type), claimed in one statement."""
-        self._pool = pool
-        self._rates = rates
-        self._lease_ttl_ms = lease_ttl_s * 1000
-        self._queue_limits = dict(queue_limits)
-        self._estimated_tokens = dict(estimated_tokens)
-        self._unlimited = unlimited_queues
-        self._workers_seen: dict[tuple[str, tuple[str, ...]], float] = {}
+        self._conn = conn
+        self._lease_ttl_ms = lease_ttl_ms
 
-    async def claim_queue(
-        self, queue: str, want: int, worker_id: str, runnable: Sequence[str] | None
-    ) -> QueueClaim:
-        """Grants up to ``want`` of the queue's best eligible jobs to ``worker_id``."""
-        await self._record_worker(worker_id, runnable)
-        definitions = list(runnable) if runnable is not None else None
-        if queue in self._unlimited:
-            return await self._claim_unlimited(queue, want, worker_id, definitions)
-        queue_limit = self._queue_limits.get(queue, 0)
-        spent = self._rates.spent_keys()
-        async with self._pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(
-                QUEUE_CANDIDATES,
-                queue,
-                list(runnable) if runnable is not None else None,
-                want * CANDIDATE_SLACK,
-                spent,
-            )
-            candidates = [self._candidate(row) for row in rows]
-            chosen, held_by_rate = await self._admit(conn, candidates, want, queue, queue_limit)
-            grants = await self._grant(conn, chosen, worker_id)
-            retry_after = None
-            if len(grants) < want:
-                held_by_rate = held_by_rate or await self._rate_held(conn, queue, spent)
-                retry_after = await self._token_retry(conn, queue, definitions, held_by_rate)
-        return QueueClaim(grants, retry_after)
+    async def candidates(
+        self, queue: str, definitions: Sequence[str] | None, limit: int, spent_tiers: Sequence[str]
+    ) -> list[ClaimCandidate]:
+        rows = await self._conn.fetch(
+            QUEUE_CANDIDATES, queue, _listed(definitions), limit, list(spent_tiers)
+        )
+        return [_candidate(row) for row in rows]
 
-    async def _claim_unlimited(
-        self, queue: str, want: int, worker_id: str, definitions: list[str] | None
-    ) -> QueueClaim:
-        """A queue no limit applies to: one statement scans and grants, as LockJobs did
-        before the scheduler; the unused tokens' answer costs a second one."""
-        async with self._pool.acquire() as conn:
-            rows = await conn.fetch(
-                GRANT_UNLIMITED, queue, definitions, want, worker_id, self._lease_ttl_ms
-            )
-            grants = self._grants(rows)
-            retry_after = None
-            if len(grants) < want:
-                retry_after = await self._token_retry(conn, queue, definitions, False)
-        return QueueClaim(grants, retry_after)
+    async def named_candidates(self, job_ids: Sequence[str]) -> list[tuple[str, ClaimCandidate]]:
+        rows = await self._conn.fetch(NAMED_CANDIDATES, list(job_ids))
+        return [(row["queue"], _candidate(row)) for row in rows]
 
-    async def claim_jobs(
-        self, job_ids: Sequence[str], worker_id: str
-    ) -> list[LockGrant | LockRefusal]:
-        """Grants the named jobs (distinct ids) that are eligible and within the limits;
-        answers per id, in order. A refusal carries ``retry_after`` when the job is not
-        due yet or only held back by a limit."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(NAMED_CANDIDATES, list(job_ids))
-            granted: dict[str, LockGrant] = {}
-            held: list[str] = []
-            for queue in dict.fromkeys(row["queue"] for row in rows):
-                candidates = [self._candidate(r) for r in rows if r["queue"] == queue]
-                limit = self._queue_limits.get(queue, 0)
-                chosen, _ = await self._admit(conn, candidates, len(candidates), queue, limit)
-                for grant in await self._grant(conn, chosen, worker_id):
-                    granted[grant.job_id] = grant
-                held += [c.job_id for c in candidates if c.job_id not in granted]
-            refused = [job_id for job_id in job_ids if job_id not in granted]
-            not_due = (
-                {r["id"]: r["next_run_at"] for r in await conn.fetch(NOT_DUE, refused)}
-                if refused
-                else {}
-            )
-        recheck = datetime.now(UTC) + timedelta(seconds=VERSION_RECHECK_S)
-        not_due |= {job_id: recheck for job_id in held}
-        return [granted.get(job_id) or LockRefusal(not_due.get(job_id)) for job_id in job_ids]
+    async def count_running(self, keys: Sequence[str], queues: Sequence[str]) -> dict[str, int]:
+        await self._conn.execute(LOCK_KEYS, list(keys))
+        counted = {queue_key(queue) for queue in queues}
+        rows = await self._conn.fetch(
+            RUNNING_BY_KEY, [k for k in keys if k not in counted], list(queues)
+        )
+        return {r["key"]: r["running"] for r in rows}
 
-    def _candidate(self, row: asyncpg.Record) -> Candidate:
-        tier = row["model_tier"]
-        return Candidate(
-            job_id=row["id"],
-            concurrency_key=row["concurrency_key"],
-            concurrency_limit=row["concurrency_limit"] or 0,
-            rate_key=tier if tier and self._rates.limits(tier) else None,
+    async def reserve(
+        self, limit: RateLimit, recovery_s: float, tokens: Sequence[int]
+    ) -> BucketLevel | None:
+        row = await self._conn.fetchrow(
+            RESERVE,
+            limit.key,
+            recovery_s,
+            limit.requests_per_minute,
+            limit.tokens_per_minute,
+            limit.request_burst,
+            limit.token_burst,
+            list(tokens),
+        )
+        if row is None:
+            return None
+        return BucketLevel(
+            granted=int(row["granted"]),
+            requests_available=row["requests_available"],
+            tokens_left=row["tokens_left"],
+            factor=row["factor"],
+            blocked_until=row["blocked_until"],
         )
 
-    async def _admit(
-        self,
-        conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
-        candidates: list[Candidate],
-        want: int,
-        queue: str,
-        queue_limit: int,
-    ) -> tuple[list[tuple[Candidate, int]], bool]:
-        """The candidates to grant with the tokens each reserves, and whether a rate
-        limit held any back."""
-        keys = keys_to_count(candidates, queue, queue_limit)
-        running: dict[str, int] = {}
-        if keys:
-            await conn.execute(LOCK_KEYS, keys)
-            queues = [queue] if queue_limit else []
-            plain = [k for k in keys if k != queue_key(queue)]
-            rows = await conn.fetch(RUNNING_BY_KEY, plain, queues)
-            running = {r["key"]: r["running"] for r in rows}
-        admitted = admit(candidates, want, running, queue, queue_limit)
-        demand = rate_demand(admitted)
-        if not demand:
-            return [(c, 0) for c in admitted], False
-        granted, tokens = {}, {}
-        for key, n in demand.items():
-            estimate = self._estimated_tokens.get(key, 0)
-            granted[key], tokens[key] = await self._rates.reserve(conn, key, n, estimate)
-        chosen = within_rate(admitted, granted)
-        return (
-            [(c, tokens[c.rate_key] if c.rate_key else 0) for c in chosen],
-            len(chosen) < len(admitted),
-        )
-
-    async def _grant(
-        self,
-        conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
-        chosen: list[tuple[Candidate, int]],
-        worker_id: str,
-    ) -> list[LockGrant]:
-        if not chosen:
-            return []
-        rows = await conn.fetch(
+    async def grant(self, chosen: Sequence[tuple[str, int]], worker_id: str) -> list[Granted]:
+        rows = await self._conn.fetch(
             GRANT,
-            [c.job_id for c, _ in chosen],
+            [job_id for job_id, _ in chosen],
             worker_id,
             self._lease_ttl_ms,
             [tokens or None for _, tokens in chosen],
         )
-        return self._grants(rows)
+        return [_granted(row) for row in rows]
 
-    def _grants(self, rows: list[asyncpg.Record]) -> list[LockGrant]:
-        for row in rows:
-            metrics.picked_up(row["job_type"], row["waited_s"] or 0.0)
-        return [
-            LockGrant(
-                job_id=row["id"],
-                job_type=row["job_type"],
-                lease_token=row["lease_token"],
-                attempt=row["attempt_count"],
-                lease_expires_at=row["lock_until"],
-                input=row["payload"],
-                user_id=row["user_id"],
-                prompt_key=row["prompt_key"] or "",
-                prompt_version=row["prompt_version"] or "",
-                credential_mode=CredentialMode(row["credential_mode"]),
-                credential_id=row["credential_id"],
-                has_steps=row["has_steps"],
-            )
-            for row in rows
-        ]
+    async def grant_unlimited(
+        self, queue: str, definitions: Sequence[str] | None, want: int, worker_id: str
+    ) -> list[Granted]:
+        rows = await self._conn.fetch(
+            GRANT_UNLIMITED, queue, _listed(definitions), want, worker_id, self._lease_ttl_ms
+        )
+        return [_granted(row) for row in rows]
 
-    async def _rate_held(
-        self, conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], queue: str, spent: list[str]
-    ) -> bool:
-        """Do due jobs of a tier whose budget is spent wait in the queue (the scan passed
-        them over)?"""
-        return bool(spent) and bool(await conn.fetchval(RATE_HELD_WAIT, queue, spent))
+    async def not_due(self, job_ids: Sequence[str]) -> dict[str, datetime]:
+        rows = await self._conn.fetch(NOT_DUE, list(job_ids))
+        return {r["id"]: r["next_run_at"] for r in rows}
 
-    async def _token_retry(
-        self,
-        conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
-        queue: str,
-        runnable: Sequence[str] | None,
-        held_by_rate: bool,
-    ) -> datetime | None:
-        """When an unused token should come back, or None to drop it. Back once the rate
-        limit that held jobs back has budget again; shortly when grantable jobs still wait
-        (rows a concurrent claim had locked: it may not grant them); after a second when
-        due jobs wait for a worker of another version. Jobs held by a full concurrency key
-        get a new token when a job of the key ends, a paused queue's when it resumes: with
-        only those left, the token is dropped."""
-        now = datetime.now(UTC)
-        if held_by_rate:
-            return now + timedelta(seconds=self._rates.seconds_until_budget())
-        left = await conn.fetchrow(WAITING_LEFT, queue, runnable)
-        assert left is not None
-        if left["mine"]:
-            return now + timedelta(seconds=CONTENDED_RECHECK_S)
-        if left["others"]:
-            return now + timedelta(seconds=VERSION_RECHECK_S)
-        return None
+    async def rate_held(self, queue: str, spent_tiers: Sequence[str]) -> bool:
+        return bool(await self._conn.fetchval(RATE_HELD_WAIT, queue, list(spent_tiers)))
 
-    async def _record_worker(self, worker_id: str, runnable: Sequence[str] | None) -> None:
-        """Remembers what the worker runs (for holds and the no-worker-for-version gauge),
-        at most every few seconds per worker."""
-        if runnable is None:
-            return
-        key = (worker_id, tuple(runnable))
-        now = datetime.now(UTC).timestamp()
-        if now - self._workers_seen.get(key, 0.0) < WORKER_RECORD_INTERVAL_S:
-            return
-        self._workers_seen[key] = now
-        await self._pool.execute(RECORD_WORKER, worker_id, list(runnable))
+    async def waiting_left(self, queue: str, definitions: Sequence[str] | None) -> WaitingLeft:
+        row = await self._conn.fetchrow(WAITING_LEFT, queue, _listed(definitions))
+        assert row is not None
+        return WaitingLeft(mine=row["mine"], others=row["others"])
 
 
-# Scheduling settings reach every statement through session settings the pool sets
+def _listed(definitions: Sequence[str] | None) -> list[str] | None:
+    return list(definitions) if definitions is not None else None
+
+
+def _candidate(row: asyncpg.Record) -> ClaimCandidate:
+    return ClaimCandidate(
+        job_id=row["id"],
+        concurrency_key=row["concurrency_key"],
+        concurrency_limit=row["concurrency_limit"] or 0,
+        rate_key=row["model_tier"],
+    )
+
+
+def _granted(row: asyncpg.Record) -> Granted:
+    grant = LockGrant(
+        job_id=row["id"],
+        job_type=row["job_type"],
+        lease_token=row["lease_token"],
+        attempt=row["attempt_count"],
+        lease_expires_at=row["lock_until"],
+        input=row["payload"],
+        user_id=row["user_id"],
+        prompt_key=row["prompt_key"] or "",
+        prompt_version=row["prompt_version"] or "",
+        credential_mode=CredentialMode(row["credential_mode"]),
+        credential_id=row["credential_id"],
+        has_steps=row["has_steps"],
+    )
+    return Granted(grant, row["waited_s"] or 0.0)
+
+
+# The line's settings reach every statement through session settings the pool sets
 # (JOBS_SCHED_*; create_pool), with the defaults when a pool was made without them.
 def _setting(name: str, default: float) -> str:
     return f"coalesce(nullif(current_setting('jobs.{name}', true), '')::float8, {default})"
 
 
-PRIORITY_STEP = _setting("priority_step_s", DEFAULT_PRIORITY_STEP_S)
-FAIR_QUANTUM = _setting("fair_quantum_s", DEFAULT_FAIR_QUANTUM_S)
+PRIORITY_STEP = _setting("priority_step_s", policy.DEFAULT_PRIORITY_STEP_S)
+FAIR_QUANTUM = _setting("fair_quantum_s", policy.DEFAULT_FAIR_QUANTUM_S)
 # Queues with a concurrency limit: their jobs' ends re-issue a token, as keyed jobs' do.
 LIMITED_QUEUES = "string_to_array(nullif(current_setting('jobs.limited_queues', true), ''), ',')"
 

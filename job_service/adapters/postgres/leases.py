@@ -1,5 +1,6 @@
-"""Leases on PostgreSQL: extend a lease, end a failed attempt as the retry decision says,
-and reap leases that ran out (claims.py grants them).
+"""Leases on PostgreSQL: extend a lease, end attempts as the leases use case decided (a
+failed one, one whose lease ran out, a disconnected worker's), and store late usage
+(claims.py grants the leases).
 
 The lease token is the fence: every write after LockJobs names it, and a write whose token
 is not the job's current one matches no row. Expiry is ``lock_until < now()`` on the
@@ -8,11 +9,11 @@ database clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 
 import asyncpg
 
-from job_service import metrics
 from job_service.adapters.postgres.claims import released_slot_tokens, retry_place
 from job_service.adapters.postgres.outbox import (
     CREATE_TRACE,
@@ -21,23 +22,11 @@ from job_service.adapters.postgres.outbox import (
     domain_event_rows,
 )
 from job_service.adapters.postgres.usage import insert_usage, usage_row
-from job_service.domain.lifecycle import (
-    LEASED,
-    TERMINAL,
-    JobStatus,
-    Step,
-    status_values,
-    transition,
-)
-from job_service.domain.models import (
-    AttemptFacts,
-    FailureOutcome,
-    HeartbeatAck,
-)
-from job_service.domain.retry import Outcome, RetryDecision
-from job_service.ports.leases import Decide
+from job_service.domain.attempts import AttemptEnd, EndedAttempt, LeaseState, LockedAttempt
+from job_service.domain.lifecycle import LEASED, TERMINAL, JobStatus, status_values
+from job_service.domain.models import AttemptFacts, HeartbeatAck
 from shared.ai.provider import UsageRecord
-from shared.errors import ErrorCode, LeaseLost, public_message
+from shared.errors import LeaseLost
 
 HEARTBEAT = """
 UPDATE jobs SET lock_until = now() + $3 * interval '1 millisecond',
@@ -66,7 +55,7 @@ ORDER BY lock_until LIMIT $2
 FOR UPDATE SKIP LOCKED
 """
 
-# A worker's leases, for ending them when it disconnected (sessions.py); the partial
+# A worker's leases, for ending them when it disconnected (usecases/sessions.py); the partial
 # index of the reaper's scan keeps this to the leased jobs.
 WORKER_LEASES = """
 SELECT id::text AS id, job_type, status, attempt_count, max_attempts,
@@ -152,8 +141,6 @@ SELECT count(*) FROM stored
 
 # The status sets as bind parameters, computed once (every lock and heartbeat binds one).
 _LEASED, _TERMINAL = (status_values(s) for s in (LEASED, TERMINAL))
-_CANCEL = RetryDecision(Outcome.CANCEL)
-_STEP = {Outcome.RETRY: Step.RETRY, Outcome.FAIL: Step.FAIL, Outcome.CANCEL: Step.CONFIRM_CANCEL}
 
 
 class LeaseRepository:
@@ -175,44 +162,16 @@ class LeaseRepository:
             latest_signal_seq=row["signal_seq"],
         )
 
-    async def end_attempt(
-        self,
-        job_id: str,
-        lease_token: str,
-        code: str,
-        message: str,
-        decide: Decide,
-        usage: Sequence[UsageRecord] = (),
-    ) -> FailureOutcome:
-        """Ends a failed attempt as ``decide`` says (a cancel pending wins), storing its
-        usage rows in the same transaction. A repeat of the same report is answered with
-        the status it led to (and stores nothing); otherwise LeaseLost."""
+    @asynccontextmanager
+    async def ending(self) -> AsyncIterator[AttemptTransaction]:
+        """A transaction that ends attempts; committed when the block ends without an
+        error."""
         async with self._pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(ATTEMPT_FOR_UPDATE, job_id, lease_token, _LEASED)
-            if row is not None:
-                if usage:
-                    await conn.execute(
-                        INSERT_USAGE,
-                        [usage_row(job_id, u) for u in usage],
-                        row["attempt_count"],
-                    )
-                    await conn.execute(SET_MODEL, job_id, usage[-1].provider, usage[-1].model)
-                return await _end(conn, row, code, message, decide)
-            state = await conn.fetchrow(LEASE_STATE, job_id)
-        if state is not None and state["lease_token"] == lease_token:
-            status = JobStatus(state["status"])
-            if status is not JobStatus.SUCCEEDED and status not in LEASED:
-                return FailureOutcome(status)
-        raise LeaseLost("the lease on this job is no longer held")
+            yield AttemptTransaction(conn)
 
-    async def confirm_cancel(
-        self, job_id: str, lease_token: str, usage: Sequence[UsageRecord] = ()
-    ) -> FailureOutcome:
-        """Ends the attempt of a job whose cancel won the race with its result; the result
-        is dropped, the provider calls it made (``usage``) are stored all the same."""
-        return await self.end_attempt(
-            job_id, lease_token, ErrorCode.CANCELLED, "", _always_cancel, usage
-        )
+    async def lease_state(self, job_id: str) -> LeaseState | None:
+        """The job's status, current lease token and output hash."""
+        return _lease_state(await self._pool.fetchrow(LEASE_STATE, job_id))
 
     async def report_usage(
         self, job_id: str, lease_token: str, usage: Sequence[UsageRecord]
@@ -231,81 +190,68 @@ class LeaseRepository:
             )
         return attempt, int(stored)
 
-    async def lease_state(self, job_id: str) -> asyncpg.Record | None:
-        """The job's status, current lease token and output hash."""
-        return await self._pool.fetchrow(LEASE_STATE, job_id)
 
-    async def reap_expired_leases(self, limit: int, decide: Decide) -> list[FailureOutcome]:
-        """Ends attempts whose lease ran out (the database clock decides), as ``decide``
-        says for LEASE_EXPIRED; a pending cancel ends cancelled. Safe across replicas."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(EXPIRED_LEASES, _LEASED, limit)
-            return [
-                await _end(conn, row, ErrorCode.LEASE_EXPIRED, "lease expired", decide, reaped=True)
-                for row in rows
-            ]
+class AttemptTransaction:
+    """The statements that end attempts, on one connection inside its transaction (the
+    lease repository's own, or a worker session's: usecases/sessions.py)."""
 
+    def __init__(self, conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record]) -> None:
+        self._conn = conn
 
-async def end_worker_leases(
-    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
-    worker_id: str,
-    limit: int,
-    decide: Decide,
-) -> list[FailureOutcome]:
-    """Ends up to ``limit`` attempts leased by ``worker_id`` exactly as the reaper ends an
-    expired one, as WORKER_DISCONNECTED, in the caller's transaction (sessions.py: the
-    worker's session ended without a goodbye and it did not come back); a crashed worker
-    reported no usage, so an AI job's attempt is marked as having unknown usage."""
-    rows = await conn.fetch(WORKER_LEASES, _LEASED, worker_id, limit)
-    return [
-        await _end(
-            conn, row, ErrorCode.WORKER_DISCONNECTED, "worker disconnected", decide, reaped=True
+    async def attempt(self, job_id: str, lease_token: str) -> LockedAttempt | None:
+        row = await self._conn.fetchrow(ATTEMPT_FOR_UPDATE, job_id, lease_token, _LEASED)
+        return None if row is None else _locked(row)
+
+    async def expired(self, limit: int) -> list[LockedAttempt]:
+        return [_locked(row) for row in await self._conn.fetch(EXPIRED_LEASES, _LEASED, limit)]
+
+    async def of_worker(self, worker_id: str, limit: int) -> list[LockedAttempt]:
+        rows = await self._conn.fetch(WORKER_LEASES, _LEASED, worker_id, limit)
+        return [_locked(row) for row in rows]
+
+    async def lease_state(self, job_id: str) -> LeaseState | None:
+        return _lease_state(await self._conn.fetchrow(LEASE_STATE, job_id))
+
+    async def store_usage(self, attempt: LockedAttempt, usage: Sequence[UsageRecord]) -> None:
+        job_id = attempt.facts.job_id
+        await self._conn.execute(
+            INSERT_USAGE, [usage_row(job_id, u) for u in usage], attempt.facts.attempt
         )
-        for row in rows
-    ]
+        await self._conn.execute(SET_MODEL, job_id, usage[-1].provider, usage[-1].model)
+
+    async def end(
+        self, attempt: LockedAttempt, end: AttemptEnd, message: str, *, reaped: bool = False
+    ) -> EndedAttempt:
+        row = await self._conn.fetchrow(
+            END_ATTEMPT,
+            attempt.facts.job_id,
+            attempt.lease_token,
+            attempt.facts.status.value,
+            end.status.value,
+            end.code,
+            end.public_message,
+            message,
+            1 if end.refund_attempt else 0,
+            end.delay_s,
+            _TERMINAL,
+            reaped,
+        )
+        assert row is not None, "attempt changed although its row was locked"
+        return EndedAttempt(JobStatus(row["status"]), row["next_run_at"], row["usage_unknown"])
 
 
-def _always_cancel(facts: AttemptFacts, code: str) -> RetryDecision:
-    return _CANCEL
-
-
-async def _end(
-    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
-    row: asyncpg.Record,
-    code: str,
-    message: str,
-    decide: Decide,
-    *,
-    reaped: bool = False,
-) -> FailureOutcome:
-    """Ends the attempt; ``reaped``: by lease expiry or its worker's disconnect, so an AI
-    job's attempt is marked as having unknown usage (its worker reported none) until a
-    late ReportUsage."""
-    status = JobStatus(row["status"])
+def _locked(row: asyncpg.Record) -> LockedAttempt:
     facts = AttemptFacts(
-        row["id"], row["job_type"], status, row["attempt_count"], row["max_attempts"]
-    )
-    if status is JobStatus.CANCEL_REQUESTED:
-        decision, code = _CANCEL, ErrorCode.CANCELLED
-    else:
-        decision = decide(facts, code)
-    new_status = transition(status, _STEP[decision.outcome])
-    ended = await conn.fetchrow(
-        END_ATTEMPT,
         row["id"],
-        row["lease_token"],
-        status.value,
-        new_status.value,
-        code,
-        public_message(code),
-        message,
-        1 if decision.refund_attempt else 0,
-        decision.delay_s,
-        _TERMINAL,
-        reaped,
+        row["job_type"],
+        JobStatus(row["status"]),
+        row["attempt_count"],
+        row["max_attempts"],
     )
-    assert ended is not None, "attempt changed although its row was locked"
-    metrics.attempt_ended(row["job_type"], code, JobStatus(ended["status"]))
-    if ended["usage_unknown"]:
-        metrics.usage_unknown(row["job_type"])
-    return FailureOutcome(JobStatus(ended["status"]), ended["next_run_at"])
+    return LockedAttempt(facts, row["lease_token"])
+
+
+def _lease_state(row: asyncpg.Record | None) -> LeaseState | None:
+    if row is None:
+        return None
+    return LeaseState(JobStatus(row["status"]), row["lease_token"], row["output_hash"])

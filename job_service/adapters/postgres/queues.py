@@ -12,8 +12,10 @@ from collections.abc import Mapping, Sequence
 import asyncpg
 
 from job_service.adapters.postgres.outbox import dispatch_key, dispatch_rows
+from job_service.domain.claims import definition_id
+from job_service.domain.holds import WaitingFacts
 from job_service.domain.lifecycle import LEASED, LOCKABLE, statuses_sql
-from job_service.domain.scheduling import QueueState, WaitingFacts, definition_id
+from job_service.domain.queues import QueueState
 
 WAITING = statuses_sql(LOCKABLE)
 _LEASED = statuses_sql(LEASED)

@@ -1,6 +1,6 @@
 """Results on PostgreSQL: commit a batch of results, each fenced by its lease token, with
 artifacts, timeline and domain events, and (when a batch carries them) child jobs and usage
-rows, in one statement."""
+rows, in one statement; the results use case settles the ones it refused."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from typing import Any
 
 import asyncpg
 
-from job_service import metrics
 from job_service.adapters.postgres.claims import place_in_line, released_slot_tokens
-from job_service.adapters.postgres.jobs import (
+from job_service.adapters.postgres.new_jobs import (
     KEY_COLUMNS,
     NEW_JOB_COLUMNS,
     SNAPSHOT_FIELDS,
@@ -19,7 +18,6 @@ from job_service.adapters.postgres.jobs import (
     record_type,
     user_keys,
 )
-from job_service.adapters.postgres.leases import LeaseRepository
 from job_service.adapters.postgres.outbox import (
     dispatch_key,
     dispatch_rows,
@@ -28,10 +26,8 @@ from job_service.adapters.postgres.outbox import (
     handed_messages,
 )
 from job_service.adapters.postgres.usage import insert_usage, usage_row
-from job_service.domain.lifecycle import JobStatus
 from job_service.domain.models import NewChild, Submission
-from job_service.ports.outbox import Handoff
-from shared.errors import LeaseLost
+from job_service.ports.results import Committed
 
 # A child belongs to its parent's user and runs with the parent's key when it inherits it:
 # those columns come from the parent's row, the rest from the record.
@@ -141,15 +137,13 @@ JOB_TYPES = "SELECT id::text AS id, job_type FROM jobs WHERE id = ANY($1::text[]
 
 
 class ResultRepository:
-    """Results and their projections, on one asyncpg pool; a refused result is settled
-    through the leases (a cancel that won the race ends the attempt)."""
+    """Results and their projections, on one asyncpg pool. ``owner``: the replica whose
+    dispatcher is handed the outbox rows a submit writes (claimed for it as they are
+    written); None leaves them to any dispatcher's claim."""
 
-    def __init__(
-        self, pool: asyncpg.Pool, leases: LeaseRepository, handoff: Handoff | None = None
-    ) -> None:
+    def __init__(self, pool: asyncpg.Pool, owner: str | None = None) -> None:
         self._pool = pool
-        self._leases = leases
-        self._handoff = handoff
+        self._owner = owner
 
     async def job_types(self, job_ids: Sequence[str]) -> dict[str, str]:
         rows = await self._pool.fetch(JOB_TYPES, list(job_ids))
@@ -157,12 +151,10 @@ class ResultRepository:
 
     async def submit_results(
         self, results: Sequence[Submission], children: Sequence[NewChild] = ()
-    ) -> list[JobStatus | LeaseLost]:
+    ) -> Committed:
         """Commits each result (distinct jobs) with its current lease, exactly once, in one
-        statement with its artifacts, ``children`` (of these results) and usage rows;
-        answers per result, in order. A repeat of a committed submit is answered SUCCEEDED
-        again (and adds nothing); a cancel that won the race ends the job CANCELLED and
-        drops the result; anything else is LeaseLost."""
+        statement with its artifacts, ``children`` (of these results) and usage rows. A
+        result whose lease is not current writes nothing."""
         items = [
             {
                 "job_id": r.job_id,
@@ -188,38 +180,14 @@ class ResultRepository:
         ]
         child_rows = [_child_row(c) for c in children]
         usage = [usage_row(r.job_id, u) for r in results for u in r.usage]
-        owner = self._handoff.owner if self._handoff is not None else None
         async with self._pool.acquire() as conn:
             if child_rows or usage:
                 rows = await conn.fetch(
-                    SUBMIT_RESULTS_PROJECTED, items, artifacts, child_rows, usage, owner
+                    SUBMIT_RESULTS_PROJECTED, items, artifacts, child_rows, usage, self._owner
                 )
             else:
-                rows = await conn.fetch(SUBMIT_RESULTS, items, artifacts, owner)
-            done = {row["id"]: row["job_type"] for row in rows}
-        if self._handoff is not None:
-            self._handoff.hand_over(handed_messages(rows))
-        for job_type in done.values():
-            metrics.job_succeeded(job_type)
-        return [
-            JobStatus.SUCCEEDED if r.job_id in done else await self._settle_refused(r)
-            for r in results
-        ]
-
-    async def _settle_refused(self, result: Submission) -> JobStatus | LeaseLost:
-        """Why a result was not committed: a repeat, a cancel that won, or a lost lease."""
-        state = await self._leases.lease_state(result.job_id)
-        if state is None or state["lease_token"] != result.lease_token:
-            return LeaseLost("the lease on this job is no longer held")
-        status = JobStatus(state["status"])
-        if status is JobStatus.SUCCEEDED and state["output_hash"] == result.output_hash:
-            return status
-        if status is JobStatus.CANCEL_REQUESTED:
-            outcome = await self._leases.confirm_cancel(
-                result.job_id, result.lease_token, result.usage
-            )
-            return outcome.status
-        return LeaseLost("the lease on this job is no longer held")
+                rows = await conn.fetch(SUBMIT_RESULTS, items, artifacts, self._owner)
+        return Committed({row["id"]: row["job_type"] for row in rows}, handed_messages(rows))
 
 
 def _child_row(child: NewChild) -> dict[str, Any]:

@@ -15,9 +15,9 @@ from typing import Any
 
 import asyncpg
 
-from job_service.adapters.postgres.jobs import create_job
+from job_service.adapters.postgres.new_jobs import create_job
 from job_service.domain.lifecycle import TERMINAL, status_values
-from job_service.domain.models import Cursor, Job, NewJob, QuotaRefusal, Quotas
+from job_service.domain.models import Cursor, NewJob, Quotas
 from job_service.domain.schedules import (
     CatchUpMode,
     Cron,
@@ -28,6 +28,7 @@ from job_service.domain.schedules import (
     ScheduleRun,
     ScheduleSpec,
 )
+from job_service.ports.jobs import Stored
 from shared.credentials import CredentialMode
 
 _SPEC_COLUMNS = (
@@ -179,9 +180,11 @@ class FiringRound:
         self._conn = conn
         self.schedules = schedules
 
-    async def create_job(self, new: NewJob, quotas: Quotas) -> tuple[Job, bool] | QuotaRefusal:
-        """CreateJob's statement (quotas, snapshot, timeline, dispatch row), in the round."""
-        return await create_job(self._conn, new, quotas)
+    async def create_job(self, new: NewJob, quotas: Quotas) -> Stored:
+        """CreateJob's statement (quotas, snapshot, timeline, dispatch row), in the round:
+        its dispatch row is claimed once the round commits (nothing to hand over)."""
+        stored, _ = await create_job(self._conn, new, quotas)
+        return stored
 
     async def unfinished(self, job_id: str) -> bool:
         """The job exists and has not finished."""

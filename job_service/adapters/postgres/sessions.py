@@ -1,5 +1,5 @@
-"""Worker sessions on PostgreSQL: open, close, and, after a disconnect's grace, end the
-worker's leases unless it opened a session since (anywhere).
+"""Worker sessions on PostgreSQL: open, close, and, after a disconnect's grace, a
+transaction that ends the worker's leases unless it opened a session since (anywhere).
 
 Every step on one worker's sessions runs under a transaction-scoped advisory lock on that
 worker, so that "did it come back?" and "end its leases" cannot interleave with a new
@@ -9,11 +9,18 @@ leases end first (the worker, alive after all, is fenced with LEASE_LOST).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TypeAlias
+
 import asyncpg
 
-from job_service.adapters.postgres.leases import end_worker_leases
-from job_service.domain.models import FailureOutcome
-from job_service.ports.leases import Decide
+from job_service.ports.leases import AttemptEnding
+
+# The statements that end attempts, on this store's connection (the lease store's:
+# app.py wires them, so that both run in one transaction and neither adapter imports the
+# other).
+EndingOn: TypeAlias = "Callable[[asyncpg.pool.PoolConnectionProxy[asyncpg.Record]], AttemptEnding]"
 
 # One lock per worker id; the prefix keeps it apart from the claim's concurrency-key locks.
 LOCK_WORKER = "SELECT pg_advisory_xact_lock(hashtextextended('worker-session:' || $1, 0))"
@@ -40,13 +47,11 @@ UPDATE worker_sessions SET closed_at = coalesce(closed_at, now()), goodbye = $2 
 
 NEWER_SESSION = "SELECT EXISTS (SELECT 1 FROM worker_sessions WHERE worker_id = $1 AND id > $2)"
 
-# A worker holds at most its slots' worth of leases; more rounds if it held more.
-END_BATCH = 256
-
 
 class SessionRepository:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, ending_on: EndingOn) -> None:
         self._pool = pool
+        self._ending_on = ending_on
 
     async def open(self, worker_id: str, instance_id: str) -> int:
         """Registers a session of ``worker_id`` on replica ``instance_id``; its id."""
@@ -60,18 +65,15 @@ class SessionRepository:
     async def close(self, session_id: int, *, goodbye: bool) -> None:
         await self._pool.execute(CLOSE, session_id, goodbye)
 
-    async def end_leases_unless_back(
-        self, worker_id: str, session_id: int, decide: Decide
-    ) -> list[FailureOutcome] | None:
-        """Ends every lease of ``worker_id`` as WORKER_DISCONNECTED, unless it opened a
-        session after ``session_id`` (then None: it is alive)."""
-        ended: list[FailureOutcome] = []
+    @asynccontextmanager
+    async def ending_leases(
+        self, worker_id: str, session_id: int
+    ) -> AsyncIterator[AttemptEnding | None]:
+        """A transaction under ``worker_id``'s lock that ends its attempts, or None when
+        it opened a session after ``session_id`` (it is alive)."""
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(LOCK_WORKER, worker_id)
             if await conn.fetchval(NEWER_SESSION, worker_id, session_id):
-                return None
-            while True:
-                batch = await end_worker_leases(conn, worker_id, END_BATCH, decide)
-                ended += batch
-                if len(batch) < END_BATCH:
-                    return ended
+                yield None
+            else:
+                yield self._ending_on(conn)

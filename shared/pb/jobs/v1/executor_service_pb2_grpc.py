@@ -105,7 +105,8 @@ class ExecutorServiceServicer:
     """
 
     def LockJob(self, request, context):
-        """Takes a job for one attempt: QUEUED (or RETRYING once due) -> RUNNING, with a fresh lease.
+        """Takes the named job for one attempt: QUEUED (or RETRYING once due) -> RUNNING, with a
+        fresh lease, within the limits that apply to it (as LockJobs without `queue`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -133,7 +134,9 @@ class ExecutorServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def LockJobs(self, request, context):
-        """LockJob for several jobs at once (at most 256).
+        """A claim: up to one job per request (at most 256). With `queue`, each request is a work
+        token of that queue and the job service chooses the jobs (the requests' job ids are
+        counted, not used); without, each request names its job, as LockJob does.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

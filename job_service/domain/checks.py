@@ -1,5 +1,6 @@
-"""The checks every use case applies to a request, spelled once: names, ids, batches,
-priorities and JSON input. Each raises InvalidInput naming the field."""
+"""The checks of a request's fields, spelled once: names, ids, batches, targets,
+priorities, JSON input and run times. Each raises InvalidInput naming the field. Pure: the
+use cases check requests with them, and a new job's admission (``domain/admission.py``)."""
 
 from __future__ import annotations
 

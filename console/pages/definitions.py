@@ -1,0 +1,24 @@
+"""The job type registry: each type's queue, limits, versions and schemas."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from console.sessions import Session
+from console.site import Site
+
+
+async def definitions(site: Site, request: Request, session: Session) -> Response:
+    found = await site.jobs(session.token).admin.list_job_definitions()
+    return site.page(
+        "definitions.html",
+        session,
+        nav="definitions",
+        definitions=sorted(found, key=lambda d: d.job_type),
+    )
+
+
+def routes(site: Site) -> list[Route]:
+    return [Route("/definitions", site.guarded(definitions))]

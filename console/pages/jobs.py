@@ -1,0 +1,205 @@
+"""Jobs: every user's jobs, filtered and paged, with a live table; one job, following its
+``WatchJob`` stream while it runs; cancel and retry, each behind a confirmation page."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from urllib.parse import urlencode
+
+import grpc
+from durable_jobs_client import JobsError
+from durable_jobs_client.protos import admin_service_pb2, job_pb2
+from durable_jobs_client.statuses import is_terminal, status_value
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from console.backend import code_of, describe
+from console.forms import DEFAULT_PAGE_SIZE, page_size_of, parse_time
+from console.live import RECONNECT, refreshed, sse
+from console.sessions import Session
+from console.site import Site
+
+FILTERS = ("job_type", "status", "queue", "user_id", "created_after", "created_before")
+
+
+def filters_of(request: Request) -> dict[str, str]:
+    return {n: request.query_params.get(n, "").strip() for n in FILTERS}
+
+
+async def listed(
+    site: Site,
+    session: Session,
+    filters: dict[str, str],
+    page_token: str,
+    page_size: int = DEFAULT_PAGE_SIZE,
+) -> admin_service_pb2.AdminListJobsResponse:
+    return await site.jobs(session.token).admin.list_jobs(
+        job_type=filters["job_type"],
+        status=status_value(filters["status"]),
+        queue=filters["queue"],
+        user_id=filters["user_id"],
+        created_after=parse_time(filters["created_after"]),
+        created_before=parse_time(filters["created_before"]),
+        page_token=page_token,
+        page_size=page_size,
+    )
+
+
+async def jobs_page(site: Site, request: Request, session: Session) -> Response:
+    filters = filters_of(request)
+    page_token = request.query_params.get("page_token", "")
+    page_size = page_size_of(request)
+    try:
+        parse_time(filters["created_after"]), parse_time(filters["created_before"])
+    except ValueError:
+        return site.error(session, 400, "Bad request", "Times are YYYY-MM-DDTHH:MM (UTC).")
+    page, definitions = await asyncio.gather(
+        listed(site, session, filters, page_token, page_size),
+        site.jobs(session.token).admin.list_job_definitions(),
+    )
+    chosen = {k: v for k, v in filters.items() if v}
+    if page_size != DEFAULT_PAGE_SIZE:
+        chosen["page_size"] = str(page_size)
+    query = urlencode(chosen)
+    return site.page(
+        "jobs.html",
+        session,
+        nav="jobs",
+        jobs=page.jobs,
+        filters=filters,
+        job_types=sorted(d.job_type for d in definitions),
+        queues=sorted({d.queue for d in definitions}),
+        next_page=f"/jobs?{urlencode({**chosen, 'page_token': page.next_page_token})}"
+        if page.next_page_token
+        else "",
+        first_page=f"/jobs?{query}" if page_token else "",
+        live=f"/jobs/live?{query}" if not page_token else "",
+    )
+
+
+async def jobs_live(site: Site, request: Request) -> Response:
+    session = site.session_of(request)
+    if session is None:
+        return Response(status_code=204)
+    filters = filters_of(request)
+    try:
+        parse_time(filters["created_after"]), parse_time(filters["created_before"])
+    except ValueError:
+        return Response(status_code=204)
+
+    async def render() -> str | None:
+        page = await listed(site, session, filters, "", page_size_of(request))
+        return site.render("_job_rows.html", jobs=page.jobs)
+
+    return refreshed(render, site.settings.console_live_interval_s, site.stream_max_s)
+
+
+async def job_page(site: Site, request: Request, session: Session) -> Response:
+    job = await site.jobs(session.token).admin.get_job(request.path_params["job_id"])
+    return site.page("job.html", session, nav="jobs", job=job)
+
+
+async def job_live(site: Site, request: Request) -> Response:
+    session = site.session_of(request)
+    if session is None:
+        return Response(status_code=204)
+    jobs = site.jobs(session.token)
+    try:
+        job = await jobs.admin.get_job(request.path_params["job_id"])
+    except JobsError:
+        return Response(status_code=204)
+
+    async def events() -> AsyncIterator[str]:
+        yield RECONNECT
+        # A job that ended between the page's render and this request (a cancel ends a
+        # running job within milliseconds) goes straight to "done": the page reloads
+        # and shows the end. Answering 204 here left the page on the state it was
+        # rendered with, for good (the browser does not reconnect after a 204).
+        if not is_terminal(job):
+            try:
+                async with asyncio.timeout(site.stream_max_s):
+                    async for state in jobs.watch(job.id, user_id=job.user_id):
+                        yield sse(site.render("_job_status.html", job=state))
+            except TimeoutError:
+                return  # the browser reconnects
+            except JobsError:
+                return
+        yield sse("", "done")  # terminal: the page reloads with the final artifacts
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def confirm(
+    site: Site,
+    session: Session,
+    job: job_pb2.Job,
+    action: str,
+    question: str,
+    error: str = "",
+    status: int = 200,
+) -> Response:
+    return site.page(
+        "confirm.html",
+        session,
+        status,
+        nav="jobs",
+        job=job,
+        question=question,
+        action=f"/jobs/{job.id}/{action}",
+        back=f"/jobs/{job.id}",
+        error=error,
+        fields=[],
+    )
+
+
+async def confirm_cancel(site: Site, request: Request, session: Session) -> Response:
+    job = await site.jobs(session.token).admin.get_job(request.path_params["job_id"])
+    return confirm(site, session, job, "cancel", f"Cancel job {job.id}?")
+
+
+async def cancel(site: Site, request: Request, session: Session) -> Response:
+    jobs = site.jobs(session.token)
+    job = await jobs.admin.get_job(request.path_params["job_id"])
+    try:
+        # The admin role may act for any user through JobService.
+        await jobs.cancel(job.id, user_id=job.user_id)
+    except JobsError as error:
+        if code_of(error) != grpc.StatusCode.FAILED_PRECONDITION:
+            raise
+        question = f"Cancel job {job.id}?"
+        return confirm(site, session, job, "cancel", question, describe(error), 409)
+    return RedirectResponse(f"/jobs/{job.id}", status_code=303)
+
+
+async def confirm_retry(site: Site, request: Request, session: Session) -> Response:
+    job = await site.jobs(session.token).admin.get_job(request.path_params["job_id"])
+    question = f"Retry job {job.id} as a new job from its snapshot?"
+    return confirm(site, session, job, "retry", question)
+
+
+async def retry(site: Site, request: Request, session: Session) -> Response:
+    jobs = site.jobs(session.token)
+    job_id = request.path_params["job_id"]
+    try:
+        new = await jobs.admin.retry_job(job_id)
+    except JobsError as error:
+        if code_of(error) != grpc.StatusCode.FAILED_PRECONDITION:
+            raise
+        job = await jobs.admin.get_job(job_id)
+        return confirm(site, session, job, "retry", f"Retry job {job.id}?", describe(error), 409)
+    return RedirectResponse(f"/jobs/{new.id}", status_code=303)
+
+
+def routes(site: Site) -> list[Route]:
+    return [
+        Route("/jobs", site.guarded(jobs_page)),
+        Route("/jobs/live", site.open(jobs_live)),
+        Route("/jobs/{job_id}", site.guarded(job_page)),
+        Route("/jobs/{job_id}/live", site.open(job_live)),
+        Route("/jobs/{job_id}/cancel", site.guarded(confirm_cancel), methods=["GET"]),
+        Route("/jobs/{job_id}/cancel", site.guarded(cancel), methods=["POST"]),
+        Route("/jobs/{job_id}/retry", site.guarded(confirm_retry), methods=["GET"]),
+        Route("/jobs/{job_id}/retry", site.guarded(retry), methods=["POST"]),
+    ]

@@ -1,0 +1,339 @@
+"""New jobs on PostgreSQL: CreateJob's statement (with quotas, snapshot, timeline event and
+dispatch row, one statement), the columns a new job brings (CreateJobs' and a projection's
+children share them), and a re-run of a finished job from its snapshot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from job_service.adapters.postgres.claims import place_in_line
+from job_service.adapters.postgres.outbox import (
+    dispatch_key,
+    dispatch_rows,
+    handed,
+    handed_messages,
+)
+from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
+from job_service.domain.lifecycle import ACTIVE, RERUNNABLE, JobStatus, status_values, statuses_sql
+from job_service.domain.models import Job, NewJob, QuotaRefusal, Quotas, RetrySpec
+from job_service.domain.outbox import OutboxMessage
+from job_service.ports.jobs import Stored
+from shared.errors import JobNotRetryable, LiveChildExists
+
+# The columns of `jobs` a new job (CreateJob's, or a projection's child) brings, with their
+# SQL types: CreateJob binds them by name, a projection's children as a record. A new column
+# is one line here (and a field of NewJob).
+NEW_JOB_COLUMNS = {
+    "user_id": "varchar",
+    "job_type": "varchar",
+    "queue": "varchar",
+    "priority": "smallint",
+    "idempotency_key": "varchar",
+    "request_hash": "varchar",
+    "max_attempts": "int",
+    "timeout_ms": "int",
+    "input_schema_version": "varchar",
+    "output_schema_version": "varchar",
+    "definition_version": "varchar",
+    "prompt_key": "varchar",
+    "prompt_version": "varchar",
+    "model_tier": "varchar",
+    "credential_mode": "varchar",
+    "credential_id": "uuid",
+    # scheduling: a user-scoped key of a child reads "{user}" until its parent's user fills it
+    "fairness_key": "varchar",
+    "concurrency_key": "varchar",
+    "concurrency_limit": "int",
+    "next_run_at": "timestamptz",
+    "target_type": "varchar",
+    "target_id": "varchar",
+    "created_by": "varchar",
+    # the schedule and slot a schedule's job was created for (ScheduleService)
+    "schedule_id": "uuid",
+    "scheduled_for": "timestamptz",
+}
+# What a new job brings beyond its row: the snapshot and the trace context.
+SNAPSHOT_FIELDS = {
+    "snapshot": "jsonb",
+    "snapshot_hash": "varchar",
+    "snapshot_ttl_s": "float8",
+    "redaction_version": "varchar",
+}
+_NEW_JOB = {**NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS, "trace": "jsonb"}
+
+
+def record_type(columns: dict[str, str]) -> str:
+    """The column definition list of ``jsonb_to_record(set)``."""
+    return ", ".join(f"{name} {sql_type}" for name, sql_type in columns.items())
+
+
+def new_job_record(new: NewJob, names: dict[str, str]) -> dict[str, Any]:
+    """The NewJob fields ``names`` lists, by name."""
+    return {name: getattr(new, name) for name in names}
+
+
+KEY_COLUMNS = ("fairness_key", "concurrency_key")
+
+
+def user_keys(src: str) -> str:
+    """The fairness and concurrency keys of ``src`` with a "{user}" placeholder filled."""
+    return ", ".join(
+        f"replace({src}.{key}, '{{user}}', {src}.user_id) AS {key}" for key in KEY_COLUMNS
+    )
+
+
+# CreateJob's named parameters: each name's `$n::type` (bound in this order by `create`),
+# then the three quota limits. Positional binding keeps asyncpg's binary encoding of each value.
+_PARAM = {name: f"${n}::{sql_type}" for n, (name, sql_type) in enumerate(_NEW_JOB.items(), 1)}
+_MAX_ACTIVE, _DAILY = f"${len(_PARAM) + 1}::int", f"${len(_PARAM) + 2}::int"
+_BUDGET = f"${len(_PARAM) + 3}::numeric"
+_OWNER = f"${len(_PARAM) + 4}::text"  # the replica whose dispatcher publishes the row, or NULL
+
+_MIDNIGHT = "(date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')"
+
+
+def spent_today(user: str, budget: str) -> str:
+    """What user ``user`` (SQL) spent on provider calls today (UTC), in US dollars; 0 without
+    a ``budget`` (SQL; 0 is off), so that the budget costs nothing while it is off. The
+    calls of its jobs still stored — only unfinished jobs and jobs finished today can have
+    calls today, each found on an index — plus today's calls of jobs retention already
+    deleted (usage_daily)."""
+    return f"""CASE WHEN {budget} > 0 THEN
+        (SELECT coalesce(sum(spend.cost_usd), 0) FROM usage_logs spend
+         WHERE spend.created_at >= {_MIDNIGHT} AND spend.job_id IN (
+             SELECT id FROM jobs WHERE user_id = {user} AND status IN {statuses_sql(ACTIVE)}
+             UNION ALL
+             SELECT id FROM jobs WHERE user_id = {user} AND finished_at >= {_MIDNIGHT}))
+        + (SELECT coalesce(sum(cost_usd), 0) FROM usage_daily
+           WHERE user_id = {user} AND day = (now() AT TIME ZONE 'UTC')::date)
+        ELSE 0 END"""
+
+
+# Quotas: the unfinished-jobs count stops at its limit (0 counts nothing), so it costs at
+# most that many index entries; jobs created today (UTC) are a counter row per user and day
+# (0 leaves the counter alone), bumped in the same statement; the day's cost (the daily
+# budget, 0 reads nothing) is summed from the user's usage rows of today. The status list
+# is spelled as the partial index jobs_user_active spells it.
+CREATE_JOB = f"""
+WITH new AS (
+    SELECT {", ".join(f"{param} AS {name}" for name, param in _PARAM.items())}
+), usage AS (
+    SELECT
+        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = {_PARAM["user_id"]}
+                               AND status IN {statuses_sql(ACTIVE)} LIMIT {_MAX_ACTIVE}) a)
+            AS active,
+        coalesce((SELECT created FROM job_quota_usage
+                  WHERE {_DAILY} > 0 AND user_id = {_PARAM["user_id"]}
+                    AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today,
+        {spent_today(_PARAM["user_id"], _BUDGET)} AS spent
+), keyed AS (
+    SELECT {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS if c not in KEY_COLUMNS)},
+           {user_keys("new")}
+    FROM new
+), inserted AS (
+    INSERT INTO jobs AS j ({", ".join(NEW_JOB_COLUMNS)}, status, queued_at, sched_key,
+                           trigger_type)
+    SELECT {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS)},
+           CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
+           {place_in_line("new")},
+           CASE WHEN new.schedule_id IS NULL THEN 'api' ELSE 'schedule' END
+    FROM keyed new, usage
+    WHERE ({_MAX_ACTIVE} = 0 OR usage.active < {_MAX_ACTIVE})
+      AND ({_DAILY} = 0 OR usage.today < {_DAILY})
+      AND ({_BUDGET} = 0 OR usage.spent < {_BUDGET})
+    ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
+        DO NOTHING
+    RETURNING {JOB_COLUMNS}
+), snapshot AS (
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
+                               redaction_version)
+    SELECT inserted.id::uuid, new.snapshot, new.snapshot_hash, new.input_schema_version,
+           now() + new.snapshot_ttl_s * interval '1 second', new.redaction_version
+    FROM inserted, new
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt)
+    SELECT id::uuid, NULL, status, 0 FROM inserted
+), dispatch AS (
+    {
+    dispatch_rows(
+        "inserted",
+        dispatch_key("src.id", "create"),
+        available_at="coalesce(src.next_run_at, now())",
+        trace=_PARAM["trace"],
+        owner=_OWNER,
+    )
+}
+), counted AS (
+    INSERT INTO job_quota_usage AS q (user_id, day, created)
+    SELECT inserted.user_id, (now() AT TIME ZONE 'UTC')::date, 1 FROM inserted
+    WHERE {_DAILY} > 0
+    ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + 1
+)
+SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today,
+       usage.spent AS quota_spent, {handed("true", "dispatch")}
+FROM usage LEFT JOIN inserted ON true
+"""
+
+# A new job from a finished one's snapshot ($1, in a status of $2), trigger "retry". A
+# retried child stays its parent's child (GetJob's child_job_ids, the cancel cascade); it
+# has no idempotency key: the original child keeps it, so a re-run parent projection still
+# finds the original and creates nothing.
+RERUN_JOB = f"""
+WITH src AS (
+    SELECT j.*, s.payload, s.content_hash, s.schema_version, s.redaction_version
+    FROM jobs j JOIN job_snapshots s ON s.job_id = j.id
+    WHERE j.id = $1 AND j.status = ANY($2::text[])
+), inserted AS (
+    INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, request_hash,
+                      retried_from_job_id, parent_job_id, status, max_attempts, timeout_ms,
+                      input_schema_version, output_schema_version, definition_version,
+                      queued_at, credential_mode, credential_id, prompt_key, prompt_version,
+                      model_tier, fairness_key, concurrency_key, concurrency_limit, sched_key,
+                      target_type, target_id)
+    SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, parent_job_id,
+           'queued',
+           $3::int, $4::int, input_schema_version, output_schema_version, $5::varchar, now(),
+           credential_mode, credential_id, prompt_key, prompt_version, model_tier,
+           coalesce(fairness_key, user_id), concurrency_key, concurrency_limit,
+           {place_in_line("src")}, target_type, target_id
+    FROM src
+    RETURNING {JOB_COLUMNS}
+), snapshot AS (
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
+                               redaction_version)
+    SELECT inserted.id::uuid, src.payload, src.content_hash, src.schema_version,
+           now() + $6 * interval '1 second', src.redaction_version
+    FROM inserted, src
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id::uuid, NULL, 'queued', 0, $7::varchar FROM inserted
+), dispatch AS (
+    {dispatch_rows("inserted", dispatch_key("src.id", "create"), trace="NULL::jsonb")}
+)
+SELECT * FROM inserted
+"""
+
+RERUN_SOURCE = "SELECT parent_job_id::text AS parent_job_id, job_type FROM jobs WHERE id = $1"
+
+# Serialises RetryJob of one parent's children (and the parent's own cancel, which locks the
+# same row): the sibling check that follows, a statement of its own, sees every child a
+# concurrent retry committed before the lock was granted.
+LOCK_PARENT = "SELECT status FROM jobs WHERE id = $1 FOR UPDATE"
+
+# A child of parent $1 and type $2 other than $3 that is unfinished or succeeded.
+LIVE_SIBLING = """
+SELECT id::text FROM jobs
+WHERE parent_job_id = $1 AND job_type = $2 AND id <> $3 AND status <> ALL($4::text[])
+ORDER BY created_at DESC LIMIT 1
+"""
+
+FIND_BY_IDEMPOTENCY_KEY = f"""
+SELECT {JOB_COLUMNS} FROM jobs j
+WHERE j.user_id = $1 AND j.job_type = $2 AND j.idempotency_key = $3
+"""
+
+
+# The input a re-run of $1 copies: its snapshot.
+RERUN_INPUT = "SELECT payload FROM job_snapshots WHERE job_id = $1"
+
+# A parent in one of these has cancelled (or is cancelling) its unfinished children.
+CANCELLING = (JobStatus.CANCEL_REQUESTED.value, JobStatus.CANCELLED.value)
+
+
+async def create_job(
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
+    new: NewJob,
+    quotas: Quotas,
+    owner: str | None = None,
+) -> tuple[Stored, list[OutboxMessage]]:
+    """NewJobRepository.create on ``conn``: in the caller's transaction when it holds one
+    (a schedule's firing round creates its jobs in the transaction that advances it; its
+    dispatch row is then left to a claim). With ``owner`` (outside a transaction only: the
+    row must have committed before it is published) a due job's dispatch row is written
+    claimed by that replica's dispatcher, and returned to hand over to it."""
+    row = await conn.fetchrow(
+        CREATE_JOB,
+        *new_job_record(new, _NEW_JOB).values(),
+        quotas.max_active,
+        quotas.daily,
+        quotas.daily_cost_usd,
+        owner,
+    )
+    assert row is not None, "the usage row is always there"
+    if row["id"] is not None:
+        return (job_from_row(row), True), handed_messages([row])
+    refusal = QuotaRefusal(
+        active=row["quota_active"], today=row["quota_today"], spent=row["quota_spent"]
+    )
+    if new.idempotency_key is None:
+        return refusal, []
+    # The key exists: ON CONFLICT waited for its writer to commit, so it is visible.
+    existing = await conn.fetchrow(
+        FIND_BY_IDEMPOTENCY_KEY, new.user_id, new.job_type, new.idempotency_key
+    )
+    if existing is None:
+        return refusal, []  # not a conflict: the quota kept the row out
+    return (job_from_row(existing), False), []
+
+
+class NewJobRepository:
+    """New jobs (CreateJob's, and re-runs) with their snapshots, timeline and outbox rows,
+    on one asyncpg pool. ``owner``: the replica whose dispatcher publishes the due rows it
+    writes (None: they wait for a claim)."""
+
+    def __init__(self, pool: asyncpg.Pool, owner: str | None = None) -> None:
+        self._pool = pool
+        self._owner = owner
+
+    async def create(self, new: NewJob, quotas: Quotas) -> tuple[Stored, list[OutboxMessage]]:
+        """Stores the job, its snapshot, its first timeline event and its dispatch row
+        (claimed for the owner's dispatcher when due: returned to hand over). Returns the
+        existing job instead when the idempotency key was used before (even at a quota
+        limit), and a QuotaRefusal (nothing stored) when the user is at a limit."""
+        async with self._pool.acquire() as conn:
+            return await create_job(conn, new, quotas, self._owner)
+
+    async def rerun_input(self, job_id: str) -> dict[str, Any] | None:
+        """The input a re-run of the job would copy (its snapshot), or None when gone."""
+        stored: dict[str, Any] | None = await self._pool.fetchval(RERUN_INPUT, job_id)
+        return stored
+
+    async def rerun(self, job_id: str, spec: RetrySpec, reason: str = "retry") -> Job | None:
+        """A new job from a failed or cancelled job's snapshot, ``reason`` on its first
+        timeline event; None when that job is not (or no longer) failed or cancelled, or
+        its snapshot is gone. A child's retry stays its parent's child; it is refused
+        (LiveChildExists) while the parent has another child of its type that is
+        unfinished or succeeded, and (JobNotRetryable) when the parent was cancelled."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            source = await conn.fetchrow(RERUN_SOURCE, job_id)
+            if source is not None and source["parent_job_id"] is not None:
+                parent_status = await conn.fetchval(LOCK_PARENT, source["parent_job_id"])
+                if parent_status in CANCELLING:
+                    raise JobNotRetryable(
+                        f"the parent job is {parent_status}; its children stay cancelled"
+                    )
+                live = await conn.fetchval(
+                    LIVE_SIBLING,
+                    source["parent_job_id"],
+                    source["job_type"],
+                    job_id,
+                    status_values(RERUNNABLE),
+                )
+                if live is not None:
+                    raise LiveChildExists(
+                        f"the parent already has a {source['job_type']} child that is "
+                        f"unfinished or succeeded ({live}); retry that one when it fails"
+                    )
+            row = await conn.fetchrow(
+                RERUN_JOB,
+                job_id,
+                status_values(RERUNNABLE),
+                spec.max_attempts,
+                spec.timeout_ms,
+                spec.definition_version,
+                spec.snapshot_ttl_s,
+                reason,
+            )
+        return None if row is None else job_from_row(row)

@@ -1,0 +1,123 @@
+"""How an attempt ends: the status a failed, cancelled or abandoned attempt leads to, and
+what a worker's report means when the store refused it (its lease was not current).
+
+Pure: no I/O. The leases and results use cases decide with these; the leases store writes
+what they decided with one compare-and-set on the attempt's locked row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol
+
+from job_service.domain.lifecycle import LEASED, JobStatus, Step, transition
+from job_service.domain.models import AttemptFacts
+from job_service.domain.retry import Outcome, RetryDecision
+from shared.errors import ErrorCode, public_message
+
+
+class Decide(Protocol):
+    """The retry decision for a failed attempt of a RUNNING job."""
+
+    def __call__(self, facts: AttemptFacts, code: str) -> RetryDecision: ...
+
+
+@dataclass(frozen=True)
+class LockedAttempt:
+    """An attempt whose job row its transaction holds locked: what a decision needs, and
+    the lease token that fences the write of its end."""
+
+    facts: AttemptFacts
+    lease_token: str
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """How an attempt ends, as decided: the status its job moves to, the error code
+    recorded and, for a retry, its delay and whether the attempt is handed back."""
+
+    status: JobStatus
+    code: str
+    delay_s: float = 0.0
+    refund_attempt: bool = False
+
+    @property
+    def public_message(self) -> str:
+        return public_message(self.code)
+
+
+@dataclass(frozen=True)
+class EndedAttempt:
+    """An attempt's end as written: the status and, for a retry, when the next attempt is
+    due; ``usage_unknown``: an abandoned attempt of an AI job whose worker reported no
+    usage (a late ReportUsage clears the mark)."""
+
+    status: JobStatus
+    next_run_at: datetime | None = None
+    usage_unknown: bool = False
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """Where a job stands for a worker's late or repeated report."""
+
+    status: JobStatus
+    lease_token: str | None
+    output_hash: str | None
+
+
+class Refusal(StrEnum):
+    """What a result the store did not commit means."""
+
+    REPEAT = "repeat"  # the same result, committed already: answered SUCCEEDED again
+    CANCEL_WON = "cancel_won"  # a cancel came first: the attempt ends CANCELLED
+    LEASE_LOST = "lease_lost"  # another attempt holds the job, or it ended otherwise
+
+
+_CANCEL = RetryDecision(Outcome.CANCEL)
+_STEP = {Outcome.RETRY: Step.RETRY, Outcome.FAIL: Step.FAIL, Outcome.CANCEL: Step.CONFIRM_CANCEL}
+
+
+def always_cancel(facts: AttemptFacts, code: str) -> RetryDecision:
+    """The decision for an attempt whose cancel won the race with its result."""
+    return _CANCEL
+
+
+def attempt_end(facts: AttemptFacts, code: str, decide: Decide) -> AttemptEnd:
+    """How the attempt ends after it failed with ``code``: a pending cancel wins whatever
+    the failure (the job ends CANCELLED), else as ``decide`` says; the lifecycle's
+    transition gives the status."""
+    if facts.status is JobStatus.CANCEL_REQUESTED:
+        decision, code = _CANCEL, ErrorCode.CANCELLED
+    else:
+        decision = decide(facts, code)
+    return AttemptEnd(
+        status=transition(facts.status, _STEP[decision.outcome]),
+        code=code,
+        delay_s=decision.delay_s,
+        refund_attempt=decision.refund_attempt,
+    )
+
+
+def repeated_failure(state: LeaseState | None, lease_token: str) -> JobStatus | None:
+    """The status a failure report for an attempt that is no longer leased led to, when
+    the report is a repeat (the attempt ``lease_token`` names ended otherwise than
+    succeeding): answered again, nothing stored. None: the lease is lost."""
+    if state is None or state.lease_token != lease_token:
+        return None
+    if state.status is JobStatus.SUCCEEDED or state.status in LEASED:
+        return None
+    return state.status
+
+
+def refusal(state: LeaseState | None, lease_token: str, output_hash: str) -> Refusal:
+    """Why a result with this lease token and output hash was not committed."""
+    if state is None or state.lease_token != lease_token:
+        return Refusal.LEASE_LOST
+    if state.status is JobStatus.SUCCEEDED and state.output_hash == output_hash:
+        return Refusal.REPEAT
+    if state.status is JobStatus.CANCEL_REQUESTED:
+        return Refusal.CANCEL_WON
+    return Refusal.LEASE_LOST

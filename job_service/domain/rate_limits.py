@@ -1,0 +1,159 @@
+"""Fleet-wide provider rate limits per model tier (JOBS_RATE_LIMITS): the limits, a tier's
+bucket as read back, and what one replica remembers of the tiers between claims.
+
+A claim spends one request and an estimate of the tokens per job it grants from the tier's
+token bucket (a row every replica shares: ``adapters/postgres/claims.py`` spends it,
+``adapters/postgres/rate_limits.py`` settles and throttles it). A 429 halves the tier's
+rate factor (never below MIN_RATE_FACTOR); it recovers additively, in full after
+JOBS_RATE_LIMIT_RECOVERY_S.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+DEFAULT_RATE_RECOVERY_S = 30.0
+MIN_RATE_FACTOR = 0.05
+# How much each settled batch moves a tier's average of tokens per attempt.
+SMOOTHING = 0.2
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A tier's fleet-wide limit: requests and tokens per minute, with bucket sizes."""
+
+    key: str
+    requests_per_minute: float
+    tokens_per_minute: float = 0.0  # 0: no token limit
+    # How much may be spent at once (the buckets' sizes); default one second of requests
+    # (at least one) and five seconds of tokens.
+    burst_requests: float = 0.0
+    burst_tokens: float = 0.0
+
+    @property
+    def request_burst(self) -> float:
+        return self.burst_requests or max(1.0, self.requests_per_minute / 60)
+
+    @property
+    def token_burst(self) -> float:
+        return self.burst_tokens or self.tokens_per_minute / 12
+
+    def seconds_until(self, requests: float, tokens: float, need_tokens: float, f: float) -> float:
+        """How long until one more request (and ``need_tokens``) fits, at factor ``f``."""
+        wait = max(0.0, 1 - requests) * 60 / (self.requests_per_minute * f)
+        if self.tokens_per_minute:
+            need = min(need_tokens, self.token_burst)
+            wait = max(wait, max(0.0, need - tokens) * 60 / (self.tokens_per_minute * f))
+        return wait
+
+
+@dataclass(frozen=True)
+class BucketLevel:
+    """What a claim's spend left in a tier's bucket: how many grants fitted, and the
+    bucket after them."""
+
+    granted: int
+    requests_available: float
+    tokens_left: float
+    factor: float
+    blocked_until: datetime | None
+
+
+@dataclass(frozen=True)
+class BucketState:
+    """A tier's rate-limit bucket as of now (refilled for the time since its last claim)."""
+
+    limit: RateLimit
+    requests_available: float
+    tokens_available: float
+    factor: float
+    blocked_until: datetime | None
+    throttled_total: int
+    waiting: int
+
+
+class TierBudgets:
+    """What this replica remembers of the rate-limited tiers between claims: which tiers
+    had no budget at their last claim here, until when (a claim's scan passes their jobs
+    over instead of locking them for nothing), and what an attempt of each tier really
+    uses (what its next grants reserve, instead of the definitions' estimate)."""
+
+    def __init__(self, limits: Mapping[str, RateLimit], recovery_s: float) -> None:
+        self.limits = dict(limits)
+        self.recovery_s = recovery_s
+        self._spent_until: dict[str, float] = {}  # tier -> monotonic time budget returns
+        self._tokens_per_attempt: dict[str, float] = {}
+
+    def tokens_each(self, tier: str, estimate: int) -> int:
+        """The tokens each grant of the tier reserves: the running average of what its
+        attempts really used, once known (``estimate`` before), at most a bucket's worth;
+        0 when the tier has no token limit."""
+        limit = self.limits[tier]
+        each = round(self._tokens_per_attempt.get(tier, estimate))
+        return min(each, int(limit.token_burst)) if limit.tokens_per_minute else 0
+
+    def spent(self, tier: str, wanted: int, tokens_each: int, level: BucketLevel) -> None:
+        """A claim asked the tier for ``wanted`` grants and got ``level``: when not all
+        fitted, the tier is spent until one more would."""
+        if level.granted >= wanted:
+            self._spent_until.pop(tier, None)
+            return
+        wait = self.limits[tier].seconds_until(
+            level.requests_available, level.tokens_left, tokens_each, level.factor
+        )
+        if level.blocked_until is not None:
+            wait = max(wait, level.blocked_until.timestamp() - time.time())
+        self._spent_until[tier] = time.monotonic() + max(wait, 0.01)
+
+    def throttled(self, tier: str, retry_after_s: float) -> None:
+        """A 429 blocked the tier for ``retry_after_s``."""
+        self._spent_until[tier] = time.monotonic() + retry_after_s
+
+    def settled(self, tier: str, used: float, attempts: int) -> None:
+        """``attempts`` of the tier ended, using ``used`` tokens in all."""
+        average = used / attempts
+        known = self._tokens_per_attempt.get(tier)
+        self._tokens_per_attempt[tier] = (
+            average if known is None else known + SMOOTHING * (average - known)
+        )
+
+    def spent_keys(self) -> list[str]:
+        """The tiers that had no budget at their last claim here and have not refilled."""
+        now = time.monotonic()
+        return [key for key, until in self._spent_until.items() if until > now]
+
+    def seconds_until_budget(self) -> float:
+        """How long until the first spent tier has budget again (at least 10 ms)."""
+        now = time.monotonic()
+        waits = [until - now for until in self._spent_until.values() if until > now]
+        return max(min(waits, default=0.0), 0.01)
+
+
+def parse_rate_limits(text: str) -> dict[str, RateLimit]:
+    """JOBS_RATE_LIMITS: a JSON object from model tier to its limits."""
+    if not text.strip():
+        return {}
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raise ValueError("JOBS_RATE_LIMITS must be a JSON object") from None
+    if not isinstance(raw, dict):
+        raise ValueError("JOBS_RATE_LIMITS must be a JSON object of tier -> limits")
+    limits = {}
+    for key, spec in raw.items():
+        if not isinstance(spec, dict) or set(spec) - set(_RATE_FIELDS):
+            raise ValueError(f"JOBS_RATE_LIMITS[{key!r}]: known fields are {_RATE_FIELDS}")
+        values = {name: spec.get(name, 0) for name in _RATE_FIELDS}
+        if any(not isinstance(v, int | float) or v < 0 for v in values.values()):
+            raise ValueError(f"JOBS_RATE_LIMITS[{key!r}]: limits are non-negative numbers")
+        if values["requests_per_minute"] <= 0:
+            raise ValueError(f"JOBS_RATE_LIMITS[{key!r}]: requests_per_minute must be > 0")
+        limits[key] = RateLimit(key=key, **{k: float(v) for k, v in values.items()})
+    return limits
+
+
+_RATE_FIELDS = ("requests_per_minute", "tokens_per_minute", "burst_requests", "burst_tokens")

@@ -1,0 +1,271 @@
+"""Claims: LockJob and LockJobs, the grant of waiting jobs to a worker. With a queue, each
+request is a work token of that queue and the claim chooses the jobs; without, each request
+names its job (a worker that predates tokens).
+
+A claim of a queue, in one transaction: the candidates in line order, their concurrency
+keys counted under locks, the admission (``domain/claims.py``), the admitted jobs' rate
+reservations, the grant; then, for the tokens left unused, when to hand them back. A queue
+nothing can hold a job back in is claimed in one statement. The grants carry the steps
+their job's earlier attempts recorded. The claim's exactness (no job granted twice, no
+limit exceeded across replicas) is the claim transaction's (``ports/claims.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from job_service import metrics
+from job_service.domain.checks import is_uuid, require_batch, require_name
+from job_service.domain.claims import (
+    CANDIDATE_SLACK,
+    CONTENDED_RECHECK_S,
+    VERSION_RECHECK_S,
+    ClaimCandidate,
+    Granted,
+    admit,
+    keys_to_count,
+    rate_demand,
+    within_rate,
+)
+from job_service.domain.models import LockGrant, LockRefusal, QueueClaim
+from job_service.domain.rate_limits import TierBudgets
+from job_service.ports.claims import ClaimStore, ClaimTransaction
+from job_service.ports.rate_limits import RateLimitStore
+from job_service.ports.steps import StepStore
+from job_service.usecases.queues import require_queue
+from shared.errors import FieldViolation, InvalidInput
+from shared.registry import Registry
+
+# A worker names at most this many definitions it runs, each as job_type@version.
+MAX_RUNNABLE = 256
+DEFINITION_ID = re.compile(r"[a-z][a-z0-9_]{1,63}@[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+# A worker's definitions are written at most this often (each claim would otherwise).
+WORKER_RECORD_INTERVAL_S = 5.0
+
+
+class Claims:
+    def __init__(
+        self,
+        registry: Registry,
+        store: ClaimStore,
+        rates: RateLimitStore,
+        budgets: TierBudgets,
+        steps: StepStore,
+        *,
+        queue_limits: Mapping[str, int],
+    ) -> None:
+        self._store = store
+        self._rates = rates
+        self._budgets = budgets
+        self._steps = steps
+        self._queue_limits = dict(queue_limits)
+        self._queue_names = sorted({d.queue for d in registry})
+        self._estimated_tokens = tier_estimates(registry)
+        self._unlimited = unlimited_queues(registry, queue_limits, budgets.limits)
+        self._workers_seen: dict[tuple[str, tuple[str, ...]], float] = {}
+
+    async def lock_jobs(
+        self,
+        job_ids: Sequence[str],
+        worker_id: str,
+        queue: str = "",
+        runnable: Sequence[str] = (),
+    ) -> list[LockGrant | LockRefusal]:
+        """One answer per request, in order. With ``queue``, each request is a work token
+        of that queue and the claim chooses the jobs; without, each names its job. A
+        malformed, unknown or repeated id is refused: a job is never granted twice."""
+        require_name("worker_id", worker_id)
+        require_batch("requests", job_ids)
+        if len(runnable) > MAX_RUNNABLE or not all(map(DEFINITION_ID.fullmatch, runnable)):
+            raise InvalidInput(
+                "runnable_definitions is malformed",
+                [
+                    FieldViolation(
+                        "runnable_definitions",
+                        f"at most {MAX_RUNNABLE} of job_type@version",
+                    )
+                ],
+            )
+        if not queue:
+            distinct = list(dict.fromkeys(j for j in job_ids if is_uuid(j)))
+            answers = dict(zip(distinct, await self._claim_jobs(distinct, worker_id), strict=True))
+            refused = LockRefusal()
+            return await self._with_steps([answers.pop(j, refused) for j in job_ids])
+        require_queue(queue, self._queue_names)
+        claim = await self.claim_queue(queue, len(job_ids), worker_id, list(runnable) or None)
+        unused = len(job_ids) - len(claim.grants)
+        metrics.tokens_unused(queue, unused, handed_back=claim.retry_after is not None)
+        return await self._with_steps([*claim.grants, *[LockRefusal(claim.retry_after)] * unused])
+
+    async def claim_queue(
+        self, queue: str, want: int, worker_id: str, definitions: list[str] | None
+    ) -> QueueClaim:
+        """Grants up to ``want`` of the queue's best eligible jobs to ``worker_id``, of the
+        ``definitions`` it runs (None: any), and says when to hand the unused tokens back."""
+        await self._record_worker(worker_id, definitions)
+        if queue in self._unlimited:
+            # nothing to admit: one statement scans and grants, as before the scheduler;
+            # the unused tokens' answer costs a second one
+            async with self._store.connection() as tx:
+                granted = await tx.grant_unlimited(queue, definitions, want, worker_id)
+                retry_after = None
+                if len(granted) < want:
+                    retry_after = await self._unused_back(tx, queue, definitions, False)
+            return QueueClaim(_picked_up(granted), retry_after)
+        spent = self._budgets.spent_keys()
+        async with self._store.transaction() as tx:
+            candidates = await tx.candidates(queue, definitions, want * CANDIDATE_SLACK, spent)
+            chosen, held_by_rate = await self._admit(tx, self._rated(candidates), want, queue)
+            granted = await tx.grant(chosen, worker_id) if chosen else []
+            retry_after = None
+            if len(granted) < want:
+                held_by_rate = held_by_rate or (bool(spent) and await tx.rate_held(queue, spent))
+                retry_after = await self._unused_back(tx, queue, definitions, held_by_rate)
+        return QueueClaim(_picked_up(granted), retry_after)
+
+    async def _claim_jobs(
+        self, job_ids: Sequence[str], worker_id: str
+    ) -> list[LockGrant | LockRefusal]:
+        """Grants the named jobs (distinct ids) that are eligible and within the limits;
+        answers per id, in order. A refusal carries ``retry_after`` when the job is not
+        due yet or only held back by a limit."""
+        granted: dict[str, LockGrant] = {}
+        held: list[str] = []
+        async with self._store.transaction() as tx:
+            named = await tx.named_candidates(job_ids)
+            for queue in dict.fromkeys(q for q, _ in named):
+                candidates = self._rated([c for q, c in named if q == queue])
+                chosen, _ = await self._admit(tx, candidates, len(candidates), queue)
+                for grant in _picked_up(await tx.grant(chosen, worker_id) if chosen else []):
+                    granted[grant.job_id] = grant
+                held += [c.job_id for c in candidates if c.job_id not in granted]
+            refused = [job_id for job_id in job_ids if job_id not in granted]
+            not_due = await tx.not_due(refused) if refused else {}
+        recheck = datetime.now(UTC) + timedelta(seconds=VERSION_RECHECK_S)
+        not_due |= {job_id: recheck for job_id in held}
+        return [granted.get(job_id) or LockRefusal(not_due.get(job_id)) for job_id in job_ids]
+
+    async def _admit(
+        self, tx: ClaimTransaction, candidates: list[ClaimCandidate], want: int, queue: str
+    ) -> tuple[list[tuple[str, int]], bool]:
+        """The candidates to grant, (job id, tokens it reserves), and whether a rate limit
+        held any back."""
+        queue_limit = self._queue_limits.get(queue, 0)
+        keys = keys_to_count(candidates, queue, queue_limit)
+        running = await tx.count_running(keys, [queue] if queue_limit else []) if keys else {}
+        admitted = admit(candidates, want, running, queue, queue_limit)
+        demand = rate_demand(admitted)
+        if not demand:
+            return [(c.job_id, 0) for c in admitted], False
+        granted, tokens = {}, {}
+        for tier, n in demand.items():
+            granted[tier], tokens[tier] = await self._reserve(tx, tier, n)
+        chosen = within_rate(admitted, granted)
+        return (
+            [(c.job_id, tokens[c.rate_key] if c.rate_key else 0) for c in chosen],
+            len(chosen) < len(admitted),
+        )
+
+    async def _reserve(self, tx: ClaimTransaction, tier: str, wanted: int) -> tuple[int, int]:
+        """Spends the tier's budget on up to ``wanted`` grants: (grants that fit, tokens
+        each one reserved)."""
+        each = self._budgets.tokens_each(tier, self._estimated_tokens.get(tier, 0))
+        level = await tx.reserve(
+            self._budgets.limits[tier], self._budgets.recovery_s, [each] * wanted
+        )
+        if level is None:  # no bucket (configured after start-up): grant nothing until it is
+            await self._rates.ensure_buckets()
+            return 0, each
+        self._budgets.spent(tier, wanted, each, level)
+        return level.granted, each
+
+    async def _unused_back(
+        self,
+        tx: ClaimTransaction,
+        queue: str,
+        definitions: Sequence[str] | None,
+        held_by_rate: bool,
+    ) -> datetime | None:
+        """When an unused token should come back, or None to drop it. Back once the rate
+        limit that held jobs back has budget again; shortly when grantable jobs still wait
+        (rows a concurrent claim had locked: it may not grant them); after a second when
+        due jobs wait for a worker of another version. Jobs held by a full concurrency key
+        get a new token when a job of the key ends, a paused queue's when it resumes: with
+        only those left, the token is dropped."""
+        now = datetime.now(UTC)
+        if held_by_rate:
+            return now + timedelta(seconds=self._budgets.seconds_until_budget())
+        left = await tx.waiting_left(queue, definitions)
+        if left.mine:
+            return now + timedelta(seconds=CONTENDED_RECHECK_S)
+        if left.others:
+            return now + timedelta(seconds=VERSION_RECHECK_S)
+        return None
+
+    def _rated(self, candidates: list[ClaimCandidate]) -> list[ClaimCandidate]:
+        """The candidates with a rate key only where their tier has a limit."""
+        limits = self._budgets.limits
+        return [c if c.rate_key in limits else replace(c, rate_key=None) for c in candidates]
+
+    async def _with_steps(
+        self, answers: list[LockGrant | LockRefusal]
+    ) -> list[LockGrant | LockRefusal]:
+        """Each grant with the steps its job's earlier attempts recorded (read only for the
+        grants the claim saw steps for: most jobs have none, and even a first attempt may
+        have some, since an attempt handed back by a draining worker is refunded and its
+        successor has the same number)."""
+        ids = [a.job_id for a in answers if isinstance(a, LockGrant) and a.has_steps]
+        if not ids:
+            return answers
+        steps = await self._steps.steps_of(ids)
+        return [
+            replace(a, recorded_steps=tuple(steps.get(a.job_id, ())))
+            if isinstance(a, LockGrant) and a.job_id in steps
+            else a
+            for a in answers
+        ]
+
+    async def _record_worker(self, worker_id: str, definitions: Sequence[str] | None) -> None:
+        """Remembers what the worker runs (for holds and the no-worker-for-version gauge),
+        at most every few seconds per worker."""
+        if definitions is None:
+            return
+        key = (worker_id, tuple(definitions))
+        now = datetime.now(UTC).timestamp()
+        if now - self._workers_seen.get(key, 0.0) < WORKER_RECORD_INTERVAL_S:
+            return
+        self._workers_seen[key] = now
+        await self._store.record_worker(worker_id, definitions)
+
+
+def _picked_up(granted: list[Granted]) -> list[LockGrant]:
+    for grant, waited_s in granted:
+        metrics.picked_up(grant.job_type, waited_s)
+    return [grant for grant, _ in granted]
+
+
+def tier_estimates(registry: Registry) -> dict[str, int]:
+    """Per model tier, the tokens a grant reserves: the largest estimate of its job types."""
+    estimates: dict[str, int] = {}
+    for definition in registry:
+        if definition.model_tier:
+            tier = str(definition.model_tier)
+            estimates[tier] = max(estimates.get(tier, 0), definition.estimated_tokens)
+    return estimates
+
+
+def unlimited_queues(
+    registry: Registry, queue_limits: Mapping[str, int], rate_tiers: Collection[str]
+) -> frozenset[str]:
+    """The queues no limit applies to: no queue limit, and no job type with a concurrency
+    key or on a rate-limited model tier. Their claims need no admission step."""
+    limited = set(queue_limits)
+    for definition in registry:
+        if definition.concurrency_key or (
+            definition.model_tier and str(definition.model_tier) in rate_tiers
+        ):
+            limited.add(definition.queue)
+    return frozenset({d.queue for d in registry} - limited)

@@ -1,0 +1,306 @@
+"""How an attempt ends, decided in the domain and the use cases, against fake stores: a
+pending cancel wins, a repeated report is answered again, a refused result is a repeat, a
+cancel that won or a lost lease, and every end settles its rate reservation once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from job_service.domain.attempts import (
+    AttemptEnd,
+    EndedAttempt,
+    LeaseState,
+    LockedAttempt,
+    Refusal,
+    attempt_end,
+    refusal,
+    repeated_failure,
+)
+from job_service.domain.lifecycle import JobStatus
+from job_service.domain.models import AttemptFacts, HeartbeatAck, NewChild, Submission
+from job_service.domain.outbox import OutboxMessage
+from job_service.domain.retry import Outcome, RetryDecision
+from job_service.ports.results import Committed
+from job_service.usecases.leases import Leases
+from job_service.usecases.rate_limits import RateReservations
+from job_service.usecases.results import Results
+from job_service.usecases.sessions import END_BATCH, WorkerSessions
+from shared.ai.provider import UsageRecord
+from shared.constants import Queue
+from shared.errors import ErrorCode, LeaseLost
+from shared.output_hash import output_hash
+from shared.registry import JobDefinition, Registry
+
+TOKEN = "00000000-0000-4000-8000-00000000000a"
+OTHER = "00000000-0000-4000-8000-00000000000b"
+JOB = "00000000-0000-4000-8000-000000000001"
+USAGE = [UsageRecord("openai", "gpt", "platform", input_tokens=7, output_tokens=3)]
+
+
+class _Model(BaseModel):
+    pass
+
+
+# three attempts, no retry on a lease that ran out (the definition's defaults)
+PROBE = JobDefinition("probe", "Probe", "testing", "1", Queue.BACKGROUND, _Model, _Model, print)
+REGISTRY = Registry([PROBE])
+
+
+def facts(status: JobStatus, attempt: int = 1, job_id: str = JOB) -> AttemptFacts:
+    return AttemptFacts(job_id, "probe", status, attempt, 3)
+
+
+def never(facts: AttemptFacts, code: str) -> RetryDecision:
+    raise AssertionError("a pending cancel is not a retry decision")
+
+
+def test_a_pending_cancel_wins_over_the_failure() -> None:
+    end = attempt_end(facts(JobStatus.CANCEL_REQUESTED), ErrorCode.LEASE_EXPIRED, never)
+    assert end == AttemptEnd(JobStatus.CANCELLED, ErrorCode.CANCELLED)
+
+
+def test_a_running_attempt_ends_as_the_retry_decision_says() -> None:
+    retry = RetryDecision(Outcome.RETRY, delay_s=2.0, refund_attempt=True)
+    end = attempt_end(facts(JobStatus.RUNNING), "PROVIDER_TIMEOUT", lambda f, c: retry)
+    assert end == AttemptEnd(JobStatus.RETRYING, "PROVIDER_TIMEOUT", 2.0, True)
+    fail = attempt_end(facts(JobStatus.RUNNING), "X", lambda f, c: RetryDecision(Outcome.FAIL))
+    assert fail.status is JobStatus.FAILED
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        (LeaseState(JobStatus.FAILED, TOKEN, None), JobStatus.FAILED),
+        (LeaseState(JobStatus.RETRYING, TOKEN, None), JobStatus.RETRYING),
+        (LeaseState(JobStatus.FAILED, OTHER, None), None),
+        (LeaseState(JobStatus.SUCCEEDED, TOKEN, "h"), None),
+        (LeaseState(JobStatus.RUNNING, TOKEN, None), None),
+        (None, None),
+    ],
+)
+def test_a_repeated_failure_report_is_answered_with_what_it_led_to(
+    state: LeaseState | None, expected: JobStatus | None
+) -> None:
+    assert repeated_failure(state, TOKEN) is expected
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        (LeaseState(JobStatus.SUCCEEDED, TOKEN, "h"), Refusal.REPEAT),
+        (LeaseState(JobStatus.SUCCEEDED, TOKEN, "other output"), Refusal.LEASE_LOST),
+        (LeaseState(JobStatus.CANCEL_REQUESTED, TOKEN, None), Refusal.CANCEL_WON),
+        (LeaseState(JobStatus.CANCEL_REQUESTED, OTHER, None), Refusal.LEASE_LOST),
+        (LeaseState(JobStatus.RETRYING, TOKEN, None), Refusal.LEASE_LOST),
+        (None, Refusal.LEASE_LOST),
+    ],
+)
+def test_what_a_refused_result_means(state: LeaseState | None, expected: Refusal) -> None:
+    assert refusal(state, TOKEN, "h") is expected
+
+
+class FakeLeases:
+    """Jobs by id, each (status, lease token, attempt); records the transactions and the
+    ends written."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, tuple[JobStatus, str, int]] = {}
+        self.transactions = 0
+        self.ended: list[tuple[str, AttemptEnd, bool]] = []
+        self.usage: list[tuple[str, int]] = []
+
+    @asynccontextmanager
+    async def ending(self) -> AsyncIterator[FakeLeases]:
+        self.transactions += 1
+        yield self
+
+    def _locked(self, job_id: str) -> LockedAttempt:
+        status, token, attempt = self.jobs[job_id]
+        return LockedAttempt(AttemptFacts(job_id, "probe", status, attempt, 3), token)
+
+    async def attempt(self, job_id: str, lease_token: str) -> LockedAttempt | None:
+        status, token, _ = self.jobs[job_id]
+        leased = status in (JobStatus.RUNNING, JobStatus.CANCEL_REQUESTED)
+        return self._locked(job_id) if leased and token == lease_token else None
+
+    async def expired(self, limit: int) -> list[LockedAttempt]:
+        return [self._locked(j) for j in list(self.jobs)[:limit]]
+
+    async def of_worker(self, worker_id: str, limit: int) -> list[LockedAttempt]:
+        leased = [j for j, (s, _, _) in self.jobs.items() if s is JobStatus.RUNNING]
+        return [self._locked(j) for j in leased[:limit]]
+
+    async def lease_state(self, job_id: str) -> LeaseState | None:
+        status, token, _ = self.jobs[job_id]
+        return LeaseState(status, token, output_hash({}))
+
+    async def store_usage(self, attempt: LockedAttempt, usage: Sequence[UsageRecord]) -> None:
+        self.usage += [(attempt.facts.job_id, attempt.facts.attempt)] * len(usage)
+
+    async def end(
+        self, attempt: LockedAttempt, end: AttemptEnd, message: str, *, reaped: bool = False
+    ) -> EndedAttempt:
+        job_id = attempt.facts.job_id
+        self.ended.append((job_id, end, reaped))
+        self.jobs[job_id] = (end.status, attempt.lease_token, attempt.facts.attempt)
+        due = datetime.now(UTC) + timedelta(seconds=end.delay_s)
+        return EndedAttempt(end.status, due if end.status is JobStatus.RETRYING else None)
+
+    async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
+        raise NotImplementedError
+
+    async def report_usage(
+        self, job_id: str, lease_token: str, usage: Sequence[UsageRecord]
+    ) -> tuple[int, int]:
+        raise NotImplementedError
+
+
+class FakeRates:
+    def __init__(self) -> None:
+        self.settled: list[list[tuple[str, int]]] = []
+        self.backoffs: list[tuple[str, float]] = []
+
+    def spent_keys(self) -> list[str]:
+        return []
+
+    async def settle(self, used: Sequence[tuple[str, int]]) -> None:
+        self.settled.append(list(used))
+
+    async def throttled(self, job_id: str, retry_after_s: float) -> None:
+        self.backoffs.append((job_id, retry_after_s))
+
+    async def states(self) -> list[Any]:
+        return []
+
+
+class FakeDispatcher:
+    owner = "replica-1"
+
+    def __init__(self) -> None:
+        self.wakes: list[float] = []
+        self.handed: list[OutboxMessage] = []
+
+    def wake(self, after_s: float = 0.0) -> None:
+        self.wakes.append(after_s)
+
+    def hand_over(self, messages: Sequence[OutboxMessage]) -> None:
+        self.handed += messages
+
+
+class FakeResults:
+    """Commits the results of the jobs in ``committing``, handing over one message."""
+
+    def __init__(self, committing: set[str]) -> None:
+        self.committing = committing
+
+    async def job_types(self, job_ids: Sequence[str]) -> dict[str, str]:
+        return dict.fromkeys(job_ids, "probe")
+
+    async def submit_results(
+        self, results: Sequence[Submission], children: Sequence[NewChild] = ()
+    ) -> Committed:
+        done = {r.job_id: "probe" for r in results if r.job_id in self.committing}
+        return Committed(done, [OutboxMessage(1, "jobs.events", "k", {}, 1)])
+
+
+def use_cases() -> tuple[FakeLeases, FakeRates, FakeDispatcher, Leases]:
+    store, rates, dispatcher = FakeLeases(), FakeRates(), FakeDispatcher()
+    return store, rates, dispatcher, Leases(REGISTRY, store, dispatcher, RateReservations(rates))
+
+
+async def test_a_failure_ends_the_attempt_with_its_usage_and_settles_its_reservation() -> None:
+    store, rates, dispatcher, leases = use_cases()
+    store.jobs[JOB] = (JobStatus.RUNNING, TOKEN, 1)
+    code = ErrorCode.PROVIDER_RATE_LIMITED
+    outcome = await leases.submit_failure(JOB, TOKEN, code, "429", USAGE, retry_after_s=30)
+    assert outcome.status is JobStatus.RETRYING
+    [(_, end, reaped)] = store.ended
+    assert end.delay_s >= 30 and not reaped  # no sooner than the provider's Retry-After
+    assert store.usage == [(JOB, 1)] and store.transactions == 1
+    assert rates.settled == [[(JOB, 10)]] and rates.backoffs == [(JOB, 30)]
+    assert dispatcher.wakes and dispatcher.wakes[0] >= 30
+
+
+async def test_a_failure_of_a_job_whose_cancel_is_pending_ends_it_cancelled() -> None:
+    store, _, _, leases = use_cases()
+    store.jobs[JOB] = (JobStatus.CANCEL_REQUESTED, TOKEN, 1)
+    outcome = await leases.submit_failure(JOB, TOKEN, "PROVIDER_TIMEOUT", "")
+    assert outcome.status is JobStatus.CANCELLED
+    assert store.ended[0][1].code == ErrorCode.CANCELLED
+
+
+async def test_a_repeated_failure_is_answered_again_and_a_stale_one_refused() -> None:
+    store, rates, _, leases = use_cases()
+    store.jobs[JOB] = (JobStatus.FAILED, TOKEN, 3)
+    again = await leases.submit_failure(JOB, TOKEN, "X", "", USAGE)
+    assert again.status is JobStatus.FAILED and not store.ended and not store.usage
+    with pytest.raises(LeaseLost):
+        await leases.submit_failure(JOB, OTHER, "X", "", USAGE)
+    assert len(rates.settled) == 1  # the stale report settles nothing
+
+
+async def test_the_reaper_ends_expired_attempts_in_one_transaction() -> None:
+    store, _, dispatcher, leases = use_cases()
+    others = [f"00000000-0000-4000-8000-00000000010{n}" for n in range(3)]
+    for job_id, status in zip(
+        others, [JobStatus.RUNNING, JobStatus.CANCEL_REQUESTED, JobStatus.RUNNING], strict=True
+    ):
+        store.jobs[job_id] = (status, TOKEN, 3)
+    assert await leases.reap_expired_leases() == 3
+    assert store.transactions == 1 and all(reaped for _, _, reaped in store.ended)
+    assert [end.status for _, end, _ in store.ended] == [
+        JobStatus.FAILED,
+        JobStatus.CANCELLED,
+        JobStatus.FAILED,
+    ]
+    assert len(dispatcher.wakes) == 3
+
+
+async def test_a_refused_result_is_a_repeat_a_cancel_that_won_or_a_lost_lease() -> None:
+    store, rates, dispatcher, leases = use_cases()
+    ids = [f"00000000-0000-4000-8000-00000000020{n}" for n in range(4)]
+    store.jobs[ids[1]] = (JobStatus.SUCCEEDED, TOKEN, 1)  # committed before: a repeat
+    store.jobs[ids[2]] = (JobStatus.CANCEL_REQUESTED, TOKEN, 1)
+    store.jobs[ids[3]] = (JobStatus.RUNNING, OTHER, 2)
+    results = Results(REGISTRY, FakeResults({ids[0]}), leases, dispatcher, RateReservations(rates))
+    submitted = [Submission(i, TOKEN, {}, output_hash({}), [], usage=USAGE) for i in ids]
+    answers = await results.submit_results(submitted)
+    assert answers[:3] == [JobStatus.SUCCEEDED, JobStatus.SUCCEEDED, JobStatus.CANCELLED]
+    assert isinstance(answers[3], LeaseLost)
+    assert [(j, end.code) for j, end, _ in store.ended] == [(ids[2], ErrorCode.CANCELLED)]
+    assert store.usage == [(ids[2], 1)]  # the cancelled attempt's calls are kept
+    assert [m.id for m in dispatcher.handed] == [1]
+    assert rates.settled == [[(i, 10) for i in ids[:3]]]
+
+
+async def test_a_disconnected_workers_leases_end_in_one_transaction_of_rounds() -> None:
+    store, _, dispatcher, leases = use_cases()
+    for n in range(END_BATCH + 1):
+        store.jobs[f"job-{n}"] = (JobStatus.RUNNING, TOKEN, 1)
+
+    class SessionRegistry:
+        async def open(self, worker_id: str, instance_id: str) -> int:
+            return 1
+
+        async def close(self, session_id: int, *, goodbye: bool) -> None:
+            pass
+
+        @asynccontextmanager
+        async def ending_leases(self, worker_id: str, session_id: int) -> AsyncIterator[FakeLeases]:
+            async with store.ending() as tx:
+                yield tx
+
+    sessions = WorkerSessions(
+        SessionRegistry(), leases, instance_id="r", grace_s=0.0, ping_interval_s=1.0
+    )
+    sessions.ended(await sessions.open("worker-1"))
+    await sessions.close()
+    assert store.transactions == 1 and len(store.ended) == END_BATCH + 1
+    assert {end.code for _, end, _ in store.ended} == {ErrorCode.WORKER_DISCONNECTED}
+    assert len(dispatcher.wakes) == END_BATCH + 1

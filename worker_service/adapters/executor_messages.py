@@ -1,0 +1,143 @@
+"""The ExecutorService's messages as the worker's values, and its failures as the worker's
+exceptions: ``shared.errors`` when the job service said why, else ``ExecutorUnreachable``
+(the call may not have got through: retrying is safe) or ``ExecutorCallFailed``."""
+
+from __future__ import annotations
+
+import grpc
+
+from shared.ai.steps import RecordedStep
+from shared.credentials import CredentialMode
+from shared.pb.jobs.v1 import executor_service_pb2 as pb
+from shared.pb.jobs.v1 import job_pb2
+from shared.pbconv import (
+    artifact_to_pb,
+    dict_from_struct,
+    recorded_step_from_pb,
+    struct_from_dict,
+    usage_to_pb,
+)
+from shared.rpc_errors import error_from_rpc, error_from_status
+from worker_service.domain.errors import ExecutorCallFailed, ExecutorUnreachable
+from worker_service.domain.model import LockedJob, LockOutcome, LockResult, ResultSubmission
+
+# Failures that say nothing about the call but that it did not get through (or its answer
+# did not get back): retrying is safe, every executor call being fenced by its lease token.
+TRANSIENT_CODES = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+)
+
+# A refused batch item carries its code as the google.rpc.Code number.
+_CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
+_TRANSIENT_NAMES = frozenset(code.name for code in TRANSIENT_CODES)
+
+_OUTCOMES = {
+    pb.LOCK_OUTCOME_LOCKED: LockOutcome.LOCKED,
+    pb.LOCK_OUTCOME_NOT_DUE: LockOutcome.NOT_DUE,
+    pb.LOCK_OUTCOME_UNAVAILABLE: LockOutcome.UNAVAILABLE,
+}
+_STATUS_PREFIX = "JOB_STATUS_"
+
+
+def result_message(submission: ResultSubmission) -> pb.SubmitResultRequest:
+    """One SubmitResult item as the wire carries it (also used by tests playing a worker)."""
+    result = submission.result
+    return pb.SubmitResultRequest(
+        job_id=submission.job_id,
+        lease_token=submission.lease_token,
+        output=struct_from_dict(result.output),
+        output_hash=result.output_hash,
+        artifacts=[artifact_to_pb(a) for a in result.artifacts],
+        child_jobs=[
+            pb.ChildJob(
+                job_type=c.job_type,
+                input=struct_from_dict(c.input),
+                idempotency_key=c.idempotency_key,
+                priority=c.priority,
+            )
+            for c in result.children
+        ],
+        usage=[usage_to_pb(u) for u in result.usage],
+    )
+
+
+def lock_result(response: pb.LockJobResponse) -> LockResult | Exception:
+    outcome = _OUTCOMES.get(response.outcome)
+    if outcome is None:
+        return ExecutorCallFailed(f"LockJobs answered outcome {response.outcome}")
+    if outcome is LockOutcome.LOCKED:
+        return LockResult(outcome, job=_locked_job(response.job))
+    if outcome is LockOutcome.NOT_DUE:
+        retry_after = (
+            response.retry_after.ToNanoseconds() / 1e9 if response.HasField("retry_after") else None
+        )
+        return LockResult(outcome, retry_after=retry_after)
+    return LockResult(outcome)
+
+
+def result_answer(outcome: pb.SubmitResultOutcome) -> str | Exception:
+    """The status an accepted item ended in, or the error a refused one stands for, exactly
+    as a single SubmitResult call would have failed."""
+    if not outcome.HasField("error"):
+        return status_name(outcome.status)
+    error = error_from_status(outcome.error)
+    if error is not None:
+        return error
+    code = _CODE_NAMES.get(outcome.error.code, str(outcome.error.code))
+    if code in _TRANSIENT_NAMES:
+        return ExecutorUnreachable(f"{code}: {outcome.error.message}")
+    return ExecutorCallFailed(f"{code}: {outcome.error.message}")
+
+
+def _locked_job(job: pb.LockedJob) -> LockedJob:
+    return LockedJob(
+        job_id=job.job_id,
+        job_type=job.job_type,
+        lease_token=job.lease_token,
+        attempt=job.attempt,
+        input=dict_from_struct(job.input),
+        lease_ttl_ms=job.lease_ttl_ms,
+        heartbeat_interval_ms=job.heartbeat_interval_ms,
+        user_id=job.user_id,
+        prompt_key=job.prompt_key,
+        prompt_version=job.prompt_version,
+        credential_mode=(
+            CredentialMode.USER
+            if job.credential_mode == job_pb2.CREDENTIAL_MODE_USER
+            else CredentialMode.PLATFORM
+        ),
+        credential_id=job.credential_id,
+        recorded_steps=_recorded_steps(job),
+    )
+
+
+def _recorded_steps(job: pb.LockedJob) -> tuple[RecordedStep, ...]:
+    """The job's recorded steps; one the worker cannot read is left out (its step is
+    called again)."""
+    steps = []
+    for message in job.recorded_steps:
+        try:
+            steps.append(recorded_step_from_pb(message))
+        except ValueError:
+            continue
+    return tuple(steps)
+
+
+def status_name(status: int) -> str:
+    try:
+        name: str = job_pb2.JobStatus.Name(status)
+        return name.removeprefix(_STATUS_PREFIX)
+    except ValueError:
+        return str(status)
+
+
+def error_from_call(exc: grpc.aio.AioRpcError) -> Exception:
+    try:
+        error = error_from_rpc(exc)
+    except ValueError:  # a status detail inconsistent with the call's status: ignore it
+        error = None
+    if error is not None:
+        return error
+    if exc.code() in TRANSIENT_CODES:
+        return ExecutorUnreachable(f"{exc.code().name}: {exc.details()}")
+    return ExecutorCallFailed(f"{exc.code().name}: {exc.details()}")
