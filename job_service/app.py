@@ -38,8 +38,8 @@ from job_service.adapters.postgres.sessions import SessionRepository
 from job_service.adapters.postgres.signals import SignalRepository
 from job_service.adapters.postgres.steps import StepRepository
 from job_service.adapters.postgres.usage_reports import UsageReportRepository
-from job_service.domain.models import Quotas
 from job_service.domain.paging import PageTokens
+from job_service.domain.quotas import Quotas
 from job_service.domain.rate_limits import TierBudgets
 from job_service.loops import Supervisor, housekeeping
 from job_service.settings import JobServiceSettings

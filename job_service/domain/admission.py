@@ -24,7 +24,7 @@ from job_service.domain.checks import (
     require_schedule,
     require_target,
 )
-from job_service.domain.models import Job, NewJob, RetrySpec
+from job_service.domain.jobs import Job, NewJob, RetrySpec
 from shared.ai.prompts import PromptNotFound, get_prompt
 from shared.canonical import content_hash
 from shared.credentials import CredentialMode

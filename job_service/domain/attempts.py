@@ -7,15 +7,17 @@ what they decided with one compare-and-set on the attempt's locked row.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from job_service.domain.lifecycle import LEASED, JobStatus, Step, transition
-from job_service.domain.models import AttemptFacts
 from job_service.domain.retry import Outcome, RetryDecision
+from shared.ai.provider import UsageRecord
 from shared.errors import ErrorCode, public_message
+from shared.registry import ArtifactDraft, ChildJobDraft
 
 
 class Decide(Protocol):
@@ -121,3 +123,42 @@ def refusal(state: LeaseState | None, lease_token: str, output_hash: str) -> Ref
     if state.status is JobStatus.CANCEL_REQUESTED:
         return Refusal.CANCEL_WON
     return Refusal.LEASE_LOST
+
+
+@dataclass(frozen=True)
+class HeartbeatAck:
+    lease_expires_at: datetime
+    cancel_requested: bool
+    # the seq of the job's latest signal: a worker behind it fetches the rest
+    latest_signal_seq: int = 0
+
+
+@dataclass(frozen=True)
+class AttemptFacts:
+    """What a retry decision needs to know about the failed attempt."""
+
+    job_id: str
+    job_type: str
+    status: JobStatus
+    attempt: int
+    # The budget the job was created with (a later definition change does not move it).
+    max_attempts: int
+
+
+@dataclass(frozen=True)
+class FailureOutcome:
+    status: JobStatus
+    next_run_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One attempt's result, as its worker submits it."""
+
+    job_id: str
+    lease_token: str
+    output: dict[str, Any]
+    output_hash: str
+    artifacts: Sequence[ArtifactDraft]
+    children: Sequence[ChildJobDraft] = ()
+    usage: Sequence[UsageRecord] = ()

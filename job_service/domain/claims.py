@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from job_service.domain.models import LockGrant
+from job_service.domain.grants import LockGrant
 
 DEFAULT_PRIORITY_STEP_S = 10.0
 DEFAULT_FAIR_QUANTUM_S = 0.05

@@ -6,6 +6,7 @@ Pure: no I/O. The postgres outbox adapter spells these statuses in its SQL from 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -30,3 +31,15 @@ class OutboxMessage:
     attempt_count: int
     # How long the row had been due when claimed (for the publish-lag histogram).
     due_for_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class DeadEvent:
+    """An outbox row that failed to publish too many times."""
+
+    id: int
+    job_id: str
+    subject: str
+    attempts: int
+    last_error: str | None
+    created_at: datetime

@@ -17,7 +17,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from job_service.domain.models import Cursor
+from job_service.domain.selection import Cursor
 from shared.errors import FieldViolation, InvalidInput
 
 DEFAULT_PAGE_SIZE = 50

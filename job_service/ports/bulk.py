@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.models import Actionable, Candidate, Cursor, JobSelection
+from job_service.domain.selection import Actionable, Candidate, Cursor, JobSelection
 
 
 class BulkStore(Protocol):

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from job_service.domain.jobs import Job, NewJob, RetrySpec
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.models import Job, NewJob, QuotaRefusal, Quotas, RetrySpec
 from job_service.domain.outbox import OutboxMessage
+from job_service.domain.quotas import QuotaRefusal, Quotas
 
 # A stored new job: the job and whether this call created it (False: the job its
 # idempotency key names), or the quota that kept it out.

@@ -6,8 +6,13 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from job_service.domain.attempts import AttemptEnd, EndedAttempt, LeaseState, LockedAttempt
-from job_service.domain.models import HeartbeatAck
+from job_service.domain.attempts import (
+    AttemptEnd,
+    EndedAttempt,
+    HeartbeatAck,
+    LeaseState,
+    LockedAttempt,
+)
 from shared.ai.provider import UsageRecord
 
 

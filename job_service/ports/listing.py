@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from job_service.domain.models import Cursor, Job, JobFilter
+from job_service.domain.jobs import Job
+from job_service.domain.selection import Cursor, JobFilter
 
 
 class JobListingStore(Protocol):

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from job_service.domain.models import DeadEvent
-from job_service.domain.outbox import OutboxMessage
+from job_service.domain.outbox import DeadEvent, OutboxMessage
 
 
 class OutboxStore(Protocol):

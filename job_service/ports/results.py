@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from job_service.domain.models import NewChild, Submission
+from job_service.domain.attempts import Submission
+from job_service.domain.jobs import NewChild
 from job_service.domain.outbox import OutboxMessage
 
 

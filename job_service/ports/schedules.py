@@ -8,8 +8,10 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Protocol
 
-from job_service.domain.models import Cursor, NewJob, Quotas
+from job_service.domain.jobs import NewJob
+from job_service.domain.quotas import Quotas
 from job_service.domain.schedules import RunOutcome, Schedule, ScheduleRun, ScheduleSpec
+from job_service.domain.selection import Cursor
 from job_service.ports.jobs import Stored
 
 

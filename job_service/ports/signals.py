@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from job_service.domain.models import JobSignal, SentSignal
+from job_service.domain.signals import JobSignal, SentSignal
 
 
 class SignalStore(Protocol):

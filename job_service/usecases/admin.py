@@ -14,9 +14,11 @@ from typing import Any
 
 from job_service.domain.admission import readmit
 from job_service.domain.checks import require_name, require_target, require_uuid
+from job_service.domain.jobs import Job
 from job_service.domain.lifecycle import RERUNNABLE, JobStatus
-from job_service.domain.models import Cursor, DeadEvent, Job, JobFilter
+from job_service.domain.outbox import DeadEvent
 from job_service.domain.paging import PageTokens, page_size
+from job_service.domain.selection import Cursor, JobFilter
 from job_service.ports.jobs import JobStore, RerunStore
 from job_service.ports.listing import JobListingStore
 from job_service.ports.outbox import OutboxStore, Waker

@@ -19,8 +19,8 @@ from typing import Any
 from job_service import metrics
 from job_service.domain.checks import is_uuid
 from job_service.domain.lifecycle import RERUNNABLE, JobStatus, Step, sources
-from job_service.domain.models import Actionable, Candidate, Cursor, JobFilter, JobSelection
 from job_service.domain.paging import PageTokens
+from job_service.domain.selection import Actionable, Candidate, Cursor, JobFilter, JobSelection
 from job_service.ports.bulk import BulkStore
 from job_service.ports.jobs import CancelNotifier
 from job_service.ports.outbox import Waker

@@ -30,7 +30,7 @@ from job_service.domain.claims import (
     rate_demand,
     within_rate,
 )
-from job_service.domain.models import LockGrant, LockRefusal, QueueClaim
+from job_service.domain.grants import LockGrant, LockRefusal, QueueClaim
 from job_service.domain.rate_limits import TierBudgets
 from job_service.ports.claims import ClaimStore, ClaimTransaction
 from job_service.ports.rate_limits import RateLimitStore

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from job_service import metrics
 from job_service.domain.checks import require_name, require_uuid
+from job_service.domain.jobs import Job
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.models import Job
 from job_service.ports.jobs import CancelNotifier, JobStore
 from job_service.ports.outbox import Waker
 from shared.errors import JobAlreadyCancelled, JobNotCancellable, JobNotFound

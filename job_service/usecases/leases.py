@@ -17,7 +17,10 @@ from typing import TypeVar
 
 from job_service import metrics
 from job_service.domain.attempts import (
+    AttemptFacts,
     Decide,
+    FailureOutcome,
+    HeartbeatAck,
     LeaseState,
     LockedAttempt,
     always_cancel,
@@ -25,7 +28,6 @@ from job_service.domain.attempts import (
     repeated_failure,
 )
 from job_service.domain.checks import require_batch, require_uuid
-from job_service.domain.models import AttemptFacts, FailureOutcome, HeartbeatAck
 from job_service.domain.retry import Outcome, RetryDecision, RetryPolicy
 from job_service.ports.leases import AttemptEnding, LeaseStore
 from job_service.ports.outbox import Waker

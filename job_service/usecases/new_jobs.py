@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 from job_service import metrics
 from job_service.domain.admission import CreateRequest, admit, screen, unknown_credential
-from job_service.domain.models import Job, NewJob, QuotaRefusal, Quotas
+from job_service.domain.jobs import Job, NewJob
+from job_service.domain.quotas import QuotaRefusal, Quotas
 from job_service.ports.jobs import BatchStore, CredentialOwnership, NewJobStore, Stored
 from job_service.ports.outbox import Handoff, Waker
 from shared import tracing

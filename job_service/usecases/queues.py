@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from job_service import metrics
 from job_service.domain.holds import Hold, explain
-from job_service.domain.models import Job
+from job_service.domain.jobs import Job
 from job_service.domain.queues import QueueState
 from job_service.domain.rate_limits import BucketState
 from job_service.ports.queues import QueueStore

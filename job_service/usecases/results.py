@@ -13,10 +13,10 @@ from dataclasses import replace
 
 from job_service import metrics
 from job_service.domain.admission import admit_child
-from job_service.domain.attempts import Refusal, refusal
+from job_service.domain.attempts import Refusal, Submission, refusal
 from job_service.domain.checks import MAX_ID_CHARS, not_json, require_batch, require_uuid
+from job_service.domain.jobs import NewChild, NewJob
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.models import NewChild, NewJob, Submission
 from job_service.ports.outbox import Handoff
 from job_service.ports.results import ResultStore
 from job_service.usecases.leases import Leases

@@ -21,7 +21,7 @@ from typing import Any
 from job_service import metrics
 from job_service.domain.admission import CreateRequest, Pins
 from job_service.domain.checks import require_name, require_uuid
-from job_service.domain.models import Cursor, Job
+from job_service.domain.jobs import Job
 from job_service.domain.paging import PageTokens, page_size
 from job_service.domain.schedules import (
     DEFAULT_CATCH_UP_WINDOW_S,
@@ -37,6 +37,7 @@ from job_service.domain.schedules import (
     plan,
     slot_key,
 )
+from job_service.domain.selection import Cursor
 from job_service.ports.schedules import Round, ScheduleStore
 from job_service.usecases.jobs import Jobs
 from job_service.usecases.new_jobs import NewJobs

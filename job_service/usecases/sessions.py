@@ -18,8 +18,8 @@ import logging
 from dataclasses import dataclass
 
 from job_service import metrics
+from job_service.domain.attempts import FailureOutcome
 from job_service.domain.checks import require_name
-from job_service.domain.models import FailureOutcome
 from job_service.ports.sessions import SessionStore
 from job_service.usecases.leases import Leases
 from shared.errors import ErrorCode

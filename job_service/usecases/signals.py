@@ -24,7 +24,7 @@ from job_service.domain.checks import (
     require_uuid,
 )
 from job_service.domain.lifecycle import LEASED
-from job_service.domain.models import JobSignal, SentSignal
+from job_service.domain.signals import JobSignal, SentSignal
 from job_service.ports.signals import SignalNotifier, SignalStore
 from shared.canonical import canonical_json
 from shared.errors import FieldViolation, InvalidInput, JobNotFound, LeaseLost

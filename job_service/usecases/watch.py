@@ -31,7 +31,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from job_service import metrics
-from job_service.domain.models import Job
+from job_service.domain.jobs import Job
 from job_service.ports.listing import JobListingStore
 from job_service.ports.partials import PartialOutputFeed
 from shared.errors import JobNotFound, PlatformUnavailable

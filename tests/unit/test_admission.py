@@ -19,8 +19,8 @@ from job_service.domain.admission import (
     screen,
 )
 from job_service.domain.checks import MAX_INPUT_BYTES, MAX_INPUT_DEPTH
+from job_service.domain.jobs import Job
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.models import Job
 from jobtypes import feynman_evaluation, synthetic
 from shared.credentials import CredentialMode
 from shared.errors import InvalidInput, JobsError

@@ -14,16 +14,19 @@ from pydantic import BaseModel
 
 from job_service.domain.attempts import (
     AttemptEnd,
+    AttemptFacts,
     EndedAttempt,
+    HeartbeatAck,
     LeaseState,
     LockedAttempt,
     Refusal,
+    Submission,
     attempt_end,
     refusal,
     repeated_failure,
 )
+from job_service.domain.jobs import NewChild
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.models import AttemptFacts, HeartbeatAck, NewChild, Submission
 from job_service.domain.outbox import OutboxMessage
 from job_service.domain.retry import Outcome, RetryDecision
 from job_service.ports.results import Committed

@@ -10,8 +10,8 @@ from typing import Any, cast
 import pytest
 
 from job_service.domain.lifecycle import RERUNNABLE, JobStatus
-from job_service.domain.models import Actionable, Candidate, Cursor, JobFilter, JobSelection
 from job_service.domain.paging import PageTokens
+from job_service.domain.selection import Actionable, Candidate, Cursor, JobFilter, JobSelection
 from job_service.usecases.admin import Admin, attribution
 from job_service.usecases.bulk import BulkActions, BulkRequest
 from shared.errors import InvalidInput, JobNotRetryable, LiveChildExists

@@ -13,9 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from job_service.domain.checks import depth
+from job_service.domain.jobs import Job
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.models import Cursor, Job
 from job_service.domain.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, PageTokens, page_size
+from job_service.domain.selection import Cursor
 from job_service.usecases.watch import WatchHub, fingerprint
 from shared.errors import InvalidInput
 from tests.support.wait import eventually

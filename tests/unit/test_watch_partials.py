@@ -8,8 +8,8 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+from job_service.domain.jobs import Job
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.models import Job
 from job_service.ports.partials import PieceSink
 from job_service.usecases import watch as watch_module
 from job_service.usecases.watch import WatchHub

@@ -14,8 +14,8 @@ import grpc
 from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.convert import STATUS_TO_PB, job_to_pb
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.models import JobFilter, JobSelection
 from job_service.domain.queues import QueueState
+from job_service.domain.selection import JobFilter, JobSelection
 from job_service.usecases.admin import Admin, attribution
 from job_service.usecases.bulk import BulkActions, BulkRequest
 from job_service.usecases.outbox import OutboxUpkeep

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from job_service.domain.holds import Hold, HoldReason
+from job_service.domain.jobs import Job
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.models import Job, ReceivedSignal
+from job_service.domain.signals import ReceivedSignal
 from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import job_pb2

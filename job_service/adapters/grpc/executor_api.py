@@ -10,7 +10,8 @@ import grpc
 
 from job_service.adapters.grpc.convert import CREDENTIAL_MODE_TO_PB, STATUS_TO_PB
 from job_service.adapters.grpc.session_api import serve_session
-from job_service.domain.models import LockGrant, LockRefusal, Submission
+from job_service.domain.attempts import Submission
+from job_service.domain.grants import LockGrant, LockRefusal
 from job_service.usecases.claims import Claims
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.leases import Leases

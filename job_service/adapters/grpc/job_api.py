@@ -16,7 +16,7 @@ from job_service.adapters.grpc.convert import (
     received_signal_to_pb,
 )
 from job_service.domain.admission import CreateRequest, Pins
-from job_service.domain.models import Job
+from job_service.domain.jobs import Job
 from job_service.usecases.admin import Admin
 from job_service.usecases.jobs import Jobs
 from job_service.usecases.new_jobs import MAX_CREATE_BATCH, Caller, NewJobs

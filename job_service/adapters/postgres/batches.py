@@ -35,9 +35,10 @@ from job_service.adapters.postgres.outbox import (
 )
 from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
 from job_service.domain.ids import new_job_id
+from job_service.domain.jobs import NewJob
 from job_service.domain.lifecycle import ACTIVE, statuses_sql
-from job_service.domain.models import NewJob, QuotaRefusal, Quotas
 from job_service.domain.outbox import OutboxMessage
+from job_service.domain.quotas import QuotaRefusal, Quotas
 from job_service.ports.jobs import Stored
 
 _ITEM = {"idx": "int", "id": "uuid", **NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS}

@@ -19,7 +19,7 @@ from job_service.adapters.postgres.jobs import CANCEL_STEP, cancel_descendants_o
 from job_service.adapters.postgres.listing import bind, filter_conditions
 from job_service.adapters.postgres.outbox import domain_event_rows
 from job_service.domain.lifecycle import JobStatus, status_values
-from job_service.domain.models import Actionable, Candidate, Cursor, JobSelection
+from job_service.domain.selection import Actionable, Candidate, Cursor, JobSelection
 from shared.errors import ErrorCode, public_message
 
 # The page of a cancel, locked and moved in one statement, as CancelJob moves one job

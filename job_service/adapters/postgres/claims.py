@@ -29,8 +29,8 @@ import asyncpg
 from job_service.adapters.postgres.outbox import dispatch_key, dispatch_rows
 from job_service.domain import claims as policy
 from job_service.domain.claims import ClaimCandidate, Granted, WaitingLeft, queue_key
+from job_service.domain.grants import LockGrant
 from job_service.domain.lifecycle import LEASED, LOCKABLE, statuses_sql
-from job_service.domain.models import LockGrant
 from job_service.domain.rate_limits import BucketLevel, RateLimit
 from shared.credentials import CredentialMode
 

@@ -10,6 +10,7 @@ import asyncpg
 from job_service.adapters.postgres.outbox import domain_event_rows
 from job_service.adapters.postgres.rows import JOB_COLUMNS, event_from_json, job_from_row
 from job_service.adapters.postgres.signals import signal_from_json
+from job_service.domain.jobs import Artifact, Job
 from job_service.domain.lifecycle import (
     TERMINAL,
     JobStatus,
@@ -18,7 +19,6 @@ from job_service.domain.lifecycle import (
     status_values,
     transition,
 )
-from job_service.domain.models import Artifact, Job
 from shared.errors import ErrorCode, public_message
 
 GET_JOB = f"""

@@ -22,9 +22,15 @@ from job_service.adapters.postgres.outbox import (
     domain_event_rows,
 )
 from job_service.adapters.postgres.usage import insert_usage, usage_row
-from job_service.domain.attempts import AttemptEnd, EndedAttempt, LeaseState, LockedAttempt
+from job_service.domain.attempts import (
+    AttemptEnd,
+    AttemptFacts,
+    EndedAttempt,
+    HeartbeatAck,
+    LeaseState,
+    LockedAttempt,
+)
 from job_service.domain.lifecycle import LEASED, TERMINAL, JobStatus, status_values
-from job_service.domain.models import AttemptFacts, HeartbeatAck
 from shared.ai.provider import UsageRecord
 from shared.errors import LeaseLost
 

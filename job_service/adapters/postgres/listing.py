@@ -10,7 +10,8 @@ from typing import Any
 import asyncpg
 
 from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
-from job_service.domain.models import Cursor, Job, JobFilter
+from job_service.domain.jobs import Job
+from job_service.domain.selection import Cursor, JobFilter
 
 # What WatchJob compares: any change of these is a change the watcher is told about.
 FINGERPRINTS = """

@@ -16,9 +16,10 @@ from job_service.adapters.postgres.outbox import (
     handed_messages,
 )
 from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
+from job_service.domain.jobs import Job, NewJob, RetrySpec
 from job_service.domain.lifecycle import ACTIVE, RERUNNABLE, JobStatus, status_values, statuses_sql
-from job_service.domain.models import Job, NewJob, QuotaRefusal, Quotas, RetrySpec
 from job_service.domain.outbox import OutboxMessage
+from job_service.domain.quotas import QuotaRefusal, Quotas
 from job_service.ports.jobs import Stored
 from shared.errors import JobNotRetryable, LiveChildExists
 

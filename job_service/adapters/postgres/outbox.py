@@ -14,8 +14,7 @@ from typing import Any
 import asyncpg
 
 from job_service.domain.lifecycle import LOCKABLE, status_values
-from job_service.domain.models import DeadEvent
-from job_service.domain.outbox import UNPUBLISHED, OutboxMessage, OutboxStatus
+from job_service.domain.outbox import UNPUBLISHED, DeadEvent, OutboxMessage, OutboxStatus
 from shared.constants import DISPATCH_SUBJECT_PREFIX, EVENTS_SUBJECT_PREFIX
 
 _PENDING, _PROCESSING = OutboxStatus.PENDING.value, OutboxStatus.PROCESSING.value

@@ -26,7 +26,8 @@ from job_service.adapters.postgres.outbox import (
     handed_messages,
 )
 from job_service.adapters.postgres.usage import insert_usage, usage_row
-from job_service.domain.models import NewChild, Submission
+from job_service.domain.attempts import Submission
+from job_service.domain.jobs import NewChild
 from job_service.ports.results import Committed
 
 # A child belongs to its parent's user and runs with the parent's key when it inherits it:

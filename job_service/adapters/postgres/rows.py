@@ -7,8 +7,8 @@ from typing import Any
 
 import asyncpg
 
+from job_service.domain.jobs import Artifact, Job, JobEvent
 from job_service.domain.lifecycle import JobStatus
-from job_service.domain.models import Artifact, Job, JobEvent
 from shared.credentials import CredentialMode
 
 JOB_COLUMNS = """

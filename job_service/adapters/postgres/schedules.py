@@ -16,8 +16,9 @@ from typing import Any
 import asyncpg
 
 from job_service.adapters.postgres.new_jobs import create_job
+from job_service.domain.jobs import NewJob
 from job_service.domain.lifecycle import TERMINAL, status_values
-from job_service.domain.models import Cursor, NewJob, Quotas
+from job_service.domain.quotas import Quotas
 from job_service.domain.schedules import (
     CatchUpMode,
     Cron,
@@ -28,6 +29,7 @@ from job_service.domain.schedules import (
     ScheduleRun,
     ScheduleSpec,
 )
+from job_service.domain.selection import Cursor
 from job_service.ports.jobs import Stored
 from shared.credentials import CredentialMode
 

@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 
 from job_service.domain.lifecycle import LEASED, TERMINAL, JobStatus, status_values
-from job_service.domain.models import JobSignal, ReceivedSignal, SentSignal
+from job_service.domain.signals import JobSignal, ReceivedSignal, SentSignal
 from shared.errors import IdempotencyKeyReused, JobFinished
 
 JOB_OF_USER = "SELECT status FROM jobs WHERE id = $1 AND user_id = $2"

@@ -1,0 +1,160 @@
+"""A job as the use cases and the stores exchange it: a new one (validated, with its
+snapshot), one stored (with its timeline, artifacts and hold), a re-run's spec. No I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from job_service.domain.holds import Hold
+from job_service.domain.lifecycle import JobStatus
+from job_service.domain.signals import ReceivedSignal
+from shared.credentials import CredentialMode
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A validated CreateJob, ready to be stored with its snapshot and dispatch row."""
+
+    user_id: str
+    job_type: str
+    queue: str
+    priority: int
+    idempotency_key: str | None
+    request_hash: str
+    max_attempts: int
+    timeout_ms: int
+    input_schema_version: str
+    output_schema_version: str
+    definition_version: str
+    snapshot: dict[str, Any]
+    snapshot_hash: str
+    snapshot_ttl_s: float = 30 * 24 * 3600.0
+    prompt_key: str | None = None
+    prompt_version: str | None = None
+    model_tier: str | None = None
+    # The W3C trace context of the CreateJob span (tracing on), carried by the outbox row.
+    trace: dict[str, str] | None = None
+    # a user's key by id only; checked to be the user's before the job is stored
+    credential_mode: CredentialMode = CredentialMode.PLATFORM
+    credential_id: str | None = None
+    # Scheduling: the fair-share and concurrency keys (a child's user-scoped key reads
+    # "{user}"), the key's limit, and when a delayed job becomes due (None: now).
+    fairness_key: str | None = None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    next_run_at: datetime | None = None
+    # What the job is about (seed 003 targetType, targetId), and the definition's redaction
+    # rules version its snapshot is built under.
+    target_type: str | None = None
+    target_id: str | None = None
+    redaction_version: str = "1"
+    # The principal whose CreateJob call created it (its bearer token's); None for a child
+    # job, a retry or a job created before migration 0010.
+    created_by: str | None = None
+    # A schedule's job: the schedule and the slot it is for (its trigger is "schedule").
+    schedule_id: str | None = None
+    scheduled_for: datetime | None = None
+
+
+@dataclass(frozen=True)
+class NewChild:
+    """A validated child job of a projection; it belongs to its parent's user."""
+
+    parent_job_id: str
+    job: NewJob
+    # The child runs with its parent's key (a user's own key too) when its type allows
+    # user keys; otherwise with the platform's.
+    inherits_credential: bool = False
+
+
+@dataclass(frozen=True)
+class Artifact:
+    artifact_type: str
+    artifact_id: str
+    ordinal: int
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    from_status: JobStatus | None
+    to_status: JobStatus
+    attempt: int
+    reason: str | None
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job record as stored (with its artifacts and timeline when read whole)."""
+
+    id: str
+    user_id: str
+    job_type: str
+    status: JobStatus
+    queue: str
+    priority: int
+    attempt_count: int
+    max_attempts: int
+    idempotency_key: str | None
+    request_hash: str
+    progress: float
+    validated_output: dict[str, Any] | None
+    output_hash: str | None
+    error_code: str | None
+    public_error_message: str | None
+    internal_error_message: str | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    next_run_at: datetime | None
+    artifacts: list[Artifact] = field(default_factory=list)
+    events: list[JobEvent] = field(default_factory=list)
+    parent_job_id: str | None = None
+    child_job_ids: list[str] = field(default_factory=list)
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    total_cost_usd: float = 0.0
+    # attempts ended by lease expiry whose provider calls were not reported (GetJob only)
+    usage_unknown_attempts: int = 0
+    prompt_key: str | None = None
+    prompt_version: str | None = None
+    model_tier: str | None = None
+    credential_mode: CredentialMode = CredentialMode.PLATFORM
+    credential_id: str | None = None
+    # What created it ("api", "retry", "child_job") and the job it was retried from.
+    trigger: str = "api"
+    retried_from_job_id: str | None = None
+    # The definition version it is pinned to, and the concurrency key it counts against.
+    definition_version: str = ""
+    concurrency_key: str | None = None
+    # Why it waits (admin reads of a waiting job only).
+    hold: Hold | None = None
+    # What it is about; the output schema version it was created with; the provider and
+    # model of its last provider call (None before any).
+    target_type: str | None = None
+    target_id: str | None = None
+    output_schema_version: str = ""
+    model_provider: str | None = None
+    model_name: str | None = None
+    # The principal that created it (operators only: AdminService answers).
+    created_by: str | None = None
+    # The schedule that created it and the slot it was for (trigger "schedule").
+    schedule_id: str | None = None
+    scheduled_for: datetime | None = None
+    # The signals it received, in send order (GetJob only; names and times, no payloads).
+    signals: list[ReceivedSignal] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RetrySpec:
+    """What a retried job takes from today's definition of its type."""
+
+    max_attempts: int
+    timeout_ms: int
+    definition_version: str
+    snapshot_ttl_s: float
