@@ -58,12 +58,12 @@ from job_service.adapters.postgres.claims import (
     QUEUE_CANDIDATES,
     RUNNING_BY_KEY,
     ClaimRepository,
-    place_in_line,
 )
 from job_service.adapters.postgres.migrations import upgrade
 from job_service.adapters.postgres.pool import create_pool
 from job_service.adapters.postgres.rate_limits import RateLimitRepository
 from job_service.adapters.postgres.steps import StepRepository
+from job_service.adapters.postgres.vocabulary.line import place_in_line
 from job_service.domain.claims import (
     CANDIDATE_SLACK,
     DEFAULT_FAIR_QUANTUM_S,

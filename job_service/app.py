@@ -23,10 +23,10 @@ from job_service.adapters.postgres.batches import BatchRepository
 from job_service.adapters.postgres.bulk import BulkRepository
 from job_service.adapters.postgres.claims import ClaimRepository
 from job_service.adapters.postgres.credentials import CredentialRepository
-from job_service.adapters.postgres.jobs import JobRepository
+from job_service.adapters.postgres.jobs import JobRepository, cancel_descendants_of
 from job_service.adapters.postgres.leases import AttemptTransaction, LeaseRepository
 from job_service.adapters.postgres.listing import JobListing
-from job_service.adapters.postgres.new_jobs import NewJobRepository
+from job_service.adapters.postgres.new_jobs import NewJobRepository, create_job
 from job_service.adapters.postgres.outbox import OutboxRepository
 from job_service.adapters.postgres.pool import HOT_PATH_SESSION, create_pool
 from job_service.adapters.postgres.queues import QueueRepository
@@ -239,12 +239,14 @@ class JobServiceApp(Lifetime):
         bulk = BulkActions(
             self.registry,
             admin,
-            BulkRepository(self._pool),
+            BulkRepository(self._pool, cancel_descendants_of),
             page_tokens,
             publisher,
             dispatcher,
         )
-        schedules = Schedules(new_jobs, jobs, ScheduleRepository(self._pool), page_tokens)
+        schedules = Schedules(
+            new_jobs, jobs, ScheduleRepository(self._pool, create_job), page_tokens
+        )
         watches = self._watches = WatchHub(listing, NatsPartialOutputFeed(self._nc))
         server = build_server(
             s,

@@ -53,7 +53,7 @@ def place_in_line(
     """A new waiting job's ``sched_key``: its due time (epoch seconds) moved ahead by its
     priority, and never ahead of one quantum after ``backlog_last``, the last place of the
     due waiting jobs of its queue, fairness key and priority (None: there are none).
-    The SQL rendering is ``adapters/postgres/claims.py``'s ``place_in_line``."""
+    The SQL rendering is ``adapters/postgres/vocabulary/line.py``'s ``place_in_line``."""
     ahead = due - priority * step
     return ahead if backlog_last is None else max(ahead, backlog_last + quantum)
 

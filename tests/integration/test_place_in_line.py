@@ -1,6 +1,7 @@
 """A new waiting job's place in line, two ways: the pure ``domain.claims.place_in_line``
-and its SQL rendering (``adapters.postgres.claims.place_in_line``, which every statement
-that makes a job wait embeds), evaluated by real PostgreSQL over the same waiting jobs.
+and its SQL rendering (``adapters.postgres.vocabulary.line.place_in_line``, which every
+statement that makes a job wait embeds), evaluated by real PostgreSQL over the same waiting
+jobs.
 
 The rendering reads ``jobs``: here a CTE of that name holding the waiting jobs of each case
 (the columns it reads, nothing else), so no job row needs to be written."""
@@ -14,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from job_service.adapters.postgres import claims as sql
+from job_service.adapters.postgres.vocabulary import line as sql
 from job_service.domain import claims as policy
 from job_service.domain.lifecycle import LOCKABLE, JobStatus
 

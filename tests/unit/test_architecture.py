@@ -1,9 +1,11 @@
-"""The dependency rules of STYLE.md hold: import-linter's contracts in pyproject.toml."""
+"""The dependency rules of STYLE.md hold: import-linter's contracts in pyproject.toml, and
+modules stay small."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,3 +47,23 @@ def test_no_product_module_is_over_400_lines_and_the_median_is_small() -> None:
     assert len(sizes) > 100
     assert not too_long, f"split these modules by concern: {too_long}"
     assert lengths[len(lengths) // 2] <= MAX_MEDIAN_LINES
+
+
+def test_every_postgres_concern_module_is_in_the_star_contract() -> None:
+    """A new concern module of the PostgreSQL adapter joins the independence contract, so
+    that it too shares SQL only through the vocabulary."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    [star] = [
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["name"].startswith("the PostgreSQL adapter's concern modules")
+    ]
+    shared = {"__init__", "pool", "rows", "tables", "vocabulary", "migrations"}
+    adapter = ROOT / "job_service" / "adapters" / "postgres"
+    concerns = {
+        p.stem
+        for p in adapter.iterdir()
+        if (p.suffix == ".py" or p.is_dir()) and p.stem not in shared
+    } - {"__pycache__"}
+
+    assert set(star["modules"]) == {f"job_service.adapters.postgres.{c}" for c in concerns}

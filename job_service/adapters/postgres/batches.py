@@ -16,24 +16,24 @@ from typing import Any
 
 import asyncpg
 
-from job_service.adapters.postgres.claims import FAIR_QUANTUM, place_in_line
-from job_service.adapters.postgres.new_jobs import (
+from job_service.adapters.postgres.rows import job_from_row
+from job_service.adapters.postgres.vocabulary.line import FAIR_QUANTUM, place_in_line
+from job_service.adapters.postgres.vocabulary.new_job import (
     FIND_BY_IDEMPOTENCY_KEY,
     KEY_COLUMNS,
     NEW_JOB_COLUMNS,
     SNAPSHOT_FIELDS,
     new_job_record,
+    new_job_rows,
+    queued_or_created,
     record_type,
+    record_values,
+    snapshot_row,
+    snapshot_values,
     spent_today,
     user_keys,
 )
-from job_service.adapters.postgres.outbox import (
-    dispatch_key,
-    dispatch_rows,
-    handed,
-    handed_messages,
-)
-from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
+from job_service.adapters.postgres.vocabulary.outbox_rows import handed, handed_messages
 from job_service.domain.ids import new_job_id
 from job_service.domain.jobs import NewJob
 from job_service.domain.lifecycle import ACTIVE, statuses_sql
@@ -75,36 +75,25 @@ WITH new AS (
     WHERE ({_MAX_ACTIVE} = 0 OR u.active + f.rank <= {_MAX_ACTIVE})
       AND ({_DAILY} = 0 OR u.today + f.rank <= {_DAILY})
       AND ({_BUDGET} = 0 OR u.spent < {_BUDGET})
-), inserted AS (
-    INSERT INTO jobs AS j (id, {", ".join(NEW_JOB_COLUMNS)}, status, queued_at, sched_key)
-    SELECT new.id, {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS)},
-           CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
-           {place_in_line("new")} + new.behind * {FAIR_QUANTUM}
-    FROM keyed new
-    ORDER BY new.idx
-    ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
-        DO NOTHING
-    RETURNING {JOB_COLUMNS}
-), snapshot AS (
-    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
-                               redaction_version)
-    SELECT n.id, n.snapshot, n.snapshot_hash, n.input_schema_version,
-           now() + n.snapshot_ttl_s * interval '1 second', n.redaction_version
-    FROM inserted JOIN new n ON n.id = inserted.id::uuid
-), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt)
-    SELECT id::uuid, NULL, status, 0 FROM inserted
-), dispatch AS (
-    {
-    dispatch_rows(
-        "inserted",
-        dispatch_key("src.id", "create"),
-        available_at="coalesce(src.next_run_at, now())",
+), {
+    new_job_rows(
+        {
+            "id": "new.id",
+            **record_values("new"),
+            "status": queued_or_created("new"),
+            "queued_at": "now()",
+            "sched_key": f"{place_in_line('new')} + new.behind * {FAIR_QUANTUM}",
+        },
+        "FROM keyed new ORDER BY new.idx",
+        snapshot=snapshot_row(
+            "n.id", snapshot_values("n"), "FROM inserted JOIN new n ON n.id = inserted.id::uuid"
+        ),
+        status="status",
         trace="$4::jsonb",
         owner=_OWNER,
+        due="coalesce(src.next_run_at, now())",
     )
-}
-), counted AS (
+}, counted AS (
     INSERT INTO job_quota_usage AS q (user_id, day, created)
     SELECT user_id, (now() AT TIME ZONE 'UTC')::date, count(*) FROM inserted
     WHERE {_DAILY} > 0

@@ -10,17 +10,30 @@ ones the action refuses are answered (RetryJobs) or counted as skipped (CancelJo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeAlias
 
 import asyncpg
 
-from job_service.adapters.postgres.jobs import CANCEL_STEP, cancel_descendants_of
-from job_service.adapters.postgres.listing import bind, filter_conditions
-from job_service.adapters.postgres.outbox import domain_event_rows
+from job_service.adapters.postgres.vocabulary.filters import bind, filter_conditions
+from job_service.adapters.postgres.vocabulary.statuses import (
+    CANCEL_STEP,
+    cancelled_events,
+    sql_status,
+    timeline_event,
+)
 from job_service.domain.lifecycle import JobStatus, status_values
 from job_service.domain.selection import Actionable, Candidate, Cursor, JobSelection
 from shared.errors import ErrorCode, public_message
+
+# The cancel of the unfinished descendants of jobs, on this store's connection (the job
+# store's, ``jobs.cancel_descendants_of``: app.py wires it, so that a page and its
+# descendants move in one transaction and neither adapter imports the other).
+Cascade: TypeAlias = (
+    "Callable[[asyncpg.pool.PoolConnectionProxy[asyncpg.Record], list[str]],"
+    " Awaitable[list[tuple[str, JobStatus]]]]"
+)
+_CANCELLED = sql_status(JobStatus.CANCELLED)
 
 # The page of a cancel, locked and moved in one statement, as CancelJob moves one job
 # (queued/retrying/created -> cancelled at once, running -> cancel_requested), each with
@@ -28,26 +41,25 @@ from shared.errors import ErrorCode, public_message
 # job comes back, with its new status when it moved. {page} is the page's SELECT; its
 # parameters come first, then (from $k) the step map, the uncancellable types, the error
 # code, the public message and the timeline reason.
-CANCEL_PAGE = """
-WITH page AS ({page}), targets AS (
+CANCEL_PAGE = f"""
+WITH page AS ({{page}}), targets AS (
     SELECT j.id, j.status FROM jobs j JOIN page p ON p.id = j.id
-    WHERE {step}::jsonb ? j.status AND j.job_type <> ALL({uncancellable}::text[])
+    WHERE {{step}}::jsonb ? j.status AND j.job_type <> ALL({{uncancellable}}::text[])
     ORDER BY j.id
     FOR UPDATE OF j
 ), changed AS (
-    UPDATE jobs j SET status = {step}::jsonb ->> t.status, cancel_requested_at = now(),
+    UPDATE jobs j SET status = {{step}}::jsonb ->> t.status, cancel_requested_at = now(),
         updated_at = now(), next_run_at = NULL,
-        finished_at = CASE WHEN {step}::jsonb ->> t.status = 'cancelled' THEN now() END,
-        error_code = CASE WHEN {step}::jsonb ->> t.status = 'cancelled' THEN {code} END,
-        public_error_message = CASE WHEN {step}::jsonb ->> t.status = 'cancelled'
-                                    THEN {message} END
+        finished_at = CASE WHEN {{step}}::jsonb ->> t.status = {_CANCELLED} THEN now() END,
+        error_code = CASE WHEN {{step}}::jsonb ->> t.status = {_CANCELLED} THEN {{code}} END,
+        public_error_message = CASE WHEN {{step}}::jsonb ->> t.status = {_CANCELLED}
+                                    THEN {{message}} END
     FROM targets t WHERE j.id = t.id
     RETURNING j.id, j.job_type, j.status, j.attempt_count, t.status AS from_status
 ), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
-    SELECT id, from_status, status, attempt_count, {reason} FROM changed
+    {timeline_event("changed", "from_status", "status", reason="{reason}")}
 ), domain_event AS (
-    {domain_events}
+    {{domain_events}}
 )
 SELECT p.id::text AS id, p.created_at, p.job_type, coalesce(c.from_status, p.status) AS status,
        p.actionable, c.status AS new_status
@@ -64,8 +76,9 @@ WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE id = x) ORDER BY 1
 class BulkRepository:
     """Selections of jobs for bulk admin actions, on one asyncpg pool."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, cancel_descendants: Cascade) -> None:
         self._pool = pool
+        self._cancel_descendants = cancel_descendants
 
     async def count(self, selection: JobSelection, actionable: Actionable) -> int:
         """How many jobs of the selection the action would change now."""
@@ -114,7 +127,7 @@ class BulkRepository:
             code=bind(args, ErrorCode.CANCELLED.value),
             message=bind(args, public_message(ErrorCode.CANCELLED)),
             reason=bind(args, reason),
-            domain_events=domain_event_rows("(SELECT * FROM changed WHERE status = 'cancelled')"),
+            domain_events=cancelled_events("changed"),
         )
         async with self._pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(sql, *args)
@@ -122,7 +135,7 @@ class BulkRepository:
                 (_candidate(r), None if r["new_status"] is None else JobStatus(r["new_status"]))
                 for r in rows
             ]
-            descendants = await cancel_descendants_of(conn, [c.id for c, _ in acted])
+            descendants = await self._cancel_descendants(conn, [c.id for c, _ in acted])
         more = False
         if len(acted) == limit:
             last = acted[-1][0]

@@ -14,8 +14,7 @@ transaction.
 4. The grant: the admitted jobs become RUNNING with a fresh lease, their timeline events
    written, their snapshots returned.
 
-The place-in-line SQL (``place_in_line``, ``retry_place``) and the tokens an ended attempt
-re-issues (``released_slot_tokens``) are here too, for the statements that make a job wait.
+A job's place in line, which the scan follows, is the vocabulary's (``vocabulary/line.py``).
 """
 
 from __future__ import annotations
@@ -26,16 +25,21 @@ from datetime import datetime
 
 import asyncpg
 
-from job_service.adapters.postgres.outbox import dispatch_key, dispatch_rows
-from job_service.domain import claims as policy
+from job_service.adapters.postgres.vocabulary.statuses import (
+    WAITING,
+    sql_status,
+    statuses_sql,
+    timeline_event,
+)
 from job_service.domain.claims import ClaimCandidate, Granted, WaitingLeft, queue_key
 from job_service.domain.grants import LockGrant
-from job_service.domain.lifecycle import LEASED, LOCKABLE, statuses_sql
+from job_service.domain.lifecycle import LEASED, JobStatus
 from job_service.domain.rate_limits import BucketLevel, RateLimit
 from shared.credentials import CredentialMode
 
-WAITING = statuses_sql(LOCKABLE)
 _LEASED = statuses_sql(LEASED)
+# A grant moves each waiting job (LOCKABLE) to running.
+_GRANTED = JobStatus.RUNNING
 DUE = "(j.next_run_at IS NULL OR j.next_run_at <= now())"
 # A key is skipped by the scan when it already runs its limit (the statement's snapshot:
 # a hint; the count under the key's advisory lock decides). Computed once per scan over the
@@ -98,7 +102,7 @@ def grant(prior: str, worker: str, ttl_ms: str) -> str:
     return f"""
 WITH prior AS ({prior}
 ), locked AS (
-    UPDATE jobs j SET status = 'running', locked_by = {worker}, locked_at = now(),
+    UPDATE jobs j SET status = {sql_status(_GRANTED)}, locked_by = {worker}, locked_at = now(),
         lock_until = now() + {ttl_ms} * interval '1 millisecond',
         lease_token = gen_random_uuid(),
         attempt_count = j.attempt_count + 1, started_at = coalesce(j.started_at, now()),
@@ -113,8 +117,11 @@ WITH prior AS ({prior}
     -- the time of the grant itself, not of the transaction's start: a claim may wait for a
     -- key's lock, and its timeline must not show it running before the job it waited for
     -- ended
-    INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id, created_at)
-    SELECT id, from_status, 'running', attempt_count, {worker}, clock_timestamp() FROM locked
+    {
+        timeline_event(
+            "locked", "from_status", _GRANTED, worker_id=worker, created_at="clock_timestamp()"
+        )
+    }
 )
 SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
        l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s,
@@ -346,48 +353,3 @@ def _granted(row: asyncpg.Record) -> Granted:
         has_steps=row["has_steps"],
     )
     return Granted(grant, row["waited_s"] or 0.0)
-
-
-# The line's settings reach every statement through session settings the pool sets
-# (JOBS_SCHED_*; create_pool), with the defaults when a pool was made without them.
-def _setting(name: str, default: float) -> str:
-    return f"coalesce(nullif(current_setting('jobs.{name}', true), '')::float8, {default})"
-
-
-PRIORITY_STEP = _setting("priority_step_s", policy.DEFAULT_PRIORITY_STEP_S)
-FAIR_QUANTUM = _setting("fair_quantum_s", policy.DEFAULT_FAIR_QUANTUM_S)
-# Queues with a concurrency limit: their jobs' ends re-issue a token, as keyed jobs' do.
-LIMITED_QUEUES = "string_to_array(nullif(current_setting('jobs.limited_queues', true), ''), ',')"
-
-
-def place_in_line(src: str) -> str:
-    """The SQL of a new waiting job's ``sched_key`` from ``src`` (with queue, priority,
-    fairness_key, next_run_at): its due time moved ahead by its priority, and never ahead
-    of one quantum after the last due job of its fairness key at its priority."""
-    return f"""greatest(
-        extract(epoch FROM coalesce({src}.next_run_at, now()))::float8
-            - {src}.priority * {PRIORITY_STEP},
-        (SELECT max(w.sched_key) FROM jobs w
-         WHERE w.queue = {src}.queue AND w.fairness_key = {src}.fairness_key
-           AND w.priority = {src}.priority AND w.status IN {WAITING}
-           AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + {FAIR_QUANTUM})"""
-
-
-def retry_place(next_run_at: str, priority: str) -> str:
-    """A retry's place in line: its due time moved ahead by its priority (it has had its
-    fair turn)."""
-    return f"extract(epoch FROM {next_run_at})::float8 - {priority} * {PRIORITY_STEP}"
-
-
-def released_slot_tokens(ended: str, *, owner: str | None = None) -> str:
-    """Inserts a work token for each attempt of ``ended`` (id, queue, concurrency_key,
-    lease_token) that frees a limited slot (a concurrency key or a limited queue): the
-    jobs it held back get their turn, since their own tokens were dropped. ``owner`` as
-    for ``dispatch_rows``."""
-    return dispatch_rows(
-        f"(SELECT * FROM {ended} WHERE concurrency_key IS NOT NULL"
-        f" OR queue = ANY({LIMITED_QUEUES}))",
-        dispatch_key("src.id", "release", "src.lease_token::text"),
-        trace="NULL::jsonb",
-        owner=owner,
-    )

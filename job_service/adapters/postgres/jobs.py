@@ -7,9 +7,18 @@ from dataclasses import replace
 
 import asyncpg
 
-from job_service.adapters.postgres.outbox import domain_event_rows
-from job_service.adapters.postgres.rows import JOB_COLUMNS, event_from_json, job_from_row
-from job_service.adapters.postgres.signals import signal_from_json
+from job_service.adapters.postgres.rows import (
+    JOB_COLUMNS,
+    event_from_json,
+    job_from_row,
+    signal_from_json,
+)
+from job_service.adapters.postgres.vocabulary.statuses import (
+    CANCEL_STEP,
+    cancelled_events,
+    sql_status,
+    timeline_event,
+)
 from job_service.domain.jobs import Artifact, Job
 from job_service.domain.lifecycle import (
     TERMINAL,
@@ -54,21 +63,22 @@ SELECT status, lease_token::text AS lease_token, attempt_count FROM jobs
 WHERE id = $1 AND user_id = $2 FOR UPDATE
 """
 
+_CANCELLED = sql_status(JobStatus.CANCELLED)
+
 # queued/retrying -> cancelled at once, or running -> cancel_requested.
 CANCEL = f"""
 WITH changed AS (
     UPDATE jobs SET status = $3::text, cancel_requested_at = now(), updated_at = now(),
-        finished_at = CASE WHEN $3::text = 'cancelled' THEN now() END,
+        finished_at = CASE WHEN $3::text = {_CANCELLED} THEN now() END,
         next_run_at = NULL,
-        error_code = CASE WHEN $3::text = 'cancelled' THEN $4 END,
-        public_error_message = CASE WHEN $3::text = 'cancelled' THEN $5 END
+        error_code = CASE WHEN $3::text = {_CANCELLED} THEN $4 END,
+        public_error_message = CASE WHEN $3::text = {_CANCELLED} THEN $5 END
     WHERE id = $1 AND status = $2
     RETURNING id, job_type, status, attempt_count
 ), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
-    SELECT id, $2, status, attempt_count, 'cancel' FROM changed
+    {timeline_event("changed", "$2", "status", reason="'cancel'")}
 ), domain_event AS (
-    {domain_event_rows("(SELECT * FROM changed WHERE status = 'cancelled')")}
+    {cancelled_events("changed")}
 )
 SELECT status FROM changed
 """
@@ -89,16 +99,15 @@ WITH RECURSIVE tree AS (
 ), changed AS (
     UPDATE jobs j SET status = $2::jsonb ->> t.status, cancel_requested_at = now(),
         updated_at = now(), next_run_at = NULL,
-        finished_at = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN now() END,
-        error_code = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN $3 END,
-        public_error_message = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN $4 END
+        finished_at = CASE WHEN $2::jsonb ->> t.status = {_CANCELLED} THEN now() END,
+        error_code = CASE WHEN $2::jsonb ->> t.status = {_CANCELLED} THEN $3 END,
+        public_error_message = CASE WHEN $2::jsonb ->> t.status = {_CANCELLED} THEN $4 END
     FROM targets t WHERE j.id = t.id
     RETURNING j.id, j.job_type, j.status, j.attempt_count, t.status AS from_status
 ), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
-    SELECT id, from_status, status, attempt_count, 'parent_cancelled' FROM changed
+    {timeline_event("changed", "from_status", "status", reason="'parent_cancelled'")}
 ), domain_event AS (
-    {domain_event_rows("(SELECT * FROM changed WHERE status = 'cancelled')")}
+    {cancelled_events("changed")}
 )
 SELECT id::text AS id, status FROM changed
 """
@@ -112,9 +121,6 @@ DELETE FROM job_snapshots WHERE job_id IN (
     FOR UPDATE OF s SKIP LOCKED
 )
 """
-
-# CancelJob's step as a JSON map from status to status, for set-based cancels.
-CANCEL_STEP = {s.value: transition(s, Step.CANCEL).value for s in sources(Step.CANCEL)}
 
 
 class JobRepository:

@@ -14,14 +14,15 @@ from contextlib import asynccontextmanager
 
 import asyncpg
 
-from job_service.adapters.postgres.claims import released_slot_tokens, retry_place
-from job_service.adapters.postgres.outbox import (
+from job_service.adapters.postgres.vocabulary.line import released_slot_tokens, retry_place
+from job_service.adapters.postgres.vocabulary.outbox_rows import (
     CREATE_TRACE,
     dispatch_key,
     dispatch_rows,
     domain_event_rows,
 )
-from job_service.adapters.postgres.usage import insert_usage, usage_row
+from job_service.adapters.postgres.vocabulary.statuses import sql_status, timeline_event
+from job_service.adapters.postgres.vocabulary.usage_rows import insert_usage, usage_row
 from job_service.domain.attempts import (
     AttemptEnd,
     AttemptFacts,
@@ -75,6 +76,8 @@ INSERT_USAGE = insert_usage("$1", "$2")
 # The provider and model of a job's last provider call (seed 003 modelProvider, modelName).
 SET_MODEL = "UPDATE jobs SET model_provider = $2, model_name = $3 WHERE id = $1"
 
+_RETRYING, _CANCELLED = sql_status(JobStatus.RETRYING), sql_status(JobStatus.CANCELLED)
+
 # Ends an attempt that did not succeed; $4 is the new status. Retries get a new dispatch
 # row available at next_run_at; terminal statuses get their domain event.
 END_ATTEMPT = f"""
@@ -82,13 +85,13 @@ WITH ended AS (
     UPDATE jobs SET status = $4::text, error_code = $5, public_error_message = $6,
         internal_error_message = $7, lock_until = NULL, updated_at = now(),
         attempt_count = attempt_count - $8,
-        next_run_at = CASE WHEN $4::text = 'retrying'
+        next_run_at = CASE WHEN $4::text = {_RETRYING}
                            THEN now() + $9 * interval '1 second' END,
-        sched_key = CASE WHEN $4::text = 'retrying'
+        sched_key = CASE WHEN $4::text = {_RETRYING}
                          THEN {retry_place("now() + $9 * interval '1 second'", "priority")}
                          END,
         finished_at = CASE WHEN $4::text = ANY($10::text[]) THEN now() END,
-        cancel_requested_at = CASE WHEN $4::text = 'cancelled'
+        cancel_requested_at = CASE WHEN $4::text = {_CANCELLED}
                                    THEN coalesce(cancel_requested_at, now())
                                    ELSE cancel_requested_at END
     WHERE id = $1 AND lease_token = $2 AND status = $3
@@ -104,14 +107,22 @@ WITH ended AS (
 ), release AS (
     {released_slot_tokens("ended")}
 ), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason, worker_id,
-                            lease_token, usage_unknown)
-    SELECT id, $3, status, attempt_count + $8, $5, locked_by, $2, unknown.usage_unknown
-    FROM ended, unknown
+    {
+    timeline_event(
+        "ended, unknown",
+        "$3",
+        "status",
+        attempt="attempt_count + $8",
+        reason="$5",
+        worker_id="locked_by",
+        lease_token="$2",
+        usage_unknown="unknown.usage_unknown",
+    )
+}
 ), dispatch AS (
     {
     dispatch_rows(
-        "(SELECT * FROM ended WHERE status = 'retrying')",
+        f"(SELECT * FROM ended WHERE status = {_RETRYING})",
         dispatch_key("src.id", "retry", "$2"),
         attempt="src.attempt_count + 1",
         available_at="src.next_run_at",
@@ -119,7 +130,7 @@ WITH ended AS (
     )
 }
 ), domain_event AS (
-    {domain_event_rows("(SELECT * FROM ended WHERE status <> 'retrying')")}
+    {domain_event_rows(f"(SELECT * FROM ended WHERE status <> {_RETRYING})")}
 )
 SELECT status, next_run_at, unknown.usage_unknown FROM ended, unknown
 """

@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 
 from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
+from job_service.adapters.postgres.vocabulary.filters import bind, filter_conditions
 from job_service.domain.jobs import Job
 from job_service.domain.selection import Cursor, JobFilter
 
@@ -22,39 +23,6 @@ WHERE id = ANY($1::text[]::uuid[])
 PAGE_TOKEN_SECRET = "SELECT secret FROM api_secrets WHERE name = 'page_token'"
 
 Fingerprint = tuple[str, float, int, Any]
-
-
-def bind(args: list[Any], value: Any) -> str:
-    """``value`` appended to a query's arguments; its ``$n`` placeholder."""
-    args.append(value)
-    return f"${len(args)}"
-
-
-def filter_conditions(where: JobFilter, args: list[Any]) -> list[str]:
-    """The SQL conditions on ``jobs j`` that ``where`` sets, their values appended to
-    ``args`` (so that ``$n`` numbers continue from what ``args`` already holds)."""
-    conditions: list[str] = []
-
-    def arg(value: Any) -> str:
-        return bind(args, value)
-
-    if where.user_id is not None:
-        conditions.append(f"j.user_id = {arg(where.user_id)}")
-    if where.job_type is not None:
-        conditions.append(f"j.job_type = {arg(where.job_type)}")
-    if where.status is not None:
-        conditions.append(f"j.status = {arg(where.status.value)}")
-    if where.queue is not None:
-        conditions.append(f"j.queue = {arg(where.queue)}")
-    if where.target_type is not None:
-        conditions.append(f"j.target_type = {arg(where.target_type)}")
-    if where.target_id is not None:
-        conditions.append(f"j.target_id = {arg(where.target_id)}")
-    if where.created_after is not None:
-        conditions.append(f"j.created_at >= {arg(where.created_after)}")
-    if where.created_before is not None:
-        conditions.append(f"j.created_at < {arg(where.created_before)}")
-    return conditions
 
 
 class JobListing:

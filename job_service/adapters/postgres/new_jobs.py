@@ -1,6 +1,7 @@
 """New jobs on PostgreSQL: CreateJob's statement (with quotas, snapshot, timeline event and
-dispatch row, one statement), the columns a new job brings (CreateJobs' and a projection's
-children share them), and a re-run of a finished job from its snapshot."""
+dispatch row, one statement; a schedule's firing round runs it too, handed ``create_job``
+by app.py), and a re-run of a finished job from its snapshot. What a new job brings and
+the rows it is stored with are the vocabulary's (``vocabulary/new_job.py``)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,24 @@ from typing import Any
 
 import asyncpg
 
-from job_service.adapters.postgres.claims import place_in_line
-from job_service.adapters.postgres.outbox import (
-    dispatch_key,
-    dispatch_rows,
-    handed,
-    handed_messages,
+from job_service.adapters.postgres.rows import job_from_row
+from job_service.adapters.postgres.vocabulary.line import place_in_line
+from job_service.adapters.postgres.vocabulary.new_job import (
+    FIND_BY_IDEMPOTENCY_KEY,
+    KEY_COLUMNS,
+    NEW_JOB_COLUMNS,
+    SNAPSHOT_FIELDS,
+    new_job_record,
+    new_job_rows,
+    queued_or_created,
+    record_values,
+    snapshot_row,
+    snapshot_values,
+    spent_today,
+    user_keys,
 )
-from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
+from job_service.adapters.postgres.vocabulary.outbox_rows import handed, handed_messages
+from job_service.adapters.postgres.vocabulary.statuses import sql_status
 from job_service.domain.jobs import Job, NewJob, RetrySpec
 from job_service.domain.lifecycle import ACTIVE, RERUNNABLE, JobStatus, status_values, statuses_sql
 from job_service.domain.outbox import OutboxMessage
@@ -23,66 +34,8 @@ from job_service.domain.quotas import QuotaRefusal, Quotas
 from job_service.ports.jobs import Stored
 from shared.errors import JobNotRetryable, LiveChildExists
 
-# The columns of `jobs` a new job (CreateJob's, or a projection's child) brings, with their
-# SQL types: CreateJob binds them by name, a projection's children as a record. A new column
-# is one line here (and a field of NewJob).
-NEW_JOB_COLUMNS = {
-    "user_id": "varchar",
-    "job_type": "varchar",
-    "queue": "varchar",
-    "priority": "smallint",
-    "idempotency_key": "varchar",
-    "request_hash": "varchar",
-    "max_attempts": "int",
-    "timeout_ms": "int",
-    "input_schema_version": "varchar",
-    "output_schema_version": "varchar",
-    "definition_version": "varchar",
-    "prompt_key": "varchar",
-    "prompt_version": "varchar",
-    "model_tier": "varchar",
-    "credential_mode": "varchar",
-    "credential_id": "uuid",
-    # scheduling: a user-scoped key of a child reads "{user}" until its parent's user fills it
-    "fairness_key": "varchar",
-    "concurrency_key": "varchar",
-    "concurrency_limit": "int",
-    "next_run_at": "timestamptz",
-    "target_type": "varchar",
-    "target_id": "varchar",
-    "created_by": "varchar",
-    # the schedule and slot a schedule's job was created for (ScheduleService)
-    "schedule_id": "uuid",
-    "scheduled_for": "timestamptz",
-}
-# What a new job brings beyond its row: the snapshot and the trace context.
-SNAPSHOT_FIELDS = {
-    "snapshot": "jsonb",
-    "snapshot_hash": "varchar",
-    "snapshot_ttl_s": "float8",
-    "redaction_version": "varchar",
-}
+# What CreateJob binds: a new job's columns, its snapshot and the trace context.
 _NEW_JOB = {**NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS, "trace": "jsonb"}
-
-
-def record_type(columns: dict[str, str]) -> str:
-    """The column definition list of ``jsonb_to_record(set)``."""
-    return ", ".join(f"{name} {sql_type}" for name, sql_type in columns.items())
-
-
-def new_job_record(new: NewJob, names: dict[str, str]) -> dict[str, Any]:
-    """The NewJob fields ``names`` lists, by name."""
-    return {name: getattr(new, name) for name in names}
-
-
-KEY_COLUMNS = ("fairness_key", "concurrency_key")
-
-
-def user_keys(src: str) -> str:
-    """The fairness and concurrency keys of ``src`` with a "{user}" placeholder filled."""
-    return ", ".join(
-        f"replace({src}.{key}, '{{user}}', {src}.user_id) AS {key}" for key in KEY_COLUMNS
-    )
 
 
 # CreateJob's named parameters: each name's `$n::type` (bound in this order by `create`),
@@ -92,25 +45,11 @@ _MAX_ACTIVE, _DAILY = f"${len(_PARAM) + 1}::int", f"${len(_PARAM) + 2}::int"
 _BUDGET = f"${len(_PARAM) + 3}::numeric"
 _OWNER = f"${len(_PARAM) + 4}::text"  # the replica whose dispatcher publishes the row, or NULL
 
-_MIDNIGHT = "(date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')"
-
-
-def spent_today(user: str, budget: str) -> str:
-    """What user ``user`` (SQL) spent on provider calls today (UTC), in US dollars; 0 without
-    a ``budget`` (SQL; 0 is off), so that the budget costs nothing while it is off. The
-    calls of its jobs still stored — only unfinished jobs and jobs finished today can have
-    calls today, each found on an index — plus today's calls of jobs retention already
-    deleted (usage_daily)."""
-    return f"""CASE WHEN {budget} > 0 THEN
-        (SELECT coalesce(sum(spend.cost_usd), 0) FROM usage_logs spend
-         WHERE spend.created_at >= {_MIDNIGHT} AND spend.job_id IN (
-             SELECT id FROM jobs WHERE user_id = {user} AND status IN {statuses_sql(ACTIVE)}
-             UNION ALL
-             SELECT id FROM jobs WHERE user_id = {user} AND finished_at >= {_MIDNIGHT}))
-        + (SELECT coalesce(sum(cost_usd), 0) FROM usage_daily
-           WHERE user_id = {user} AND day = (now() AT TIME ZONE 'UTC')::date)
-        ELSE 0 END"""
-
+# The new job, when its user is within the quotas (0: no limit).
+_WITHIN_QUOTAS = f"""FROM keyed new, usage
+    WHERE ({_MAX_ACTIVE} = 0 OR usage.active < {_MAX_ACTIVE})
+      AND ({_DAILY} = 0 OR usage.today < {_DAILY})
+      AND ({_BUDGET} = 0 OR usage.spent < {_BUDGET})"""
 
 # Quotas: the unfinished-jobs count stops at its limit (0 counts nothing), so it costs at
 # most that many index entries; jobs created today (UTC) are a counter row per user and day
@@ -133,40 +72,23 @@ WITH new AS (
     SELECT {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS if c not in KEY_COLUMNS)},
            {user_keys("new")}
     FROM new
-), inserted AS (
-    INSERT INTO jobs AS j ({", ".join(NEW_JOB_COLUMNS)}, status, queued_at, sched_key,
-                           trigger_type)
-    SELECT {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS)},
-           CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
-           {place_in_line("new")},
-           CASE WHEN new.schedule_id IS NULL THEN 'api' ELSE 'schedule' END
-    FROM keyed new, usage
-    WHERE ({_MAX_ACTIVE} = 0 OR usage.active < {_MAX_ACTIVE})
-      AND ({_DAILY} = 0 OR usage.today < {_DAILY})
-      AND ({_BUDGET} = 0 OR usage.spent < {_BUDGET})
-    ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
-        DO NOTHING
-    RETURNING {JOB_COLUMNS}
-), snapshot AS (
-    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
-                               redaction_version)
-    SELECT inserted.id::uuid, new.snapshot, new.snapshot_hash, new.input_schema_version,
-           now() + new.snapshot_ttl_s * interval '1 second', new.redaction_version
-    FROM inserted, new
-), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt)
-    SELECT id::uuid, NULL, status, 0 FROM inserted
-), dispatch AS (
-    {
-    dispatch_rows(
-        "inserted",
-        dispatch_key("src.id", "create"),
-        available_at="coalesce(src.next_run_at, now())",
+), {
+    new_job_rows(
+        {
+            **record_values("new"),
+            "status": queued_or_created("new"),
+            "queued_at": "now()",
+            "sched_key": place_in_line("new"),
+            "trigger_type": "CASE WHEN new.schedule_id IS NULL THEN 'api' ELSE 'schedule' END",
+        },
+        _WITHIN_QUOTAS,
+        snapshot=snapshot_row("inserted.id::uuid", snapshot_values("new"), "FROM inserted, new"),
+        status="status",
         trace=_PARAM["trace"],
         owner=_OWNER,
+        due="coalesce(src.next_run_at, now())",
     )
-}
-), counted AS (
+}, counted AS (
     INSERT INTO job_quota_usage AS q (user_id, day, created)
     SELECT inserted.user_id, (now() AT TIME ZONE 'UTC')::date, 1 FROM inserted
     WHERE {_DAILY} > 0
@@ -177,6 +99,38 @@ SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today,
 FROM usage LEFT JOIN inserted ON true
 """
 
+
+def _same(*columns: str) -> dict[str, str]:
+    return {column: column for column in columns}
+
+
+# A re-run's row: its source's (``src``) but for its trigger, status, place in line and
+# what the job type's definition says today ($3..$5).
+_RERUN = {
+    **_same("user_id", "job_type"),
+    "trigger_type": "'retry'",
+    **_same("queue", "priority", "request_hash"),
+    "retried_from_job_id": "id",
+    "parent_job_id": "parent_job_id",
+    "status": sql_status(JobStatus.QUEUED),
+    "max_attempts": "$3::int",
+    "timeout_ms": "$4::int",
+    **_same("input_schema_version", "output_schema_version"),
+    "definition_version": "$5::varchar",
+    "queued_at": "now()",
+    **_same("credential_mode", "credential_id", "prompt_key", "prompt_version", "model_tier"),
+    "fairness_key": "coalesce(fairness_key, user_id)",
+    **_same("concurrency_key", "concurrency_limit"),
+    "sched_key": place_in_line("src"),
+    **_same("target_type", "target_id"),
+}
+
+# A re-run's snapshot: its source's, kept for $6 seconds.
+_RERUN_SNAPSHOT = (
+    "src.payload, src.content_hash, src.schema_version,\n           "
+    "now() + $6 * interval '1 second', src.redaction_version"
+)
+
 # A new job from a finished one's snapshot ($1, in a status of $2), trigger "retry". A
 # retried child stays its parent's child (GetJob's child_job_ids, the cancel cascade); it
 # has no idempotency key: the original child keeps it, so a re-run parent projection still
@@ -186,33 +140,17 @@ WITH src AS (
     SELECT j.*, s.payload, s.content_hash, s.schema_version, s.redaction_version
     FROM jobs j JOIN job_snapshots s ON s.job_id = j.id
     WHERE j.id = $1 AND j.status = ANY($2::text[])
-), inserted AS (
-    INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, request_hash,
-                      retried_from_job_id, parent_job_id, status, max_attempts, timeout_ms,
-                      input_schema_version, output_schema_version, definition_version,
-                      queued_at, credential_mode, credential_id, prompt_key, prompt_version,
-                      model_tier, fairness_key, concurrency_key, concurrency_limit, sched_key,
-                      target_type, target_id)
-    SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, parent_job_id,
-           'queued',
-           $3::int, $4::int, input_schema_version, output_schema_version, $5::varchar, now(),
-           credential_mode, credential_id, prompt_key, prompt_version, model_tier,
-           coalesce(fairness_key, user_id), concurrency_key, concurrency_limit,
-           {place_in_line("src")}, target_type, target_id
-    FROM src
-    RETURNING {JOB_COLUMNS}
-), snapshot AS (
-    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
-                               redaction_version)
-    SELECT inserted.id::uuid, src.payload, src.content_hash, src.schema_version,
-           now() + $6 * interval '1 second', src.redaction_version
-    FROM inserted, src
-), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
-    SELECT id::uuid, NULL, 'queued', 0, $7::varchar FROM inserted
-), dispatch AS (
-    {dispatch_rows("inserted", dispatch_key("src.id", "create"), trace="NULL::jsonb")}
-)
+), {
+    new_job_rows(
+        _RERUN,
+        "FROM src",
+        snapshot=snapshot_row("inserted.id::uuid", _RERUN_SNAPSHOT, "FROM inserted, src"),
+        status=JobStatus.QUEUED,
+        reason="$7::varchar",
+        trace="NULL::jsonb",
+        idempotent=False,
+    )
+}
 SELECT * FROM inserted
 """
 
@@ -228,11 +166,6 @@ LIVE_SIBLING = """
 SELECT id::text FROM jobs
 WHERE parent_job_id = $1 AND job_type = $2 AND id <> $3 AND status <> ALL($4::text[])
 ORDER BY created_at DESC LIMIT 1
-"""
-
-FIND_BY_IDEMPOTENCY_KEY = f"""
-SELECT {JOB_COLUMNS} FROM jobs j
-WHERE j.user_id = $1 AND j.job_type = $2 AND j.idempotency_key = $3
 """
 
 

@@ -11,13 +11,13 @@ from collections.abc import Mapping, Sequence
 
 import asyncpg
 
-from job_service.adapters.postgres.outbox import dispatch_key, dispatch_rows
+from job_service.adapters.postgres.vocabulary.outbox_rows import dispatch_key, dispatch_rows
+from job_service.adapters.postgres.vocabulary.statuses import WAITING, statuses_sql
 from job_service.domain.claims import definition_id
 from job_service.domain.holds import WaitingFacts
-from job_service.domain.lifecycle import LEASED, LOCKABLE, statuses_sql
+from job_service.domain.lifecycle import LEASED
 from job_service.domain.queues import QueueState
 
-WAITING = statuses_sql(LOCKABLE)
 _LEASED = statuses_sql(LEASED)
 # A worker is live when it asked for work this recently.
 LIVE_WORKER_S = 30.0

@@ -9,25 +9,30 @@ from typing import Any
 
 import asyncpg
 
-from job_service.adapters.postgres.claims import place_in_line, released_slot_tokens
-from job_service.adapters.postgres.new_jobs import (
+from job_service.adapters.postgres.vocabulary.line import place_in_line, released_slot_tokens
+from job_service.adapters.postgres.vocabulary.new_job import (
     KEY_COLUMNS,
     NEW_JOB_COLUMNS,
     SNAPSHOT_FIELDS,
+    NewJobCtes,
     new_job_record,
+    new_job_rows,
     record_type,
+    record_values,
+    snapshot_row,
+    snapshot_values,
     user_keys,
 )
-from job_service.adapters.postgres.outbox import (
-    dispatch_key,
-    dispatch_rows,
+from job_service.adapters.postgres.vocabulary.outbox_rows import (
     domain_event_rows,
     handed,
     handed_messages,
 )
-from job_service.adapters.postgres.usage import insert_usage, usage_row
+from job_service.adapters.postgres.vocabulary.statuses import sql_status, timeline_event
+from job_service.adapters.postgres.vocabulary.usage_rows import insert_usage, usage_row
 from job_service.domain.attempts import Submission
 from job_service.domain.jobs import NewChild
+from job_service.domain.lifecycle import JobStatus, Step, transition
 from job_service.ports.results import Committed
 
 # A child belongs to its parent's user and runs with the parent's key when it inherits it:
@@ -41,6 +46,10 @@ _CHILD_RECORD = {
     "inherits_credential": "bool",
 }
 
+# A result moves its job from running to succeeded.
+_RUNNING = JobStatus.RUNNING
+_SUCCEEDED = transition(_RUNNING, Step.SUCCEED)
+
 
 def _submit_core(owner: str) -> str:
     """Commits each result whose lease token is current, with its artifacts, timeline event
@@ -53,13 +62,13 @@ WITH input AS (
         AS i(job_id uuid, lease_token uuid, output jsonb, output_hash text,
              model_provider text, model_name text)
 ), done AS (
-    UPDATE jobs j SET status = 'succeeded', validated_output = i.output,
+    UPDATE jobs j SET status = {sql_status(_SUCCEEDED)}, validated_output = i.output,
         output_hash = i.output_hash, progress = 1, finished_at = now(), updated_at = now(),
         model_provider = coalesce(i.model_provider, j.model_provider),
         model_name = coalesce(i.model_name, j.model_name),
         lock_until = NULL, error_code = NULL, public_error_message = NULL
     FROM input i
-    WHERE j.id = i.job_id AND j.lease_token = i.lease_token AND j.status = 'running'
+    WHERE j.id = i.job_id AND j.lease_token = i.lease_token AND j.status = {sql_status(_RUNNING)}
     RETURNING j.id, j.user_id, j.job_type, j.status, j.attempt_count, j.locked_by,
               j.credential_mode, j.credential_id, j.queue, j.concurrency_key, j.lease_token
 ), release AS (
@@ -71,15 +80,18 @@ WITH input AS (
         AS a(job_id uuid, artifact_type text, artifact_id text, ordinal int, payload jsonb)
     JOIN done ON done.id = a.job_id
 ), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt, worker_id)
-    SELECT id, 'running', 'succeeded', attempt_count, locked_by FROM done
+    {timeline_event("done", _RUNNING, _SUCCEEDED, worker_id="locked_by")}
 ), domain_event AS (
     {domain_event_rows("done", owner=owner)}
 """
 
 
-_CHILD_KEY = dispatch_key("src.id", "create")
-
+_CHILDREN = NewJobCtes("children", "child_snapshots", "child_events", "child_dispatch")
+_CHILD_STATUS = JobStatus.QUEUED
+# A child's snapshot: its item's, found by the child's idempotency key.
+_CHILD_SNAPSHOT_SOURCE = """FROM children ch JOIN children_in c
+        ON c.parent_job_id = ch.parent_job_id AND c.job_type = ch.job_type
+       AND c.idempotency_key = ch.idempotency_key"""
 # Child jobs (each with its snapshot, timeline event and dispatch row; a child whose
 # idempotency key exists already is left as it is) and usage rows of the results `done`;
 # $5 names the replica whose dispatcher publishes the outbox rows.
@@ -95,29 +107,26 @@ _PROJECTION = f"""
     SELECT {", ".join(f"c.{col}" for col in NEW_JOB_COLUMNS if col not in KEY_COLUMNS)},
            c.parent_job_id, {user_keys("c")}
     FROM children_in c
-), children AS (
-    INSERT INTO jobs AS j ({", ".join(NEW_JOB_COLUMNS)}, trigger_type, parent_job_id, status,
-                           queued_at, sched_key)
-    SELECT {", ".join(f"c.{col}" for col in NEW_JOB_COLUMNS)}, 'child_job', c.parent_job_id,
-           'queued', now(), {place_in_line("c")}
-    FROM children_keyed c
-    ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
-        DO NOTHING
-    RETURNING j.id, j.queue, j.parent_job_id, j.job_type, j.idempotency_key
-), child_snapshots AS (
-    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
-                               redaction_version)
-    SELECT ch.id, c.snapshot, c.snapshot_hash, c.input_schema_version,
-           now() + c.snapshot_ttl_s * interval '1 second', c.redaction_version
-    FROM children ch JOIN children_in c
-        ON c.parent_job_id = ch.parent_job_id AND c.job_type = ch.job_type
-       AND c.idempotency_key = ch.idempotency_key
-), child_events AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
-    SELECT id, NULL, 'queued', 0, 'child_job' FROM children
-), child_dispatch AS (
-    {dispatch_rows("children", _CHILD_KEY, trace="NULL::jsonb", owner="$5::text")}
-), usage AS (
+), {
+    new_job_rows(
+        {
+            **record_values("c"),
+            "trigger_type": "'child_job'",
+            "parent_job_id": "c.parent_job_id",
+            "status": sql_status(_CHILD_STATUS),
+            "queued_at": "now()",
+            "sched_key": place_in_line("c"),
+        },
+        "FROM children_keyed c",
+        snapshot=snapshot_row("ch.id", snapshot_values("c"), _CHILD_SNAPSHOT_SOURCE),
+        status=_CHILD_STATUS,
+        reason="'child_job'",
+        trace="NULL::jsonb",
+        owner="$5::text",
+        returning="j.id, j.queue, j.parent_job_id, j.job_type, j.idempotency_key",
+        ctes=_CHILDREN,
+    )
+}, usage AS (
     {insert_usage("$4", "done.attempt_count", "JOIN done ON done.id = u.job_id")}
 )
 """
@@ -131,7 +140,7 @@ SUBMIT_RESULTS = (
 SUBMIT_RESULTS_PROJECTED = (
     _submit_core("$5::text")
     + _PROJECTION
-    + _DONE.format(handed(_FIRST, "release", "domain_event", "child_dispatch"))
+    + _DONE.format(handed(_FIRST, "release", "domain_event", _CHILDREN.dispatch))
 )
 
 JOB_TYPES = "SELECT id::text AS id, job_type FROM jobs WHERE id = ANY($1::text[]::uuid[])"

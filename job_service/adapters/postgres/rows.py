@@ -1,4 +1,5 @@
-"""A job as the postgres adapters select it and map it: one column list, one mapping."""
+"""A job as the postgres adapters select it and map it: one column list, one mapping (and
+the timeline events and signals GET_JOB aggregates with it)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncpg
 
 from job_service.domain.jobs import Artifact, Job, JobEvent
 from job_service.domain.lifecycle import JobStatus
+from job_service.domain.signals import ReceivedSignal
 from shared.credentials import CredentialMode
 
 JOB_COLUMNS = """
@@ -85,3 +87,8 @@ def event_from_json(raw: dict[str, Any]) -> JobEvent:
         reason=raw["reason"],
         at=datetime.fromisoformat(raw["at"]),
     )
+
+
+def signal_from_json(raw: dict[str, Any]) -> ReceivedSignal:
+    """A received signal as GET_JOB aggregates it into jsonb."""
+    return ReceivedSignal(raw["seq"], raw["name"], datetime.fromisoformat(raw["sent_at"]))

@@ -5,7 +5,6 @@ FetchSignals reads them for the holder of the job's lease."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -97,8 +96,3 @@ class SignalRepository:
             return None
         signals = [JobSignal(r["seq"], r["name"], r["payload"], r["sent_at"]) for r in rows]
         return signals[:limit], len(signals) > limit
-
-
-def signal_from_json(raw: dict[str, Any]) -> ReceivedSignal:
-    """A received signal as GET_JOB aggregates it into jsonb."""
-    return ReceivedSignal(raw["seq"], raw["name"], datetime.fromisoformat(raw["sent_at"]))

@@ -54,8 +54,19 @@ WITH new AS (
       AND ($3::int = 0 OR u.today + f.rank <= $3::int)
       AND ($5::numeric = 0 OR u.spent < $5::numeric)
 ), inserted AS (
-    INSERT INTO jobs AS j (id, user_id, job_type, queue, priority, idempotency_key, request_hash, max_attempts, timeout_ms, input_schema_version, output_schema_version, definition_version, prompt_key, prompt_version, model_tier, credential_mode, credential_id, fairness_key, concurrency_key, concurrency_limit, next_run_at, target_type, target_id, created_by, schedule_id, scheduled_for, status, queued_at, sched_key)
-    SELECT new.id, new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key, new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version, new.output_schema_version, new.definition_version, new.prompt_key, new.prompt_version, new.model_tier, new.credential_mode, new.credential_id, new.fairness_key, new.concurrency_key, new.concurrency_limit, new.next_run_at, new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for,
+    INSERT INTO jobs AS j (id, user_id, job_type, queue, priority, idempotency_key,
+                           request_hash, max_attempts, timeout_ms, input_schema_version,
+                           output_schema_version, definition_version, prompt_key,
+                           prompt_version, model_tier, credential_mode, credential_id,
+                           fairness_key, concurrency_key, concurrency_limit, next_run_at,
+                           target_type, target_id, created_by, schedule_id, scheduled_for,
+                           status, queued_at, sched_key)
+    SELECT new.id, new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key,
+           new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version,
+           new.output_schema_version, new.definition_version, new.prompt_key,
+           new.prompt_version, new.model_tier, new.credential_mode, new.credential_id,
+           new.fairness_key, new.concurrency_key, new.concurrency_limit, new.next_run_at,
+           new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for,
            CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
            greatest(
         extract(epoch FROM coalesce(new.next_run_at, now()))::float8
@@ -64,8 +75,7 @@ WITH new AS (
          WHERE w.queue = new.queue AND w.fairness_key = new.fairness_key
            AND w.priority = new.priority AND w.status IN ('created', 'queued', 'retrying')
            AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05)) + new.behind * coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05)
-    FROM keyed new
-    ORDER BY new.idx
+    FROM keyed new ORDER BY new.idx
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
     RETURNING 
@@ -539,10 +549,8 @@ WITH ended AS (
     FROM (SELECT * FROM ended WHERE concurrency_key IS NOT NULL OR queue = ANY(string_to_array(nullif(current_setting('jobs.limited_queues', true), ''), ','))) src
 
 ), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason, worker_id,
-                            lease_token, usage_unknown)
-    SELECT id, $3, status, attempt_count + $8, $5, locked_by, $2, unknown.usage_unknown
-    FROM ended, unknown
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason, worker_id, lease_token, usage_unknown)
+    SELECT id, $3, status, attempt_count + $8, $5, locked_by, $2, unknown.usage_unknown FROM ended, unknown
 ), dispatch AS (
 
     INSERT INTO outbox_events (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at)
@@ -602,6 +610,21 @@ WHERE id = ANY($1::text[]::uuid[]);
 -- listing.PAGE_TOKEN_SECRET
 SELECT secret FROM api_secrets WHERE name = 'page_token';
 
+-- new_jobs.FIND_BY_IDEMPOTENCY_KEY
+SELECT 
+    j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
+    j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
+    j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
+    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
+    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
+    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
+    j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
+    j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
+    j.model_provider, j.model_name, j.created_by,
+    j.schedule_id::text AS schedule_id, j.scheduled_for
+ FROM jobs j
+WHERE j.user_id = $1 AND j.job_type = $2 AND j.idempotency_key = $3;
+
 -- new_jobs.CREATE_JOB
 WITH new AS (
     SELECT $1::varchar AS user_id, $2::varchar AS job_type, $3::varchar AS queue, $4::smallint AS priority, $5::varchar AS idempotency_key, $6::varchar AS request_hash, $7::int AS max_attempts, $8::int AS timeout_ms, $9::varchar AS input_schema_version, $10::varchar AS output_schema_version, $11::varchar AS definition_version, $12::varchar AS prompt_key, $13::varchar AS prompt_version, $14::varchar AS model_tier, $15::varchar AS credential_mode, $16::uuid AS credential_id, $17::varchar AS fairness_key, $18::varchar AS concurrency_key, $19::int AS concurrency_limit, $20::timestamptz AS next_run_at, $21::varchar AS target_type, $22::varchar AS target_id, $23::varchar AS created_by, $24::uuid AS schedule_id, $25::timestamptz AS scheduled_for, $26::jsonb AS snapshot, $27::varchar AS snapshot_hash, $28::float8 AS snapshot_ttl_s, $29::varchar AS redaction_version, $30::jsonb AS trace
@@ -627,9 +650,19 @@ WITH new AS (
            replace(new.fairness_key, '{user}', new.user_id) AS fairness_key, replace(new.concurrency_key, '{user}', new.user_id) AS concurrency_key
     FROM new
 ), inserted AS (
-    INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash, max_attempts, timeout_ms, input_schema_version, output_schema_version, definition_version, prompt_key, prompt_version, model_tier, credential_mode, credential_id, fairness_key, concurrency_key, concurrency_limit, next_run_at, target_type, target_id, created_by, schedule_id, scheduled_for, status, queued_at, sched_key,
-                           trigger_type)
-    SELECT new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key, new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version, new.output_schema_version, new.definition_version, new.prompt_key, new.prompt_version, new.model_tier, new.credential_mode, new.credential_id, new.fairness_key, new.concurrency_key, new.concurrency_limit, new.next_run_at, new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for,
+    INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash,
+                           max_attempts, timeout_ms, input_schema_version,
+                           output_schema_version, definition_version, prompt_key,
+                           prompt_version, model_tier, credential_mode, credential_id,
+                           fairness_key, concurrency_key, concurrency_limit, next_run_at,
+                           target_type, target_id, created_by, schedule_id, scheduled_for,
+                           status, queued_at, sched_key, trigger_type)
+    SELECT new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key,
+           new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version,
+           new.output_schema_version, new.definition_version, new.prompt_key,
+           new.prompt_version, new.model_tier, new.credential_mode, new.credential_id,
+           new.fairness_key, new.concurrency_key, new.concurrency_limit, new.next_run_at,
+           new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for,
            CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
            greatest(
         extract(epoch FROM coalesce(new.next_run_at, now()))::float8
@@ -698,23 +731,24 @@ WITH src AS (
     WHERE j.id = $1 AND j.status = ANY($2::text[])
 ), inserted AS (
     INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, request_hash,
-                      retried_from_job_id, parent_job_id, status, max_attempts, timeout_ms,
-                      input_schema_version, output_schema_version, definition_version,
-                      queued_at, credential_mode, credential_id, prompt_key, prompt_version,
-                      model_tier, fairness_key, concurrency_key, concurrency_limit, sched_key,
-                      target_type, target_id)
+                           retried_from_job_id, parent_job_id, status, max_attempts,
+                           timeout_ms, input_schema_version, output_schema_version,
+                           definition_version, queued_at, credential_mode, credential_id,
+                           prompt_key, prompt_version, model_tier, fairness_key,
+                           concurrency_key, concurrency_limit, sched_key, target_type,
+                           target_id)
     SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, parent_job_id,
-           'queued',
-           $3::int, $4::int, input_schema_version, output_schema_version, $5::varchar, now(),
-           credential_mode, credential_id, prompt_key, prompt_version, model_tier,
-           coalesce(fairness_key, user_id), concurrency_key, concurrency_limit,
+           'queued', $3::int, $4::int, input_schema_version, output_schema_version,
+           $5::varchar, now(), credential_mode, credential_id, prompt_key, prompt_version,
+           model_tier, coalesce(fairness_key, user_id), concurrency_key, concurrency_limit,
            greatest(
         extract(epoch FROM coalesce(src.next_run_at, now()))::float8
             - src.priority * coalesce(nullif(current_setting('jobs.priority_step_s', true), '')::float8, 10.0),
         (SELECT max(w.sched_key) FROM jobs w
          WHERE w.queue = src.queue AND w.fairness_key = src.fairness_key
            AND w.priority = src.priority AND w.status IN ('created', 'queued', 'retrying')
-           AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05)), target_type, target_id
+           AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05)),
+           target_type, target_id
     FROM src
     RETURNING 
     j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
@@ -760,21 +794,6 @@ SELECT status FROM jobs WHERE id = $1 FOR UPDATE;
 SELECT id::text FROM jobs
 WHERE parent_job_id = $1 AND job_type = $2 AND id <> $3 AND status <> ALL($4::text[])
 ORDER BY created_at DESC LIMIT 1;
-
--- new_jobs.FIND_BY_IDEMPOTENCY_KEY
-SELECT 
-    j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
-    j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
-    j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
-    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
-    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
-    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
-    j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
-    j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
-    j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for
- FROM jobs j
-WHERE j.user_id = $1 AND j.job_type = $2 AND j.idempotency_key = $3;
 
 -- new_jobs.RERUN_INPUT
 SELECT payload FROM job_snapshots WHERE job_id = $1;
@@ -1107,10 +1126,20 @@ WITH input AS (
            c.parent_job_id, replace(c.fairness_key, '{user}', c.user_id) AS fairness_key, replace(c.concurrency_key, '{user}', c.user_id) AS concurrency_key
     FROM children_in c
 ), children AS (
-    INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash, max_attempts, timeout_ms, input_schema_version, output_schema_version, definition_version, prompt_key, prompt_version, model_tier, credential_mode, credential_id, fairness_key, concurrency_key, concurrency_limit, next_run_at, target_type, target_id, created_by, schedule_id, scheduled_for, trigger_type, parent_job_id, status,
-                           queued_at, sched_key)
-    SELECT c.user_id, c.job_type, c.queue, c.priority, c.idempotency_key, c.request_hash, c.max_attempts, c.timeout_ms, c.input_schema_version, c.output_schema_version, c.definition_version, c.prompt_key, c.prompt_version, c.model_tier, c.credential_mode, c.credential_id, c.fairness_key, c.concurrency_key, c.concurrency_limit, c.next_run_at, c.target_type, c.target_id, c.created_by, c.schedule_id, c.scheduled_for, 'child_job', c.parent_job_id,
-           'queued', now(), greatest(
+    INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash,
+                           max_attempts, timeout_ms, input_schema_version,
+                           output_schema_version, definition_version, prompt_key,
+                           prompt_version, model_tier, credential_mode, credential_id,
+                           fairness_key, concurrency_key, concurrency_limit, next_run_at,
+                           target_type, target_id, created_by, schedule_id, scheduled_for,
+                           trigger_type, parent_job_id, status, queued_at, sched_key)
+    SELECT c.user_id, c.job_type, c.queue, c.priority, c.idempotency_key, c.request_hash,
+           c.max_attempts, c.timeout_ms, c.input_schema_version, c.output_schema_version,
+           c.definition_version, c.prompt_key, c.prompt_version, c.model_tier,
+           c.credential_mode, c.credential_id, c.fairness_key, c.concurrency_key,
+           c.concurrency_limit, c.next_run_at, c.target_type, c.target_id, c.created_by,
+           c.schedule_id, c.scheduled_for, 'child_job', c.parent_job_id, 'queued', now(),
+           greatest(
         extract(epoch FROM coalesce(c.next_run_at, now()))::float8
             - c.priority * coalesce(nullif(current_setting('jobs.priority_step_s', true), '')::float8, 10.0),
         (SELECT max(w.sched_key) FROM jobs w

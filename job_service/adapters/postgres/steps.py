@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from job_service.adapters.postgres.usage import insert_usage, usage_row
+from job_service.adapters.postgres.vocabulary.usage_rows import insert_usage, usage_row
 from job_service.domain.lifecycle import LEASED, status_values
 from shared.ai.provider import UsageRecord
 from shared.ai.steps import RecordedStep, StepResponse

@@ -1,5 +1,6 @@
 """Usage rows (one per provider call) as the postgres adapters write them: with a failed
-attempt's end (leases) or with a result (results), from one jsonb array."""
+attempt's end or a late report (leases), with a result (results), with a recorded step
+(steps), from one jsonb array."""
 
 from __future__ import annotations
 
@@ -31,4 +32,5 @@ def insert_usage(records: str, attempt: str, join: str = "") -> str:
 
 
 def usage_row(job_id: str, usage: UsageRecord) -> dict[str, Any]:
+    """A provider call's usage as an element of ``insert_usage``'s array."""
     return {"job_id": job_id, **asdict(usage)}

@@ -1,0 +1,19 @@
+"""The SQL vocabulary of the PostgreSQL adapters: every piece that more than one statement
+is built from, spelled once. A statement stays in its concern's module, beside the code
+that binds it; the concern modules import these pieces (and ``pool.py``, ``rows.py``),
+never each other — a star, not a web (an import-linter contract). A concern that runs
+another's statement in its own transaction is handed it by ``app.py``.
+
+- ``statuses.py``: a status as an SQL literal (from the lifecycle), the waiting set, the
+  timeline event of a change of status, CancelJob's step for set-based cancels;
+- ``new_job.py``: what a new job brings (columns, record, keys, today's spend) and its
+  rows — job, snapshot, first timeline event, dispatch row — as the CTEs every producer
+  uses (CreateJob, CreateJobs, a projected child, a re-run);
+- ``outbox_rows.py``: dispatch and domain-event rows, their dedupe keys, and the rows a
+  statement hands to its replica's dispatcher;
+- ``line.py``: a waiting job's place in line, a retry's, and the work tokens an attempt
+  that frees a limited slot re-issues;
+- ``usage_rows.py``: usage rows, one per provider call;
+- ``filters.py``: a job filter's conditions, and bound parameters of a query built on
+  the fly.
+"""

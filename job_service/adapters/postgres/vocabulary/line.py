@@ -1,0 +1,58 @@
+"""A waiting job's place in line (``sched_key``) in SQL, which every statement that makes a
+job wait embeds: a new job's (``place_in_line``, the rendering of the pure
+``job_service.domain.claims.place_in_line``), a retry's (``retry_place``); and the work
+tokens an ended attempt re-issues when it frees a limited slot (``released_slot_tokens``).
+
+The line's settings reach every statement through session settings the pool sets
+(JOBS_SCHED_*: ``JobServiceSettings``, ``create_pool``), with the policy's defaults when a
+pool was made without them.
+"""
+
+from __future__ import annotations
+
+from job_service.adapters.postgres.vocabulary.outbox_rows import dispatch_key, dispatch_rows
+from job_service.adapters.postgres.vocabulary.statuses import WAITING
+from job_service.domain import claims as policy
+
+
+def _setting(name: str, default: float) -> str:
+    return f"coalesce(nullif(current_setting('jobs.{name}', true), '')::float8, {default})"
+
+
+PRIORITY_STEP = _setting("priority_step_s", policy.DEFAULT_PRIORITY_STEP_S)
+FAIR_QUANTUM = _setting("fair_quantum_s", policy.DEFAULT_FAIR_QUANTUM_S)
+# Queues with a concurrency limit: their jobs' ends re-issue a token, as keyed jobs' do.
+LIMITED_QUEUES = "string_to_array(nullif(current_setting('jobs.limited_queues', true), ''), ',')"
+
+
+def place_in_line(src: str) -> str:
+    """The SQL of a new waiting job's ``sched_key`` from ``src`` (with queue, priority,
+    fairness_key, next_run_at): its due time moved ahead by its priority, and never ahead
+    of one quantum after the last due job of its fairness key at its priority."""
+    return f"""greatest(
+        extract(epoch FROM coalesce({src}.next_run_at, now()))::float8
+            - {src}.priority * {PRIORITY_STEP},
+        (SELECT max(w.sched_key) FROM jobs w
+         WHERE w.queue = {src}.queue AND w.fairness_key = {src}.fairness_key
+           AND w.priority = {src}.priority AND w.status IN {WAITING}
+           AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + {FAIR_QUANTUM})"""
+
+
+def retry_place(next_run_at: str, priority: str) -> str:
+    """A retry's place in line: its due time moved ahead by its priority (it has had its
+    fair turn)."""
+    return f"extract(epoch FROM {next_run_at})::float8 - {priority} * {PRIORITY_STEP}"
+
+
+def released_slot_tokens(ended: str, *, owner: str | None = None) -> str:
+    """Inserts a work token for each attempt of ``ended`` (id, queue, concurrency_key,
+    lease_token) that frees a limited slot (a concurrency key or a limited queue): the
+    jobs it held back get their turn, since their own tokens were dropped. ``owner`` as
+    for ``dispatch_rows``."""
+    return dispatch_rows(
+        f"(SELECT * FROM {ended} WHERE concurrency_key IS NOT NULL"
+        f" OR queue = ANY({LIMITED_QUEUES}))",
+        dispatch_key("src.id", "release", "src.lease_token::text"),
+        trace="NULL::jsonb",
+        owner=owner,
+    )
