@@ -10,7 +10,8 @@ and worker processes exactly as ``make run`` does, and measures:
 1b. create batched CreateJobs: jobs/s in batches of 500 (4 calls in flight), no worker
 2. backlog drain   that backlog executed: jobs/s from the first lock to the last success
 3. create+process  jobs created and executed together: jobs/s from first create to last success
-4. steady          create→succeeded latency p50/p99 at a steady rate (default 200 jobs/s)
+4. steady          create→succeeded latency p50/p99 at a steady rate (default 200 jobs/s),
+                   and the CPU job_service and the workers spent per job in that phase
 
 and, as a health check of the runs, the drain rate of the backlog's first 99 % (without
 its stragglers), how many jobs the dispatch reconciler had to re-send
@@ -96,6 +97,14 @@ class Stack:
         await asyncio.to_thread(subprocess.run, migrate, env=self._env(), check=True)
         self.service = self._spawn("job_service", "serve")
         await self._wait_serving()
+
+    def cpu_seconds(self) -> tuple[float, float]:
+        """CPU time (user + system) used so far by job_service and by the workers: per job,
+        a figure far steadier than a latency on a shared machine."""
+        return (
+            _cpu_seconds(self.service) if self.service else 0.0,
+            sum(_cpu_seconds(w) for w in self.workers),
+        )
 
     def start_worker(self) -> None:
         self.workers.append(self._spawn("worker_service"))
@@ -245,6 +254,12 @@ async def postgres_ceiling(url: str, seconds: float = 3.0) -> float:
     return count / (time.perf_counter() - started)
 
 
+def _cpu_seconds(process: subprocess.Popen[bytes]) -> float:
+    # /proc/<pid>/stat: utime and stime are fields 14 and 15, in clock ticks
+    fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def steady(
     stub: job_service_pb2_grpc.JobServiceStub,
     db: asyncpg.Connection,
@@ -338,7 +353,12 @@ async def main(args: argparse.Namespace) -> None:
             await wait_for(lambda: all_succeeded(db, "mixed", args.jobs), 600, "mixed jobs")
             mixed = args.jobs / await span(db, "mixed", "created_at")
 
+            cpu_before = stack.cpu_seconds()
             p50, p99, n = await steady(stub, db, args.rate, args.seconds)
+            cpu_service, cpu_workers = (
+                (after - before) / n * 1000
+                for before, after in zip(cpu_before, stack.cpu_seconds(), strict=True)
+            )
             resent, longest = await lost_dispatches(db)
         await db.close()
     finally:
@@ -354,6 +374,8 @@ async def main(args: argparse.Namespace) -> None:
     print(f"{f'steady {args.rate:.0f}/s x {n} jobs: p50 ms':<34}{p50:>14.1f}")
     print(f"{f'steady {args.rate:.0f}/s x {n} jobs: p99 ms':<34}{p99:>14.1f}")
     print(f"{'backlog drain, first 99 % jobs/s':<34}{drain99:>14,.0f}{drain99 / ceiling:>14.2f}")
+    print(f"{'steady: job_service CPU ms per job':<34}{cpu_service:>14.2f}")
+    print(f"{'steady: workers CPU ms per job':<34}{cpu_workers:>14.2f}")
     print(f"{'jobs re-sent by the reconciler':<34}{resent:>14,}")
     print(f"{'longest wait to start, s':<34}{longest:>14.1f}")
 

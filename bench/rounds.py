@@ -3,13 +3,17 @@ ranges and the median of the per-round ratios.
 
     git worktree add ../base <commit> && make -C ../base install
     python -m bench.rounds --before ../base --after . --rounds 4 --out runs/
+    python -m bench.rounds --before ../base --after . --e2e-args "--seconds 30" --out runs/
     python -m bench.rounds --out runs/          # only summarise runs/ (rN-before.txt ...)
 
-Each round runs ``python -m bench.e2e`` (with that tree's own .venv) in the "before" tree,
-then in the "after" tree, one after the other, and keeps each output in ``--out`` as
-``r<round>-<side>.txt``; the summary reads every such file there. On a shared machine the
-absolute figures move with the load; a ratio taken within a round (same minutes, same
-load) is the figure to compare.
+Each round runs ``python -m bench.e2e`` (with that tree's own .venv, and ``--e2e-args``) in
+the "before" tree and in the "after" tree, one after the other, and keeps each output in
+``--out`` as ``r<round>-<side>.txt``; the summary reads every such file there. On a shared
+machine the absolute figures move with the load; a ratio taken within a round (same
+minutes, same load) is the figure to compare. The side that runs second in a round tends to
+measure worse (seen here: each side lost when it ran second), so the rounds alternate which
+side goes first: odd rounds "before" first, even rounds "after" first. Use an even number
+of rounds.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ FIGURES = {
     "create+process": ("create + process, jobs/s", "higher"),
     ": p50 ms": ("steady 200/s p50, ms", "lower"),
     ": p99 ms": ("steady 200/s p99, ms", "lower"),
+    "job_service CPU ms per job": ("steady: job_service CPU ms per job", "lower"),
+    "workers CPU ms per job": ("steady: workers CPU ms per job", "lower"),
     "re-sent by the reconciler": ("jobs re-sent by the reconciler", "lower"),
     "longest wait to start": ("longest wait to start, s", "lower"),
 }
@@ -82,11 +88,11 @@ def cell(values: list[float]) -> str:
     return f"{med} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
 
-def run(tree: Path, target: Path) -> None:
+def run(tree: Path, target: Path, e2e_args: list[str]) -> None:
     python = tree / ".venv" / "bin" / "python"
     with target.open("w") as output:
         subprocess.run(
-            [str(python), "-m", "bench.e2e"],
+            [str(python), "-m", "bench.e2e", *e2e_args],
             cwd=tree,
             stdout=output,
             stderr=subprocess.STDOUT,
@@ -98,7 +104,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=Path, help="tree of the build before")
     parser.add_argument("--after", type=Path, help="tree of the build after")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument(
+        "--e2e-args",
+        default="",
+        help='arguments for each bench.e2e run, e.g. "--seconds 30" (a longer steady phase)',
+    )
     parser.add_argument("--out", type=Path, required=True, help="directory of the outputs")
     parser.add_argument(
         "--compare",
@@ -112,10 +123,11 @@ def main() -> None:
             (int(m.group(1)) for p in args.out.iterdir() if (m := ROUND_FILE.search(p.name))),
             default=0,
         )
+        sides = [("before", args.before), ("after", args.after)]
         for n in range(first, first + args.rounds):
-            for side, tree in (("before", args.before), ("after", args.after)):
+            for side, tree in sides if n % 2 else reversed(sides):
                 print(f"round {n}: {side} ({tree})", flush=True)
-                run(tree.resolve(), args.out / f"r{n}-{side}.txt")
+                run(tree.resolve(), args.out / f"r{n}-{side}.txt", args.e2e_args.split())
     before, after = args.compare.split(",")
     print(summarise(args.out, before, after))
 
