@@ -1,5 +1,5 @@
 """The one way the engine's own processes open a channel to job_service: the worker's
-executor client, the console, the benchmark and the tests (jobctl and outside callers use
+executor client, the benchmark and the tests (jobctl, the console and outside callers use
 the client library, ``durable_jobs_client``, which reads the same variables).
 
 ``ChannelConfig.from_env(target)`` reads the client side of the auth/TLS contract:

@@ -237,6 +237,8 @@ def test_an_operator_signs_in_follows_cancels_retries_and_redrives(
     browser.get(f"{console}/jobs/{failing}")
     assert text_of(browser, "#error-code") == "JOB_REJECTED"
     browser.find_element(By.ID, "retry").click()
+    # the confirmation is a new page: wait for it, not for the old one's elements
+    until(lambda: text_of(browser, "#question"), message="no retry confirmation")
     browser.find_element(By.ID, "confirm").click()
     until(lambda: browser.find_elements(By.ID, "retried-from"), message="no new job page")
     assert browser.find_element(By.ID, "retried-from").text == failing
@@ -256,6 +258,7 @@ def test_an_operator_signs_in_follows_cancels_retries_and_redrives(
     browser.find_element(By.CSS_SELECTOR, f"#event-{dead['id']} input[type=checkbox]").click()
     shot(browser, "08-dead-letters")
     browser.find_element(By.ID, "redrive-selected").click()
+    until(lambda: text_of(browser, "#question"), message="no redrive confirmation")
     browser.find_element(By.ID, "confirm").click()
     assert "1 event(s) redriven" in until(lambda: text_of(browser, "#notice"))
     [after] = db(stack, "SELECT status FROM outbox_events WHERE id = $1", dead["id"])
