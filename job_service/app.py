@@ -21,6 +21,7 @@ from job_service.adapters.nats_partials import NatsPartialOutputFeed
 from job_service.adapters.nats_publisher import NatsPublisher
 from job_service.adapters.postgres.batches import BatchRepository
 from job_service.adapters.postgres.bulk import BulkRepository
+from job_service.adapters.postgres.call_permits import CallPermitRepository
 from job_service.adapters.postgres.claims import ClaimRepository
 from job_service.adapters.postgres.credentials import CredentialRepository
 from job_service.adapters.postgres.jobs import JobRepository, cancel_descendants_of
@@ -45,6 +46,7 @@ from job_service.loops import Supervisor, housekeeping
 from job_service.settings import JobServiceSettings
 from job_service.usecases.admin import Admin
 from job_service.usecases.bulk import BulkActions
+from job_service.usecases.call_permits import CallPermits
 from job_service.usecases.claims import Claims
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.firing import ScheduleFiring
@@ -205,6 +207,8 @@ class JobServiceApp(Lifetime):
         rates = RateLimitRepository(hot, budgets)
         await rates.ensure_buckets()
         reservations = RateReservations(rates)
+        permits = CallPermits(CallPermitRepository(hot), budgets, slack_s=s.rate_limit_call_slack_s)
+        await permits.ensure_buckets()
         leases = Leases(
             self.registry, LeaseRepository(hot, lease_ttl_s=s.lease_ttl_s), dispatcher, reservations
         )
@@ -258,6 +262,7 @@ class JobServiceApp(Lifetime):
             leases=leases,
             results=results,
             claims=claims,
+            permits=permits,
             queues=queues,
             admin=admin,
             bulk=bulk,

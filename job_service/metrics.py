@@ -116,6 +116,16 @@ RATE_LIMIT_WAITING = Gauge(
 RATE_LIMIT_THROTTLED = Gauge(
     "jobs_rate_limit_throttled", "429s reported for a tier (all time, from the database).", ["tier"]
 )
+CALL_PERMITS = Counter(
+    "jobs_call_permits_total",
+    "Provider-call permits asked for, per rate-limited tier and answer (granted, or wait: "
+    "the tier's call bucket was empty or a 429 blocked it).",
+    ["tier", "answer"],
+)
+
+
+def call_permit(tier: str, *, granted: bool) -> None:
+    CALL_PERMITS.labels(tier, "granted" if granted else "wait").inc()
 
 
 def tokens_unused(queue: str, count: int, *, handed_back: bool) -> None:

@@ -10,7 +10,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from job_service.domain.claims import DEFAULT_FAIR_QUANTUM_S, DEFAULT_PRIORITY_STEP_S
 from job_service.domain.credentials import Keyring, parse_master_key
 from job_service.domain.queues import parse_limits
-from job_service.domain.rate_limits import DEFAULT_RATE_RECOVERY_S, RateLimit, parse_rate_limits
+from job_service.domain.rate_limits import (
+    DEFAULT_CALL_SLACK_S,
+    DEFAULT_RATE_RECOVERY_S,
+    RateLimit,
+    parse_rate_limits,
+)
 from shared.logs import LogFormat
 from shared.metrics import port_or_disabled
 
@@ -119,6 +124,9 @@ class JobServiceSettings(BaseSettings):
     rate_limits: str = ""
     # After a 429 halves a tier's rate, the rate is back in full after this long.
     rate_limit_recovery_s: float = Field(default=DEFAULT_RATE_RECOVERY_S, gt=0)
+    # A provider call must start within this long of asking for its permit (a later one
+    # asks again); the call bucket holds rate x this less than the burst, at least one call.
+    rate_limit_call_slack_s: float = Field(default=DEFAULT_CALL_SLACK_S, gt=0, le=5)
 
     # Seconds to let in-flight RPCs finish on SIGTERM.
     shutdown_grace_s: float = Field(default=10.0, ge=0)

@@ -22,6 +22,7 @@ from shared.registry import Registry, default_registry
 from shared.startup import connect_nats, within_startup
 from worker_service.adapters.grpc_executor import GrpcExecutorClient, open_channel
 from worker_service.adapters.nats import CancelListener, NatsDispatchSource, SignalListener
+from worker_service.call_permits import CallPermits
 from worker_service.gateway import ModelGateway
 from worker_service.health import WorkerHealth
 from worker_service.model_router import ModelRouter, ModelSettings
@@ -166,7 +167,7 @@ class WorkerApp(Lifetime):
             fetch_batch=s.worker_fetch_batch,
             fetch_timeout_s=s.worker_fetch_timeout_s,
             shutdown_grace_s=s.worker_shutdown_grace_s,
-            gateway=ModelGateway(router, partials=_relay(s, nc)),
+            gateway=ModelGateway(router, partials=_relay(s, nc), permits=CallPermits(executor)),
             runnable=sorted(f"{d.job_type}@{d.version}" for d in self.registry),
             sessions=executor,
         )

@@ -102,13 +102,20 @@ class Attempt:
             self.usage.append(usage)
             return response
         # the owner's own key (fetched under this lease) or None: the tier's platform key
-        response = await self._gateway.generate(
-            tier,
-            prompt,
-            self.usage,
-            api_key=await self.api_key(),
-            job=(self.job_id, self.attempt),
-        )
+        api_key = await self.api_key()
+        try:
+            response = await self._gateway.generate(
+                tier,
+                prompt,
+                self.usage,
+                api_key=api_key,
+                job=(self.job_id, self.attempt),
+                lease_token=self.job.lease_token,
+            )
+        except Exception as exc:
+            if means_lease_lost(exc):  # no permit for a lost lease
+                self.cancel(CancelCause.LEASE_LOST)
+            raise
         if checkpoints is not None:
             try:
                 await checkpoints.record(step, response, self.usage[-1])

@@ -1,7 +1,9 @@
 """Model calls of running attempts: the tier's route, the key, and one usage record per
 call — failed and abandoned calls included — kept with the attempt and submitted with its
 outcome (the job service stores them in the same transaction). With a partial-output relay,
-a call made for a job streams its text to the job's watchers as it is generated."""
+a call made for a job streams its text to the job's watchers as it is generated. With call
+permits, a call made for a job waits for its tier's fleet-wide permit right before it is
+made, and a 429 blocks that tier fleet-wide (``call_permits.py``)."""
 
 from __future__ import annotations
 
@@ -14,14 +16,21 @@ from shared.ai.prompts import RenderedPrompt
 from shared.ai.provider import ModelTier, ProviderRequest, ProviderResponse, UsageRecord
 from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, ExecutionError
+from worker_service.call_permits import CallPermits
 from worker_service.model_router import ModelRouter
 from worker_service.partial_output import PartialOutputRelay
 
 
 class ModelGateway:
-    def __init__(self, router: ModelRouter, partials: PartialOutputRelay | None = None) -> None:
+    def __init__(
+        self,
+        router: ModelRouter,
+        partials: PartialOutputRelay | None = None,
+        permits: CallPermits | None = None,
+    ) -> None:
         self._router = router
         self._partials = partials
+        self._permits = permits
 
     async def generate(
         self,
@@ -31,10 +40,13 @@ class ModelGateway:
         *,
         api_key: str | None = None,
         job: tuple[str, int] | None = None,
+        lease_token: str = "",
     ) -> ProviderResponse:
         """One call for ``tier``; ``api_key`` None means the tier's platform key. Appends
         the call's usage record to ``usage`` whatever happens. ``job`` (job id, attempt):
-        the call's text streams to that job's watchers (when this gateway relays)."""
+        the call's text streams to that job's watchers (when this gateway relays); with
+        ``lease_token``, the call waits for its tier's permit first (LeaseLost when the
+        lease is gone), and a 429 is reported for the tier."""
         try:
             route = self._router.route(tier)
         except ValueError:
@@ -48,6 +60,9 @@ class ModelGateway:
             variables=prompt.variables,
         )
         mode = CredentialMode.PLATFORM if api_key is None else CredentialMode.USER
+        permits = self._permits if job is not None and lease_token else None
+        if permits is not None and job is not None:
+            await permits.acquire(tier, job[0], lease_token)
         started = time.monotonic()
 
         def record(error_code: str, response: ProviderResponse | None = None) -> None:
@@ -94,6 +109,8 @@ class ModelGateway:
                         response = await route.provider.generate(request, on_delta=partial.add)
         except ExecutionError as exc:
             record(exc.code)
+            if permits is not None and job is not None:
+                await permits.rate_limited(tier, job[0], lease_token, exc)
             raise
         except asyncio.CancelledError:
             record(ErrorCode.CANCELLED)  # timed out or cancelled while the call ran

@@ -112,3 +112,24 @@ def partial_output_published(size: int) -> None:
 
 def partial_output_dropped() -> None:
     PARTIAL_OUTPUT_DROPPED.inc()
+
+
+CALL_PERMIT_WAIT = Histogram(
+    "jobs_worker_call_permit_wait_seconds",
+    "How long provider calls waited for their rate-limit permit, per tier (limited tiers).",
+    ["tier"],
+    buckets=(0.005, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+)
+CALL_PERMITS_LATE = Counter(
+    "jobs_worker_call_permits_late_total",
+    "Permits that arrived after their validity (spent without a call; asked again).",
+    ["tier"],
+)
+
+
+def call_permit_waited(tier: str, seconds: float) -> None:
+    CALL_PERMIT_WAIT.labels(tier).observe(seconds)
+
+
+def call_permit_late(tier: str) -> None:
+    CALL_PERMITS_LATE.labels(tier).inc()

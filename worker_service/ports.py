@@ -17,6 +17,7 @@ from typing import Protocol
 from shared.ai.provider import UsageRecord
 from shared.ai.steps import StepResponse
 from worker_service.domain.model import (
+    CallPermit,
     HeartbeatReply,
     LockResult,
     ResultSubmission,
@@ -104,6 +105,19 @@ class ExecutorApi(Protocol):
         """The job owner's key, while ``lease_token`` is the job's current lease (else
         ``LeaseLost``); ``CredentialNotFound`` / ``CredentialUnavailable`` when the job has
         no usable user key."""
+        ...
+
+    async def acquire_call_permit(
+        self, job_id: str, lease_token: str, tier: str, *, timeout_s: float
+    ) -> CallPermit:
+        """AcquireCallPermit: may a provider call for ``tier`` be made now (else after how
+        long to ask again), while ``lease_token`` is the job's lease (else ``LeaseLost``)."""
+        ...
+
+    async def report_rate_limited(
+        self, job_id: str, lease_token: str, tier: str, retry_after_s: float, *, timeout_s: float
+    ) -> None:
+        """ReportRateLimited: a call for ``tier`` got a 429 with this Retry-After."""
         ...
 
     async def fetch_signals(

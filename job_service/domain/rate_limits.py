@@ -1,11 +1,20 @@
 """Fleet-wide provider rate limits per model tier (JOBS_RATE_LIMITS): the limits, a tier's
 bucket as read back, and what one replica remembers of the tiers between claims.
 
-A claim spends one request and an estimate of the tokens per job it grants from the tier's
-token bucket (a row every replica shares: ``adapters/postgres/claims.py`` spends it,
-``adapters/postgres/rate_limits.py`` settles and throttles it). A 429 halves the tier's
-rate factor (never below MIN_RATE_FACTOR); it recovers additively, in full after
-JOBS_RATE_LIMIT_RECOVERY_S.
+Two meters per tier, both rows every replica shares (ADR 0002, "Rate limits at the call"):
+
+- the **grant bucket**: a claim spends one request and an estimate of the tokens per job it
+  grants (``adapters/postgres/claims.py`` spends it, ``adapters/postgres/rate_limits.py``
+  settles it) — admission, reserved ahead, so that a fleet does not start more attempts
+  than the tier can serve;
+- the **call bucket**: every provider call takes a permit right before it is made
+  (``AcquireCallPermit``; ``adapters/postgres/call_permits.py``) — the guarantee, as the
+  provider sees it: in any window of W seconds at most ``max(burst, 1 + rate x slack) +
+  rate x W`` calls reach the provider (a call starts within ``slack`` of its permit).
+
+A 429 blocks the tier that got it until the provider's Retry-After and halves its rate
+factor once per block (never below MIN_RATE_FACTOR); the factor recovers additively from
+the end of the block, in full JOBS_RATE_LIMIT_RECOVERY_S later.
 """
 
 from __future__ import annotations
@@ -17,6 +26,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 DEFAULT_RATE_RECOVERY_S = 30.0
+# How soon after its permit was asked for a call must start (JOBS_RATE_LIMIT_CALL_SLACK_S);
+# the call bucket holds less by rate x slack, so calls that start late within it still fit.
+DEFAULT_CALL_SLACK_S = 0.2
+# A 429 without a Retry-After blocks its tier this long.
+DEFAULT_RETRY_AFTER_S = 1.0
 MIN_RATE_FACTOR = 0.05
 # How much each settled batch moves a tier's average of tokens per attempt.
 SMOOTHING = 0.2
@@ -42,6 +56,15 @@ class RateLimit:
     def token_burst(self) -> float:
         return self.burst_tokens or self.tokens_per_minute / 12
 
+    @property
+    def requests_per_second(self) -> float:
+        return self.requests_per_minute / 60
+
+    def call_capacity(self, slack_s: float) -> float:
+        """The call bucket's size: the burst less what ``slack_s`` of calls may add, at
+        least one call."""
+        return max(1.0, self.request_burst - self.requests_per_second * slack_s)
+
     def seconds_until(self, requests: float, tokens: float, need_tokens: float, f: float) -> float:
         """How long until one more request (and ``need_tokens``) fits, at factor ``f``."""
         wait = max(0.0, 1 - requests) * 60 / (self.requests_per_minute * f)
@@ -61,6 +84,18 @@ class BucketLevel:
     tokens_left: float
     factor: float
     blocked_until: datetime | None
+
+
+@dataclass(frozen=True)
+class CallPermit:
+    """The answer to one provider call asking for a permit: make it now (``granted``), or
+    ask again after ``retry_after_s``. ``valid_for_s``: granted, the call must start within
+    this long of asking; unlimited (the tier has no limit), how long not to ask again."""
+
+    granted: bool
+    retry_after_s: float = 0.0
+    valid_for_s: float = 0.0
+    unlimited: bool = False
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ class Leases:
                 self._deciding_no_sooner_than(retry_after_s),
             ),
         )
-        await self._reservations.attempt_ended(job_id, usage, error_code, retry_after_s)
+        await self._reservations.attempts_ended([(job_id, usage)])
         return outcome
 
     async def end_attempt(

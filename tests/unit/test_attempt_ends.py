@@ -226,7 +226,9 @@ async def test_a_failure_ends_the_attempt_with_its_usage_and_settles_its_reserva
     [(_, end, reaped)] = store.ended
     assert end.delay_s >= 30 and not reaped  # no sooner than the provider's Retry-After
     assert store.usage == [(JOB, 1)] and store.transactions == 1
-    assert rates.settled == [[(JOB, 10)]] and rates.backoffs == [(JOB, 30)]
+    # the 429 blocked its call's tier when the worker reported it (ReportRateLimited): the
+    # failure settles the reservation and delays the retry, and backs no tier off again
+    assert rates.settled == [[(JOB, 10)]] and rates.backoffs == []
     assert dispatcher.wakes and dispatcher.wakes[0] >= 30
 
 

@@ -28,6 +28,7 @@ from worker_service.adapters.executor_messages import (
 from worker_service.adapters.grpc_session import hold
 from worker_service.domain.errors import ExecutorCallFailed
 from worker_service.domain.model import (
+    CallPermit,
     HeartbeatReply,
     LockResult,
     ResultSubmission,
@@ -199,6 +200,37 @@ class GrpcExecutorClient:
         except grpc.aio.AioRpcError as exc:
             raise error_from_call(exc) from exc
         return UserKey(response.api_key, response.provider, response.credential_id)
+
+    async def acquire_call_permit(
+        self, job_id: str, lease_token: str, tier: str, *, timeout_s: float
+    ) -> CallPermit:
+        request = pb.AcquireCallPermitRequest(
+            job_id=job_id, lease_token=lease_token, model_tier=tier
+        )
+        try:
+            answer = await self._stub.AcquireCallPermit(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_call(exc) from exc
+        return CallPermit(
+            granted=answer.granted,
+            retry_after_s=answer.retry_after_ms / 1000,
+            valid_for_s=answer.valid_for_ms / 1000,
+            unlimited=answer.unlimited,
+        )
+
+    async def report_rate_limited(
+        self, job_id: str, lease_token: str, tier: str, retry_after_s: float, *, timeout_s: float
+    ) -> None:
+        request = pb.ReportRateLimitedRequest(
+            job_id=job_id,
+            lease_token=lease_token,
+            model_tier=tier,
+            retry_after_ms=round(retry_after_s * 1000),
+        )
+        try:
+            await self._stub.ReportRateLimited(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_call(exc) from exc
 
     async def fetch_signals(
         self, job_id: str, lease_token: str, after_seq: int, *, timeout_s: float

@@ -119,6 +119,18 @@ class Lease:
         return self.ttl_s > 0 and now >= self.deadline
 
 
+@dataclass(frozen=True, slots=True)
+class CallPermit:
+    """AcquireCallPermit's answer: call now (``granted``, within ``valid_for_s`` of asking),
+    or ask again after ``retry_after_s``; ``unlimited``: no permit needed for
+    ``valid_for_s``."""
+
+    granted: bool
+    retry_after_s: float
+    valid_for_s: float
+    unlimited: bool
+
+
 class CancelCause(StrEnum):
     """Why the worker stopped a running attempt."""
 

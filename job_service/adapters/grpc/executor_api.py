@@ -4,6 +4,7 @@ forms of LockJob and SubmitResult share one path: a single call is a batch of on
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 
 import grpc
@@ -12,6 +13,7 @@ from job_service.adapters.grpc.convert import CREDENTIAL_MODE_TO_PB, STATUS_TO_P
 from job_service.adapters.grpc.session_api import serve_session
 from job_service.domain.attempts import Submission
 from job_service.domain.grants import LockGrant, LockRefusal
+from job_service.usecases.call_permits import CallPermits
 from job_service.usecases.claims import Claims
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.leases import Leases
@@ -52,7 +54,9 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         sessions: WorkerSessions,
         steps: Steps,
         signals: Signals,
+        permits: CallPermits,
     ):
+        self._permits = permits
         self._signals = signals
         self._leases = leases
         self._results = results
@@ -210,6 +214,27 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
             provider=resolved.provider,
             credential_id=resolved.credential_id,
         )
+
+    async def AcquireCallPermit(
+        self, request: pb.AcquireCallPermitRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AcquireCallPermitResponse:
+        permit = await self._permits.acquire(
+            request.job_id, request.lease_token, request.model_tier
+        )
+        return pb.AcquireCallPermitResponse(
+            granted=permit.granted,
+            retry_after_ms=math.ceil(permit.retry_after_s * 1000),
+            valid_for_ms=int(permit.valid_for_s * 1000),
+            unlimited=permit.unlimited,
+        )
+
+    async def ReportRateLimited(
+        self, request: pb.ReportRateLimitedRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReportRateLimitedResponse:
+        blocked_until = await self._permits.rate_limited(
+            request.job_id, request.lease_token, request.model_tier, request.retry_after_ms / 1000
+        )
+        return pb.ReportRateLimitedResponse(blocked_until=timestamp(blocked_until))
 
     async def WorkerSession(
         self,

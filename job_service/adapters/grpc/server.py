@@ -21,6 +21,7 @@ from job_service.adapters.grpc.usage_api import UsageServicer
 from job_service.settings import JobServiceSettings
 from job_service.usecases.admin import Admin
 from job_service.usecases.bulk import BulkActions
+from job_service.usecases.call_permits import CallPermits
 from job_service.usecases.claims import Claims
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.jobs import Jobs
@@ -90,6 +91,7 @@ def build_server(
     steps: Steps,
     schedules: Schedules,
     signals: Signals,
+    permits: CallPermits,
 ) -> grpc.aio.Server:
     server = grpc.aio.server(
         # outermost first: the metrics see the final code, the error interceptor translates
@@ -122,6 +124,7 @@ def build_server(
             sessions=sessions,
             steps=steps,
             signals=signals,
+            permits=permits,
         ),
         server,
     )

@@ -182,7 +182,8 @@ SELECT EXISTS (
 # A tier's bucket, refilled for the time since its last refill (at the configured rates
 # times the back-off factor) and spent on the leading grants that fit. $1 tier, $2 recovery
 # seconds, $3 rpm, $4 tpm (0: none), $5/$6 bucket sizes, $7 the tokens each wanted job
-# reserves, one element per job in line order.
+# reserves, one element per job in line order. A 429's block sets refilled_at at its end:
+# no refill and no recovery before it.
 RESERVE = """
 WITH bucket AS (
     SELECT key, blocked_until, requests_available, tokens_available,
@@ -208,7 +209,7 @@ WITH bucket AS (
 UPDATE rate_limits r SET
     requests_available = level.req - fits.n,
     tokens_available = CASE WHEN level.tok = 'Infinity' THEN 0 ELSE level.tok - fits.tokens END,
-    factor = level.f, refilled_at = now()
+    factor = level.f, refilled_at = greatest(now(), r.refilled_at)
 FROM level, fits WHERE r.key = level.key
 RETURNING fits.n AS granted, r.requests_available, level.tok - fits.tokens AS tokens_left,
           r.factor, r.blocked_until

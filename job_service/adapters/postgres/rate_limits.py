@@ -5,10 +5,10 @@ through a claim).
 A claim refills the tier's bucket for the time since its last refill (at the configured
 rates times the back-off factor) and spends one request and the estimated tokens per job
 it grants (``claims.py``'s RESERVE); the row lock serialises the tier's claims. A 429
-reported by a worker halves the factor and blocks the tier until the provider's
-Retry-After; the factor then recovers additively, in full after
-JOBS_RATE_LIMIT_RECOVERY_S. When a job ends, the tokens it reserved are settled against
-what its provider calls really used.
+reported by a worker (``call_permits.py``'s THROTTLE) halves the factor and blocks the tier
+until the provider's Retry-After; the factor then recovers additively from the block's
+end, in full JOBS_RATE_LIMIT_RECOVERY_S later. When a job ends, the tokens it reserved are
+settled against what its provider calls really used.
 """
 
 from __future__ import annotations
@@ -18,25 +18,12 @@ from collections.abc import Sequence
 import asyncpg
 
 from job_service.domain.lifecycle import LOCKABLE, statuses_sql
-from job_service.domain.rate_limits import MIN_RATE_FACTOR, BucketState, TierBudgets
+from job_service.domain.rate_limits import BucketState, TierBudgets
 
 ENSURE = """
 INSERT INTO rate_limits (key, requests_available, tokens_available)
 SELECT * FROM unnest($1::text[], $2::float8[], $3::float8[])
 ON CONFLICT (key) DO NOTHING
-"""
-
-# A 429 in an attempt of job $1: no grant of its tier before the provider's Retry-After,
-# and half the rate from now on.
-THROTTLED = """
-UPDATE rate_limits SET
-    factor = greatest($3::float8, least(1.0,
-        factor + greatest(extract(epoch FROM now() - refilled_at)::float8, 0) / $4) / 2),
-    requests_available = least(requests_available, 0), refilled_at = now(),
-    blocked_until = greatest(coalesce(blocked_until, now()), now() + $2 * interval '1 second'),
-    throttled_total = throttled_total + 1
-WHERE key = (SELECT model_tier FROM jobs WHERE id = $1)
-RETURNING key
 """
 
 # What the ended attempts of these jobs ($1) really used ($2), per tier, against what their
@@ -96,17 +83,6 @@ class RateLimitRepository:
     def spent_keys(self) -> list[str]:
         """The tiers that had no budget at their last claim here and have not refilled."""
         return self._budgets.spent_keys()
-
-    async def throttled(self, job_id: str, retry_after_s: float) -> None:
-        """A provider call of this job's attempt got a 429 (Retry-After ``retry_after_s``):
-        its tier, when rate-limited, backs off."""
-        if not self._limits:
-            return
-        key = await self._pool.fetchval(
-            THROTTLED, job_id, retry_after_s, MIN_RATE_FACTOR, self._budgets.recovery_s
-        )
-        if key is not None:
-            self._budgets.throttled(key, retry_after_s)
 
     async def settle(self, used: Sequence[tuple[str, int]]) -> None:
         """Settles the reservations of ended attempts: (job id, tokens really used)."""

@@ -161,6 +161,64 @@ ORDER BY p.created_at, p.id;
 SELECT DISTINCT x::text AS id FROM unnest($1::uuid[]) x
 WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE id = x) ORDER BY 1;
 
+-- call_permits.ENSURE
+INSERT INTO call_permits (key, available)
+SELECT * FROM unnest($1::text[], $2::float8[])
+ON CONFLICT (key) DO NOTHING;
+
+-- call_permits.PERMIT
+WITH job AS (
+    SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2 AND status = ANY($7::text[])
+    FOR SHARE
+), bucket AS (
+    SELECT p.key, p.available,
+           greatest(extract(epoch FROM now() - p.refilled_at)::float8, 0) AS elapsed
+    FROM call_permits p WHERE p.key = $3 AND EXISTS (SELECT 1 FROM job)
+    FOR UPDATE OF p
+), tier AS (
+    SELECT r.blocked_until,
+           least(1.0, r.factor
+                 + greatest(extract(epoch FROM now() - r.refilled_at)::float8, 0) / $4) AS f
+    FROM rate_limits r WHERE r.key = $3
+), level AS (
+    SELECT b.key, t.blocked_until, t.f,
+           least($6, b.available + b.elapsed * $5 * t.f) AS level,
+           (t.blocked_until IS NULL OR t.blocked_until <= now()) AS open
+    FROM bucket b CROSS JOIN tier t
+), answer AS (
+    SELECT key, blocked_until, f, level, open AND level >= 1 AS granted FROM level
+)
+UPDATE call_permits p SET
+    available = answer.level - answer.granted::int,
+    refilled_at = greatest(now(), p.refilled_at)
+FROM answer WHERE p.key = answer.key
+RETURNING answer.granted, answer.level, answer.f AS factor,
+          extract(epoch FROM answer.blocked_until - now())::float8 AS blocked_for;
+
+-- call_permits.LEASE_HELD
+SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2
+               AND status = ANY($3::text[]));
+
+-- call_permits.THROTTLE
+WITH tier AS (
+    UPDATE rate_limits SET
+        factor = CASE WHEN blocked_until IS NULL OR blocked_until <= now()
+            THEN greatest($3::float8, least(1.0, factor
+                 + greatest(extract(epoch FROM now() - refilled_at)::float8, 0) / $4) / 2)
+            ELSE factor END,
+        requests_available = least(requests_available, 0),
+        blocked_until = greatest(blocked_until, now() + $2 * interval '1 second'),
+        refilled_at = greatest(blocked_until, now() + $2 * interval '1 second'),
+        throttled_total = throttled_total + 1
+    WHERE key = $1
+    RETURNING key, blocked_until
+), calls AS (
+    UPDATE call_permits p SET available = least(p.available, 0),
+                              refilled_at = tier.blocked_until
+    FROM tier WHERE p.key = tier.key
+)
+SELECT blocked_until FROM tier;
+
 -- claims.QUEUE_CANDIDATES
 SELECT j.id::text AS id, j.concurrency_key, j.concurrency_limit, j.model_tier FROM jobs j
 WHERE j.queue = $1 AND j.status IN ('created', 'queued', 'retrying') AND (j.next_run_at IS NULL OR j.next_run_at <= now())
@@ -308,7 +366,7 @@ WITH bucket AS (
 UPDATE rate_limits r SET
     requests_available = level.req - fits.n,
     tokens_available = CASE WHEN level.tok = 'Infinity' THEN 0 ELSE level.tok - fits.tokens END,
-    factor = level.f, refilled_at = now()
+    factor = level.f, refilled_at = greatest(now(), r.refilled_at)
 FROM level, fits WHERE r.key = level.key
 RETURNING fits.n AS granted, r.requests_available, level.tok - fits.tokens AS tokens_left,
           r.factor, r.blocked_until;
@@ -961,16 +1019,6 @@ WHERE j.status IN ('created', 'queued', 'retrying') AND (j.next_run_at IS NULL O
 INSERT INTO rate_limits (key, requests_available, tokens_available)
 SELECT * FROM unnest($1::text[], $2::float8[], $3::float8[])
 ON CONFLICT (key) DO NOTHING;
-
--- rate_limits.THROTTLED
-UPDATE rate_limits SET
-    factor = greatest($3::float8, least(1.0,
-        factor + greatest(extract(epoch FROM now() - refilled_at)::float8, 0) / $4) / 2),
-    requests_available = least(requests_available, 0), refilled_at = now(),
-    blocked_until = greatest(coalesce(blocked_until, now()), now() + $2 * interval '1 second'),
-    throttled_total = throttled_total + 1
-WHERE key = (SELECT model_tier FROM jobs WHERE id = $1)
-RETURNING key;
 
 -- rate_limits.SETTLE_RESERVED
 WITH used AS (

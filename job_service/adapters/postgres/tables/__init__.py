@@ -14,7 +14,7 @@ from job_service.adapters.postgres.tables.jobs import (
     job_steps,
     jobs,
 )
-from job_service.adapters.postgres.tables.limits import queue_controls, rate_limits
+from job_service.adapters.postgres.tables.limits import call_permits, queue_controls, rate_limits
 from job_service.adapters.postgres.tables.outbox import outbox_events
 from job_service.adapters.postgres.tables.schedules import schedule_runs, schedules
 from job_service.adapters.postgres.tables.usage import (
@@ -27,6 +27,7 @@ from job_service.adapters.postgres.tables.workers import worker_definitions, wor
 
 __all__ = [
     "api_secrets",
+    "call_permits",
     "credentials",
     "job_artifacts",
     "job_events",

@@ -39,3 +39,13 @@ rate_limits = Table(
     Column("blocked_until", DateTime(timezone=True)),
     Column("throttled_total", BigInteger, nullable=False, server_default="0"),
 )
+
+# One call bucket per rate-limited model tier: every provider call takes a permit from it
+# right before it is made; it shares rate_limits' back-off factor and 429 block.
+call_permits = Table(
+    "call_permits",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("available", Float(precision=53), nullable=False),
+    Column("refilled_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)

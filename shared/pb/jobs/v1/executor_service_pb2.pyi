@@ -348,3 +348,43 @@ class JobSignal(_message.Message):
     payload: _struct_pb2.Struct
     sent_at: _timestamp_pb2.Timestamp
     def __init__(self, seq: _Optional[int] = ..., name: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class AcquireCallPermitRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token", "model_tier")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    MODEL_TIER_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    model_tier: str
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., model_tier: _Optional[str] = ...) -> None: ...
+
+class AcquireCallPermitResponse(_message.Message):
+    __slots__ = ("granted", "retry_after_ms", "valid_for_ms", "unlimited")
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    VALID_FOR_MS_FIELD_NUMBER: _ClassVar[int]
+    UNLIMITED_FIELD_NUMBER: _ClassVar[int]
+    granted: bool
+    retry_after_ms: int
+    valid_for_ms: int
+    unlimited: bool
+    def __init__(self, granted: _Optional[bool] = ..., retry_after_ms: _Optional[int] = ..., valid_for_ms: _Optional[int] = ..., unlimited: _Optional[bool] = ...) -> None: ...
+
+class ReportRateLimitedRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token", "model_tier", "retry_after_ms")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    MODEL_TIER_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    model_tier: str
+    retry_after_ms: int
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., model_tier: _Optional[str] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...
+
+class ReportRateLimitedResponse(_message.Message):
+    __slots__ = ("blocked_until",)
+    BLOCKED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    blocked_until: _timestamp_pb2.Timestamp
+    def __init__(self, blocked_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

@@ -94,6 +94,16 @@ class ExecutorServiceStub:
                 request_serializer=jobs_dot_v1_dot_executor__service__pb2.FetchSignalsRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_executor__service__pb2.FetchSignalsResponse.FromString,
                 _registered_method=True)
+        self.AcquireCallPermit = channel.unary_unary(
+                '/jobs.v1.ExecutorService/AcquireCallPermit',
+                request_serializer=jobs_dot_v1_dot_executor__service__pb2.AcquireCallPermitRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_executor__service__pb2.AcquireCallPermitResponse.FromString,
+                _registered_method=True)
+        self.ReportRateLimited = channel.unary_unary(
+                '/jobs.v1.ExecutorService/ReportRateLimited',
+                request_serializer=jobs_dot_v1_dot_executor__service__pb2.ReportRateLimitedRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_executor__service__pb2.ReportRateLimitedResponse.FromString,
+                _registered_method=True)
 
 
 class ExecutorServiceServicer:
@@ -209,6 +219,32 @@ class ExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AcquireCallPermit(self, request, context):
+        """Admits one provider call of a leased attempt against the fleet-wide rate limit of the
+        model tier the call is for (JOBS_RATE_LIMITS), right before the call is made: every
+        call counts — the first, a repair, each step — and a step answered from a checkpoint
+        needs none. Granted: make the call now, within `valid_for` of sending this request (a
+        permit that arrives later is spent: ask again), so that what the provider sees stays
+        within the limit. Not granted: ask again after `retry_after_ms`. A tier without a
+        limit is answered `unlimited` (the worker need not ask for that tier again for
+        `valid_for_ms`). For the holder of the job's
+        current lease only (otherwise ABORTED, LEASE_LOST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportRateLimited(self, request, context):
+        """A provider call of a leased attempt was answered 429: the model tier of that call (not
+        the job's) takes no more calls before the provider's Retry-After, fleet-wide, and its
+        rate halves once per such episode, recovering after the block ends. Workers report it
+        at once, before failing the attempt; SubmitFailure's PROVIDER_RATE_LIMITED only
+        schedules the job's retry. For the holder of the job's current lease only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -266,6 +302,16 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     servicer.FetchSignals,
                     request_deserializer=jobs_dot_v1_dot_executor__service__pb2.FetchSignalsRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_executor__service__pb2.FetchSignalsResponse.SerializeToString,
+            ),
+            'AcquireCallPermit': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcquireCallPermit,
+                    request_deserializer=jobs_dot_v1_dot_executor__service__pb2.AcquireCallPermitRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_executor__service__pb2.AcquireCallPermitResponse.SerializeToString,
+            ),
+            'ReportRateLimited': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportRateLimited,
+                    request_deserializer=jobs_dot_v1_dot_executor__service__pb2.ReportRateLimitedRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_executor__service__pb2.ReportRateLimitedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -570,6 +616,60 @@ class ExecutorService:
             '/jobs.v1.ExecutorService/FetchSignals',
             jobs_dot_v1_dot_executor__service__pb2.FetchSignalsRequest.SerializeToString,
             jobs_dot_v1_dot_executor__service__pb2.FetchSignalsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcquireCallPermit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.ExecutorService/AcquireCallPermit',
+            jobs_dot_v1_dot_executor__service__pb2.AcquireCallPermitRequest.SerializeToString,
+            jobs_dot_v1_dot_executor__service__pb2.AcquireCallPermitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportRateLimited(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.ExecutorService/ReportRateLimited',
+            jobs_dot_v1_dot_executor__service__pb2.ReportRateLimitedRequest.SerializeToString,
+            jobs_dot_v1_dot_executor__service__pb2.ReportRateLimitedResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,36 @@
+"""call permits: a bucket per rate-limited model tier that every provider call spends from
+right before it is made (ADR 0002, "Rate limits at the call"), beside the grant bucket in
+rate_limits, whose back-off factor and 429 block it shares
+
+Expand-only, like every migration: a new table. An older replica, which does not know it,
+keeps metering grants only.
+
+Revision ID: 0018
+Revises: 0016
+Create Date: 2026-12-02 06:00:00
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0018"
+down_revision = "0016"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "call_permits",
+        sa.Column("key", sa.String(64), primary_key=True),
+        sa.Column("available", sa.Float(precision=53), nullable=False),
+        sa.Column(
+            "refilled_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("call_permits")
