@@ -1,7 +1,9 @@
 """Fleet-wide provider rate limits end to end: four workers on two job_service replicas
 call the local OpenAI-compatible server, and the server's own record of when requests
-arrived is what is judged — requests per second within the limit plus its burst, tokens
-per minute near the limit, and nothing sent during a 429's Retry-After."""
+arrived is what is judged — requests per second within the limit plus its burst (jobs of
+one call, and jobs of several: steps and repairs), tokens per minute near the limit,
+nothing sent during a 429's Retry-After on the tier that got it and only there, and the
+rate cut still in force when the block ends."""
 
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from devstack.openai_server import LocalOpenAIServer, Reply
+from devstack.openai_server import LocalOpenAIServer, Reply, fake_responder
+from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
+from shared.registry import Registry, default_registry
 from tests.support.ai import FEYNMAN_INPUT
 from tests.support.stack import Client, open_channel, running_job_service, worker_settings
 from tests.support.wait import eventually
@@ -23,6 +27,10 @@ from worker_service.app import WorkerApp
 from worker_service.model_router import ModelSettings
 
 PRIMARY = "big-model"
+CHEAP = "small-model"
+# two_step (two primary calls) and two_tier (a cheap call, then a primary one)
+STEP_REGISTRY: Registry = default_registry({"JOBS_JOB_TYPE_MODULES": "tests.support.step_jobtypes"})
+STEP_INPUT = {"topic": "Photosynthesis", "text": "Plants convert sunlight into sugar."}
 
 
 @pytest.fixture
@@ -33,7 +41,12 @@ async def openai_server() -> AsyncIterator[LocalOpenAIServer]:
 
 @asynccontextmanager
 async def fleet(
-    database_url: str, nats_url: str, server: LocalOpenAIServer, limits: dict[str, Any]
+    database_url: str,
+    nats_url: str,
+    server: LocalOpenAIServer,
+    limits: dict[str, Any],
+    registry: Registry | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[Client]:
     """Two job_service replicas sharing the limits, two workers on each."""
     models = ModelSettings(
@@ -50,16 +63,23 @@ async def fleet(
         "rate_limits": json.dumps(limits),
         "max_active_jobs_per_user": 0,
         "daily_job_quota_per_user": 0,
+        **overrides,
     }
     async with AsyncExitStack() as stack:
         replicas = [
-            await stack.enter_async_context(running_job_service(database_url, nats_url, **settings))
+            await stack.enter_async_context(
+                running_job_service(database_url, nats_url, registry, **settings)
+            )
             for _ in range(2)
         ]
         for n in range(4):
             target = f"127.0.0.1:{replicas[n % 2].port}"
             await stack.enter_async_context(
-                WorkerApp(worker_settings(nats_url, target, worker_id=f"w{n}"), models=models)
+                WorkerApp(
+                    worker_settings(nats_url, target, worker_id=f"w{n}"),
+                    registry=registry,
+                    models=models,
+                )
             )
         channel = await stack.enter_async_context(open_channel(f"127.0.0.1:{replicas[0].port}"))
         yield Client(channel)
@@ -176,3 +196,128 @@ async def test_a_429_stops_every_worker_until_its_retry_after_then_recovers(
     assert early == [], early
     assert len(later) >= 20 and max(later) >= 2.0  # every job ran once the wait was over
     assert limits_after["throttled_total"] == 1
+
+
+def repairing_responder() -> Any:
+    """The fake answers, except that every other first call of a step is answered off its
+    schema (an empty JSON object): that step then makes a repair call."""
+    firsts = 0
+
+    def respond(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        nonlocal firsts
+        status, answer = fake_responder(body)
+        if len(body.get("messages") or []) <= 2:  # not a repair prompt
+            firsts += 1
+            if firsts % 2 == 1:
+                answer["choices"][0]["message"]["content"] = "{}"
+        return status, answer
+
+    return respond
+
+
+def busiest(times: list[float], window_s: float) -> int:
+    """The most requests that arrived within any window of ``window_s``."""
+    times = sorted(times)
+    most, start = 0, 0
+    for end, at in enumerate(times):
+        while at - times[start] >= window_s:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
+
+
+async def create_steps(client: Client, job_type: str, count: int) -> list[str]:
+    ids = []
+    for n in range(count):
+        response = await client.jobs.CreateJob(
+            jpb.CreateJobRequest(
+                user_id=f"u{n % 5}", job_type=job_type, input=struct_from_dict(STEP_INPUT)
+            )
+        )
+        ids.append(response.job.id)
+    return ids
+
+
+async def test_every_call_of_a_job_of_several_calls_counts_against_the_limit(
+    database_url: str, nats_url: str, db: asyncpg.Connection
+) -> None:
+    """Two steps per job and a repair for every other step: 2-4 calls an attempt. A grant
+    spends one request; the provider must still see the limit, counted per call."""
+    rate, burst = 5.0, 2
+    limits = {"primary": {"requests_per_minute": rate * 60, "burst_requests": burst}}
+    async with (
+        LocalOpenAIServer(repairing_responder()) as server,
+        fleet(database_url, nats_url, server, limits, STEP_REGISTRY) as client,
+    ):
+        ids = await create_steps(client, "two_step", 12)
+        await eventually(lambda: all_succeeded(db, ids), timeout=90, interval=0.2)
+
+    calls = [r.at for r in server.requests if r.body.get("model") == PRIMARY]
+    attempts = await db.fetchval(
+        "SELECT sum(attempt_count) FROM jobs WHERE id = ANY($1::text[]::uuid[])", ids
+    )
+    assert attempts == 12  # one attempt each: the repairs were calls, not retries
+    assert len(calls) == 36  # 24 steps, every other one repaired
+    print(f"calls: busiest second {busiest(calls, 1.0)} (limit {rate} + burst {burst})")
+    assert busiest(calls, 1.0) <= rate + burst, busiest(calls, 1.0)
+    assert busiest(calls, 5.0) <= rate * 5 + burst, busiest(calls, 5.0)
+
+
+async def test_a_429_blocks_the_tier_of_the_call_that_got_it_and_no_other(
+    database_url: str, nats_url: str, db: asyncpg.Connection, openai_server: LocalOpenAIServer
+) -> None:
+    """two_tier jobs are of the primary tier, but their first call is a cheap one: a 429 on
+    it blocks the cheap tier (no cheap call during the Retry-After), not the primary."""
+    limits = {
+        "primary": {"requests_per_minute": 600, "burst_requests": 2},
+        "cheap": {"requests_per_minute": 600, "burst_requests": 2},
+    }
+    async with fleet(database_url, nats_url, openai_server, limits, STEP_REGISTRY) as client:
+        openai_server.script(Reply(status=429, headers={"Retry-After": "3"}))
+        ids = await create_steps(client, "two_tier", 6)
+        await eventually(lambda: all_succeeded(db, ids), timeout=60, interval=0.2)
+        throttled = dict(
+            await db.fetch("SELECT key, throttled_total FROM rate_limits ORDER BY key")
+        )
+
+    refused = openai_server.requests[0]
+    assert refused.body.get("model") == CHEAP
+    later_cheap = [
+        r.at - refused.at for r in openai_server.requests[1:] if r.body.get("model") == CHEAP
+    ]
+    # Calls already under way when the 429 came back may land a moment later (the burst's
+    # second permit); nothing is sent after its report until the Retry-After has passed.
+    assert [d for d in later_cheap if 0.2 < d < 3.0] == []
+    assert throttled == {"cheap": 1, "primary": 0}
+
+
+async def test_the_rate_cut_of_a_429_outlives_its_block(
+    database_url: str, nats_url: str, db: asyncpg.Connection, openai_server: LocalOpenAIServer
+) -> None:
+    """A Retry-After as long as the recovery: when the block ends the tier runs at half
+    its rate, and recovers from then on (the recovery clock starts at the block's end)."""
+    limits = {"primary": {"requests_per_minute": 600, "burst_requests": 2}}
+    async with fleet(
+        database_url, nats_url, openai_server, limits, rate_limit_recovery_s=4
+    ) as client:
+        openai_server.script(Reply(status=429, headers={"Retry-After": "4"}))
+        [job_id] = await create_evaluations(client, 1)
+        await eventually(
+            lambda: db.fetchval(
+                "SELECT blocked_until IS NOT NULL FROM rate_limits WHERE key = 'primary'"
+            ),
+            timeout=30,
+        )
+        blocked_until = await db.fetchval(
+            "SELECT extract(epoch FROM blocked_until) FROM rate_limits WHERE key = 'primary'"
+        )
+        await eventually(
+            lambda: db.fetchval("SELECT now() > to_timestamp($1::float8)", blocked_until),
+            timeout=10,
+        )
+        [state] = (await client.admin.ListRateLimits(apb.ListRateLimitsRequest())).limits
+        await eventually(lambda: all_succeeded(db, [job_id]), timeout=30, interval=0.2)
+
+    factor = state.effective_factor
+    print(f"factor when the 4 s block ended: {factor:.2f}")
+    assert 0.45 <= factor <= 0.75, factor  # halved, barely recovered yet

@@ -113,3 +113,44 @@ DEFINITION = JobDefinition(
     backoff_base_s=0.1,
     backoff_max_s=0.5,
 )
+
+
+# ``two_tier``: the same two steps, the first on the cheap tier: one attempt calls two
+# tiers, for the tests of rate limits per call (a 429 backs off the tier of the call).
+async def execute_two_tier(job_input: TwoStepInput, ctx: ExecutionContext) -> JobResult:
+    rendered = EVALUATE.render({"topic": job_input.topic, "text": job_input.text})
+    points = await run_step(
+        ctx,
+        "evaluate",
+        ModelTier.CHEAP,
+        rendered,
+        lambda r: validate_model(Points, parsed_object(r)),
+    )
+    rendered = SUMMARISE.render({"topic": job_input.topic, "points": points.points})
+    summary = await run_step(
+        ctx,
+        "summarise",
+        ModelTier.PRIMARY,
+        rendered,
+        lambda r: validate_model(Summary, parsed_object(r)),
+    )
+    return JobResult(TwoStepOutput(points=points.points, summary=summary.summary))
+
+
+TWO_TIER = JobDefinition(
+    job_type="two_tier",
+    label="Two steps on two model tiers",
+    domain="testing",
+    version="1",
+    queue=Queue.INTERACTIVE,
+    input_model=TwoStepInput,
+    output_model=TwoStepOutput,
+    execute=execute_two_tier,
+    model_tier=ModelTier.PRIMARY,
+    timeout_s=120.0,
+    max_attempts=4,
+    backoff_base_s=0.1,
+    backoff_max_s=0.5,
+)
+
+DEFINITIONS = [DEFINITION, TWO_TIER]
