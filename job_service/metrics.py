@@ -118,14 +118,15 @@ RATE_LIMIT_THROTTLED = Gauge(
 )
 CALL_PERMITS = Counter(
     "jobs_call_permits_total",
-    "Provider-call permits asked for, per rate-limited tier and answer (granted, or wait: "
-    "the tier's call bucket was empty or a 429 blocked it).",
+    "Provider-call permits asked for, per rate-limited tier and answer: granted (call now), "
+    "reserved (a slot a moment ahead), wait (no slot near enough: ask again later), "
+    "blocked (a reserved slot a 429 voided), late (a reserved slot confirmed past its slack).",
     ["tier", "answer"],
 )
 
 
-def call_permit(tier: str, *, granted: bool) -> None:
-    CALL_PERMITS.labels(tier, "granted" if granted else "wait").inc()
+def call_permit(tier: str, answer: str) -> None:
+    CALL_PERMITS.labels(tier, answer).inc()
 
 
 def tokens_unused(queue: str, count: int, *, handed_back: bool) -> None:

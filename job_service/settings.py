@@ -125,7 +125,7 @@ class JobServiceSettings(BaseSettings):
     # After a 429 halves a tier's rate, the rate is back in full after this long.
     rate_limit_recovery_s: float = Field(default=DEFAULT_RATE_RECOVERY_S, gt=0)
     # A provider call must start within this long of asking for its permit (a later one
-    # asks again); the call bucket holds rate x this less than the burst, at least one call.
+    # asks again); a tier's burst is smaller by rate x this, at least one call.
     rate_limit_call_slack_s: float = Field(default=DEFAULT_CALL_SLACK_S, gt=0, le=5)
 
     # Seconds to let in-flight RPCs finish on SIGTERM.

@@ -110,7 +110,7 @@ class Attempt:
                 self.usage,
                 api_key=api_key,
                 job=(self.job_id, self.attempt),
-                lease_token=self.job.lease_token,
+                lease=(self.job_id, self.job.lease_token),
             )
         except Exception as exc:
             if means_lease_lost(exc):  # no permit for a lost lease

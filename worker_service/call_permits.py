@@ -1,7 +1,8 @@
 """Rate limits at the call, the worker's side (ADR 0002): right before each provider call
-the worker asks the job service for a permit for the tier it calls, waits as long as it is
-told, and makes the call within the permit's validity; a 429 is reported for the tier
-that got it at once, so that no other worker's call reaches the provider during its
+the worker asks the job service for a permit for the tier it calls — a slot now, or one
+reserved a moment ahead, which it confirms when due — waits as long as it is told, and
+makes the call within the permit's validity; a 429 is reported for the tier that got it at
+once, so that no other worker's call reaches the provider during its
 Retry-After. Tiers without a limit are answered ``unlimited`` and not asked about again
 for a while."""
 
@@ -38,13 +39,14 @@ class CallPermits:
         attempt lost its lease."""
         backoff = UNREACHABLE_WAIT_S
         started = time.monotonic()
+        reserved = ""  # the slot held for this call, once one is
         while True:
             if self._unlimited_until.get(tier, 0.0) > time.monotonic():
                 return
             asked = time.monotonic()
             try:
                 permit = await self._executor.acquire_call_permit(
-                    job_id, lease_token, tier, timeout_s=RPC_TIMEOUT_S
+                    job_id, lease_token, tier, reserved, timeout_s=RPC_TIMEOUT_S
                 )
             except ExecutorUnreachable:
                 await asyncio.sleep(backoff)
@@ -59,8 +61,13 @@ class CallPermits:
                     return
                 # arrived too late to keep the provider's view within the limit: spent
                 metrics.call_permit_late(tier)
+                reserved = ""
                 continue
-            await asyncio.sleep(min(permit.retry_after_s, MAX_WAIT_S))
+            reserved = permit.reserved_slot
+            # a reserved slot is waited for exactly (it is at most a few seconds ahead)
+            await asyncio.sleep(
+                permit.retry_after_s if reserved else min(permit.retry_after_s, MAX_WAIT_S)
+            )
 
     async def rate_limited(
         self, tier: str, job_id: str, lease_token: str, error: ExecutionError

@@ -40,13 +40,13 @@ class ModelGateway:
         *,
         api_key: str | None = None,
         job: tuple[str, int] | None = None,
-        lease_token: str = "",
+        lease: tuple[str, str] | None = None,
     ) -> ProviderResponse:
         """One call for ``tier``; ``api_key`` None means the tier's platform key. Appends
         the call's usage record to ``usage`` whatever happens. ``job`` (job id, attempt):
-        the call's text streams to that job's watchers (when this gateway relays); with
-        ``lease_token``, the call waits for its tier's permit first (LeaseLost when the
-        lease is gone), and a 429 is reported for the tier."""
+        the call's text streams to that job's watchers (when this gateway relays). ``lease``
+        (job id, lease token): the call waits for its tier's permit first (LeaseLost when
+        the lease is gone), and a 429 is reported for the tier."""
         try:
             route = self._router.route(tier)
         except ValueError:
@@ -60,9 +60,9 @@ class ModelGateway:
             variables=prompt.variables,
         )
         mode = CredentialMode.PLATFORM if api_key is None else CredentialMode.USER
-        permits = self._permits if job is not None and lease_token else None
-        if permits is not None and job is not None:
-            await permits.acquire(tier, job[0], lease_token)
+        permits = self._permits if lease is not None else None
+        if permits is not None and lease is not None:
+            await permits.acquire(tier, *lease)
         started = time.monotonic()
 
         def record(error_code: str, response: ProviderResponse | None = None) -> None:
@@ -109,8 +109,8 @@ class ModelGateway:
                         response = await route.provider.generate(request, on_delta=partial.add)
         except ExecutionError as exc:
             record(exc.code)
-            if permits is not None and job is not None:
-                await permits.rate_limited(tier, job[0], lease_token, exc)
+            if permits is not None and lease is not None:
+                await permits.rate_limited(tier, *lease, exc)
             raise
         except asyncio.CancelledError:
             record(ErrorCode.CANCELLED)  # timed out or cancelled while the call ran

@@ -108,10 +108,12 @@ class ExecutorApi(Protocol):
         ...
 
     async def acquire_call_permit(
-        self, job_id: str, lease_token: str, tier: str, *, timeout_s: float
+        self, job_id: str, lease_token: str, tier: str, reserved_slot: str, *, timeout_s: float
     ) -> CallPermit:
         """AcquireCallPermit: may a provider call for ``tier`` be made now (else after how
-        long to ask again), while ``lease_token`` is the job's lease (else ``LeaseLost``)."""
+        long to ask again, with a slot reserved for it or not; ``reserved_slot``: the one
+        an earlier answer reserved, now due), while ``lease_token`` is the job's lease
+        (else ``LeaseLost``)."""
         ...
 
     async def report_rate_limited(

@@ -7,10 +7,12 @@ Two meters per tier, both rows every replica shares (ADR 0002, "Rate limits at t
   grants (``adapters/postgres/claims.py`` spends it, ``adapters/postgres/rate_limits.py``
   settles it) — admission, reserved ahead, so that a fleet does not start more attempts
   than the tier can serve;
-- the **call bucket**: every provider call takes a permit right before it is made
-  (``AcquireCallPermit``; ``adapters/postgres/call_permits.py``) — the guarantee, as the
-  provider sees it: in any window of W seconds at most ``max(burst, 1 + rate x slack) +
-  rate x W`` calls reach the provider (a call starts within ``slack`` of its permit).
+- the **call slots**: every provider call takes a slot right before it is made — now, or
+  reserved at most CALL_SLOTS_AHEAD_S ahead and confirmed when due (``AcquireCallPermit``;
+  ``adapters/postgres/call_permits.py``). Slots are spaced 1 / rate apart with a burst
+  tolerance (a generic cell rate algorithm); a call starts within ``slack`` of its slot,
+  and the burst is smaller by rate x slack, so that, as the provider sees it, in any
+  window of W seconds at most ``max(burst, 1 + rate x slack) + rate x W`` calls arrive.
 
 A 429 blocks the tier that got it until the provider's Retry-After and halves its rate
 factor once per block (never below MIN_RATE_FACTOR); the factor recovers additively from
@@ -29,6 +31,9 @@ DEFAULT_RATE_RECOVERY_S = 30.0
 # How soon after its permit was asked for a call must start (JOBS_RATE_LIMIT_CALL_SLACK_S);
 # the call bucket holds less by rate x slack, so calls that start late within it still fit.
 DEFAULT_CALL_SLACK_S = 0.2
+# How far ahead a call may hold a slot (beyond, it asks again later): a slot its attempt
+# no longer needs (cancelled, lease lost) is a gap in the tier's use of at most this long.
+CALL_SLOTS_AHEAD_S = 5.0
 # A 429 without a Retry-After blocks its tier this long.
 DEFAULT_RETRY_AFTER_S = 1.0
 MIN_RATE_FACTOR = 0.05
@@ -87,15 +92,27 @@ class BucketLevel:
 
 
 @dataclass(frozen=True)
+class CallSlot:
+    """A tier's next call slot: when (``at``, ``wait_s`` from now), and whether it was
+    taken (it was near enough)."""
+
+    taken: bool
+    at: datetime
+    wait_s: float
+
+
+@dataclass(frozen=True)
 class CallPermit:
     """The answer to one provider call asking for a permit: make it now (``granted``), or
-    ask again after ``retry_after_s``. ``valid_for_s``: granted, the call must start within
-    this long of asking; unlimited (the tier has no limit), how long not to ask again."""
+    ask again after ``retry_after_s`` — with ``reserved_slot`` when a slot is held for it
+    then. ``valid_for_s``: granted, the call must start within this long of asking;
+    unlimited (the tier has no limit), how long not to ask again."""
 
     granted: bool
     retry_after_s: float = 0.0
     valid_for_s: float = 0.0
     unlimited: bool = False
+    reserved_slot: str = ""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from job_service.domain.rate_limits import BucketState
+from job_service.domain.rate_limits import BucketState, CallSlot
 
 
 class RateLimitStore(Protocol):
@@ -24,8 +24,8 @@ class RateLimitStore(Protocol):
 
 
 class CallPermitStore(Protocol):
-    async def ensure(self, capacities: dict[str, float]) -> None:
-        """A full call bucket for each of these tiers that has none yet."""
+    async def ensure(self, keys: list[str]) -> None:
+        """A slot row for each of these tiers that has none yet."""
         ...
 
     async def take(
@@ -37,13 +37,20 @@ class CallPermitStore(Protocol):
         per_second: float,
         capacity: float,
         recovery_s: float,
-    ) -> tuple[bool, float, float, float] | None:
-        """One permit: (granted, level before, factor, seconds still blocked); None: no
-        bucket. LeaseLost unless the token holds the job's lease."""
+        ahead_s: float,
+    ) -> CallSlot | None:
+        """The tier's next slot, taken when at most ``ahead_s`` ahead; None: no row.
+        LeaseLost unless the token holds the job's lease."""
+        ...
+
+    async def confirm(
+        self, job_id: str, lease_token: str, tier: str, slot_at: datetime
+    ) -> tuple[float, float]:
+        """A reserved slot is due: (seconds still ahead, seconds the tier stays blocked)."""
         ...
 
     async def require_lease(self, job_id: str, lease_token: str) -> None: ...
 
     async def throttle(self, tier: str, retry_after_s: float, recovery_s: float) -> datetime | None:
-        """Blocks the tier; until when (None: no bucket)."""
+        """Blocks the tier; until when (None: no row)."""
         ...

@@ -1,15 +1,25 @@
 """Rate limits at the call (ADR 0002): every provider call of a leased attempt is admitted
 against the fleet-wide limit of the tier it calls, right before it is made, and a 429
 blocks the tier that got it. The grant bucket (the claim's) decides which attempts start;
-this decides when each of their calls may reach the provider."""
+this decides when each of their calls may reach the provider.
+
+A call takes the tier's next slot: now (granted), or a slot reserved a moment ahead (the
+worker waits, then confirms it: granted unless a 429 blocked the tier meanwhile), or, when
+the next slot is further ahead than CALL_SLOTS_AHEAD_S, nothing yet (ask again later).
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from job_service import metrics
 from job_service.domain.checks import require_uuid
-from job_service.domain.rate_limits import DEFAULT_RETRY_AFTER_S, CallPermit, TierBudgets
+from job_service.domain.rate_limits import (
+    CALL_SLOTS_AHEAD_S,
+    DEFAULT_RETRY_AFTER_S,
+    CallPermit,
+    TierBudgets,
+)
 from job_service.ports.rate_limits import CallPermitStore
 from shared.errors import FieldViolation, InternalError, InvalidInput
 
@@ -18,6 +28,8 @@ from shared.errors import FieldViolation, InternalError, InvalidInput
 UNLIMITED_FOR_S = 30.0
 # The longest Retry-After a report may block a tier for.
 MAX_RETRY_AFTER_S = 3600.0
+# A slot this near is now.
+NOW_S = 0.002
 # The shortest wait a refusal asks for.
 MIN_WAIT_S = 0.01
 
@@ -30,41 +42,68 @@ class CallPermits:
         self._slack_s = slack_s
 
     async def ensure_buckets(self) -> None:
-        """A full call bucket for each configured tier that has none yet."""
+        """A slot row for each configured tier that has none yet."""
         if self._limits:
-            await self._store.ensure(
-                {key: limit.call_capacity(self._slack_s) for key, limit in self._limits.items()}
-            )
+            await self._store.ensure(list(self._limits))
 
-    async def acquire(self, job_id: str, lease_token: str, tier: str) -> CallPermit:
+    async def acquire(
+        self, job_id: str, lease_token: str, tier: str, reserved_slot: str = ""
+    ) -> CallPermit:
         """One provider call of the attempt holding ``lease_token``, for ``tier``: now, or
-        after how long to ask again. LeaseLost unless the token holds the job's lease."""
+        after how long to ask again (with the slot reserved for it, if one is). LeaseLost
+        unless the token holds the job's lease."""
         _check(job_id, lease_token, tier)
         limit = self._limits.get(tier)
         if limit is None:
+            await self._store.require_lease(job_id, lease_token)
             return CallPermit(granted=True, unlimited=True, valid_for_s=UNLIMITED_FOR_S)
+        if reserved_slot:
+            return await self._confirm(job_id, lease_token, tier, reserved_slot)
         for _ in range(2):
-            taken = await self._store.take(
+            slot = await self._store.take(
                 job_id,
                 lease_token,
                 tier,
                 per_second=limit.requests_per_second,
                 capacity=limit.call_capacity(self._slack_s),
                 recovery_s=self._budgets.recovery_s,
+                ahead_s=CALL_SLOTS_AHEAD_S,
             )
-            if taken is not None:
+            if slot is not None:
                 break
             await self.ensure_buckets()  # configured after this replica started
         else:
-            raise InternalError(f"no call bucket for tier {tier!r}")
-        granted, level, factor, blocked_for = taken
-        metrics.call_permit(tier, granted=granted)
-        if granted:
+            raise InternalError(f"no call slots for tier {tier!r}")
+        if not slot.taken:
+            metrics.call_permit(tier, "wait")
+            return CallPermit(
+                granted=False, retry_after_s=max(slot.wait_s - CALL_SLOTS_AHEAD_S, MIN_WAIT_S)
+            )
+        if slot.wait_s <= NOW_S:
+            metrics.call_permit(tier, "granted")
             return CallPermit(granted=True, valid_for_s=self._slack_s)
-        wait = (
-            blocked_for if blocked_for > 0 else (1 - level) / (limit.requests_per_second * factor)
+        metrics.call_permit(tier, "reserved")
+        return CallPermit(
+            granted=False,
+            retry_after_s=slot.wait_s,
+            valid_for_s=self._slack_s,
+            reserved_slot=_slot_text(slot.at),
         )
-        return CallPermit(granted=False, retry_after_s=max(wait, MIN_WAIT_S))
+
+    async def _confirm(self, job_id: str, lease_token: str, tier: str, slot: str) -> CallPermit:
+        at = _slot_time(slot)
+        ahead_s, blocked_s = await self._store.confirm(job_id, lease_token, tier, at)
+        if blocked_s > 0:  # a 429 since: the slot is void, start again after the block
+            metrics.call_permit(tier, "blocked")
+            return CallPermit(granted=False, retry_after_s=blocked_s)
+        if ahead_s > NOW_S:
+            return CallPermit(granted=False, retry_after_s=ahead_s, reserved_slot=slot)
+        valid_for_s = self._slack_s + ahead_s  # what is left of the slot's slack
+        if valid_for_s <= NOW_S:  # confirmed too late to keep the provider's view: void
+            metrics.call_permit(tier, "late")
+            return CallPermit(granted=False, retry_after_s=MIN_WAIT_S)
+        metrics.call_permit(tier, "granted")
+        return CallPermit(granted=True, valid_for_s=valid_for_s)
 
     async def rate_limited(
         self, job_id: str, lease_token: str, tier: str, retry_after_s: float
@@ -95,3 +134,17 @@ def _check(job_id: str, lease_token: str, tier: str) -> None:
         raise InvalidInput(
             "model_tier is required", [FieldViolation("model_tier", "a model tier, 1..64 chars")]
         )
+
+
+def _slot_text(at: datetime) -> str:
+    """A reserved slot as the worker passes it back: its time, in microseconds."""
+    return str(round(at.timestamp() * 1_000_000))
+
+
+def _slot_time(text: str) -> datetime:
+    if not text.isdigit() or len(text) > 20:
+        raise InvalidInput(
+            "reserved_slot is not a slot this service reserved",
+            [FieldViolation("reserved_slot", "as AcquireCallPermitResponse.reserved_slot")],
+        )
+    return datetime.fromtimestamp(int(text) / 1_000_000, UTC)

@@ -652,6 +652,81 @@ CASES: dict[str, Case] = {
         "PERMISSION_DENIED",
         token=CLIENT_TOKEN,
     ),
+    "call permit: without the lease": Case(
+        EXEC + "AcquireCallPermit",
+        lambda s: epb.AcquireCallPermitRequest(
+            job_id=s.running, lease_token=UNKNOWN_ID, model_tier="primary"
+        ),
+        grpc.StatusCode.ABORTED,
+        "LEASE_LOST",
+    ),
+    "call permit: no tier": Case(
+        EXEC + "AcquireCallPermit",
+        lambda s: epb.AcquireCallPermitRequest(job_id=s.running, lease_token=s.lease_token),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "call permit: a tier past any length": Case(
+        EXEC + "AcquireCallPermit",
+        lambda s: epb.AcquireCallPermitRequest(
+            job_id=s.running, lease_token=s.lease_token, model_tier="t" * 65
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "call permit: SQL job id": Case(
+        EXEC + "AcquireCallPermit",
+        lambda s: epb.AcquireCallPermitRequest(
+            job_id=SQL, lease_token=s.lease_token, model_tier="primary"
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "call permit: client role": Case(
+        EXEC + "AcquireCallPermit",
+        lambda s: epb.AcquireCallPermitRequest(
+            job_id=s.running, lease_token=s.lease_token, model_tier="primary"
+        ),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
+    "report 429: without the lease": Case(
+        EXEC + "ReportRateLimited",
+        lambda s: epb.ReportRateLimitedRequest(
+            job_id=s.running, lease_token=UNKNOWN_ID, model_tier="primary"
+        ),
+        grpc.StatusCode.ABORTED,
+        "LEASE_LOST",
+    ),
+    "report 429: a negative Retry-After": Case(
+        EXEC + "ReportRateLimited",
+        lambda s: epb.ReportRateLimitedRequest(
+            job_id=s.running, lease_token=s.lease_token, model_tier="primary", retry_after_ms=-1
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "report 429: a Retry-After past an hour": Case(
+        EXEC + "ReportRateLimited",
+        lambda s: epb.ReportRateLimitedRequest(
+            job_id=s.running,
+            lease_token=s.lease_token,
+            model_tier="primary",
+            retry_after_ms=3_600_001,
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "report 429: client role": Case(
+        EXEC + "ReportRateLimited",
+        lambda s: epb.ReportRateLimitedRequest(
+            job_id=s.running, lease_token=s.lease_token, model_tier="primary"
+        ),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
     "resolve credential: without the lease": Case(
         EXEC + "ResolveCredential",
         lambda s: epb.ResolveCredentialRequest(job_id=s.running, lease_token=UNKNOWN_ID),

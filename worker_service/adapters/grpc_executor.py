@@ -202,10 +202,10 @@ class GrpcExecutorClient:
         return UserKey(response.api_key, response.provider, response.credential_id)
 
     async def acquire_call_permit(
-        self, job_id: str, lease_token: str, tier: str, *, timeout_s: float
+        self, job_id: str, lease_token: str, tier: str, reserved_slot: str, *, timeout_s: float
     ) -> CallPermit:
         request = pb.AcquireCallPermitRequest(
-            job_id=job_id, lease_token=lease_token, model_tier=tier
+            job_id=job_id, lease_token=lease_token, model_tier=tier, reserved_slot=reserved_slot
         )
         try:
             answer = await self._stub.AcquireCallPermit(request, timeout=timeout_s)
@@ -216,6 +216,7 @@ class GrpcExecutorClient:
             retry_after_s=answer.retry_after_ms / 1000,
             valid_for_s=answer.valid_for_ms / 1000,
             unlimited=answer.unlimited,
+            reserved_slot=answer.reserved_slot,
         )
 
     async def report_rate_limited(

@@ -122,13 +122,14 @@ class Lease:
 @dataclass(frozen=True, slots=True)
 class CallPermit:
     """AcquireCallPermit's answer: call now (``granted``, within ``valid_for_s`` of asking),
-    or ask again after ``retry_after_s``; ``unlimited``: no permit needed for
-    ``valid_for_s``."""
+    or ask again after ``retry_after_s`` (passing ``reserved_slot`` back when set);
+    ``unlimited``: no permit needed for ``valid_for_s``."""
 
     granted: bool
     retry_after_s: float
     valid_for_s: float
     unlimited: bool
+    reserved_slot: str = ""
 
 
 class CancelCause(StrEnum):

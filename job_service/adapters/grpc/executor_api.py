@@ -219,13 +219,14 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         self, request: pb.AcquireCallPermitRequest, context: grpc.aio.ServicerContext
     ) -> pb.AcquireCallPermitResponse:
         permit = await self._permits.acquire(
-            request.job_id, request.lease_token, request.model_tier
+            request.job_id, request.lease_token, request.model_tier, request.reserved_slot
         )
         return pb.AcquireCallPermitResponse(
             granted=permit.granted,
             retry_after_ms=math.ceil(permit.retry_after_s * 1000),
             valid_for_ms=int(permit.valid_for_s * 1000),
             unlimited=permit.unlimited,
+            reserved_slot=permit.reserved_slot,
         )
 
     async def ReportRateLimited(

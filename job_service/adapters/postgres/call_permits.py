@@ -1,11 +1,13 @@
-"""Provider-call permits on PostgreSQL: a call bucket per rate-limited model tier
-(``call_permits``), shared by every replica, which every provider call of a leased attempt
-spends from right before it is made; and the 429 block of a tier, applied to both its
-buckets.
+"""Provider-call slots on PostgreSQL: per rate-limited model tier, the time its next call
+slot is free (``call_permits.next_at``, a generic cell rate algorithm's theoretical arrival
+time), shared by every replica; every provider call of a leased attempt takes a slot right
+before it is made — now, or a reserved one a moment ahead that the worker confirms when it
+is due — and a 429 blocks the tier, in both of its meters.
 
-The call bucket refills at the tier's rate times the back-off factor the grant bucket
-(``rate_limits``) keeps; its row lock serialises the tier's permits (a statement each, no
-transaction held across a round trip).
+Slots are spaced 1 / (rate x back-off factor) apart, with a tolerance of (capacity - 1)
+slots for bursts: in any window of W seconds at most capacity + rate x W slots. The row
+lock serialises a tier's slots (one statement each, no transaction held across a round
+trip).
 """
 
 from __future__ import annotations
@@ -15,27 +17,24 @@ from datetime import datetime
 import asyncpg
 
 from job_service.domain.lifecycle import LEASED, status_values
-from job_service.domain.rate_limits import MIN_RATE_FACTOR
+from job_service.domain.rate_limits import MIN_RATE_FACTOR, CallSlot
 from shared.errors import LeaseLost
 
 ENSURE = """
-INSERT INTO call_permits (key, available)
-SELECT * FROM unnest($1::text[], $2::float8[])
-ON CONFLICT (key) DO NOTHING
+INSERT INTO call_permits (key) SELECT unnest($1::text[]) ON CONFLICT (key) DO NOTHING
 """
 
-# One permit of tier $3 for the attempt that holds job $1's lease $2: the bucket refilled
-# for the time since its last refill (never before a block's end: refilled_at is set
-# there), spent by one when it holds a whole call and the tier is not blocked. FOR SHARE
-# on the job waits for a concurrent end of the attempt: a worker whose lease just ended
-# gets no permit.
-PERMIT = """
+# A slot of tier $3 for the attempt that holds job $1's lease $2 ($7 the leased statuses):
+# the earliest time, not before a 429's block ends, that keeps the tier within $5 calls a
+# second (times its back-off factor, $4 its recovery) with $6 of burst; taken only when it
+# is at most $8 seconds ahead. FOR SHARE on the job waits for a concurrent end of the
+# attempt: a worker whose lease just ended gets no slot.
+TAKE = """
 WITH job AS (
     SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2 AND status = ANY($7::text[])
     FOR SHARE
 ), bucket AS (
-    SELECT p.key, p.available,
-           greatest(extract(epoch FROM now() - p.refilled_at)::float8, 0) AS elapsed
+    SELECT p.key, greatest(p.next_at, now()) AS tat
     FROM call_permits p WHERE p.key = $3 AND EXISTS (SELECT 1 FROM job)
     FOR UPDATE OF p
 ), tier AS (
@@ -43,20 +42,27 @@ WITH job AS (
            least(1.0, r.factor
                  + greatest(extract(epoch FROM now() - r.refilled_at)::float8, 0) / $4) AS f
     FROM rate_limits r WHERE r.key = $3
-), level AS (
-    SELECT b.key, t.blocked_until, t.f,
-           least($6, b.available + b.elapsed * $5 * t.f) AS level,
-           (t.blocked_until IS NULL OR t.blocked_until <= now()) AS open
+), slot AS (
+    SELECT b.key, b.tat, 1.0 / ($5 * t.f) AS tau,
+           greatest(now(), coalesce(t.blocked_until, now()),
+                    b.tat - ($6 - 1) / ($5 * t.f) * interval '1 second') AS at
     FROM bucket b CROSS JOIN tier t
 ), answer AS (
-    SELECT key, blocked_until, f, level, open AND level >= 1 AS granted FROM level
+    SELECT key, tat, tau, at, at <= now() + $8 * interval '1 second' AS taken FROM slot
 )
-UPDATE call_permits p SET
-    available = answer.level - answer.granted::int,
-    refilled_at = greatest(now(), p.refilled_at)
+UPDATE call_permits p SET next_at = CASE WHEN answer.taken
+    THEN greatest(answer.tat, answer.at) + answer.tau * interval '1 second' ELSE p.next_at END
 FROM answer WHERE p.key = answer.key
-RETURNING answer.granted, answer.level, answer.f AS factor,
-          extract(epoch FROM answer.blocked_until - now())::float8 AS blocked_for
+RETURNING answer.taken, answer.at, extract(epoch FROM answer.at - now())::float8 AS wait
+"""
+
+# A reserved slot ($4) of tier $3 is due: still good unless a 429 blocked the tier since.
+CONFIRM = """
+SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2
+               AND status = ANY($5::text[])) AS leased,
+       extract(epoch FROM $4::timestamptz - now())::float8 AS early,
+       coalesce(extract(epoch FROM r.blocked_until - now())::float8, 0) AS blocked_for
+FROM rate_limits r WHERE r.key = $3
 """
 
 LEASE_HELD = """
@@ -64,10 +70,10 @@ SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2
                AND status = ANY($3::text[]))
 """
 
-# A 429 from a call of tier $1, Retry-After $2 s: no permit and no grant of the tier before
-# then. The first 429 of a block halves the rate (a block's later 429s are calls that were
-# already under way); the rate recovers from the block's end, and neither bucket refills
-# before it.
+# A 429 from a call of tier $1, Retry-After $2 s: no slot and no grant of the tier before
+# then (slots reserved inside the block are refused when confirmed). The first 429 of a
+# block halves the rate (a block's later 429s are calls that were already under way); the
+# rate recovers from the block's end, and the grant bucket does not refill before it.
 THROTTLE = """
 WITH tier AS (
     UPDATE rate_limits SET
@@ -82,8 +88,7 @@ WITH tier AS (
     WHERE key = $1
     RETURNING key, blocked_until
 ), calls AS (
-    UPDATE call_permits p SET available = least(p.available, 0),
-                              refilled_at = tier.blocked_until
+    UPDATE call_permits p SET next_at = greatest(p.next_at, tier.blocked_until)
     FROM tier WHERE p.key = tier.key
 )
 SELECT blocked_until FROM tier
@@ -98,10 +103,9 @@ class CallPermitRepository:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def ensure(self, capacities: dict[str, float]) -> None:
-        """A full call bucket for each of these tiers that has none yet."""
-        keys = sorted(capacities)
-        await self._pool.execute(ENSURE, keys, [capacities[k] for k in keys])
+    async def ensure(self, keys: list[str]) -> None:
+        """A slot row for each of these tiers that has none yet."""
+        await self._pool.execute(ENSURE, sorted(keys))
 
     async def take(
         self,
@@ -112,17 +116,30 @@ class CallPermitRepository:
         per_second: float,
         capacity: float,
         recovery_s: float,
-    ) -> tuple[bool, float, float, float] | None:
-        """One permit: (granted, the bucket's level before, the rate factor, seconds the
-        tier stays blocked, <= 0 when not); None when the tier has no bucket yet.
-        LeaseLost unless ``lease_token`` holds the job's lease."""
+        ahead_s: float,
+    ) -> CallSlot | None:
+        """The tier's next slot, taken when at most ``ahead_s`` ahead; None when the tier
+        has no row yet. LeaseLost unless ``lease_token`` holds the job's lease."""
         row = await self._pool.fetchrow(
-            PERMIT, job_id, lease_token, tier, recovery_s, per_second, capacity, _LEASED
+            TAKE, job_id, lease_token, tier, recovery_s, per_second, capacity, _LEASED, ahead_s
         )
         if row is not None:
-            return row["granted"], row["level"], row["factor"], row["blocked_for"] or 0.0
+            return CallSlot(taken=row["taken"], at=row["at"], wait_s=max(row["wait"], 0.0))
         await self.require_lease(job_id, lease_token)
         return None
+
+    async def confirm(
+        self, job_id: str, lease_token: str, tier: str, slot_at: datetime
+    ) -> tuple[float, float]:
+        """A reserved slot is due: (seconds it is still ahead, negative when past, seconds
+        the tier stays blocked); LeaseLost unless ``lease_token`` holds the job's lease."""
+        row = await self._pool.fetchrow(CONFIRM, job_id, lease_token, tier, slot_at, _LEASED)
+        if row is None:  # no such tier: nothing blocks it
+            await self.require_lease(job_id, lease_token)
+            return 0.0, 0.0
+        if not row["leased"]:
+            raise LeaseLost("the lease is no longer held")
+        return row["early"], max(row["blocked_for"], 0.0)
 
     async def require_lease(self, job_id: str, lease_token: str) -> None:
         """LeaseLost unless ``lease_token`` holds the job's lease."""
@@ -131,7 +148,7 @@ class CallPermitRepository:
 
     async def throttle(self, tier: str, retry_after_s: float, recovery_s: float) -> datetime | None:
         """Blocks ``tier`` for ``retry_after_s``; when it is blocked until (None: no
-        bucket)."""
+        row)."""
         blocked: datetime | None = await self._pool.fetchval(
             THROTTLE, tier, retry_after_s, MIN_RATE_FACTOR, recovery_s
         )

@@ -162,17 +162,14 @@ SELECT DISTINCT x::text AS id FROM unnest($1::uuid[]) x
 WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE id = x) ORDER BY 1;
 
 -- call_permits.ENSURE
-INSERT INTO call_permits (key, available)
-SELECT * FROM unnest($1::text[], $2::float8[])
-ON CONFLICT (key) DO NOTHING;
+INSERT INTO call_permits (key) SELECT unnest($1::text[]) ON CONFLICT (key) DO NOTHING;
 
--- call_permits.PERMIT
+-- call_permits.TAKE
 WITH job AS (
     SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2 AND status = ANY($7::text[])
     FOR SHARE
 ), bucket AS (
-    SELECT p.key, p.available,
-           greatest(extract(epoch FROM now() - p.refilled_at)::float8, 0) AS elapsed
+    SELECT p.key, greatest(p.next_at, now()) AS tat
     FROM call_permits p WHERE p.key = $3 AND EXISTS (SELECT 1 FROM job)
     FOR UPDATE OF p
 ), tier AS (
@@ -180,20 +177,25 @@ WITH job AS (
            least(1.0, r.factor
                  + greatest(extract(epoch FROM now() - r.refilled_at)::float8, 0) / $4) AS f
     FROM rate_limits r WHERE r.key = $3
-), level AS (
-    SELECT b.key, t.blocked_until, t.f,
-           least($6, b.available + b.elapsed * $5 * t.f) AS level,
-           (t.blocked_until IS NULL OR t.blocked_until <= now()) AS open
+), slot AS (
+    SELECT b.key, b.tat, 1.0 / ($5 * t.f) AS tau,
+           greatest(now(), coalesce(t.blocked_until, now()),
+                    b.tat - ($6 - 1) / ($5 * t.f) * interval '1 second') AS at
     FROM bucket b CROSS JOIN tier t
 ), answer AS (
-    SELECT key, blocked_until, f, level, open AND level >= 1 AS granted FROM level
+    SELECT key, tat, tau, at, at <= now() + $8 * interval '1 second' AS taken FROM slot
 )
-UPDATE call_permits p SET
-    available = answer.level - answer.granted::int,
-    refilled_at = greatest(now(), p.refilled_at)
+UPDATE call_permits p SET next_at = CASE WHEN answer.taken
+    THEN greatest(answer.tat, answer.at) + answer.tau * interval '1 second' ELSE p.next_at END
 FROM answer WHERE p.key = answer.key
-RETURNING answer.granted, answer.level, answer.f AS factor,
-          extract(epoch FROM answer.blocked_until - now())::float8 AS blocked_for;
+RETURNING answer.taken, answer.at, extract(epoch FROM answer.at - now())::float8 AS wait;
+
+-- call_permits.CONFIRM
+SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2
+               AND status = ANY($5::text[])) AS leased,
+       extract(epoch FROM $4::timestamptz - now())::float8 AS early,
+       coalesce(extract(epoch FROM r.blocked_until - now())::float8, 0) AS blocked_for
+FROM rate_limits r WHERE r.key = $3;
 
 -- call_permits.LEASE_HELD
 SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2
@@ -213,8 +215,7 @@ WITH tier AS (
     WHERE key = $1
     RETURNING key, blocked_until
 ), calls AS (
-    UPDATE call_permits p SET available = least(p.available, 0),
-                              refilled_at = tier.blocked_until
+    UPDATE call_permits p SET next_at = greatest(p.next_at, tier.blocked_until)
     FROM tier WHERE p.key = tier.key
 )
 SELECT blocked_until FROM tier;

@@ -40,12 +40,12 @@ rate_limits = Table(
     Column("throttled_total", BigInteger, nullable=False, server_default="0"),
 )
 
-# One call bucket per rate-limited model tier: every provider call takes a permit from it
-# right before it is made; it shares rate_limits' back-off factor and 429 block.
+# Per rate-limited model tier, when its next call slot is free (a generic cell rate
+# algorithm's theoretical arrival time): every provider call takes a slot right before it
+# is made; it shares rate_limits' back-off factor and 429 block.
 call_permits = Table(
     "call_permits",
     metadata,
     Column("key", String(64), primary_key=True),
-    Column("available", Float(precision=53), nullable=False),
-    Column("refilled_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("next_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )

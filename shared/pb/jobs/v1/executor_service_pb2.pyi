@@ -350,26 +350,30 @@ class JobSignal(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., name: _Optional[str] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class AcquireCallPermitRequest(_message.Message):
-    __slots__ = ("job_id", "lease_token", "model_tier")
+    __slots__ = ("job_id", "lease_token", "model_tier", "reserved_slot")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     MODEL_TIER_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_SLOT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     lease_token: str
     model_tier: str
-    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., model_tier: _Optional[str] = ...) -> None: ...
+    reserved_slot: str
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., model_tier: _Optional[str] = ..., reserved_slot: _Optional[str] = ...) -> None: ...
 
 class AcquireCallPermitResponse(_message.Message):
-    __slots__ = ("granted", "retry_after_ms", "valid_for_ms", "unlimited")
+    __slots__ = ("granted", "retry_after_ms", "valid_for_ms", "unlimited", "reserved_slot")
     GRANTED_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
     VALID_FOR_MS_FIELD_NUMBER: _ClassVar[int]
     UNLIMITED_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_SLOT_FIELD_NUMBER: _ClassVar[int]
     granted: bool
     retry_after_ms: int
     valid_for_ms: int
     unlimited: bool
-    def __init__(self, granted: _Optional[bool] = ..., retry_after_ms: _Optional[int] = ..., valid_for_ms: _Optional[int] = ..., unlimited: _Optional[bool] = ...) -> None: ...
+    reserved_slot: str
+    def __init__(self, granted: _Optional[bool] = ..., retry_after_ms: _Optional[int] = ..., valid_for_ms: _Optional[int] = ..., unlimited: _Optional[bool] = ..., reserved_slot: _Optional[str] = ...) -> None: ...
 
 class ReportRateLimitedRequest(_message.Message):
     __slots__ = ("job_id", "lease_token", "model_tier", "retry_after_ms")

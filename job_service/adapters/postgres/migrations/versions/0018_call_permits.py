@@ -1,6 +1,6 @@
-"""call permits: a bucket per rate-limited model tier that every provider call spends from
-right before it is made (ADR 0002, "Rate limits at the call"), beside the grant bucket in
-rate_limits, whose back-off factor and 429 block it shares
+"""call permits: per rate-limited model tier, the time of its next free call slot, which every
+provider call takes from right before it is made (ADR 0002, "Rate limits at the call"),
+beside the grant bucket in rate_limits, whose back-off factor and 429 block it shares
 
 Expand-only, like every migration: a new table. An older replica, which does not know it,
 keeps metering grants only.
@@ -25,9 +25,8 @@ def upgrade() -> None:
     op.create_table(
         "call_permits",
         sa.Column("key", sa.String(64), primary_key=True),
-        sa.Column("available", sa.Float(precision=53), nullable=False),
         sa.Column(
-            "refilled_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+            "next_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
         ),
     )
 
