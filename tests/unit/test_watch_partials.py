@@ -13,6 +13,7 @@ from job_service.domain.lifecycle import JobStatus
 from job_service.ports.partials import PieceSink
 from job_service.usecases import watch as watch_module
 from job_service.usecases.watch import WatchHub
+from shared.registry import default_registry
 from tests.support.wait import eventually
 from tests.unit.test_paging import FakeListing, _job
 
@@ -54,7 +55,7 @@ async def start(
 
 async def test_pieces_come_between_the_states_and_the_subscription_ends_with_the_watch() -> None:
     listing, feed = FakeListing(), FakeFeed()
-    hub = WatchHub(listing, feed)  # type: ignore[arg-type]
+    hub = WatchHub(listing, feed, default_registry())  # type: ignore[arg-type]
     listing.row = _job(JobStatus.RUNNING)
     seen, task = await start(hub, listing, partial_output=True)
 
@@ -73,7 +74,7 @@ async def test_pieces_come_between_the_states_and_the_subscription_ends_with_the
 
 async def test_without_the_flag_there_is_no_subscription() -> None:
     listing, feed = FakeListing(), FakeFeed()
-    hub = WatchHub(listing, feed)  # type: ignore[arg-type]
+    hub = WatchHub(listing, feed, default_registry())  # type: ignore[arg-type]
     listing.row = _job(JobStatus.RUNNING)
     _, task = await start(hub, listing, partial_output=False)
 
@@ -85,7 +86,7 @@ async def test_without_the_flag_there_is_no_subscription() -> None:
 
 async def test_a_watcher_that_falls_behind_keeps_the_newest_pieces() -> None:
     listing, feed = FakeListing(), FakeFeed()
-    hub = WatchHub(listing, feed)  # type: ignore[arg-type]
+    hub = WatchHub(listing, feed, default_registry())  # type: ignore[arg-type]
     listing.row = _job(JobStatus.RUNNING)
     seen, task = await start(hub, listing, partial_output=True)
     limit = watch_module.MAX_PENDING_PIECES
