@@ -4,7 +4,8 @@ no channel a user or a worker in another language can reach.
 
     stored output, GetJob, ListJobs, admin views, logs
                        test_data_lifecycle.py::
-                       test_redacted_output_fields_are_never_stored_nor_shown_to_the_owner
+                       test_redacted_output_fields_are_never_stored_nor_shown_to_the_owner,
+                       and again below after a real worker's run
     partial output     a WatchJob with include_partial_output, a real worker streaming from
                        the local OpenAI-compatible server: no piece, no byte of the field,
                        nothing published on the job's partial-output subject
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -34,6 +36,7 @@ from jobtypes import feynman_evaluation as feynman
 from jobtypes.aijob import ai_job_definition
 from shared.ai.provider import ModelTier
 from shared.constants import PARTIAL_SUBJECT_PREFIX, Queue
+from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
@@ -78,6 +81,20 @@ def the_answer() -> dict[str, Any]:
     return answer
 
 
+async def every_row_as_text(db: asyncpg.Connection) -> dict[str, list[str]]:
+    """Each row of each table as PostgreSQL's text form."""
+    tables = await db.fetch(
+        "SELECT table_name FROM information_schema.tables"
+        " WHERE table_schema = 'public' AND table_type = 'BASE TABLE'"
+    )
+    return {
+        t["table_name"]: [
+            r["row"] for r in await db.fetch(f'SELECT t::text AS row FROM "{t["table_name"]}" t')
+        ]
+        for t in tables
+    }
+
+
 @pytest.fixture
 async def redacting(database_url: str, nats_url: str) -> AsyncIterator[JobServiceApp]:
     async with running_job_service(database_url, nats_url, redacting_registry()) as app:
@@ -117,7 +134,10 @@ async def test_watching_a_redacted_job_type_with_partial_output_carries_no_redac
     streaming_worker: WorkerApp,
     openai_server: LocalOpenAIServer,
     nats_client: NatsClient,
+    db: asyncpg.Connection,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     published: list[Msg] = []
 
     async def capture(msg: Msg) -> None:
@@ -154,6 +174,14 @@ async def test_watching_a_redacted_job_type_with_partial_output_carries_no_redac
     assert openai_server.requests[0].body.get("stream") is not True
     await nats_client.flush()
     assert [m.subject for m in published] == []
+    # and no other channel of the same run has it: answers, the database, the logs
+    listed = await client.jobs.ListJobs(jpb.ListJobsRequest(user_id="alice"))
+    admin = await client.admin.GetJob(apb.AdminGetJobRequest(job_id=job_id))
+    for seen in (listed, admin):
+        assert secret.encode() not in seen.SerializeToString()
+    for table, rows in (await every_row_as_text(db)).items():
+        assert not [r for r in rows if secret in r], table
+    assert secret not in caplog.text
 
 
 async def test_a_piece_published_for_a_redacted_job_is_not_relayed_to_its_watcher(
