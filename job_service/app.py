@@ -251,7 +251,7 @@ class JobServiceApp(Lifetime):
         schedules = Schedules(
             new_jobs, jobs, ScheduleRepository(self._pool, create_job), page_tokens
         )
-        watches = self._watches = WatchHub(listing, NatsPartialOutputFeed(self._nc))
+        watches = self._watches = WatchHub(listing, NatsPartialOutputFeed(self._nc), self.registry)
         server = build_server(
             s,
             self.registry,
@@ -271,7 +271,7 @@ class JobServiceApp(Lifetime):
             watches=watches,
             sessions=sessions,
             usage=UsageReports(UsageReportRepository(self._pool)),
-            steps=Steps(StepRepository(hot)),
+            steps=Steps(StepRepository(hot), self.registry),
             schedules=schedules,
             signals=Signals(SignalRepository(self._pool), publisher),
         )

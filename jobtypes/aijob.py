@@ -8,7 +8,8 @@ DESIGN §7, the same for every AI job type::
     provider call for the definition's tier   (ctx.generate: router, key, usage row),
       checkpointed as the step ``step``: a later attempt reuses the recorded response
       instead of calling again (worker_service/steps.py)
-    parse: the answer must be a JSON object   VALIDATION_OUTPUT_MALFORMED
+    parse: the answer must be a JSON object   VALIDATION_OUTPUT_MALFORMED (a provider
+      hands over any answer's text; not JSON is judged here, like the schema)
     business validation of the raw answer     (optional ``validator``: reject/default/trim)
     the output model                          VALIDATION_OUTPUT_SCHEMA
       a VALIDATION_* failure: one repair call (seed 000 §5.2: "retry with the prompt
@@ -27,6 +28,7 @@ continues at the first one that has no record.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -108,10 +110,21 @@ async def run_step(
 
 
 def parsed_object(response: ProviderResponse) -> dict[str, Any]:
-    """The answer's JSON object, or VALIDATION_OUTPUT_MALFORMED."""
+    """The answer's JSON object, or VALIDATION_OUTPUT_MALFORMED saying what it is instead
+    (a provider hands over an answer that is not JSON as text, ``parsed`` None: judged
+    here, it earns the repair call an answer off the schema earns)."""
     if response.parsed is None:
-        raise ExecutionError(ErrorCode.VALIDATION_OUTPUT_MALFORMED, "no JSON object")
+        raise ExecutionError(ErrorCode.VALIDATION_OUTPUT_MALFORMED, _not_an_object(response.text))
     return response.parsed
+
+
+def _not_an_object(text: str) -> str:
+    """Why ``text`` is not a JSON object, without quoting it."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return "the answer is not JSON"
+    return "the answer is JSON but not an object"
 
 
 def validate_model(model: type[M], raw: dict[str, Any]) -> M:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import BaseModel, ValidationError
 
 from shared.ai.provider import ModelTier
-from shared.canonical import content_hash
 from shared.constants import Queue
 from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput, UnknownJobType
@@ -204,16 +203,6 @@ class JobDefinition:
         target_type, spec = self.default_target
         value = getattr(validated, spec.removeprefix("input."), None)
         return (target_type, str(value)) if value not in (None, "") else None
-
-    def redact_output(self, output: dict[str, Any]) -> dict[str, Any]:
-        """The output as it may be stored and shown: each ``output_redaction`` field
-        replaced by the hash of its canonical JSON."""
-        if not self.output_redaction:
-            return output
-        return {
-            name: (f"sha256:{content_hash(value)}" if name in self.output_redaction else value)
-            for name, value in output.items()
-        }
 
     def scheduling_keys(self, validated: BaseModel, user_id: str) -> tuple[str, str | None]:
         """The job's fairness key and concurrency key (None without a limit). A user-scoped

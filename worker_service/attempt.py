@@ -40,6 +40,7 @@ class Attempt:
         "_progress",
         "_resolved",
         "_signals",
+        "_streams_to",
         "_task",
         "cause",
         "job",
@@ -54,14 +55,18 @@ class Attempt:
         gateway: ModelGateway | None = None,
         checkpoints: Checkpoints | None = None,
         executor: ExecutorApi | None = None,
+        relays_partial_output: bool = False,
     ) -> None:
         """``executor``: where signals are fetched from (None: job code asking for a
-        signal fails the attempt)."""
+        signal fails the attempt). ``relays_partial_output``: the provider calls stream
+        their text to the job's watchers (never for a type that redacts its output:
+        ``shared.redaction``)."""
         self.job = job
         self.cause: CancelCause | None = None
         # One record per provider call of this attempt, submitted with its outcome.
         self.usage: list[UsageRecord] = []
         self._gateway = gateway
+        self._streams_to = (job.job_id, job.attempt) if relays_partial_output else None
         # None: steps are not checkpointed (each named step calls the provider)
         self._checkpoints = checkpoints
         self._task: asyncio.Task[object] | None = None
@@ -109,7 +114,7 @@ class Attempt:
                 prompt,
                 self.usage,
                 api_key=api_key,
-                job=(self.job_id, self.attempt),
+                job=self._streams_to,
                 lease=(self.job_id, self.job.lease_token),
             )
         except Exception as exc:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from shared import logs, tracing
+from shared import logs, redaction, tracing
 from shared.ai.provider import UsageRecord
 from shared.errors import ErrorCode, classify
 from shared.registry import JobDefinition
@@ -143,12 +143,14 @@ class Pipeline:
         self, job: LockedJob, lease: Lease
     ) -> tuple[Outcome | None, tuple[UsageRecord, ...]]:
         """The outcome (None: the lease was lost) and the attempt's provider calls."""
+        definition = self._definition(job)
         attempt = Attempt(
             job,
             credentials=self._credentials,
             gateway=self._gateway,
-            checkpoints=self._checkpoints(job),
+            checkpoints=self._checkpoints(job, definition),
             executor=self._executor,
+            relays_partial_output=redaction.relays_partial_output(definition),
         )
         self._running[job.job_id] = attempt
         early = self._early_cancels.pop(job.job_id, None)
@@ -178,14 +180,18 @@ class Pipeline:
             outcome = dataclasses.replace(outcome, usage=usage)
         return outcome, usage
 
-    def _checkpoints(self, job: LockedJob) -> Checkpoints | None:
-        """The attempt's step checkpoints; none for a job type whose output is redacted:
-        its responses carry the redacted fields, which must never be stored (ADR 0007)."""
+    def _definition(self, job: LockedJob) -> JobDefinition | None:
         try:
-            redacted = bool(self._lookup(job.job_type).output_redaction)
+            return self._lookup(job.job_type)
         except Exception:
             return None  # an unknown job type fails in _attempt
-        return None if redacted else Checkpoints(job, self._executor, clock=self._clock)
+
+    def _checkpoints(self, job: LockedJob, definition: JobDefinition | None) -> Checkpoints | None:
+        """The attempt's step checkpoints; none for a job type whose output is redacted:
+        its responses carry the redacted fields, which must never be stored (ADR 0007)."""
+        if not redaction.records_steps(definition):
+            return None
+        return Checkpoints(job, self._executor, clock=self._clock)
 
     async def _attempt(self, job: LockedJob, attempt: Attempt) -> Outcome:
         try:

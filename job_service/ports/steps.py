@@ -22,6 +22,10 @@ class StepStore(Protocol):
         ``lease_token`` holds the job's lease; the attempt number, or LeaseLost."""
         ...
 
+    async def job_type(self, job_id: str) -> str | None:
+        """The stored type of the job, or None when there is no such job."""
+        ...
+
     async def steps_of(self, job_ids: Sequence[str]) -> dict[str, list[RecordedStep]]:
         """The recorded steps of each job that has any, oldest first."""
         ...

@@ -21,6 +21,7 @@ from job_service.ports.outbox import Handoff
 from job_service.ports.results import ResultStore
 from job_service.usecases.leases import Leases
 from job_service.usecases.rate_limits import RateReservations
+from shared import redaction
 from shared.canonical import check_storable
 from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, FieldViolation, InvalidInput, JobsError, LeaseLost
@@ -64,7 +65,7 @@ class Results:
         refused: dict[str, str] = {}
         children: list[NewChild] = []
         with_children = [s for s in valid if s.children]
-        redacting = any(d.output_redaction for d in self._registry)
+        redacting = any(redaction.redacts(d) for d in self._registry)
         types: dict[str, str] = {}
         if with_children or (redacting and valid):
             looked_up = valid if redacting else with_children
@@ -135,8 +136,8 @@ class Results:
         stays the hash of the whole output the worker produced."""
         if job_type is None:
             return submission  # no such job: refused as a lost lease anyway
-        redacted = self._registry.get(job_type).redact_output(submission.output)
-        return replace(submission, output=redacted)
+        definition = self._registry.get(job_type)
+        return replace(submission, output=redaction.stored_output(definition, submission.output))
 
     def _children(self, submission: Submission, parent_type: str | None) -> list[NewChild]:
         """The submission's child jobs, allowed by the parent's definition and admitted as

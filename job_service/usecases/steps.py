@@ -2,7 +2,8 @@
 as a named step of the job, fenced by its lease, before its attempt goes on; the next
 attempt of the job receives the recorded steps with its lease (the claims use case attaches
 them) and reuses them instead of paying for the calls again. Responses are the job's
-data: never logged, deleted with it."""
+data: never logged, deleted with it; the response of a job type whose output is redacted
+is never recorded (``shared.redaction``: refused here, whatever the worker does)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,19 @@ import json
 from job_service import metrics
 from job_service.domain.checks import require_uuid
 from job_service.ports.steps import StepStore
+from shared import redaction
 from shared.ai.provider import UsageRecord
 from shared.ai.steps import MAX_RESPONSE_CHARS, STEP_NAME, StepResponse
 from shared.errors import FieldViolation, InvalidInput, LeaseLost
+from shared.registry import Registry
 
 
 class Steps:
-    def __init__(self, store: StepStore) -> None:
+    def __init__(self, store: StepStore, registry: Registry) -> None:
         self._store = store
+        self._registry = registry
+        # most deployments redact nothing: then no job is looked up for its type
+        self._redacting = any(redaction.redacts(d) for d in registry)
 
     async def record(
         self,
@@ -29,7 +35,7 @@ class Steps:
         usage: UsageRecord,
     ) -> int:
         """The attempt the step was recorded under; LeaseLost unless ``lease_token`` holds
-        the job's lease."""
+        the job's lease; InvalidInput for a job whose type redacts its output."""
         require_uuid("job_id", job_id)
         require_uuid("lease_token", lease_token)
         violations = []
@@ -53,8 +59,23 @@ class Steps:
             )
         if violations:
             raise InvalidInput("the step cannot be recorded", violations)
+        if self._redacting:
+            await self._refuse_redacted(job_id)
         try:
             return await self._store.record_step(job_id, lease_token, step, response, usage)
         except LeaseLost:
             metrics.stale_submit("RecordStep")
             raise
+
+    async def _refuse_redacted(self, job_id: str) -> None:
+        """InvalidInput when the job's type redacts its output: a step's response is the
+        whole answer, redacted fields included (no such job: the store answers LeaseLost)."""
+        job_type = await self._store.job_type(job_id)
+        if job_type is None:
+            return
+        if not redaction.records_steps(redaction.definition_of(self._registry, job_type)):
+            raise InvalidInput(
+                "the step cannot be recorded: the job's type redacts its output, and a "
+                "step's response would store the redacted fields",
+                [FieldViolation("job_id", "a job whose type redacts no output field")],
+            )

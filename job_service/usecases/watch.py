@@ -14,6 +14,8 @@ partial-output feed (before its first read) and passes each piece on as it arriv
 the job's states. Pieces are opaque here, never stored or logged; a watcher that falls
 behind keeps only the newest ``MAX_PENDING_PIECES`` (the client sees a gap in ``seq``).
 Pieces that come after the job's terminal state are not sent: its output is the truth.
+A job whose type redacts output fields gets no pieces at all (``shared.redaction``: its
+worker streams none, and pieces published for it anyway are dropped here).
 
 A replica that shuts down ends its watches at once with UNAVAILABLE (PLATFORM_UNAVAILABLE),
 instead of holding its shutdown for the grace period: the client watches again, on another
@@ -34,7 +36,9 @@ from job_service import metrics
 from job_service.domain.jobs import Job
 from job_service.ports.listing import JobListingStore
 from job_service.ports.partials import PartialOutputFeed
+from shared import redaction
 from shared.errors import JobNotFound, PlatformUnavailable
+from shared.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +59,16 @@ class _Watcher:
         # set by the poll, by a piece of partial output, and by close()
         self.wake = asyncio.Event()
         self.pieces: deque[bytes] = deque()
+        # False once the job is known to be of a type whose partial output is never relayed
+        self.relaying = True
 
     def changed(self) -> None:
         self.stale = True
         self.wake.set()
 
     def piece(self, data: bytes) -> None:
+        if not self.relaying:
+            return
         if len(self.pieces) >= MAX_PENDING_PIECES:
             self.pieces.popleft()
             metrics.partial_output_dropped()
@@ -69,9 +77,16 @@ class _Watcher:
 
 
 class WatchHub:
-    def __init__(self, listing: JobListingStore, partials: PartialOutputFeed | None = None) -> None:
+    def __init__(
+        self,
+        listing: JobListingStore,
+        partials: PartialOutputFeed | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        """``registry``: the job types whose partial output may be relayed (none without)."""
         self._listing = listing
         self._partials = partials
+        self._registry = registry or Registry()
         self._watchers: dict[str, set[_Watcher]] = {}
         self._closed = False
 
@@ -116,6 +131,10 @@ class WatchHub:
                 raise JobNotFound("no such job")
             if self._closed:
                 raise _shutting_down()
+            definition = redaction.definition_of(self._registry, job.job_type)
+            if not redaction.relays_partial_output(definition):
+                watcher.relaying = False
+                watcher.pieces.clear()
             watcher.seen = fingerprint(job)
             self._watchers.setdefault(job_id, set()).add(watcher)
             try:

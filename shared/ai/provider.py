@@ -6,7 +6,11 @@ A provider turns a ``ProviderRequest`` (chat messages for one model, the key to 
 
     PROVIDER_*    timeout, 5xx, rate limit (``retry_after_s`` from Retry-After): retried
     CREDENTIAL_*  401 / 403: never retried
-    VALIDATION_*  the answer is not the JSON asked for: retried
+    VALIDATION_*  the reply is no answer at all (not a chat completion): retried
+
+An answer whose text is not the JSON object asked for is still an answer: the response
+carries the text with ``parsed`` None, and the job's pipeline judges it (and makes its
+repair call) as it judges an answer off the output schema.
 
 Cancellation is asyncio's: cancelling the awaiting task abandons the call (an HTTP
 provider closes its connection).
@@ -64,7 +68,7 @@ class ProviderRequest:
 @dataclass(frozen=True)
 class ProviderResponse:
     text: str
-    # The answer as JSON when one was asked for.
+    # The answer as a JSON object when one was asked for; None when it is not one.
     parsed: dict[str, Any] | None
     input_tokens: int
     output_tokens: int

@@ -163,17 +163,9 @@ async def test_no_server_is_a_retryable_provider_error() -> None:
 
 
 @pytest.mark.parametrize(
-    "body",
-    [
-        "not json at all",
-        {"choices": []},
-        completion("this is prose, not JSON", "m"),
-        completion("[1, 2, 3]", "m"),
-        completion("```json\n{}\n```", "m"),
-    ],
-    ids=["body-not-json", "no-choices", "content-prose", "content-array", "content-fenced"],
+    "body", ["not json at all", {"choices": []}], ids=["body-not-json", "no-choices"]
 )
-async def test_malformed_answers_are_validation_errors(
+async def test_a_body_that_is_no_chat_completion_is_a_validation_error(
     server: LocalOpenAIServer, provider: OpenAICompatibleProvider, body: object
 ) -> None:
     server.script(Reply(body=body))  # type: ignore[arg-type]
@@ -182,6 +174,23 @@ async def test_malformed_answers_are_validation_errors(
 
     assert error.code == "VALIDATION_OUTPUT_MALFORMED"
     assert classify(error.code) is ErrorClass.VALIDATION
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["this is prose, not JSON", "[1, 2, 3]", "```json\n{}\n```"],
+    ids=["content-prose", "content-array", "content-fenced"],
+)
+async def test_content_that_is_no_json_object_is_answered_for_the_pipeline_to_judge(
+    server: LocalOpenAIServer, provider: OpenAICompatibleProvider, content: str
+) -> None:
+    """Issue 25: not refused here (that failed the attempt before the job's repair step);
+    the text comes back unparsed and the pipeline repairs it like an answer off schema."""
+    server.script(Reply(body=completion(content, "m")))
+
+    response = await provider.generate(request())
+
+    assert (response.text, response.parsed) == (content, None)
 
 
 async def test_cancelling_mid_request_abandons_the_http_call(

@@ -462,3 +462,37 @@ async def test_a_repair_that_fails_too_fails_the_attempt_with_the_validation_cod
 
     assert ctx.calls == 2  # one repair per attempt; the job service retries the attempt
     assert raised.value.code == "VALIDATION_OUTPUT_MALFORMED"
+
+
+async def test_an_answer_that_is_not_json_gets_the_same_repair_call() -> None:
+    """Issue 25: prose where JSON was asked for is repaired within the attempt, as an
+    answer off the schema is, not failed and paid again on the next attempt."""
+    good = feynman.PROMPT.fake(feynman.variables(_feynman_input()))  # type: ignore[misc]
+
+    class ProseFirst(RepairingContext):
+        async def generate(self, tier: str, prompt: Any, *, step: str = "") -> ProviderResponse:
+            response = await super().generate(tier, prompt, step=step)
+            if self.calls == 1:
+                return ProviderResponse("Sure! It was a good explanation.", None, 1, 1, 1, "m")
+            return response
+
+    ctx = ProseFirst(None, good)
+
+    result = await run(feynman.DEFINITION, FEYNMAN_INPUT, ctx)
+
+    assert ctx.calls == 2
+    assistant, instruction = ctx.prompts[1].messages[-2:]
+    assert assistant.content == "Sure! It was a good explanation."
+    assert "VALIDATION_OUTPUT_MALFORMED" in instruction.content
+    assert "not JSON" in instruction.content
+    assert result.output.score == good["score"]
+
+
+async def test_the_fakes_malformed_failure_is_an_answer_that_is_not_json() -> None:
+    provider = FakeProvider(FakeSettings(failure="VALIDATION_OUTPUT_MALFORMED", fail_first=1))
+
+    first = await provider.generate(fake_request())
+    second = await provider.generate(fake_request())
+
+    assert first.parsed is None and first.text and not first.text.lstrip().startswith("{")
+    assert second.parsed

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 
 from job_service.domain.jobs import Job
@@ -13,6 +14,7 @@ from job_service.domain.lifecycle import JobStatus
 from job_service.ports.partials import PieceSink
 from job_service.usecases import watch as watch_module
 from job_service.usecases.watch import WatchHub
+from shared.registry import Registry, default_registry
 from tests.support.wait import eventually
 from tests.unit.test_paging import FakeListing, _job
 
@@ -54,7 +56,7 @@ async def start(
 
 async def test_pieces_come_between_the_states_and_the_subscription_ends_with_the_watch() -> None:
     listing, feed = FakeListing(), FakeFeed()
-    hub = WatchHub(listing, feed)  # type: ignore[arg-type]
+    hub = WatchHub(listing, feed, default_registry())  # type: ignore[arg-type]
     listing.row = _job(JobStatus.RUNNING)
     seen, task = await start(hub, listing, partial_output=True)
 
@@ -73,7 +75,7 @@ async def test_pieces_come_between_the_states_and_the_subscription_ends_with_the
 
 async def test_without_the_flag_there_is_no_subscription() -> None:
     listing, feed = FakeListing(), FakeFeed()
-    hub = WatchHub(listing, feed)  # type: ignore[arg-type]
+    hub = WatchHub(listing, feed, default_registry())  # type: ignore[arg-type]
     listing.row = _job(JobStatus.RUNNING)
     _, task = await start(hub, listing, partial_output=False)
 
@@ -85,7 +87,7 @@ async def test_without_the_flag_there_is_no_subscription() -> None:
 
 async def test_a_watcher_that_falls_behind_keeps_the_newest_pieces() -> None:
     listing, feed = FakeListing(), FakeFeed()
-    hub = WatchHub(listing, feed)  # type: ignore[arg-type]
+    hub = WatchHub(listing, feed, default_registry())  # type: ignore[arg-type]
     listing.row = _job(JobStatus.RUNNING)
     seen, task = await start(hub, listing, partial_output=True)
     limit = watch_module.MAX_PENDING_PIECES
@@ -99,3 +101,39 @@ async def test_a_watcher_that_falls_behind_keeps_the_newest_pieces() -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert feed.sinks == {}
+
+
+async def test_a_job_whose_type_redacts_output_gets_no_pieces() -> None:
+    listing, feed = FakeListing(), FakeFeed()
+    redacting = Registry(
+        dataclasses.replace(d, output_redaction=frozenset({"data"}))
+        if d.job_type == "synthetic"
+        else d
+        for d in default_registry()
+    )
+    hub = WatchHub(listing, feed, redacting)  # type: ignore[arg-type]
+    listing.row = _job(JobStatus.RUNNING)
+    seen, task = await start(hub, listing, partial_output=True)
+
+    feed.publish("j1", b"secret")
+    listing.row = _job(JobStatus.SUCCEEDED, 1.0)
+    await hub.poll()
+    await asyncio.wait_for(task, 1)
+
+    assert [i if isinstance(i, bytes) else i.status for i in seen] == [
+        JobStatus.RUNNING, JobStatus.SUCCEEDED,
+    ]  # fmt: skip
+
+
+async def test_a_hub_without_a_registry_relays_nothing() -> None:
+    listing, feed = FakeListing(), FakeFeed()
+    hub = WatchHub(listing, feed)  # type: ignore[arg-type]
+    listing.row = _job(JobStatus.RUNNING)
+    seen, task = await start(hub, listing, partial_output=True)
+
+    feed.publish("j1", b"secret")
+    listing.row = _job(JobStatus.SUCCEEDED, 1.0)
+    await hub.poll()
+    await asyncio.wait_for(task, 1)
+
+    assert b"secret" not in seen

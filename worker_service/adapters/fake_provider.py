@@ -6,7 +6,9 @@ Knobs (``FakeSettings``, from ``JOBS_FAKE_*`` through the model router):
 
 * ``latency_ms``: every call takes this long (cancellable, like a real call);
 * ``failure``: an error code to raise (``PROVIDER_UNAVAILABLE``, ``PROVIDER_RATE_LIMITED``,
-  ``PROVIDER_TIMEOUT``, ``CREDENTIAL_INVALID``, ``VALIDATION_OUTPUT_MALFORMED`` ...);
+  ``PROVIDER_TIMEOUT``, ``CREDENTIAL_INVALID`` ...); ``VALIDATION_OUTPUT_MALFORMED`` is
+  not raised but answered, as a model does it: text that is not JSON (``parsed`` None),
+  which the job's pipeline judges (and repairs);
 * ``failure_rate``: the share of calls that fail with it (1.0: all), drawn from a seeded
   generator so a run repeats exactly;
 * ``fail_first``: the first N calls fail, the rest succeed;
@@ -81,7 +83,7 @@ class FakeProvider:
             await asyncio.sleep(s.latency_ms / 1000)
         if s.failure and failing:
             if s.failure == ErrorCode.VALIDATION_OUTPUT_MALFORMED:
-                raise ExecutionError(s.failure, "fake provider: answer is not JSON")
+                return _prose(request, started)
             retry_after = 0.0 if s.failure == ErrorCode.PROVIDER_RATE_LIMITED else None
             raise ExecutionError(s.failure, "fake provider: injected failure", {}, retry_after)
         try:
@@ -114,3 +116,16 @@ class FakeProvider:
 
     async def aclose(self) -> None:
         return None
+
+
+def _prose(request: ProviderRequest, started: float) -> ProviderResponse:
+    """A malformed answer: prose where a JSON object was asked for."""
+    text = "Sure! Here is my evaluation, in words rather than JSON."
+    return ProviderResponse(
+        text=text,
+        parsed=None,
+        input_tokens=sum(estimate_tokens(m.content) for m in request.messages),
+        output_tokens=estimate_tokens(text),
+        latency_ms=int((time.monotonic() - started) * 1000),
+        model=request.model,
+    )

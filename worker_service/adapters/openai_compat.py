@@ -17,8 +17,13 @@ codes:
     HTTP 403                     CREDENTIAL_FORBIDDEN     (never retried)
     other 4xx                    PROVIDER_REQUEST_REJECTED
     an error event mid-stream    PROVIDER_UNAVAILABLE
-    a body that is not a chat completion, or content that is not a JSON object
+    a body that is not a chat completion (or a stream of no completion chunk)
                                  VALIDATION_OUTPUT_MALFORMED
+
+Content that is not a JSON object is an answer all the same: the response carries its text
+with ``parsed`` None, and the job's pipeline judges it as it judges a JSON answer off its
+schema (one repair call, jobtypes/aijob.py ``run_step``), instead of failing the attempt
+here and paying for the same prompt again on the next one.
 
 Error details name the status and the failure, never the key, the prompt or the answer.
 """
@@ -114,7 +119,7 @@ class OpenAICompatibleProvider:
                 await response.aread()
                 return _parse(response, request, int((time.monotonic() - started) * 1000))
             streamed = await read_stream(event_data(response.aiter_lines()), on_delta)
-        parsed = _json_object(streamed.text) if request.json_output else None
+        parsed = json_object(streamed.text) if request.json_output else None
         return ProviderResponse(
             text=streamed.text,
             parsed=parsed,
@@ -229,9 +234,7 @@ def _parse(response: httpx.Response, request: ProviderRequest, latency_ms: int) 
         raise ExecutionError(
             ErrorCode.VALIDATION_OUTPUT_MALFORMED, f"not a chat completion ({type(exc).__name__})"
         ) from None
-    parsed: dict[str, Any] | None = None
-    if request.json_output:
-        parsed = _json_object(text)
+    parsed = json_object(text) if request.json_output else None
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
     return ProviderResponse(
         text=text,
@@ -243,17 +246,13 @@ def _parse(response: httpx.Response, request: ProviderRequest, latency_ms: int) 
     )
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    stripped = text.strip()
+def json_object(text: str) -> dict[str, Any] | None:
+    """The answer's JSON object, or None when it is not one (the pipeline says why)."""
     try:
-        value = json.loads(stripped)
+        value = json.loads(text.strip())
     except json.JSONDecodeError:
-        raise ExecutionError(
-            ErrorCode.VALIDATION_OUTPUT_MALFORMED, "the answer is not JSON"
-        ) from None
-    if not isinstance(value, dict):
-        raise ExecutionError(ErrorCode.VALIDATION_OUTPUT_MALFORMED, "the answer is not an object")
-    return value
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _count(value: object) -> int:

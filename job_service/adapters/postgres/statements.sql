@@ -1473,6 +1473,9 @@ SELECT job_id::text AS job_id, step, attempt, call_id, response_text, response_p
 FROM job_steps WHERE job_id = ANY($1::uuid[])
 ORDER BY job_id, created_at, step;
 
+-- steps.JOB_TYPE
+SELECT job_type FROM jobs WHERE id = $1::uuid;
+
 -- usage_reports.USAGE_ROWS
 SELECT j.user_id, j.job_type, u.provider, u.model,
        (u.created_at AT TIME ZONE 'UTC')::date AS day,

@@ -46,6 +46,8 @@ FROM job_steps WHERE job_id = ANY($1::uuid[])
 ORDER BY job_id, created_at, step
 """
 
+JOB_TYPE = "SELECT job_type FROM jobs WHERE id = $1::uuid"
+
 _LEASED = status_values(LEASED)
 
 
@@ -81,6 +83,10 @@ class StepRepository:
         if attempt is None:
             raise LeaseLost("the lease on this job is no longer held")
         return int(attempt)
+
+    async def job_type(self, job_id: str) -> str | None:
+        job_type: str | None = await self._pool.fetchval(JOB_TYPE, job_id)
+        return job_type
 
     async def steps_of(self, job_ids: Sequence[str]) -> dict[str, list[RecordedStep]]:
         found: dict[str, list[RecordedStep]] = {}

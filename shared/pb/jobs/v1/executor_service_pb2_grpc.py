@@ -203,7 +203,9 @@ class ExecutorServiceServicer:
         job's recorded steps with its lease (LockedJob.recorded_steps) and reuses a step's
         response instead of calling the provider again. Recording a step again (a repair
         call after the response failed validation) replaces its response. Responses are
-        deleted with the job and never logged.
+        deleted with the job and never logged. A job whose definition redacts output fields
+        (output_redaction) records no step: INVALID_ARGUMENT, INVALID_INPUT (a response is the
+        whole answer, redacted fields included); its attempts call the provider again.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,70 @@
+"""One output-redaction rule for every channel (seed 000 ``outputRedaction``, issue 25).
+
+A definition's ``output_redaction`` names output fields that are never stored nor returned.
+A job's output, and the model text it is made of, can leave a worker by several channels;
+each one asks this module, and nothing else decides::
+
+    channel                                 for a job type that redacts
+    stored output (the job row)             each named field becomes "sha256:<hex>" of its
+      and what reads it: GetJob, ListJobs,  canonical JSON (``stored_output``), before
+      WatchJob states, the admin views      anything is written
+    partial output (WatchJob with           none: the worker does not stream the type's
+      include_partial_output)               provider calls, and the job service relays no
+                                            piece of its jobs (``relays_partial_output``)
+    recorded steps (RecordStep)             refused by the job service (``records_steps``):
+                                            the Python worker does not ask, a worker in
+                                            another language is told INVALID_INPUT
+    logs                                    none: output and model text are never logged,
+                                            redacted or not
+
+Why no redacted stream: partial output is the text of a JSON object while it is being
+generated; a field cannot be told apart reliably before the object is whole (a value may
+be cut anywhere, keys repeat inside nested values), so a stream redacted field by field
+could leak. A step's response is the whole answer, redacted fields included, and a reused
+step is validated and hashed like a new one, so storing it redacted would break resuming:
+it is refused instead, and the type's attempts call the provider again.
+
+A job type this deployment does not know counts as redacting: nothing leaks by default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.canonical import content_hash
+from shared.errors import UnknownJobType
+from shared.registry import JobDefinition, Registry
+
+
+def redacts(definition: JobDefinition | None) -> bool:
+    """Whether the type's output has fields never stored nor returned (None: an unknown
+    type, counted as redacting)."""
+    return definition is None or bool(definition.output_redaction)
+
+
+def definition_of(registry: Registry, job_type: str) -> JobDefinition | None:
+    try:
+        return registry.get(job_type)
+    except UnknownJobType:
+        return None
+
+
+def stored_output(definition: JobDefinition, output: dict[str, Any]) -> dict[str, Any]:
+    """The output as it may be stored and shown: each ``output_redaction`` field replaced
+    by the hash of its canonical JSON."""
+    if not definition.output_redaction:
+        return output
+    return {
+        name: (f"sha256:{content_hash(value)}" if name in definition.output_redaction else value)
+        for name, value in output.items()
+    }
+
+
+def relays_partial_output(definition: JobDefinition | None) -> bool:
+    """Whether the type's provider calls may stream their text to the job's watchers."""
+    return not redacts(definition)
+
+
+def records_steps(definition: JobDefinition | None) -> bool:
+    """Whether the type's provider responses may be recorded as step checkpoints."""
+    return not redacts(definition)
