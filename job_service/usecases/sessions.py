@@ -46,8 +46,9 @@ class Session:
 
 def replaces_another_process(incarnation: str, previous: str | None) -> bool:
     """Whether a session of process ``incarnation`` follows one of another process of the
-    same worker id (``previous``). An older worker's sessions (no incarnation on either
-    side) prove nothing: a process may then have been restarted or merely reconnected."""
+    same worker id (``previous``). A session that names no process (an older worker's, or
+    one an older replica registered) proves nothing, on either side: a process may then
+    have been restarted or merely reconnected."""
     return bool(incarnation) and previous is not None and previous != incarnation
 
 
