@@ -42,9 +42,11 @@ class JobServiceSettings(BaseSettings):
     lease_ttl_s: float = Field(default=5.0, gt=0)
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
     reaper_interval_s: float = Field(default=1.0, gt=0)
-    # Worker sessions (docs/adr/0003-worker-sessions.md): a worker whose session stream
-    # ends without a goodbye and that opens no new one (on any replica) within this grace
-    # has its leases ended at once (WORKER_DISCONNECTED), not after the lease.
+    # Worker sessions (docs/adr/0003-worker-sessions.md): an older worker (its session names
+    # no incarnation) whose session stream ends without a goodbye and that opens no new one
+    # (on any replica) within this grace has its leases ended at once (WORKER_DISCONNECTED),
+    # not after the lease. A current worker is judged by its process: only a new process
+    # under its worker id ends its leases early.
     worker_disconnect_grace_s: float = Field(default=0.5, gt=0, le=60)
     # How often a worker pings on its session (told to it when the session opens).
     worker_session_ping_interval_s: float = Field(default=10.0, gt=0, le=3600)

@@ -283,8 +283,10 @@ class ErrorCode(StrEnum):
     JOB_REJECTED = "JOB_REJECTED"
     LEASE_EXPIRED = "LEASE_EXPIRED"
     WORKER_SHUTDOWN = "WORKER_SHUTDOWN"
-    # The worker's session ended without a goodbye and no new one came within the grace:
-    # it crashed. Class LEASE, like LEASE_EXPIRED (its name predates no class prefix).
+    # The worker process holding the lease is gone: a new process opened a session under
+    # its worker id (it was restarted), or, for an older worker that names no process, its
+    # session ended without a goodbye and no new one came within the grace. Class LEASE,
+    # like LEASE_EXPIRED (its name predates no class prefix).
     WORKER_DISCONNECTED = "WORKER_DISCONNECTED"
     # A user's key was deleted, or cannot be opened with this deployment's master keys.
     CREDENTIAL_UNAVAILABLE = "CREDENTIAL_UNAVAILABLE"

@@ -55,7 +55,11 @@ class QueueIntake:
         fetch_timeout_s: float = 1.0,
         wall_clock: Callable[[], float] = time.time,
         runnable: Sequence[str] = (),
+        start_after: asyncio.Event | None = None,
     ) -> None:
+        """``start_after``: no lease is taken before it is set (the worker's first session
+        is registered: a lease taken before would be ended by it, as the previous
+        process's)."""
         if slots < 1 or fetch_batch < 1:
             raise ValueError("slots and fetch_batch must be at least 1")
         self.queue = queue
@@ -68,6 +72,7 @@ class QueueIntake:
         self._fetch_timeout_s = fetch_timeout_s
         self._wall_clock = wall_clock
         self._runnable = list(runnable)
+        self._start_after = start_after
         self._free = slots
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -77,6 +82,8 @@ class QueueIntake:
     async def run(self) -> None:
         """Fetch and dispatch until stopped. Ends after the fetch in progress, whose
         messages are handed back (nak) at once."""
+        if self._start_after is not None:
+            await _first_of(self._start_after, self._stopping)
         while await self._slot_free():
             batch = min(self._free, self._fetch_batch)
             try:
@@ -229,3 +236,12 @@ async def _nak(delivery: Delivery, delay: float | None) -> None:
         await delivery.nak(delay)
     except Exception as exc:  # the message comes back after ack_wait anyway
         log.warning("cannot nak a dispatch message (%s)", type(exc).__name__)
+
+
+async def _first_of(*events: asyncio.Event) -> None:
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()

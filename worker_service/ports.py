@@ -134,9 +134,14 @@ class SessionApi(Protocol):
     """The job service's WorkerSession stream: the worker's liveness signal."""
 
     async def hold_session(
-        self, worker_id: str, goodbye: asyncio.Event, opened: Callable[[str], None]
+        self,
+        worker_id: str,
+        incarnation: str,
+        goodbye: asyncio.Event,
+        opened: Callable[[str], None],
     ) -> None:
-        """Opens a session, calls ``opened(session_id)`` once registered, keeps it alive
+        """Opens a session of this process (``incarnation``), calls ``opened(session_id)``
+        once registered, keeps it alive
         until ``goodbye`` is set, then says goodbye and returns once the job service
         answered (or after a short timeout). Raises ``ExecutorUnreachable`` (or another
         error) when the stream ends otherwise: the caller opens a new one at once."""

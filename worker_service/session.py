@@ -1,14 +1,18 @@
 """The worker's session with the job service: one stream, held for the worker's whole life
 and opened again at once whenever it breaks (with a balanced target, possibly on another
-replica). The job service takes a session that ends without a goodbye, and is not replaced
-within its grace, as this worker's crash and ends its leases at once; so a clean shutdown
-ends with ``close()``, after every job was finished or handed back."""
+replica). Every session names this process by its incarnation, drawn once per process: the
+job service takes a session of another incarnation under the same worker id as this
+process's end (a restart) and ends its leases at once, while an interruption of this
+process's session, reopened by the same incarnation, ends nothing. So the worker takes no
+lease before its first session is open (``registered``), and a clean shutdown ends with
+``close()``, after every job was finished or handed back."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import uuid
 
 from shared.lifetime import Lifetime
 from worker_service.domain.errors import is_transient
@@ -30,12 +34,16 @@ class WorkerSession(Lifetime):
     def __init__(self, api: SessionApi, worker_id: str) -> None:
         self._api = api
         self._worker_id = worker_id
+        # this process (one WorkerSession per worker process): random, never reused
+        self.incarnation = uuid.uuid4().hex
         self._goodbye = asyncio.Event()
         self._finished = asyncio.Event()
         self._started = False
         self._task: asyncio.Task[None] | None = None
         self.session_id: str | None = None
         self.opened = asyncio.Event()
+        # set once the first session is registered, never cleared: leases may be taken
+        self.registered = asyncio.Event()
 
     async def run(self) -> None:
         self._started = True
@@ -43,7 +51,9 @@ class WorkerSession(Lifetime):
         try:
             while not self._goodbye.is_set():
                 try:
-                    await self._api.hold_session(self._worker_id, self._goodbye, self._opened)
+                    await self._api.hold_session(
+                        self._worker_id, self.incarnation, self._goodbye, self._opened
+                    )
                     return  # said goodbye
                 except Exception as exc:
                     had_session, self.session_id = self.session_id is not None, None
@@ -70,6 +80,7 @@ class WorkerSession(Lifetime):
     def _opened(self, session_id: str) -> None:
         self.session_id = session_id
         self.opened.set()
+        self.registered.set()
         log.info("worker %s: session %s open", self._worker_id, session_id)
 
     async def start(self) -> None:

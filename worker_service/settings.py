@@ -31,7 +31,8 @@ class WorkerSettings(BaseSettings):
     tls_ca_file: str = ""
     tls_client_cert_file: str = ""
     tls_client_key_file: str = ""
-    # Shown as the job's `locked_by`; unique per process.
+    # Shown as the job's `locked_by`; unique per live process. A process restarted under it
+    # (a container in its pod) ends its predecessor's leases at once (ADR 0003).
     worker_id: str = Field(default_factory=_default_worker_id, min_length=1)
     # Comma-separated queue names; empty means every queue the registry's job types use.
     worker_queues: str = ""

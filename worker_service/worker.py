@@ -71,6 +71,7 @@ class Worker(Lifetime):
                 fetch_batch=fetch_batch,
                 fetch_timeout_s=fetch_timeout_s,
                 runnable=runnable,
+                start_after=self.session.registered if self.session is not None else None,
             )
             for queue, count in slots.items()
         ]

@@ -1,14 +1,19 @@
-"""Worker sessions: a worker's live stream with this replica is the signal that it is
-alive. A session that ends with a goodbye changes nothing; one that ends without (the
-worker's connection closed: it crashed) ends the worker's leases after a short grace,
-unless the worker opened a new session meanwhile — on any replica, which is how a replica
-that crashed or stopped costs no lease: its workers reconnect elsewhere within the grace.
+"""Worker sessions: a worker's live stream with this replica, and the process behind it.
 
-Only the replica that saw the disconnect acts, and only when no newer session of the
-worker exists; a crashed replica's sessions stay open in the registry and never end
-anything by themselves. A replica that dies between seeing a disconnect and acting leaves
-the leases to the lease reaper, which remains the backstop. Sessions this replica ends
-itself (it is stopping) are not disconnects.
+A worker process names itself (its incarnation, drawn when it starts) in every session it
+opens. A session of a new incarnation under a worker id whose last session was another
+incarnation's means that process is gone (the worker was restarted: a container in the
+same pod): its leases end at once, in the transaction that registers the new session. A
+session of the same incarnation is the process back after an interruption: nothing ends,
+however long the gap; its leases end only if they expire (the lease reaper) or a new
+process replaces it. So an interruption shorter than the lease costs nothing, and a
+process that vanished with no successor costs its lease TTL.
+
+An older worker names no process: a session of it that ends without a goodbye ends the
+worker's leases after a short grace, unless the worker opened a new session meanwhile (on
+any replica). Only the replica that saw that disconnect acts, and only when no newer
+session of the worker exists; a replica that dies before acting leaves the leases to the
+reaper. Sessions this replica ends itself (it is stopping) are never disconnects.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 from job_service import metrics
 from job_service.domain.attempts import FailureOutcome
 from job_service.domain.checks import require_name
+from job_service.ports.leases import AttemptEnding
 from job_service.ports.sessions import SessionStore
 from job_service.usecases.leases import Leases
 from shared.errors import ErrorCode
@@ -34,6 +40,16 @@ END_BATCH = 256
 class Session:
     id: int
     worker_id: str
+    # the worker process; empty for an older worker, which names none
+    incarnation: str = ""
+
+
+def replaces_another_process(incarnation: str, previous: str | None) -> bool:
+    """Whether a session of process ``incarnation`` follows one of another process of the
+    same worker id (``previous``). A session that names no process (an older worker's, or
+    one an older replica registered) proves nothing, on either side: a process may then
+    have been restarted or merely reconnected."""
+    return bool(incarnation) and previous is not None and previous != incarnation
 
 
 class WorkerSessions:
@@ -63,12 +79,32 @@ class WorkerSessions:
     def open_count(self) -> int:
         return len(self._open)
 
-    async def open(self, worker_id: str) -> Session:
+    async def open(self, worker_id: str, incarnation: str = "") -> Session:
+        """Registers a session of process ``incarnation`` of ``worker_id``; if the worker's
+        last session was another process's, that process is gone: its leases end now."""
         require_name("worker_id", worker_id)
-        session = Session(await self._store.open(worker_id, self._instance_id), worker_id)
+        if incarnation:
+            require_name("incarnation", incarnation)
+        async with self._store.open(worker_id, self._instance_id, incarnation) as registered:
+            restarted = replaces_another_process(incarnation, registered.previous_incarnation)
+            ended = (
+                await self._end_all(registered.ending, worker_id, "worker restarted")
+                if restarted
+                else []
+            )
+        session = Session(registered.session_id, worker_id, incarnation)
         self._open.add(session)
         metrics.worker_sessions_open(len(self._open))
-        log.info("worker %s: session %d opened", worker_id, session.id)
+        if restarted:
+            log.warning(
+                "worker %s: a new process opened session %d; %d leases of the previous one ended",
+                worker_id,
+                session.id,
+                len(ended),
+            )
+            self._leases.wake_for(ended)
+        else:
+            log.info("worker %s: session %d opened", worker_id, session.id)
         return session
 
     async def goodbye(self, session: Session) -> None:
@@ -83,8 +119,11 @@ class WorkerSessions:
         if session not in self._open:
             return
         self._forget(session)
+        # a process that named itself is judged by its successor or its leases, never by
+        # an interruption
+        decide = not self.closing.is_set() and not session.incarnation
         task = asyncio.create_task(
-            self._after_disconnect(session, by_us=self.closing.is_set()),
+            self._after_disconnect(session, decide=decide),
             name=f"session-{session.id}-ended",
         )
         self._deciding.add(task)
@@ -103,10 +142,10 @@ class WorkerSessions:
         self._open.discard(session)
         metrics.worker_sessions_open(len(self._open))
 
-    async def _after_disconnect(self, session: Session, *, by_us: bool) -> None:
+    async def _after_disconnect(self, session: Session, *, decide: bool) -> None:
         try:
             await self._store.close(session.id, goodbye=False)
-            if by_us:
+            if not decide:
                 return
             log.info(
                 "worker %s: session %d ended without a goodbye; waiting %.2fs for it",
@@ -127,17 +166,23 @@ class WorkerSessions:
         self._leases.wake_for(outcomes)
 
     async def _end_leases_unless_back(self, session: Session) -> list[FailureOutcome] | None:
-        """Ends every lease of the session's worker as WORKER_DISCONNECTED, exactly as the
-        reaper ends an expired one, in one transaction; None when the worker opened a
-        session since (it is alive)."""
-        ended: list[FailureOutcome] = []
+        """Ends every lease of the session's worker in one transaction; None when the
+        worker opened a session since (it is alive)."""
         async with self._store.ending_leases(session.worker_id, session.id) as tx:
             if tx is None:
                 return None
-            while True:
-                batch = await tx.of_worker(session.worker_id, END_BATCH)
-                ended += await self._leases.end_abandoned(
-                    tx, batch, ErrorCode.WORKER_DISCONNECTED, "worker disconnected"
-                )
-                if len(batch) < END_BATCH:
-                    return ended
+            return await self._end_all(tx, session.worker_id, "worker disconnected")
+
+    async def _end_all(
+        self, tx: AttemptEnding, worker_id: str, message: str
+    ) -> list[FailureOutcome]:
+        """Ends, in ``tx``, every lease ``worker_id`` holds as WORKER_DISCONNECTED, exactly
+        as the reaper ends an expired one."""
+        ended: list[FailureOutcome] = []
+        while True:
+            batch = await tx.of_worker(worker_id, END_BATCH)
+            ended += await self._leases.end_abandoned(
+                tx, batch, ErrorCode.WORKER_DISCONNECTED, message
+            )
+            if len(batch) < END_BATCH:
+                return ended

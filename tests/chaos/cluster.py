@@ -3,7 +3,9 @@ replicas and workers, each of which a fault can kill, pause, stop or restart.
 
 Processes are launched through ``tests.support.processes`` (one place builds every
 environment). Restarted processes keep their port (replicas) or get a new incarnation id
-(workers: ``w1.2`` is worker 1's second process), so that ``locked_by`` names a process.
+(workers: ``w1.2`` is worker 1's second process), so that ``locked_by`` names a process;
+except where a fault restarts a worker in place (``worker_crash``: a container restarted in
+its pod keeps its worker id, and its new process ends the old one's leases, ADR 0003).
 """
 
 from __future__ import annotations
@@ -89,10 +91,13 @@ class WorkerSlot:
     def worker_id(self) -> str:
         return f"{self.name}.{self.incarnation}"
 
-    def start(self) -> None:
+    def start(self, *, same_id: bool = False) -> None:
+        """A new process; ``same_id``: under the same worker id (a container restarted in
+        its pod), else the next one."""
         if self.process is not None:
             self.process.close()  # the previous incarnation (kills it if still running)
-        self.incarnation += 1
+        if not same_id:
+            self.incarnation += 1
         c = self.cluster
         self.process = WorkerProcess(
             c.log_dir, self.worker_id, c.nats.url, c.worker_target, **c.settings.worker_env()

@@ -55,7 +55,9 @@ async def test_a_killed_workers_job_is_retried_on_another_worker(
     assert [(e["to_status"], e["reason"]) for e in events] == [
         ("queued", None),
         ("running", None),
-        ("retrying", "WORKER_DISCONNECTED"),  # its session closed: not after the lease
+        # no process took its worker id: the lease ran out (ADR 0003; a restarted worker
+        # ends it at once, tests/e2e/test_worker_incarnations.py)
+        ("retrying", "LEASE_EXPIRED"),
         ("running", None),
         ("succeeded", None),
     ]

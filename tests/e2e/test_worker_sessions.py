@@ -1,7 +1,9 @@
-"""Worker sessions (issue 18): a crashed worker's jobs run again within the disconnect
-grace, not after the lease; a paused worker (connection still open) keeps its leases until
-they expire; a worker shut down with SIGTERM says goodbye; a job_service replica that
-crashes costs no lease, its workers moving to another replica."""
+"""Worker sessions (issue 18, issue 25): a crashed worker process with no successor under
+its worker id costs its lease, once (a restarted one ends its predecessor's leases at once:
+test_worker_incarnations.py); an older worker, whose sessions name no process, still has
+its leases ended within the disconnect grace; a paused worker (connection still open)
+keeps its leases until they expire; a worker shut down with SIGTERM says goodbye; a
+job_service replica that crashes costs no lease, its workers moving to another replica."""
 
 from __future__ import annotations
 
@@ -14,13 +16,14 @@ import pytest
 
 from devstack.embedded.ports import free_port
 from job_service.app import JobServiceApp
+from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from tests.support.processes import JobServiceProcess, WorkerProcess
 from tests.support.stack import Client, running_job_service
 from tests.support.wait import eventually
 
 SpawnWorker = Callable[..., WorkerProcess]
 LEASE_TTL_S = 4.0
-# the issue's bound for a crashed worker's jobs, well under the lease
+# an older worker's crash: its jobs run again within this, well under the lease
 RERUN_BOUND_S = 2.0
 JOBS = 20
 SLOTS = {"JOBS_WORKER_SLOTS": f"ai-interactive={JOBS}"}
@@ -64,11 +67,12 @@ async def reasons(db: asyncpg.Connection) -> list[str]:
     return [r["reason"] for r in rows]
 
 
-async def test_a_crashed_workers_jobs_run_again_within_the_grace_not_after_the_lease(
+async def test_a_crashed_worker_with_no_successor_costs_its_lease_once(
     client: Client, db: asyncpg.Connection, spawn_worker: SpawnWorker
 ) -> None:
-    """A 3-worker stack: one worker holds 20 running jobs and is SIGKILLed; the other two
-    take them over."""
+    """A 3-worker stack: one worker holds 20 running jobs and is SIGKILLed, and no process
+    takes its worker id; the other two take its jobs over when the leases run out (its
+    session's end alone proves nothing: a live worker's session can be cut too)."""
     doomed = spawn_worker("doomed", **SLOTS)
     for n in range(JOBS):
         await client.create(sleep_ms=20_000, key=f"crash-{n}")
@@ -103,15 +107,42 @@ async def test_a_crashed_workers_jobs_run_again_within_the_grace_not_after_the_l
     assert len(rerun) == JOBS
     slowest = max(float(r["after_s"]) for r in rerun)
     print(f"re-run after the kill: slowest of {JOBS} {slowest:.3f} s")
-    assert slowest < RERUN_BOUND_S, f"slowest re-run {slowest:.2f}s after the kill"
-    # ended by the disconnect, each once, not by the reaper
-    assert await reasons(db) == ["WORKER_DISCONNECTED"] * JOBS
+    # the lease (extended up to a heartbeat before the kill), the reaper, a dispatch
+    assert slowest < LEASE_TTL_S + RERUN_BOUND_S, f"slowest re-run {slowest:.2f}s after the kill"
+    # ended by the reaper, each once
+    assert await reasons(db) == ["LEASE_EXPIRED"] * JOBS
     assert await db.fetchval("SELECT count(*) FROM jobs WHERE attempt_count <> 2") == 0
     session = await db.fetchrow(
         "SELECT closed_at IS NOT NULL AS closed, goodbye FROM worker_sessions"
         " WHERE worker_id = 'doomed'"
     )
     assert tuple(session) == (True, False)
+
+
+async def test_an_older_workers_crash_ends_its_leases_within_the_grace(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    """A worker that predates incarnations (its session names no process): a session that
+    ends without a goodbye, not replaced within the grace, ends its leases at once."""
+    session = client.executor.WorkerSession()
+    await session.write(epb.WorkerSessionRequest(worker_id="older"))
+    assert (await session.read()).session_id
+    created = await client.create(sleep_ms=60_000)
+    locked = await client.executor.LockJob(
+        epb.LockJobRequest(job_id=created.job.id, worker_id="older")
+    )
+    assert locked.outcome == epb.LOCK_OUTCOME_LOCKED
+
+    cut_at = await db.fetchval("SELECT clock_timestamp()")
+    session.cancel()  # its connection closed: it crashed
+    await eventually(lambda: reasons(db), timeout=LEASE_TTL_S, message="the lease did not end")
+
+    ended_after = await db.fetchval(
+        "SELECT extract(epoch FROM min(created_at) - $1) FROM job_events WHERE reason IS NOT NULL",
+        cut_at,
+    )
+    assert await reasons(db) == ["WORKER_DISCONNECTED"]
+    assert float(ended_after) < RERUN_BOUND_S  # the grace (0.5 s), not the lease
 
 
 async def test_a_paused_worker_keeps_its_leases_until_they_expire(

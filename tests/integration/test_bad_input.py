@@ -1240,6 +1240,16 @@ SESSION_CASES: dict[str, list[bytes]] = {
         epb.WorkerSessionRequest(worker_id="w-bad-1").SerializeToString(),
         epb.WorkerSessionRequest(worker_id="w-bad-2").SerializeToString(),
     ],
+    "session: incarnation with control characters": [
+        epb.WorkerSessionRequest(worker_id="w-bad-3", incarnation=CONTROL).SerializeToString()
+    ],
+    "session: incarnation too long": [
+        epb.WorkerSessionRequest(worker_id="w-bad-4", incarnation=LONG).SerializeToString()
+    ],
+    "session: incarnation again after the first message": [
+        epb.WorkerSessionRequest(worker_id="w-bad-5", incarnation="i-1").SerializeToString(),
+        epb.WorkerSessionRequest(incarnation="i-2").SerializeToString(),
+    ],
 }
 
 

@@ -30,10 +30,11 @@ from job_service.domain.lifecycle import JobStatus
 from job_service.domain.outbox import OutboxMessage
 from job_service.domain.retry import Outcome, RetryDecision
 from job_service.ports.results import Committed
+from job_service.ports.sessions import Registration
 from job_service.usecases.leases import Leases
 from job_service.usecases.rate_limits import RateReservations
 from job_service.usecases.results import Results
-from job_service.usecases.sessions import END_BATCH, WorkerSessions
+from job_service.usecases.sessions import END_BATCH, WorkerSessions, replaces_another_process
 from shared.ai.provider import UsageRecord
 from shared.constants import Queue
 from shared.errors import ErrorCode, LeaseLost
@@ -284,28 +285,85 @@ async def test_a_refused_result_is_a_repeat_a_cancel_that_won_or_a_lost_lease() 
     assert rates.settled == [[(i, 10) for i in ids[:3]]]
 
 
+class SessionRegistry:
+    """The session registry over FakeLeases: the incarnation of each session, in order."""
+
+    def __init__(self, store: FakeLeases) -> None:
+        self.store = store
+        self.incarnations: list[str | None] = []
+
+    @asynccontextmanager
+    async def open(
+        self, worker_id: str, instance_id: str, incarnation: str
+    ) -> AsyncIterator[Registration]:
+        previous = self.incarnations[-1] if self.incarnations else None
+        self.incarnations.append(incarnation or None)
+        async with self.store.ending() as tx:
+            yield Registration(len(self.incarnations), previous, tx)
+
+    async def close(self, session_id: int, *, goodbye: bool) -> None:
+        pass
+
+    @asynccontextmanager
+    async def ending_leases(
+        self, worker_id: str, session_id: int
+    ) -> AsyncIterator[FakeLeases | None]:
+        async with self.store.ending() as tx:
+            yield None if len(self.incarnations) > session_id else tx
+
+
+def worker_sessions(store: FakeLeases, leases: Leases) -> WorkerSessions:
+    return WorkerSessions(
+        SessionRegistry(store), leases, instance_id="r", grace_s=0.0, ping_interval_s=1.0
+    )
+
+
 async def test_a_disconnected_workers_leases_end_in_one_transaction_of_rounds() -> None:
     store, _, dispatcher, leases = use_cases()
     for n in range(END_BATCH + 1):
         store.jobs[f"job-{n}"] = (JobStatus.RUNNING, TOKEN, 1)
-
-    class SessionRegistry:
-        async def open(self, worker_id: str, instance_id: str) -> int:
-            return 1
-
-        async def close(self, session_id: int, *, goodbye: bool) -> None:
-            pass
-
-        @asynccontextmanager
-        async def ending_leases(self, worker_id: str, session_id: int) -> AsyncIterator[FakeLeases]:
-            async with store.ending() as tx:
-                yield tx
-
-    sessions = WorkerSessions(
-        SessionRegistry(), leases, instance_id="r", grace_s=0.0, ping_interval_s=1.0
-    )
-    sessions.ended(await sessions.open("worker-1"))
+    sessions = worker_sessions(store, leases)
+    sessions.ended(await sessions.open("worker-1"))  # an older worker: no incarnation
     await sessions.close()
-    assert store.transactions == 1 and len(store.ended) == END_BATCH + 1
+    assert store.transactions == 2 and len(store.ended) == END_BATCH + 1
     assert {end.code for _, end, _ in store.ended} == {ErrorCode.WORKER_DISCONNECTED}
     assert len(dispatcher.wakes) == END_BATCH + 1
+
+
+async def test_a_new_process_under_the_same_worker_id_ends_the_previous_ones_leases() -> None:
+    store, _, dispatcher, leases = use_cases()
+    store.jobs[JOB] = (JobStatus.RUNNING, TOKEN, 1)
+    sessions = worker_sessions(store, leases)
+    await sessions.open("worker-1", "process-a")
+    assert store.ended == []  # the first process known: nothing to end
+
+    await sessions.open("worker-1", "process-b")  # the container restarted
+
+    assert [(j, end.code) for j, end, _ in store.ended] == [(JOB, ErrorCode.WORKER_DISCONNECTED)]
+    assert len(dispatcher.wakes) == 1
+
+
+async def test_an_interrupted_process_that_reconnects_keeps_its_leases() -> None:
+    store, _, _, leases = use_cases()
+    store.jobs[JOB] = (JobStatus.RUNNING, TOKEN, 1)
+    sessions = worker_sessions(store, leases)
+    sessions.ended(await sessions.open("worker-1", "process-a"))
+    await sessions.close()  # its disconnect decided: nothing, however long it stays away
+    await sessions.open("worker-1", "process-a")
+    assert store.ended == []
+
+
+@pytest.mark.parametrize(
+    ("incarnation", "previous", "replaced"),
+    [
+        ("b", "a", True),
+        ("a", "a", False),
+        ("a", None, False),  # no session known, or an older worker's: no proof
+        ("", "a", False),  # an older worker names no process
+        ("", None, False),
+    ],
+)
+def test_which_session_replaces_another_process(
+    incarnation: str, previous: str | None, replaced: bool
+) -> None:
+    assert replaces_another_process(incarnation, previous) is replaced

@@ -255,13 +255,17 @@ class GrpcExecutorClient:
         return signals, response.more
 
     async def hold_session(
-        self, worker_id: str, goodbye: asyncio.Event, opened: Callable[[str], None]
+        self,
+        worker_id: str,
+        incarnation: str,
+        goodbye: asyncio.Event,
+        opened: Callable[[str], None],
     ) -> None:
         """The WorkerSession stream (see ``ports.SessionApi``); fails fast (no waiting
         for a ready channel) so that a dead replica is left for a live one at once."""
         call = self._stub.WorkerSession(wait_for_ready=False)
         try:
-            await hold(call, worker_id, goodbye, opened)
+            await hold(call, worker_id, incarnation, goodbye, opened)
         except grpc.aio.AioRpcError as exc:
             raise error_from_call(exc) from exc
         finally:

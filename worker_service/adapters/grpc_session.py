@@ -18,12 +18,14 @@ GOODBYE_TIMEOUT_S = 2.0
 async def hold(
     call: grpc.aio.StreamStreamCall,
     worker_id: str,
+    incarnation: str,
     goodbye: asyncio.Event,
     opened: Callable[[str], None],
 ) -> None:
-    """Hold one session on ``call``: hello, a ping every interval the job service asked
-    for, and a goodbye once ``goodbye`` is set; raises if the stream ends before that."""
-    await call.write(pb.WorkerSessionRequest(worker_id=worker_id))
+    """Hold one session on ``call``: hello (the worker and its process), a ping every
+    interval the job service asked for, and a goodbye once ``goodbye`` is set; raises if
+    the stream ends before that."""
+    await call.write(pb.WorkerSessionRequest(worker_id=worker_id, incarnation=incarnation))
     first = await call.read()
     if first is grpc.aio.EOF:
         raise ExecutorUnreachable("the job service ended the session at once")

@@ -1,5 +1,6 @@
 """ExecutorService.WorkerSession: the stream a worker holds for its lifetime (see
-``job_service.usecases.sessions``). The first message names the worker; then pings, each
+``job_service.usecases.sessions``). The first message names the worker and its process
+(incarnation; none from an older worker); then pings, each
 answered; a goodbye, answered ``closed``, ends it cleanly. Any other end — the worker's
 connection closed, a malformed message — is a disconnect."""
 
@@ -30,7 +31,7 @@ async def serve_session(
         raise _misplaced("goodbye", "not in the first message, which names the worker")
     if sessions.closing.is_set():
         return  # this replica is stopping: the worker opens its session elsewhere
-    session = await sessions.open(first.worker_id)
+    session = await sessions.open(first.worker_id, first.incarnation)
     clean = False
     try:
         yield pb.WorkerSessionResponse(
@@ -39,8 +40,9 @@ async def serve_session(
             ping_interval_ms=round(sessions.ping_interval_s * 1000),
         )
         async for request in _until_closing(requests, sessions.closing):
-            if request.worker_id:
-                raise _misplaced("worker_id", "only in the first message")
+            for field in ("worker_id", "incarnation"):
+                if getattr(request, field):
+                    raise _misplaced(field, "only in the first message")
             if request.goodbye:
                 await sessions.goodbye(session)
                 clean = True

@@ -1,4 +1,5 @@
-"""Worker sessions on PostgreSQL: open, close, and, after a disconnect's grace, a
+"""Worker sessions on PostgreSQL: open (in a transaction that can end the worker's
+previous process's leases), close, and, after an older worker's disconnect grace, a
 transaction that ends the worker's leases unless it opened a session since (anywhere).
 
 Every step on one worker's sessions runs under a transaction-scoped advisory lock on that
@@ -16,6 +17,7 @@ from typing import TypeAlias
 import asyncpg
 
 from job_service.ports.leases import AttemptEnding
+from job_service.ports.sessions import Registration
 
 # The statements that end attempts, on this store's connection (the lease store's:
 # app.py wires them, so that both run in one transaction and neither adapter imports the
@@ -30,8 +32,14 @@ SUPERSEDE = """
 UPDATE worker_sessions SET closed_at = now() WHERE worker_id = $1 AND closed_at IS NULL
 """
 
+# The process of the worker's latest session, read before this one is added.
+PREVIOUS_INCARNATION = """
+SELECT incarnation FROM worker_sessions WHERE worker_id = $1 ORDER BY id DESC LIMIT 1
+"""
+
 OPEN = """
-INSERT INTO worker_sessions (worker_id, instance_id) VALUES ($1, $2) RETURNING id
+INSERT INTO worker_sessions (worker_id, instance_id, incarnation) VALUES ($1, $2, $3)
+RETURNING id
 """
 
 # Closed sessions are kept this long for diagnosis; pruned a few at a time by each open.
@@ -53,14 +61,19 @@ class SessionRepository:
         self._pool = pool
         self._ending_on = ending_on
 
-    async def open(self, worker_id: str, instance_id: str) -> int:
-        """Registers a session of ``worker_id`` on replica ``instance_id``; its id."""
+    @asynccontextmanager
+    async def open(
+        self, worker_id: str, instance_id: str, incarnation: str
+    ) -> AsyncIterator[Registration]:
+        """Registers a session of ``worker_id``'s process ``incarnation`` (empty: an older
+        worker's) on replica ``instance_id``, committed with whatever the block ends."""
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(LOCK_WORKER, worker_id)
+            previous: str | None = await conn.fetchval(PREVIOUS_INCARNATION, worker_id)
             await conn.execute(SUPERSEDE, worker_id)
-            session_id: int = await conn.fetchval(OPEN, worker_id, instance_id)
+            session_id: int = await conn.fetchval(OPEN, worker_id, instance_id, incarnation or None)
             await conn.execute(PRUNE)
-            return session_id
+            yield Registration(session_id, previous, self._ending_on(conn))
 
     async def close(self, session_id: int, *, goodbye: bool) -> None:
         await self._pool.execute(CLOSE, session_id, goodbye)

@@ -1395,8 +1395,12 @@ SELECT pg_advisory_xact_lock(hashtextextended('worker-session:' || $1, 0));
 -- sessions.SUPERSEDE
 UPDATE worker_sessions SET closed_at = now() WHERE worker_id = $1 AND closed_at IS NULL;
 
+-- sessions.PREVIOUS_INCARNATION
+SELECT incarnation FROM worker_sessions WHERE worker_id = $1 ORDER BY id DESC LIMIT 1;
+
 -- sessions.OPEN
-INSERT INTO worker_sessions (worker_id, instance_id) VALUES ($1, $2) RETURNING id;
+INSERT INTO worker_sessions (worker_id, instance_id, incarnation) VALUES ($1, $2, $3)
+RETURNING id;
 
 -- sessions.PRUNE
 DELETE FROM worker_sessions WHERE id IN (

@@ -29,7 +29,9 @@ worker_definitions = Table(
 )
 
 # Worker sessions (migration 0007): a worker's live stream with a replica. A session that
-# ended without a goodbye, with no later session of its worker, ends the worker's leases.
+# ended without a goodbye, with no later session of its worker, ends the worker's leases;
+# unless it names its process (``incarnation``, migration 0020, NULL for older workers):
+# then only a later session of another process under the same worker id ends them.
 worker_sessions = Table(
     "worker_sessions",
     metadata,
@@ -39,6 +41,7 @@ worker_sessions = Table(
     Column("opened_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("closed_at", DateTime(timezone=True)),
     Column("goodbye", Boolean, nullable=False, server_default=text("false")),
+    Column("incarnation", String(255)),
     Index("worker_sessions_worker", "worker_id", "id"),
     Index("worker_sessions_closed", "closed_at"),
 )

@@ -234,12 +234,14 @@ class ResolveCredentialResponse(_message.Message):
     def __init__(self, api_key: _Optional[str] = ..., provider: _Optional[str] = ..., credential_id: _Optional[str] = ...) -> None: ...
 
 class WorkerSessionRequest(_message.Message):
-    __slots__ = ("worker_id", "goodbye")
+    __slots__ = ("worker_id", "goodbye", "incarnation")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     GOODBYE_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     goodbye: bool
-    def __init__(self, worker_id: _Optional[str] = ..., goodbye: _Optional[bool] = ...) -> None: ...
+    incarnation: str
+    def __init__(self, worker_id: _Optional[str] = ..., goodbye: _Optional[bool] = ..., incarnation: _Optional[str] = ...) -> None: ...
 
 class WorkerSessionResponse(_message.Message):
     __slots__ = ("session_id", "disconnect_grace_ms", "ping_interval_ms", "closed")

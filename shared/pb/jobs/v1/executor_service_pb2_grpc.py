@@ -176,11 +176,15 @@ class ExecutorServiceServicer:
         job service's signal that the worker is alive. The first message names the worker;
         then the worker pings (an empty message) and the job service answers each ping; the
         last message of a worker that shuts down cleanly is a goodbye, answered `closed`.
-        A session that ends without a goodbye (the worker's connection closed: it crashed)
-        and that the worker does not replace with a new one, on any replica, within
-        `disconnect_grace_ms` ends the worker's leases at once (reason WORKER_DISCONNECTED),
-        as the lease reaper would on expiry. A stream the job service ends on its own (it is
-        shutting down) is not a disconnect: open a new session at once.
+        A session that names its process (`incarnation`) is interrupted at no cost: it ends
+        no lease, whatever the gap before the same process opens a new one (its leases still
+        end if they expire). The first session of a new process under a worker id whose last
+        session was another process's ends that process's leases at once (reason
+        WORKER_DISCONNECTED): the worker was restarted. A session without `incarnation` (an
+        older worker) that ends without a goodbye and that the worker does not replace, on any
+        replica, within `disconnect_grace_ms` ends the worker's leases at once (reason
+        WORKER_DISCONNECTED), as the lease reaper would on expiry. A stream the job service
+        ends on its own (it is shutting down) is not a disconnect: open a new session at once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
