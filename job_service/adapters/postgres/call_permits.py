@@ -33,27 +33,32 @@ TAKE = """
 WITH job AS (
     SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2 AND status = ANY($7::text[])
     FOR SHARE
-), bucket AS (
-    SELECT p.key, greatest(p.next_at, now()) AS tat
+), locked AS (
+    SELECT p.key, p.next_at
     FROM call_permits p WHERE p.key = $3 AND EXISTS (SELECT 1 FROM job)
     FOR UPDATE OF p
+), bucket AS (
+    -- the clock once the row lock is ours (now() is when the statement began: a statement
+    -- that waited for the lock would hand out slots already past)
+    SELECT key, clock_timestamp() AS t, greatest(next_at, clock_timestamp()) AS tat
+    FROM locked
 ), tier AS (
     SELECT r.blocked_until,
            least(1.0, r.factor
                  + greatest(extract(epoch FROM now() - r.refilled_at)::float8, 0) / $4) AS f
     FROM rate_limits r WHERE r.key = $3
 ), slot AS (
-    SELECT b.key, b.tat, 1.0 / ($5 * t.f) AS tau,
-           greatest(now(), coalesce(t.blocked_until, now()),
+    SELECT b.key, b.t, b.tat, 1.0 / ($5 * t.f) AS tau,
+           greatest(b.t, coalesce(t.blocked_until, b.t),
                     b.tat - ($6 - 1) / ($5 * t.f) * interval '1 second') AS at
     FROM bucket b CROSS JOIN tier t
 ), answer AS (
-    SELECT key, tat, tau, at, at <= now() + $8 * interval '1 second' AS taken FROM slot
+    SELECT key, t, tat, tau, at, at <= t + $8 * interval '1 second' AS taken FROM slot
 )
 UPDATE call_permits p SET next_at = CASE WHEN answer.taken
     THEN greatest(answer.tat, answer.at) + answer.tau * interval '1 second' ELSE p.next_at END
 FROM answer WHERE p.key = answer.key
-RETURNING answer.taken, answer.at, extract(epoch FROM answer.at - now())::float8 AS wait
+RETURNING answer.taken, answer.at, extract(epoch FROM answer.at - answer.t)::float8 AS wait
 """
 
 # A reserved slot ($4) of tier $3 is due: still good unless a 429 blocked the tier since.

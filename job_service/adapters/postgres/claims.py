@@ -34,7 +34,7 @@ from job_service.adapters.postgres.vocabulary.statuses import (
 from job_service.domain.claims import ClaimCandidate, Granted, WaitingLeft, queue_key
 from job_service.domain.grants import LockGrant
 from job_service.domain.lifecycle import LEASED, JobStatus
-from job_service.domain.rate_limits import BucketLevel, RateLimit
+from job_service.domain.rate_limits import CALL_SLOTS_AHEAD_S, BucketLevel, RateLimit
 from shared.credentials import CredentialMode
 
 _LEASED = statuses_sql(LEASED)
@@ -183,10 +183,14 @@ SELECT EXISTS (
 # times the back-off factor) and spent on the leading grants that fit. $1 tier, $2 recovery
 # seconds, $3 rpm, $4 tpm (0: none), $5/$6 bucket sizes, $7 the tokens each wanted job
 # reserves, one element per job in line order. A 429's block sets refilled_at at its end:
-# no refill and no recovery before it.
+# no refill and no recovery before it. Nothing is granted either while the tier's calls wait
+# for slots more than $8 seconds ahead (call_permits): attempts are admitted at the pace
+# their calls are, not piled up in workers waiting for slots.
 RESERVE = """
 WITH bucket AS (
-    SELECT key, blocked_until, requests_available, tokens_available,
+    SELECT key, requests_available, tokens_available,
+           greatest(blocked_until, (SELECT c.next_at - $8 * interval '1 second'
+                                    FROM call_permits c WHERE c.key = $1)) AS blocked_until,
            greatest(extract(epoch FROM now() - refilled_at)::float8, 0) AS elapsed,
            factor
     FROM rate_limits WHERE key = $1
@@ -212,7 +216,7 @@ UPDATE rate_limits r SET
     factor = level.f, refilled_at = greatest(now(), r.refilled_at)
 FROM level, fits WHERE r.key = level.key
 RETURNING fits.n AS granted, r.requests_available, level.tok - fits.tokens AS tokens_left,
-          r.factor, r.blocked_until
+          r.factor, level.blocked_until
 """
 
 RECORD_WORKER = """
@@ -283,6 +287,7 @@ class ClaimStatements:
             limit.request_burst,
             limit.token_burst,
             list(tokens),
+            CALL_SLOTS_AHEAD_S,
         )
         if row is None:
             return None
