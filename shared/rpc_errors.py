@@ -44,6 +44,7 @@ _CODES: dict[Reason, grpc.StatusCode] = {
     Reason.JOB_FINISHED: grpc.StatusCode.FAILED_PRECONDITION,
     Reason.TOO_MANY_JOBS: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.QUOTA_EXCEEDED: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Reason.SIGNAL_LIMIT_REACHED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.LEASE_LOST: grpc.StatusCode.ABORTED,
     Reason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
     Reason.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
