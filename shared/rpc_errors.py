@@ -69,6 +69,7 @@ _CLASSES: dict[Reason, type[JobsError]] = {
         errors.JobFinished,
         errors.TooManyJobs,
         errors.QuotaExceeded,
+        errors.SignalLimitReached,
         errors.LeaseLost,
         errors.Unauthenticated,
         errors.PermissionDenied,
