@@ -193,7 +193,9 @@ def _artifacts_past_limits(submission: Submission) -> str | None:
     """Why the result's artifacts are more than one job may store (GetJob shows a job's
     artifacts within a bounded answer), or None."""
     if len(submission.artifacts) > MAX_ARTIFACTS_PER_JOB:
-        return f"{len(submission.artifacts)} artifacts; a job stores at most {MAX_ARTIFACTS_PER_JOB}"
+        return (
+            f"{len(submission.artifacts)} artifacts; a job stores at most {MAX_ARTIFACTS_PER_JOB}"
+        )
     size = sum(
         len(canonical_json([a.artifact_type, a.artifact_id, a.payload]).encode())
         for a in submission.artifacts

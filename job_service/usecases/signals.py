@@ -41,9 +41,7 @@ FETCH_LIMIT = 500
 
 
 class Signals:
-    def __init__(
-        self, store: SignalStore, notifier: SignalNotifier, *, max_per_job: int
-    ) -> None:
+    def __init__(self, store: SignalStore, notifier: SignalNotifier, *, max_per_job: int) -> None:
         self._store = store
         self._notifier = notifier
         self._max_per_job = max_per_job

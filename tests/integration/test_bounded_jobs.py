@@ -189,8 +189,7 @@ async def test_get_job_of_a_grown_job_answers_within_the_default_message_limit(
         assert (answer.child_jobs_total, len(answer.child_job_ids)) == (1500, SHOWN.child_jobs)
         assert (answer.artifacts_total, len(answer.artifacts)) == (0, 0)
     oldest = await db.fetch(
-        "SELECT id::text AS id FROM jobs WHERE parent_job_id = $1 ORDER BY created_at, id"
-        " LIMIT $2",
+        "SELECT id::text AS id FROM jobs WHERE parent_job_id = $1 ORDER BY created_at, id LIMIT $2",
         job.id,
         SHOWN.child_jobs,
     )
