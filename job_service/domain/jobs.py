@@ -67,6 +67,10 @@ class ShownLists:
 
     # in ordinal order; SubmitResults stores no more per job (``MAX_ARTIFACTS_PER_JOB``)
     artifacts: int = 1000
+    # ... and only while their payloads' JSON text (as PostgreSQL prints jsonb, at most
+    # 1.5x the canonical form) adds up to this: every result stored within
+    # MAX_ARTIFACT_BYTES_PER_JOB shows whole; older, larger ones are cut
+    artifact_bytes: int = 768 * 1024
     # the newest, oldest first
     events: int = 200
     # the oldest
@@ -77,9 +81,11 @@ class ShownLists:
 
 SHOWN = ShownLists()
 # What one job's result may store as artifacts: how many, and their canonical JSON in all
-# (type, id and payload). A projection past either fails its attempt.
+# (type, id and payload). A projection past either fails its attempt. The byte limit is
+# low because protobuf's Struct is up to 5.5x larger than JSON (a list of small numbers:
+# 11 bytes per element against 2), and GetJob must stay within 4 MiB.
 MAX_ARTIFACTS_PER_JOB = SHOWN.artifacts
-MAX_ARTIFACT_BYTES_PER_JOB = 1024 * 1024
+MAX_ARTIFACT_BYTES_PER_JOB = 512 * 1024
 
 
 @dataclass(frozen=True)

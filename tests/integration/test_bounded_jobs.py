@@ -138,7 +138,8 @@ NAME = "n" * 64  # the longest signal name
 async def grow(db: asyncpg.Connection, job_id: str, n: int) -> None:
     """Gives the job ``n`` signals and ``n`` timeline events the way the engine stores
     them (a user could send that many before the limit; events stand for a long life),
-    and 1500 child jobs (retried children stay their parent's)."""
+    1500 artifacts of 2 kB (stored before the artifact limit) and 1500 child jobs (retried
+    children stay their parent's)."""
     await db.execute(
         "INSERT INTO job_signals (job_id, seq, name, payload)"
         " SELECT $1, g, $2 || g, '{}' FROM generate_series(1, $3) g",
@@ -153,6 +154,12 @@ async def grow(db: asyncpg.Connection, job_id: str, n: int) -> None:
         " FROM generate_series(1, $2) g",
         job_id,
         n,
+    )
+    await db.execute(
+        "INSERT INTO job_artifacts (job_id, artifact_type, artifact_id, ordinal, payload)"
+        " SELECT $1, 'part', g::text, g, jsonb_build_object('text', repeat('a', 2000))"
+        " FROM generate_series(1, 1500) g",
+        job_id,
     )
     await db.execute(
         """
@@ -187,7 +194,10 @@ async def test_get_job_of_a_grown_job_answers_within_the_default_message_limit(
         assert len(answer.events) == SHOWN.events
         assert [e.attempt for e in answer.events] == list(range(60_001 - SHOWN.events, 60_001))
         assert (answer.child_jobs_total, len(answer.child_job_ids)) == (1500, SHOWN.child_jobs)
-        assert (answer.artifacts_total, len(answer.artifacts)) == (0, 0)
+        # the first artifacts, as many as fit the byte budget
+        assert answer.artifacts_total == 1500
+        assert len(answer.artifacts) == SHOWN.artifact_bytes // len('{"text": ""}' + "a" * 2000)
+        assert [a.ordinal for a in answer.artifacts] == list(range(1, len(answer.artifacts) + 1))
     oldest = await db.fetch(
         "SELECT id::text AS id FROM jobs WHERE parent_job_id = $1 ORDER BY created_at, id LIMIT $2",
         job.id,

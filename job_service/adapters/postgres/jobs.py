@@ -30,7 +30,7 @@ from job_service.domain.lifecycle import (
 )
 from shared.errors import ErrorCode, public_message
 
-# One job with the newest/first few of each of its lists ($3..$6: how many, ``SHOWN``)
+# One job with the newest/first few of each of its lists ($3..$7: how many, ``SHOWN``)
 # and each list's full length; signals are counted by ``signal_seq`` (gap-free, and they
 # leave only with their job), the others by their indexes (job_id / parent_job_id).
 GET_JOB = f"""
@@ -38,8 +38,10 @@ SELECT {JOB_COLUMNS},
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'artifact_type', a.artifact_type, 'artifact_id', a.artifact_id,
                 'ordinal', a.ordinal, 'payload', a.payload) ORDER BY a.ordinal, a.id), '[]')
-     FROM (SELECT * FROM job_artifacts WHERE job_id = j.id
-           ORDER BY ordinal, id LIMIT $3) a) AS artifacts,
+     FROM (SELECT * FROM (
+               SELECT *, sum(octet_length(payload::text)) OVER (ORDER BY ordinal, id) AS upto
+               FROM job_artifacts WHERE job_id = j.id ORDER BY ordinal, id LIMIT $3) w
+           WHERE upto <= $7) a) AS artifacts,
     (SELECT count(*) FROM job_artifacts a WHERE a.job_id = j.id)::int AS artifacts_total,
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'from', e.from_status, 'to', e.to_status, 'attempt', e.attempt,
@@ -151,6 +153,7 @@ class JobRepository:
             SHOWN.events,
             SHOWN.child_jobs,
             SHOWN.signals,
+            SHOWN.artifact_bytes,
         )
         if row is None:
             return None

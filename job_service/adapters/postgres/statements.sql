@@ -377,8 +377,10 @@ SELECT
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'artifact_type', a.artifact_type, 'artifact_id', a.artifact_id,
                 'ordinal', a.ordinal, 'payload', a.payload) ORDER BY a.ordinal, a.id), '[]')
-     FROM (SELECT * FROM job_artifacts WHERE job_id = j.id
-           ORDER BY ordinal, id LIMIT $3) a) AS artifacts,
+     FROM (SELECT * FROM (
+               SELECT *, sum(octet_length(payload::text)) OVER (ORDER BY ordinal, id) AS upto
+               FROM job_artifacts WHERE job_id = j.id ORDER BY ordinal, id LIMIT $3) w
+           WHERE upto <= $7) a) AS artifacts,
     (SELECT count(*) FROM job_artifacts a WHERE a.job_id = j.id)::int AS artifacts_total,
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'from', e.from_status, 'to', e.to_status, 'attempt', e.attempt,
