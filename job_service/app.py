@@ -273,7 +273,9 @@ class JobServiceApp(Lifetime):
             usage=UsageReports(UsageReportRepository(self._pool)),
             steps=Steps(StepRepository(hot), self.registry),
             schedules=schedules,
-            signals=Signals(SignalRepository(self._pool), publisher),
+            signals=Signals(
+                SignalRepository(self._pool), publisher, max_per_job=s.max_signals_per_job
+            ),
         )
         loops = Supervisor(
             [

@@ -101,6 +101,9 @@ class JobServiceSettings(BaseSettings):
     # before CreateJob refuses (QUOTA_EXCEEDED, quota "daily_cost_budget"); 0 is off. Soft
     # as well: jobs already created may spend past it.
     daily_cost_budget_usd_per_user: Decimal = Field(default=Decimal(0), ge=0)
+    # Signals one job may hold (SendSignal past it: RESOURCE_EXHAUSTED, reason
+    # SIGNAL_LIMIT_REACHED). Exact under concurrency: checked by the statement that stores.
+    max_signals_per_job: int = Field(default=1000, ge=1, le=1_000_000)
     # Signs ListJobs page tokens; unset: the secret stored in the database by migration
     # 0004, shared by every replica.
     page_token_secret: str = ""

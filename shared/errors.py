@@ -30,6 +30,7 @@ same class (``shared.rpc_errors``). The message is public: the caller reads it::
     ├── JobFinished                FAILED_PRECONDITION JOB_FINISHED
     ├── TooManyJobs                RESOURCE_EXHAUSTED  TOO_MANY_JOBS   (+ RetryInfo)
     ├── QuotaExceeded              RESOURCE_EXHAUSTED  QUOTA_EXCEEDED  (+ RetryInfo)
+    ├── SignalLimitReached         RESOURCE_EXHAUSTED  SIGNAL_LIMIT_REACHED
     ├── LeaseLost                  ABORTED             LEASE_LOST
     ├── Unauthenticated            UNAUTHENTICATED     UNAUTHENTICATED
     ├── PermissionDenied           PERMISSION_DENIED   PERMISSION_DENIED
@@ -113,6 +114,7 @@ class Reason(StrEnum):
     JOB_FINISHED = "JOB_FINISHED"
     TOO_MANY_JOBS = "TOO_MANY_JOBS"
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+    SIGNAL_LIMIT_REACHED = "SIGNAL_LIMIT_REACHED"
     LEASE_LOST = "LEASE_LOST"
     UNAUTHENTICATED = "UNAUTHENTICATED"
     PERMISSION_DENIED = "PERMISSION_DENIED"
@@ -221,6 +223,13 @@ class QuotaExceeded(JobsError):
     budget (ErrorInfo metadata ``quota``: ``daily_jobs`` or ``daily_cost_budget``)."""
 
     reason = Reason.QUOTA_EXCEEDED
+
+
+class SignalLimitReached(JobsError):
+    """The job holds as many signals as one job may (JOBS_MAX_SIGNALS_PER_JOB); it takes
+    no more. No RetryInfo: waiting does not help, since signals leave only with their job."""
+
+    reason = Reason.SIGNAL_LIMIT_REACHED
 
 
 class Unauthenticated(JobsError):

@@ -16,6 +16,7 @@ the field violations of bad input and the wait ``RetryInfo`` asks for::
     ├── IdempotencyKeyReused      IDEMPOTENCY_KEY_REUSED
     ├── TooManyJobs               TOO_MANY_JOBS     (retry_after)
     ├── QuotaExceeded             QUOTA_EXCEEDED    (retry_after)
+    ├── SignalLimitReached        SIGNAL_LIMIT_REACHED (the job holds its most signals)
     ├── Unauthenticated           UNAUTHENTICATED
     ├── PermissionDenied          PERMISSION_DENIED
     ├── Unavailable               PLATFORM_UNAVAILABLE, or no answer at all (transport)
@@ -129,6 +130,10 @@ class QuotaExceeded(JobsError):
     reason = "QUOTA_EXCEEDED"
 
 
+class SignalLimitReached(JobsError):
+    reason = "SIGNAL_LIMIT_REACHED"
+
+
 class Unauthenticated(JobsError):
     reason = "UNAUTHENTICATED"
 
@@ -166,6 +171,7 @@ _BY_REASON: dict[str, type[JobsError]] = {
         IdempotencyKeyReused,
         TooManyJobs,
         QuotaExceeded,
+        SignalLimitReached,
         Unauthenticated,
         PermissionDenied,
         Unavailable,

@@ -60,6 +60,35 @@ class NewJob:
 
 
 @dataclass(frozen=True)
+class ShownLists:
+    """How much of a job's lists one read of it shows: one user can grow a job (signals,
+    retried children) but never its answer past gRPC's default 4 MiB message limit. The
+    job's totals say what was left out."""
+
+    # in ordinal order; SubmitResults stores no more per job (``MAX_ARTIFACTS_PER_JOB``)
+    artifacts: int = 1000
+    # ... and only while their payloads' JSON text (as PostgreSQL prints jsonb, at most
+    # 1.5x the canonical form) adds up to this: every result stored within
+    # MAX_ARTIFACT_BYTES_PER_JOB shows whole; older, larger ones are cut
+    artifact_bytes: int = 768 * 1024
+    # the newest, oldest first
+    events: int = 200
+    # the oldest
+    child_jobs: int = 1000
+    # the newest, in send order
+    signals: int = 200
+
+
+SHOWN = ShownLists()
+# What one job's result may store as artifacts: how many, and their canonical JSON in all
+# (type, id and payload). A projection past either fails its attempt. The byte limit is
+# low because protobuf's Struct is up to 5.5x larger than JSON (a list of small numbers:
+# 11 bytes per element against 2), and GetJob must stay within 4 MiB.
+MAX_ARTIFACTS_PER_JOB = SHOWN.artifacts
+MAX_ARTIFACT_BYTES_PER_JOB = 512 * 1024
+
+
+@dataclass(frozen=True)
 class NewChild:
     """A validated child job of a projection; it belongs to its parent's user."""
 
@@ -148,6 +177,12 @@ class Job:
     scheduled_for: datetime | None = None
     # The signals it received, in send order (GetJob only; names and times, no payloads).
     signals: list[ReceivedSignal] = field(default_factory=list)
+    # How long each list is in full, when it was read (GetJob): the lists above hold at
+    # most ``SHOWN`` of it; 0 where the lists were not read (ListJobs summaries).
+    artifacts_total: int = 0
+    events_total: int = 0
+    child_jobs_total: int = 0
+    signals_total: int = 0
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,20 @@ from job_service.domain.signals import JobSignal, SentSignal
 
 class SignalStore(Protocol):
     async def send(
-        self, job_id: str, user_id: str, name: str, payload: dict[str, Any], key: str | None
+        self,
+        job_id: str,
+        user_id: str,
+        name: str,
+        payload: dict[str, Any],
+        key: str | None,
+        limit: int,
     ) -> SentSignal | None:
         """Stores the signal with the job's next seq, in one transaction, unless ``key``
         names one stored before (that one is answered, ``created`` False). None: the user
-        has no such job. Raises ``JobFinished`` for a finished job and
-        ``IdempotencyKeyReused`` for a key stored with another name or payload."""
+        has no such job. Raises ``JobFinished`` for a finished job, ``SignalLimitReached``
+        when the job already holds ``limit`` signals (checked in the storing statement, so
+        concurrent sends never pass it) and ``IdempotencyKeyReused`` for a key stored with
+        another name or payload."""
         ...
 
     async def fetch(

@@ -15,14 +15,19 @@ from job_service import metrics
 from job_service.domain.admission import admit_child
 from job_service.domain.attempts import Refusal, Submission, refusal
 from job_service.domain.checks import MAX_ID_CHARS, not_json, require_batch, require_uuid
-from job_service.domain.jobs import NewChild, NewJob
+from job_service.domain.jobs import (
+    MAX_ARTIFACT_BYTES_PER_JOB,
+    MAX_ARTIFACTS_PER_JOB,
+    NewChild,
+    NewJob,
+)
 from job_service.domain.lifecycle import JobStatus
 from job_service.ports.outbox import Handoff
 from job_service.ports.results import ResultStore
 from job_service.usecases.leases import Leases
 from job_service.usecases.rate_limits import RateReservations
 from shared import redaction
-from shared.canonical import check_storable
+from shared.canonical import canonical_json, check_storable
 from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, FieldViolation, InvalidInput, JobsError, LeaseLost
 from shared.output_hash import matches as output_hash_matches
@@ -72,6 +77,9 @@ class Results:
             types = await self._store.job_types([s.job_id for s in looked_up])
         if redacting:
             valid = [self._redacted(s, types.get(s.job_id)) for s in valid]
+        for submission in valid:
+            if (too_many := _artifacts_past_limits(submission)) is not None:
+                refused[submission.job_id] = too_many
         if with_children:
             for submission in with_children:
                 try:
@@ -180,6 +188,25 @@ class Results:
         except LeaseLost as error:
             return error
         return outcome.status
+
+
+def _artifacts_past_limits(submission: Submission) -> str | None:
+    """Why the result's artifacts are more than one job may store (GetJob shows a job's
+    artifacts within a bounded answer), or None."""
+    if len(submission.artifacts) > MAX_ARTIFACTS_PER_JOB:
+        return (
+            f"{len(submission.artifacts)} artifacts; a job stores at most {MAX_ARTIFACTS_PER_JOB}"
+        )
+    size = sum(
+        len(canonical_json([a.artifact_type, a.artifact_id, a.payload]).encode())
+        for a in submission.artifacts
+    )
+    if size > MAX_ARTIFACT_BYTES_PER_JOB:
+        return (
+            f"{size} bytes of artifacts; a job stores at most {MAX_ARTIFACT_BYTES_PER_JOB} "
+            "bytes of JSON"
+        )
+    return None
 
 
 def _submission_problem(submission: Submission, seen: set[str]) -> JobsError | None:

@@ -6,7 +6,8 @@ notice on core NATS (the path cancellation takes) tells the worker running the j
 there is something up to ``seq``, and the worker fetches the signals under its lease
 (ExecutorService.FetchSignals). A lost notice costs latency, never a signal: every
 heartbeat answer carries ``signal_seq``, and an attempt fetches everything when its job
-code first asks. See docs/adr/0006-signals.md.
+code first asks. A job holds at most ``max_per_job`` signals (JOBS_MAX_SIGNALS_PER_JOB):
+one more is refused, SIGNAL_LIMIT_REACHED. See docs/adr/0006-signals.md.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ FETCH_LIMIT = 500
 
 
 class Signals:
-    def __init__(self, store: SignalStore, notifier: SignalNotifier) -> None:
+    def __init__(self, store: SignalStore, notifier: SignalNotifier, *, max_per_job: int) -> None:
         self._store = store
         self._notifier = notifier
+        self._max_per_job = max_per_job
 
     async def send(
         self,
@@ -57,7 +59,9 @@ class Signals:
         require_signal(name, payload)
         if idempotency_key:
             require_name("idempotency_key", idempotency_key)
-        sent = await self._store.send(job_id, user_id, name, payload, idempotency_key or None)
+        sent = await self._store.send(
+            job_id, user_id, name, payload, idempotency_key or None, self._max_per_job
+        )
         if sent is None:
             raise JobNotFound("no such job")
         if sent.created:

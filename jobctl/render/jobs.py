@@ -70,7 +70,10 @@ def job_detail(job: job_pb2.Job) -> str:
     if job.parent_job_id:
         fields.append(("parent", job.parent_job_id))
     if job.child_job_ids:
-        fields.append(("children", " ".join(job.child_job_ids)))
+        more = left_out(len(job.child_job_ids), job.child_jobs_total)
+        fields.append(
+            ("children", " ".join(job.child_job_ids) + (f" (+{more} more)" if more else ""))
+        )
     if job.total_input_tokens or job.total_output_tokens or job.total_cost_usd:
         fields.append(
             (
@@ -79,14 +82,25 @@ def job_detail(job: job_pb2.Job) -> str:
                 f"${job.total_cost_usd:.6f}",
             )
         )
-    fields.append(("artifacts", str(len(job.artifacts))))
+    artifacts_more = left_out(len(job.artifacts), job.artifacts_total)
+    fields.append(
+        (
+            "artifacts",
+            f"{len(job.artifacts)}"
+            + (f" shown of {job.artifacts_total}" if artifacts_more else ""),
+        )
+    )
     if job.signals:
-        fields.append(("signals", ", ".join(f"#{s.seq} {s.name}" for s in job.signals)))
+        earlier = left_out(len(job.signals), job.signals_total)
+        shown = ", ".join(f"#{s.seq} {s.name}" for s in job.signals)
+        fields.append(("signals", (f"({earlier} earlier) " if earlier else "") + shown))
     width = max(len(k) for k, _ in fields)
     lines = [f"{k.ljust(width)}  {v}" for k, v in fields]
     lines.extend(artifact_lines(job.artifacts))
     if job.events:
         lines.append("timeline")
+        if earlier := left_out(len(job.events), job.events_total):
+            lines.append(f"  ({earlier} earlier events not shown)")
         for event in job.events:
             reason = f"  ({event.reason})" if event.reason else ""
             before = status_name(event.from_status) if event.from_status else "-"
@@ -95,6 +109,11 @@ def job_detail(job: job_pb2.Job) -> str:
                 f"{status_name(event.to_status)}  attempt {event.attempt}{reason}"
             )
     return "\n".join(lines)
+
+
+def left_out(shown: int, total: int) -> int:
+    """How many of a list GetJob left out (``total`` is 0 from older servers)."""
+    return max(total - shown, 0)
 
 
 def hold_fields(job: job_pb2.Job) -> list[tuple[str, str]]:

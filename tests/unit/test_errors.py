@@ -246,6 +246,7 @@ EXPECTED_CODES = {
     errors.LiveChildExists: (Reason.LIVE_CHILD_EXISTS, grpc.StatusCode.FAILED_PRECONDITION),
     errors.TooManyJobs: (Reason.TOO_MANY_JOBS, grpc.StatusCode.RESOURCE_EXHAUSTED),
     errors.QuotaExceeded: (Reason.QUOTA_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    errors.SignalLimitReached: (Reason.SIGNAL_LIMIT_REACHED, grpc.StatusCode.RESOURCE_EXHAUSTED),
     errors.LeaseLost: (Reason.LEASE_LOST, grpc.StatusCode.ABORTED),
     errors.Unauthenticated: (Reason.UNAUTHENTICATED, grpc.StatusCode.UNAUTHENTICATED),
     errors.PermissionDenied: (Reason.PERMISSION_DENIED, grpc.StatusCode.PERMISSION_DENIED),

@@ -107,6 +107,10 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         schedule_id=job.schedule_id or "",
         scheduled_for=timestamp(job.scheduled_for),
         signals=[received_signal_to_pb(s) for s in job.signals],
+        signals_total=job.signals_total,
+        events_total=job.events_total,
+        artifacts_total=job.artifacts_total,
+        child_jobs_total=job.child_jobs_total,
     )
     if internal:
         message.created_by = job.created_by or ""

@@ -19,7 +19,7 @@ from job_service.adapters.postgres.vocabulary.statuses import (
     sql_status,
     timeline_event,
 )
-from job_service.domain.jobs import Artifact, Job
+from job_service.domain.jobs import SHOWN, Artifact, Job
 from job_service.domain.lifecycle import (
     TERMINAL,
     JobStatus,
@@ -30,23 +30,36 @@ from job_service.domain.lifecycle import (
 )
 from shared.errors import ErrorCode, public_message
 
+# One job with the newest/first few of each of its lists ($3..$7: how many, ``SHOWN``)
+# and each list's full length; signals are counted by ``signal_seq`` (gap-free, and they
+# leave only with their job), the others by their indexes (job_id / parent_job_id).
 GET_JOB = f"""
 SELECT {JOB_COLUMNS},
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'artifact_type', a.artifact_type, 'artifact_id', a.artifact_id,
                 'ordinal', a.ordinal, 'payload', a.payload) ORDER BY a.ordinal, a.id), '[]')
-     FROM job_artifacts a WHERE a.job_id = j.id) AS artifacts,
+     FROM (SELECT * FROM (
+               SELECT *, sum(octet_length(payload::text)) OVER (ORDER BY ordinal, id) AS upto
+               FROM job_artifacts WHERE job_id = j.id ORDER BY ordinal, id LIMIT $3) w
+           WHERE upto <= $7) a) AS artifacts,
+    (SELECT count(*) FROM job_artifacts a WHERE a.job_id = j.id)::int AS artifacts_total,
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'from', e.from_status, 'to', e.to_status, 'attempt', e.attempt,
                 'reason', e.reason, 'at', e.created_at) ORDER BY e.id), '[]')
-     FROM job_events e WHERE e.job_id = j.id) AS events,
+     FROM (SELECT * FROM job_events WHERE job_id = j.id ORDER BY id DESC LIMIT $4) e)
+        AS events,
+    (SELECT count(*) FROM job_events e WHERE e.job_id = j.id)::int AS events_total,
     (SELECT coalesce(array_agg(c.id::text ORDER BY c.created_at, c.id), '{{}}')
-     FROM jobs c WHERE c.parent_job_id = j.id) AS child_job_ids,
+     FROM (SELECT id, created_at FROM jobs WHERE parent_job_id = j.id
+           ORDER BY created_at, id LIMIT $5) c) AS child_job_ids,
+    (SELECT count(*) FROM jobs c WHERE c.parent_job_id = j.id)::int AS child_jobs_total,
     (SELECT count(*) FROM job_events e WHERE e.job_id = j.id AND e.usage_unknown)::int
         AS usage_unknown_attempts,
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'seq', s.seq, 'name', s.name, 'sent_at', s.sent_at) ORDER BY s.seq), '[]')
-     FROM job_signals s WHERE s.job_id = j.id) AS signals,
+     FROM (SELECT seq, name, sent_at FROM job_signals WHERE job_id = j.id
+           ORDER BY seq DESC LIMIT $6) s) AS signals,
+    j.signal_seq AS signals_total,
     usage.*
 FROM jobs j
 CROSS JOIN LATERAL (
@@ -130,8 +143,18 @@ class JobRepository:
         self._pool = pool
 
     async def get(self, job_id: str, user_id: str | None) -> Job | None:
-        """The job with artifacts and timeline; ``user_id`` None reads any user's job."""
-        row = await self._pool.fetchrow(GET_JOB, job_id, user_id)
+        """The job with (the first or newest ``SHOWN`` of) its artifacts, timeline, children
+        and signals; ``user_id`` None reads any user's job."""
+        row = await self._pool.fetchrow(
+            GET_JOB,
+            job_id,
+            user_id,
+            SHOWN.artifacts,
+            SHOWN.events,
+            SHOWN.child_jobs,
+            SHOWN.signals,
+            SHOWN.artifact_bytes,
+        )
         if row is None:
             return None
         return replace(
@@ -146,6 +169,10 @@ class JobRepository:
             total_cost_usd=row["total_cost_usd"],
             usage_unknown_attempts=row["usage_unknown_attempts"],
             signals=[signal_from_json(s) for s in row["signals"]],
+            artifacts_total=row["artifacts_total"],
+            events_total=row["events_total"],
+            child_jobs_total=row["child_jobs_total"],
+            signals_total=row["signals_total"],
         )
 
     async def cancel(

@@ -1,6 +1,6 @@
 """Signals on PostgreSQL: SendSignal numbers a signal by bumping ``jobs.signal_seq`` (the
-row lock orders concurrent sends and a finishing job) and stores it in the same statement;
-FetchSignals reads them for the holder of the job's lease."""
+row lock orders concurrent sends, a finishing job and the per-job limit) and stores it in
+the same statement; FetchSignals reads them for the holder of the job's lease."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import asyncpg
 
 from job_service.domain.lifecycle import LEASED, TERMINAL, JobStatus, status_values
 from job_service.domain.signals import JobSignal, ReceivedSignal, SentSignal
-from shared.errors import IdempotencyKeyReused, JobFinished
+from shared.errors import IdempotencyKeyReused, JobFinished, SignalLimitReached
 
-JOB_OF_USER = "SELECT status FROM jobs WHERE id = $1 AND user_id = $2"
+JOB_OF_USER = "SELECT status, signal_seq FROM jobs WHERE id = $1 AND user_id = $2"
 
 BY_KEY = """
 SELECT s.seq, s.name, s.sent_at, (s.name = $4 AND s.payload = $5::jsonb) AS same, j.job_type
@@ -23,11 +23,14 @@ WHERE s.job_id = $1 AND s.idempotency_key = $3
 
 # One statement (one round trip, one commit). The row lock its UPDATE takes orders this
 # send against other sends (seq in commit order, no gaps) and against the job's end: a
-# signal is either stored while the job is unfinished, or refused.
+# signal is either stored while the job is unfinished, or refused. ``signal_seq`` counts
+# the job's signals (gap-free, and they leave only with their job), so the limit ($7) is
+# judged on the row as the lock holder left it (READ COMMITTED re-checks the WHERE on the
+# newest version): concurrent sends never pass it, and a refused one writes nothing.
 SEND = """
 WITH numbered AS (
     UPDATE jobs SET signal_seq = signal_seq + 1
-    WHERE id = $1 AND user_id = $2 AND NOT (status = ANY($3::text[]))
+    WHERE id = $1 AND user_id = $2 AND NOT (status = ANY($3::text[])) AND signal_seq < $7
     RETURNING id, signal_seq, status, job_type
 )
 INSERT INTO job_signals (job_id, seq, name, payload, idempotency_key)
@@ -54,12 +57,20 @@ class SignalRepository:
         self._pool = pool
 
     async def send(
-        self, job_id: str, user_id: str, name: str, payload: dict[str, Any], key: str | None
+        self,
+        job_id: str,
+        user_id: str,
+        name: str,
+        payload: dict[str, Any],
+        key: str | None,
+        limit: int,
     ) -> SentSignal | None:
         if key is not None and (stored := await self._by_key(job_id, user_id, key, name, payload)):
             return stored
         try:
-            row = await self._pool.fetchrow(SEND, job_id, user_id, _TERMINAL, name, payload, key)
+            row = await self._pool.fetchrow(
+                SEND, job_id, user_id, _TERMINAL, name, payload, key, limit
+            )
         except asyncpg.UniqueViolationError:
             # a concurrent send with the same key committed first: answer its signal
             assert key is not None
@@ -67,9 +78,16 @@ class SignalRepository:
         if row is not None:
             signal = ReceivedSignal(row["seq"], name, row["sent_at"])
             return SentSignal(signal, True, row["job_type"], JobStatus(row["status"]))
-        status = await self._pool.fetchval(JOB_OF_USER, job_id, user_id)
-        if status is None:
+        job = await self._pool.fetchrow(JOB_OF_USER, job_id, user_id)
+        if job is None:
             return None
+        status = job["status"]
+        if status not in _TERMINAL:
+            raise SignalLimitReached(
+                f"the job holds {job['signal_seq']} signals, the most one job may hold: "
+                "it takes no more",
+                metadata={"job_id": job_id, "limit": str(limit)},
+            )
         raise JobFinished(
             f"the job has finished ({status}): it takes no more signals",
             metadata={"job_id": job_id, "status": status},

@@ -443,18 +443,28 @@ SELECT
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'artifact_type', a.artifact_type, 'artifact_id', a.artifact_id,
                 'ordinal', a.ordinal, 'payload', a.payload) ORDER BY a.ordinal, a.id), '[]')
-     FROM job_artifacts a WHERE a.job_id = j.id) AS artifacts,
+     FROM (SELECT * FROM (
+               SELECT *, sum(octet_length(payload::text)) OVER (ORDER BY ordinal, id) AS upto
+               FROM job_artifacts WHERE job_id = j.id ORDER BY ordinal, id LIMIT $3) w
+           WHERE upto <= $7) a) AS artifacts,
+    (SELECT count(*) FROM job_artifacts a WHERE a.job_id = j.id)::int AS artifacts_total,
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'from', e.from_status, 'to', e.to_status, 'attempt', e.attempt,
                 'reason', e.reason, 'at', e.created_at) ORDER BY e.id), '[]')
-     FROM job_events e WHERE e.job_id = j.id) AS events,
+     FROM (SELECT * FROM job_events WHERE job_id = j.id ORDER BY id DESC LIMIT $4) e)
+        AS events,
+    (SELECT count(*) FROM job_events e WHERE e.job_id = j.id)::int AS events_total,
     (SELECT coalesce(array_agg(c.id::text ORDER BY c.created_at, c.id), '{}')
-     FROM jobs c WHERE c.parent_job_id = j.id) AS child_job_ids,
+     FROM (SELECT id, created_at FROM jobs WHERE parent_job_id = j.id
+           ORDER BY created_at, id LIMIT $5) c) AS child_job_ids,
+    (SELECT count(*) FROM jobs c WHERE c.parent_job_id = j.id)::int AS child_jobs_total,
     (SELECT count(*) FROM job_events e WHERE e.job_id = j.id AND e.usage_unknown)::int
         AS usage_unknown_attempts,
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'seq', s.seq, 'name', s.name, 'sent_at', s.sent_at) ORDER BY s.seq), '[]')
-     FROM job_signals s WHERE s.job_id = j.id) AS signals,
+     FROM (SELECT seq, name, sent_at FROM job_signals WHERE job_id = j.id
+           ORDER BY seq DESC LIMIT $6) s) AS signals,
+    j.signal_seq AS signals_total,
     usage.*
 FROM jobs j
 CROSS JOIN LATERAL (
@@ -1421,7 +1431,7 @@ UPDATE worker_sessions SET closed_at = coalesce(closed_at, now()), goodbye = $2 
 SELECT EXISTS (SELECT 1 FROM worker_sessions WHERE worker_id = $1 AND id > $2);
 
 -- signals.JOB_OF_USER
-SELECT status FROM jobs WHERE id = $1 AND user_id = $2;
+SELECT status, signal_seq FROM jobs WHERE id = $1 AND user_id = $2;
 
 -- signals.BY_KEY
 SELECT s.seq, s.name, s.sent_at, (s.name = $4 AND s.payload = $5::jsonb) AS same, j.job_type
@@ -1431,7 +1441,7 @@ WHERE s.job_id = $1 AND s.idempotency_key = $3;
 -- signals.SEND
 WITH numbered AS (
     UPDATE jobs SET signal_seq = signal_seq + 1
-    WHERE id = $1 AND user_id = $2 AND NOT (status = ANY($3::text[]))
+    WHERE id = $1 AND user_id = $2 AND NOT (status = ANY($3::text[])) AND signal_seq < $7
     RETURNING id, signal_seq, status, job_type
 )
 INSERT INTO job_signals (job_id, seq, name, payload, idempotency_key)

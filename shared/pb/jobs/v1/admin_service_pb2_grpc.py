@@ -111,7 +111,8 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetJob(self, request, context):
-        """Reads any user's job with its artifacts, events and internal error message.
+        """Reads any user's job with its artifacts, events and internal error message; bounded
+        as JobService.GetJob (Job.*_total).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -94,6 +94,8 @@ class JobServiceServicer:
 
     def GetJob(self, request, context):
         """Reads one job with its artifacts and event timeline. Another user's job is NOT_FOUND.
+        The answer is bounded whatever the job holds (the first or newest few of each list,
+        with Job.*_total saying how many there are: see Job field 101).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
