@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx
 import uvloop
 
 from bench.e2e import Stack, channel
@@ -60,6 +61,7 @@ class RateStack(Stack):
         self.limits = limits
         self.second_port = free_port()
         self.second: subprocess.Popen[bytes] | None = None
+        self.metrics_ports: list[int] = []  # every process's /metrics, read at the end
 
     def _env(self) -> dict[str, str]:
         return {
@@ -74,15 +76,36 @@ class RateStack(Stack):
             "JOBS_MODEL_PRIMARY_API_KEY": "sk-bench-0123456789abcdef",
         }
 
+    def _spawn(self, *args: str) -> subprocess.Popen[bytes]:
+        port = free_port()
+        self.metrics_ports.append(port)
+        log = (self.root / f"{args[0]}-{len(self.workers)}.log").open("wb")
+        env = {**self._env(), "JOBS_METRICS_PORT": str(port)}
+        return subprocess.Popen(
+            [sys.executable, "-m", *args], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+
     def start_second_replica(self) -> None:
-        env = {**self._env(), "JOBS_GRPC_PORT": str(self.second_port)}
+        port = free_port()
+        self.metrics_ports.append(port)
+        env = {
+            **self._env(),
+            "JOBS_GRPC_PORT": str(self.second_port),
+            "JOBS_METRICS_PORT": str(port),
+        }
         log = (self.root / "job_service-second.log").open("wb")
         self.second = subprocess.Popen(
             [sys.executable, "-m", "job_service", "serve"], env=env, stdout=log, stderr=log
         )
 
     def start_worker_on(self, port: int) -> None:
-        env = {**self._env(), "JOBS_JOB_SERVICE_TARGET": f"127.0.0.1:{port}"}
+        metrics = free_port()
+        self.metrics_ports.append(metrics)
+        env = {
+            **self._env(),
+            "JOBS_JOB_SERVICE_TARGET": f"127.0.0.1:{port}",
+            "JOBS_WORKER_METRICS_PORT": str(metrics),
+        }
         log = (self.root / f"worker-{len(self.workers)}.log").open("wb")
         self.workers.append(
             subprocess.Popen(
@@ -114,6 +137,30 @@ def repairing_responder(requests: dict[int, int]) -> Any:
         return status, answer
 
     return respond
+
+
+PERMIT_LINE = re.compile(
+    r"^(jobs_call_permits_total|jobs_worker_call_permits_late_total)\{([^}]*)\} ([0-9.e+]+)$"
+)
+
+
+async def permit_answers(ports: list[int]) -> dict[str, float]:
+    """The permit answers job_service gave (granted, reserved, wait, late, blocked) and the
+    permits workers got too late, summed over every process's /metrics."""
+    totals: dict[str, float] = {}
+    async with httpx.AsyncClient(timeout=5) as http:
+        for port in ports:
+            try:
+                text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+            except httpx.HTTPError:
+                continue
+            for line in text.splitlines():
+                found = PERMIT_LINE.match(line)
+                if found:
+                    answer = re.search(r'answer="(\w+)"', found.group(2))
+                    name = answer.group(1) if answer else "worker_late"
+                    totals[name] = totals.get(name, 0) + float(found.group(3))
+    return totals
 
 
 def burn() -> None:
@@ -176,6 +223,7 @@ async def main(args: argparse.Namespace) -> None:
             if server.requests and time.time() - server.requests[0].at > args.seconds + 1:
                 break
             await asyncio.sleep(0.5)
+        permits = await permit_answers(stack.metrics_ports)
         db = await asyncpg.connect(stack.database_url)
         try:
             statuses = dict(await db.fetch("SELECT status, count(*) FROM jobs GROUP BY 1"))
@@ -206,6 +254,7 @@ async def main(args: argparse.Namespace) -> None:
     print(f"{'busiest 60 s window (requests)':<46}{busiest(times, 60.0):>8}{bound_60:>8}")
     print(f"{f'requests in the first {args.seconds:g} s':<46}{len(window):>8}")
     print(f"{'jobs by status at the end':<46}{json.dumps(statuses)}")
+    print(f"{'permit answers (all processes)':<46}{json.dumps(permits)}")
     print(f"{'share of the quota used':<46}{used:>8.1%}{'90.0%':>8}")
     ok = busiest(times, 1.0) <= bound_1 and busiest(times, 60.0) <= bound_60 and used >= 0.9
     print("RESULT:", "PASS" if ok else "FAIL")
