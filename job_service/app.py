@@ -27,6 +27,7 @@ from job_service.adapters.postgres.jobs import JobRepository, cancel_descendants
 from job_service.adapters.postgres.leases import AttemptTransaction, LeaseRepository
 from job_service.adapters.postgres.listing import JobListing
 from job_service.adapters.postgres.new_jobs import NewJobRepository, create_job
+from job_service.adapters.postgres.reruns import RerunRepository
 from job_service.adapters.postgres.outbox import OutboxRepository
 from job_service.adapters.postgres.pool import HOT_PATH_SESSION, create_pool
 from job_service.adapters.postgres.queues import QueueRepository
@@ -234,7 +235,13 @@ class JobServiceApp(Lifetime):
         listing = JobListing(self._pool)
         page_tokens = PageTokens(await _page_token_secret(s, listing))
         admin = Admin(
-            self.registry, job_store, new_job_store, listing, outbox_store, page_tokens, dispatcher
+            self.registry,
+            job_store,
+            RerunRepository(hot),
+            listing,
+            outbox_store,
+            page_tokens,
+            dispatcher,
         )
         bulk = BulkActions(
             self.registry,

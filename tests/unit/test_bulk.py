@@ -61,6 +61,9 @@ class FakeStore:
         ]
         return rest[:limit], len(rest) > limit
 
+    async def now(self) -> datetime:
+        return T0 + timedelta(days=1)
+
     async def missing(self, job_ids: Sequence[str]) -> list[str]:
         self.calls.append("missing")
         known = {j.id for j in self.jobs}
@@ -97,7 +100,9 @@ class FakeAdmin:
     def check_filter(self, where: JobFilter) -> None:
         pass
 
-    async def retry_job(self, job_id: str, reason: str = "retry") -> Any:
+    async def retry_job(
+        self, job_id: str, reason: str = "retry", *, since: datetime | None = None
+    ) -> Any:
         if job_id == self.refuse:
             raise LiveChildExists("the parent already has a live child")
         self.retried.append((job_id, reason))
