@@ -27,11 +27,11 @@ from job_service.adapters.postgres.jobs import JobRepository, cancel_descendants
 from job_service.adapters.postgres.leases import AttemptTransaction, LeaseRepository
 from job_service.adapters.postgres.listing import JobListing
 from job_service.adapters.postgres.new_jobs import NewJobRepository, create_job
-from job_service.adapters.postgres.reruns import RerunRepository
 from job_service.adapters.postgres.outbox import OutboxRepository
 from job_service.adapters.postgres.pool import HOT_PATH_SESSION, create_pool
 from job_service.adapters.postgres.queues import QueueRepository
 from job_service.adapters.postgres.rate_limits import RateLimitRepository
+from job_service.adapters.postgres.reruns import RerunRepository
 from job_service.adapters.postgres.results import ResultRepository
 from job_service.adapters.postgres.schedules import ScheduleRepository
 from job_service.adapters.postgres.schema_version import schema_state

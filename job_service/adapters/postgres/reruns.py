@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from job_service.adapters.postgres.rows import job_from_row
+from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
 from job_service.adapters.postgres.vocabulary.line import place_in_line
 from job_service.adapters.postgres.vocabulary.new_job import new_job_rows, snapshot_row
 from job_service.adapters.postgres.vocabulary.statuses import sql_status
@@ -24,7 +24,9 @@ from job_service.domain.jobs import Job, RetrySpec
 from job_service.domain.lifecycle import RERUNNABLE, JobStatus, status_values
 from shared.errors import IdempotencyKeyReused, JobNotRetryable, LiveChildExists, LiveRetryExists
 
-_ONE_LIVE_RETRY, _RETRY_KEY = "jobs_one_live_retry", "jobs_retry_key"
+_ONE_LIVE_RETRY = "jobs_one_live_retry"
+
+
 def _same(*columns: str) -> dict[str, str]:
     return {column: column for column in columns}
 
@@ -110,7 +112,6 @@ RERUN_INPUT = "SELECT payload FROM job_snapshots WHERE job_id = $1"
 CANCELLING = (JobStatus.CANCEL_REQUESTED.value, JobStatus.CANCELLED.value)
 
 
-
 # A retry of original $1 that is live (in no status of $2), or made at or after $3 (NULL:
 # none): the newest.
 LINEAGE_RETRY = """
@@ -120,11 +121,7 @@ ORDER BY created_at DESC LIMIT 1
 """
 
 # The retry an admin RetryJob's idempotency key names, and the job it retried.
-RETRY_BY_KEY = """
-SELECT id::text AS id, retried_from_job_id::text AS source FROM jobs WHERE retry_key = $1
-"""
-
-GET_RETRY = "SELECT * FROM jobs WHERE id = $1"
+RETRY_BY_KEY = f"SELECT {JOB_COLUMNS} FROM jobs j WHERE j.retry_key = $1"
 
 
 class RerunRepository:
@@ -162,17 +159,14 @@ class RerunRepository:
             try:
                 async with conn.transaction():
                     row = await _rerun(conn, job_id, spec, reason, key, since)
-            except asyncpg.UniqueViolationError as error:
-                # a concurrent retry committed first: answer as if it had come before
-                if error.constraint_name == _RETRY_KEY and key is not None:
-                    known = await _keyed(conn, key, job_id)
-                    assert known is not None, "the key's retry committed"
+            except (asyncpg.UniqueViolationError, LiveRetryExists) as error:
+                # A concurrent retry committed first: answer as if it had come before. The
+                # same key's retry may have committed since the key was looked up (the
+                # lineage check then finds it live, or the insert collides on either
+                # index), so the key is looked up again first.
+                if key is not None and (known := await _keyed(conn, key, job_id)) is not None:
                     return known, False
-                if error.constraint_name == _ONE_LIVE_RETRY:
-                    root = await conn.fetchval(RERUN_ROOT, job_id)
-                    live = await conn.fetchrow(LINEAGE_RETRY, root, status_values(RERUNNABLE), None)
-                    raise _live_retry(live["id"] if live else "a concurrent one") from None
-                raise
+                raise await _refusal(conn, job_id, error) from None
         return None if row is None else (job_from_row(row), True)
 
 
@@ -184,10 +178,22 @@ async def _keyed(
     found = await conn.fetchrow(RETRY_BY_KEY, key)
     if found is None:
         return None
-    if found["source"] != job_id:
+    if found["retried_from_job_id"] != job_id:
         raise IdempotencyKeyReused("this idempotency key was used to retry another job")
-    row = await conn.fetchrow(GET_RETRY, found["id"])
-    return job_from_row(row)
+    return job_from_row(found)
+
+
+async def _refusal(
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
+    job_id: str,
+    error: asyncpg.UniqueViolationError | LiveRetryExists,
+) -> Exception:
+    """What a retry that lost a race answers: the live retry that won it, by name."""
+    if isinstance(error, LiveRetryExists) or error.constraint_name != _ONE_LIVE_RETRY:
+        return error
+    root = await conn.fetchval(RERUN_ROOT, job_id)
+    live = await conn.fetchrow(LINEAGE_RETRY, root, status_values(RERUNNABLE), None)
+    return _live_retry(live["id"] if live else "made concurrently")
 
 
 async def _rerun(
@@ -203,9 +209,7 @@ async def _rerun(
         return None
     if source["parent_job_id"] is not None:
         await _require_no_live_sibling(conn, job_id, source)
-    live = await conn.fetchrow(
-        LINEAGE_RETRY, source["root"], status_values(RERUNNABLE), since
-    )
+    live = await conn.fetchrow(LINEAGE_RETRY, source["root"], status_values(RERUNNABLE), since)
     if live is not None:
         raise _live_retry(live["id"], made_since=JobStatus(live["status"]) in RERUNNABLE)
     return await conn.fetchrow(

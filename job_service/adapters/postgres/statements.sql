@@ -1012,10 +1012,18 @@ WHERE retry_root_id = $1 AND (status <> ALL($2::text[]) OR created_at >= $3)
 ORDER BY created_at DESC LIMIT 1;
 
 -- reruns.RETRY_BY_KEY
-SELECT id::text AS id, retried_from_job_id::text AS source FROM jobs WHERE retry_key = $1;
-
--- reruns.GET_RETRY
-SELECT * FROM jobs WHERE id = $1;
+SELECT 
+    j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
+    j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
+    j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
+    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
+    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
+    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
+    j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
+    j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
+    j.model_provider, j.model_name, j.created_by,
+    j.schedule_id::text AS schedule_id, j.scheduled_for
+ FROM jobs j WHERE j.retry_key = $1;
 
 -- results._DONE
 SELECT id::text AS id, job_type, {} FROM done;

@@ -72,9 +72,7 @@ def upgrade() -> None:
         "jobs",
         ["retry_root_id"],
         unique=True,
-        postgresql_where=sa.text(
-            f"retry_root_id IS NOT NULL AND status NOT IN {RERUNNABLE}"
-        ),
+        postgresql_where=sa.text(f"retry_root_id IS NOT NULL AND status NOT IN {RERUNNABLE}"),
     )
     op.create_index(
         "jobs_retry_key",
