@@ -1,7 +1,7 @@
 """New jobs on PostgreSQL: CreateJob's statement (with quotas, snapshot, timeline event and
 dispatch row, one statement; a schedule's firing round runs it too, handed ``create_job``
-by app.py), and a re-run of a finished job from its snapshot. What a new job brings and
-the rows it is stored with are the vocabulary's (``vocabulary/new_job.py``)."""
+by app.py). A re-run of a finished job is ``reruns.py``'s. What a new job brings and the
+rows it is stored with are the vocabulary's (``vocabulary/new_job.py``)."""
 
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ async def create_job(
 
 
 class NewJobRepository:
-    """New jobs (CreateJob's, and re-runs) with their snapshots, timeline and outbox rows,
+    """New jobs (CreateJob's) with their snapshots, timeline and outbox rows,
     on one asyncpg pool. ``owner``: the replica whose dispatcher publishes the due rows it
     writes (None: they wait for a claim)."""
 
