@@ -32,16 +32,20 @@ depends_on = None
 # migration does not import code that may change after it).
 RERUNNABLE = "('failed', 'cancelled')"
 
+# Every retry's original: the first job up its chain of retried_from_job_id (kept even
+# when retention has deleted it, as a retry made from now on keeps it). Only retries are
+# walked; a chain is a handful of links.
 BACKFILL_LINEAGE = """
-WITH RECURSIVE lineage(id, root, depth) AS (
-    SELECT id, id, 0 FROM jobs WHERE retried_from_job_id IS NULL
-        OR NOT EXISTS (SELECT 1 FROM jobs o WHERE o.id = jobs.retried_from_job_id)
+WITH RECURSIVE retries AS MATERIALIZED (
+    SELECT id, retried_from_job_id AS source FROM jobs WHERE retried_from_job_id IS NOT NULL
+), lineage(id, root, depth) AS (
+    SELECT r.id, r.source, 1 FROM retries r
+    WHERE NOT EXISTS (SELECT 1 FROM retries s WHERE s.id = r.source)
     UNION ALL
-    SELECT j.id, l.root, l.depth + 1 FROM jobs j JOIN lineage l ON j.retried_from_job_id = l.id
+    SELECT r.id, l.root, l.depth + 1 FROM retries r JOIN lineage l ON r.source = l.id
     WHERE l.depth < 1000
 )
-UPDATE jobs j SET retry_root_id = l.root
-FROM lineage l WHERE l.id = j.id AND l.depth > 0
+UPDATE jobs j SET retry_root_id = l.root FROM lineage l WHERE l.id = j.id
 """
 
 # Parallel live retries of one original (made before the rule): all but the oldest
