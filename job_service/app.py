@@ -32,6 +32,7 @@ from job_service.adapters.postgres.outbox import OutboxRepository
 from job_service.adapters.postgres.pool import HOT_PATH_SESSION, create_pool
 from job_service.adapters.postgres.queues import QueueRepository
 from job_service.adapters.postgres.rate_limits import RateLimitRepository
+from job_service.adapters.postgres.reruns import RerunRepository
 from job_service.adapters.postgres.results import ResultRepository
 from job_service.adapters.postgres.schedules import ScheduleRepository
 from job_service.adapters.postgres.schema_version import schema_state
@@ -238,7 +239,13 @@ class JobServiceApp(Lifetime):
         listing = JobListing(self._pool)
         page_tokens = PageTokens(await _page_token_secret(s, listing))
         admin = Admin(
-            self.registry, job_store, new_job_store, listing, outbox_store, page_tokens, dispatcher
+            self.registry,
+            job_store,
+            RerunRepository(hot),
+            listing,
+            outbox_store,
+            page_tokens,
+            dispatcher,
         )
         bulk = BulkActions(
             self.registry,

@@ -26,6 +26,7 @@ same class (``shared.rpc_errors``). The message is public: the caller reads it::
     ├── JobAlreadyCancelled        FAILED_PRECONDITION JOB_ALREADY_CANCELLED
     ├── JobNotRetryable            FAILED_PRECONDITION JOB_NOT_RETRYABLE
     ├── LiveChildExists            FAILED_PRECONDITION LIVE_CHILD_EXISTS
+    ├── LiveRetryExists            FAILED_PRECONDITION LIVE_RETRY_EXISTS
     ├── IdempotencyKeyReused       FAILED_PRECONDITION IDEMPOTENCY_KEY_REUSED
     ├── JobFinished                FAILED_PRECONDITION JOB_FINISHED
     ├── TooManyJobs                RESOURCE_EXHAUSTED  TOO_MANY_JOBS   (+ RetryInfo)
@@ -110,6 +111,7 @@ class Reason(StrEnum):
     JOB_ALREADY_CANCELLED = "JOB_ALREADY_CANCELLED"
     JOB_NOT_RETRYABLE = "JOB_NOT_RETRYABLE"
     LIVE_CHILD_EXISTS = "LIVE_CHILD_EXISTS"
+    LIVE_RETRY_EXISTS = "LIVE_RETRY_EXISTS"
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     JOB_FINISHED = "JOB_FINISHED"
     TOO_MANY_JOBS = "TOO_MANY_JOBS"
@@ -200,6 +202,14 @@ class LiveChildExists(JobsError):
     unfinished or succeeded (a newer retry, say): one live child per parent and type."""
 
     reason = Reason.LIVE_CHILD_EXISTS
+
+
+class LiveRetryExists(JobsError):
+    """RetryJob of a job whose original (the first job of its retry lineage) already has
+    a retry that is waiting, running or succeeded, or that the same RetryJobs walk made:
+    one live retry per original."""
+
+    reason = Reason.LIVE_RETRY_EXISTS
 
 
 class IdempotencyKeyReused(JobsError):

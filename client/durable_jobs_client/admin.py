@@ -112,12 +112,16 @@ class AsyncAdminClient:
         request = apb.AdminGetJobRequest(job_id=job_id)
         return (await self._call(self._stub.GetJob, request, apb.AdminGetJobResponse)).job
 
-    async def retry_job(self, job_id: str) -> job_pb2.Job:
-        """A failed or cancelled job again, as a new job (the answer). Not replayed after
-        UNAVAILABLE: the first call may have made the new job."""
-        request = apb.RetryJobRequest(job_id=job_id)
+    async def retry_job(self, job_id: str, *, idempotency_key: str = "") -> job_pb2.Job:
+        """A failed or cancelled job again, as a new job (the answer); LiveRetryExists
+        while its original has a live retry. Replayed after UNAVAILABLE only with an
+        ``idempotency_key`` (the same key answers the retry the first call made)."""
+        request = apb.RetryJobRequest(job_id=job_id, idempotency_key=idempotency_key)
         response = await self._call(
-            self._stub.RetryJob, request, apb.RetryJobResponse, replay_safe=False
+            self._stub.RetryJob,
+            request,
+            apb.RetryJobResponse,
+            replay_safe=bool(idempotency_key),
         )
         return response.job
 

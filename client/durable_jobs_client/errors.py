@@ -12,6 +12,7 @@ the field violations of bad input and the wait ``RetryInfo`` asks for::
     ├── JobAlreadyCancelled       JOB_ALREADY_CANCELLED
     ├── JobNotRetryable           JOB_NOT_RETRYABLE
     ├── LiveChildExists           LIVE_CHILD_EXISTS (a retried child: its parent has a live one)
+    ├── LiveRetryExists           LIVE_RETRY_EXISTS (a retried job: its original has a live retry)
     ├── JobFinished               JOB_FINISHED      (a signal sent to a finished job)
     ├── IdempotencyKeyReused      IDEMPOTENCY_KEY_REUSED
     ├── TooManyJobs               TOO_MANY_JOBS     (retry_after)
@@ -114,6 +115,13 @@ class LiveChildExists(JobsError):
     reason = "LIVE_CHILD_EXISTS"
 
 
+class LiveRetryExists(JobsError):
+    """RetryJob of a job whose original already has a waiting, running or succeeded
+    retry: one live retry per original."""
+
+    reason = "LIVE_RETRY_EXISTS"
+
+
 class JobFinished(JobsError):
     reason = "JOB_FINISHED"
 
@@ -167,6 +175,7 @@ _BY_REASON: dict[str, type[JobsError]] = {
         JobAlreadyCancelled,
         JobNotRetryable,
         LiveChildExists,
+        LiveRetryExists,
         JobFinished,
         IdempotencyKeyReused,
         TooManyJobs,

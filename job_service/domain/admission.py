@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from job_service.domain.checks import (
@@ -110,7 +110,21 @@ def admit(screened: Screened) -> NewJob:
         screened.credential_id,
         screened.due,
         r.pins,
+        _requested_time(r.run_at, r.delay_s),
     )
+
+
+def _requested_time(run_at: datetime | None, delay_s: float | None) -> dict[str, Any]:
+    """When a request asks its job to run, as its request hash takes it: ``run_at`` as
+    given (in UTC), or ``delay`` as given (seconds) — never the due time it resolves to, so
+    a request with a relative delay sent again later (a client's retry after a lost
+    answer) is still the same request. No time and a zero delay both mean now: they add
+    nothing, so the hash of a request without a time is what it always was."""
+    if run_at is not None:
+        return {"run_at": run_at.astimezone(UTC).isoformat()}
+    if delay_s:
+        return {"delay_s": delay_s}
+    return {}
 
 
 def admit_child(definition: JobDefinition, draft: ChildJobDraft) -> NewJob:
@@ -231,10 +245,12 @@ def _new_job(
     credential_id: str | None = None,
     next_run_at: datetime | None = None,
     pins: Pins | None = None,
+    requested_time: dict[str, Any] | None = None,
 ) -> NewJob:
     """A job of ``definition`` with its input validated (InvalidInput naming every bad
     field), due at ``next_run_at`` (None: now), with the target and versions ``pins``
-    names, else the definition's."""
+    names, else the definition's. ``requested_time``: when the request asked it to run,
+    as the request hash takes it (``_requested_time``)."""
     pins = pins or Pins()
     validated = definition.validate_input(raw_input)
     target = (
@@ -243,11 +259,13 @@ def _new_job(
     fairness_key, concurrency_key = definition.scheduling_keys(validated, user_id)
     snapshot = definition.snapshot(validated)
     effective_priority = definition.default_priority if priority is None else priority
-    # what "the same request" means for an idempotency key
+    # what "the same request" means for an idempotency key: every field that changes the
+    # job (job_service.proto, CreateJobRequest, lists them)
     request: dict[str, Any] = {
         "job_type": definition.job_type,
         "input": validated.model_dump(mode="json"),
         "priority": effective_priority,
+        **(requested_time or {}),
     }
     if credential_id is not None:  # platform jobs hash as they always did
         request["credential_id"] = credential_id

@@ -28,10 +28,14 @@ class JobFilter:
 @dataclass(frozen=True)
 class JobSelection:
     """Which jobs a bulk admin action (CancelJobs, RetryJobs) acts on: the jobs ``job_ids``
-    names, or else the jobs ``where`` matches (never both; never neither)."""
+    names, or else the jobs ``where`` matches (never both; never neither). A filter's
+    walk over several calls is pinned to the jobs that existed at its first call: those
+    created before ``until`` (its first call's time; None: no bound), so that a job made
+    during the walk (a retry it made, say) never joins it."""
 
     where: JobFilter = field(default_factory=JobFilter)
     job_ids: tuple[str, ...] = ()
+    until: datetime | None = None
 
 
 @dataclass(frozen=True)

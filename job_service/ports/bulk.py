@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Protocol
 
 from job_service.domain.lifecycle import JobStatus
@@ -18,6 +19,10 @@ class BulkStore(Protocol):
         self, selection: JobSelection, actionable: Actionable, after: Cursor | None, limit: int
     ) -> tuple[list[Candidate], bool]:
         """Up to ``limit`` jobs of the selection after ``after``, oldest first; more?"""
+        ...
+
+    async def now(self) -> datetime:
+        """The clock jobs' creation times are read from (a filter walk's ``until``)."""
         ...
 
     async def missing(self, job_ids: Sequence[str]) -> list[str]:

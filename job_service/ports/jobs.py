@@ -4,6 +4,7 @@ re-run) and a job's own path (get, cancel)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 from job_service.domain.jobs import Job, NewJob, RetrySpec
@@ -40,9 +41,19 @@ class RerunStore(Protocol):
         """The input a re-run of the job would copy (its snapshot), or None when gone."""
         ...
 
-    async def rerun(self, job_id: str, spec: RetrySpec, reason: str = "retry") -> Job | None:
+    async def rerun(
+        self,
+        job_id: str,
+        spec: RetrySpec,
+        reason: str = "retry",
+        *,
+        key: str | None = None,
+        since: datetime | None = None,
+    ) -> tuple[Job, bool] | None:
         """A new job from a finished job's snapshot, ``reason`` on its first timeline
-        event; None when that is not possible."""
+        event, and whether this call made it (False: the retry ``key`` names); None when
+        that is not possible. At most one live retry per original job (LiveRetryExists),
+        none made at or after ``since`` either."""
         ...
 
 

@@ -121,22 +121,38 @@ class Admin:
             raise JobNotFound("no such job")
         return job
 
-    async def retry_job(self, job_id: str, reason: str = "retry") -> Job:
+    async def retry_job(
+        self,
+        job_id: str,
+        reason: str = "retry",
+        *,
+        idempotency_key: str = "",
+        since: datetime | None = None,
+    ) -> Job:
         """A new job from a failed or cancelled job's snapshot (trigger "retry"), with
         ``reason`` on its first timeline event: the copy admitted as CreateJob admits a
-        job (``readmit``)."""
+        job (``readmit``). One live retry per original job (LiveRetryExists); with
+        ``idempotency_key``, the retry that key made when it made one; with ``since`` (a
+        RetryJobs walk's start), none when the original was retried since then."""
+        require_uuid("job_id", job_id)
+        if idempotency_key:
+            require_name("idempotency_key", idempotency_key)
         old = await self.get_any_job(job_id)
         if old.status not in RERUNNABLE:
             raise JobNotRetryable(f"a {old.status} job cannot be retried")
         stored_input = await self._reruns.rerun_input(job_id)
-        new = None
+        rerun = None
         if stored_input is not None:
             spec = readmit(self._registry, old, stored_input)
-            new = await self._reruns.rerun(job_id, spec, reason)
-        if new is None:
+            rerun = await self._reruns.rerun(
+                job_id, spec, reason, key=idempotency_key or None, since=since
+            )
+        if rerun is None:
             raise JobNotRetryable("the job's snapshot is gone; it cannot be retried")
-        self._outbox.wake()
-        log.info("job %s retried as %s (%s)", job_id, new.id, reason)
+        new, created = rerun
+        if created:
+            self._outbox.wake()
+            log.info("job %s retried as %s (%s)", job_id, new.id, reason)
         return await self.get_any_job(new.id)
 
     async def dead_letters(

@@ -2,6 +2,12 @@
 to 1000 ids), a bounded page per call, oldest first, with a page token that continues
 after the last job of the page and is bound to the action and the selection.
 
+A walk is pinned to its first call: its token carries that call's time, a filter selects
+only jobs created before it (never a job the walk made), and a RetryJobs walk retries each
+original job at most once (a job whose original was retried since the walk began is
+answered LIVE_RETRY_EXISTS), on top of the one live retry per original that every retry
+is held to.
+
 Each action keeps its single-job semantics: a cancel moves each job as CancelJob does (a
 running job is asked to stop at once over NATS, unfinished descendants are cancelled with
 it) but one page in one statement; a retry is ``Admin.retry_job`` per job, a refusal
@@ -35,7 +41,7 @@ DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
 # job_events.reason holds 100 characters: "admin <principal>: <reason>" fits with a principal
 # of up to 28; a longer one is cut there (the log line keeps both whole).
 MAX_REASON_CHARS = 64
-_JOBS = ("jobs",)
+_WALK = ("jobs", "until")  # where the next page starts; when the walk began
 
 
 @dataclass(frozen=True)
@@ -95,19 +101,19 @@ class BulkActions:
 
     async def cancel_jobs(self, request: BulkRequest) -> CancelPage:
         """Cancels the next page of the selection (or, with dry_run, counts)."""
-        limit, scope, after = self._check(request, "cancel")
+        limit, scope, after, selection = await self._check(request, "cancel")
         actionable = Actionable(
             sources(Step.CANCEL),
             frozenset(d.job_type for d in self._registry if not d.cancellable),
         )
         if request.dry_run:
-            page, _ = await self._store.page(request.selection, actionable, after, limit)
-            matched = await self._store.count(request.selection, actionable)
+            page, _ = await self._store.page(selection, actionable, after, limit)
+            matched = await self._store.count(selection, actionable)
             would = [c.id for c in page if c.actionable]
             return CancelPage(would, len(page) - len(would), matched, "")
         reason = attribution(request.principal, request.reason)
         acted, descendants, more = await self._store.cancel_page(
-            request.selection, actionable, after, limit, reason
+            selection, actionable, after, limit, reason
         )
         cancelled = [(job, now) for job, now in acted if now is not None]
         for job, now in cancelled:
@@ -129,15 +135,15 @@ class BulkActions:
             [c.id for c, _ in cancelled],
             len(acted) - len(cancelled),
             0,
-            self._next_token(scope, [c for c, _ in acted], more),
+            self._next_token(scope, selection, [c for c, _ in acted], more),
         )
 
     async def retry_jobs(self, request: BulkRequest) -> RetryPage:
         """Retries the next page of the selection (or, with dry_run, counts): one new job
         per failed or cancelled job, each refusal answered for its job alone."""
-        limit, scope, after = self._check(request, "retry")
+        limit, scope, after, selection = await self._check(request, "retry")
         actionable = Actionable(RERUNNABLE)
-        page, more = await self._store.page(request.selection, actionable, after, limit)
+        page, more = await self._store.page(selection, actionable, after, limit)
         # ids that name no job are answered on the first page (later pages hold only jobs)
         missing = []
         if request.selection.job_ids and not request.page_token:
@@ -145,17 +151,17 @@ class BulkActions:
         outcomes = [RetryOutcome(job_id, error=JobNotFound("no such job")) for job_id in missing]
         if request.dry_run:
             outcomes += [_predicted(c) for c in page]
-            matched = await self._store.count(request.selection, actionable)
+            matched = await self._store.count(selection, actionable)
             return RetryPage(outcomes, matched, "")
         reason = attribution(request.principal, request.reason)
         for candidate in page:
             try:
-                new = await self._admin.retry_job(candidate.id, reason)
+                new = await self._admin.retry_job(candidate.id, reason, since=selection.until)
             except JobsError as error:  # this job only: the others go on
                 outcomes.append(RetryOutcome(candidate.id, error=error))
             else:
                 outcomes.append(RetryOutcome(candidate.id, new_job_id=new.id))
-        result = RetryPage(outcomes, 0, self._next_token(scope, page, more))
+        result = RetryPage(outcomes, 0, self._next_token(scope, selection, page, more))
         log.info(
             "RetryJobs by %s (reason %r): %d retried, %d refused",
             request.principal,
@@ -165,10 +171,12 @@ class BulkActions:
         )
         return result
 
-    def _check(
+    async def _check(
         self, request: BulkRequest, action: str
-    ) -> tuple[int, dict[str, Any], Cursor | None]:
-        """The request checked: its limit, its page token's scope and where it starts."""
+    ) -> tuple[int, dict[str, Any], Cursor | None, JobSelection]:
+        """The request checked: its limit, its page token's scope, where it starts and
+        its selection pinned to the walk's first call (``until``: now on a first call
+        that changes jobs, else the token's; a dry run is not pinned)."""
         selection = request.selection
         has_filter = selection.where != JobFilter()
         if not selection.job_ids and not has_filter:
@@ -210,12 +218,25 @@ class BulkActions:
                 [FieldViolation("reason", f"0..{MAX_REASON_CHARS} printable characters")],
             )
         scope = {"bulk": action, **_selection_scope(selection)}
-        start = self._tokens.read(request.page_token, scope, _JOBS)["jobs"]
-        return request.limit or DEFAULT_LIMIT, scope, None if start == "start" else start
+        start = self._tokens.read(request.page_token, scope, _WALK)
+        limit = request.limit or DEFAULT_LIMIT
+        if start["jobs"] == "start":
+            until = None if request.dry_run else await self._store.now()
+            return limit, scope, None, replace(selection, until=until)
+        began: Cursor | None = start["until"]
+        until = None if began is None else began.created_at
+        return limit, scope, start["jobs"], replace(selection, until=until)
 
-    def _next_token(self, scope: dict[str, Any], page: Sequence[Candidate], more: bool) -> str:
+    def _next_token(
+        self,
+        scope: dict[str, Any],
+        selection: JobSelection,
+        page: Sequence[Candidate],
+        more: bool,
+    ) -> str:
         last = Cursor(page[-1].created_at, page[-1].id) if more and page else None
-        return self._tokens.issue(scope, {"jobs": last})
+        began = None if last is None or selection.until is None else Cursor(selection.until, "")
+        return self._tokens.issue(scope, {"jobs": last, "until": began})
 
     async def _notify_cancel(self, job_ids: Sequence[str]) -> None:
         for job_id in job_ids:

@@ -83,6 +83,11 @@ def register(commands: Commands) -> None:
     p = commands.add("retry", retry, "run a failed or cancelled job again, as a new job")
     p.add_argument("job_id")
     p.add_argument("--watch", action="store_true")
+    p.add_argument(
+        "--idempotency-key",
+        default="",
+        help="the same key answers the retry it made (and lets a lost answer be retried)",
+    )
 
 
 def _input(args: argparse.Namespace) -> dict[str, Any]:
@@ -228,7 +233,7 @@ async def follow_partial(
 
 
 async def retry(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:
-    job = await client.admin.retry_job(args.job_id)
+    job = await client.admin.retry_job(args.job_id, idempotency_key=args.idempotency_key)
     show(args, out, job, f"retried as {job.id}")
     if args.watch:
         return await follow(args, client, out, job.id)

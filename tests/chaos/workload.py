@@ -23,6 +23,7 @@ import contextlib
 import logging
 import random
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -197,7 +198,7 @@ KINDS: tuple[JobKind, ...] = (
 CHILD_WAIT_S = 30.0
 ENDED = (job_pb2.JOB_STATUS_SUCCEEDED, job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_STATUS_CANCELLED)
 # RetryJob refusals that are the service deciding (one live child per parent and type)
-RETRY_REFUSALS = {"LIVE_CHILD_EXISTS", "JOB_NOT_RETRYABLE"}
+RETRY_REFUSALS = {"LIVE_CHILD_EXISTS", "LIVE_RETRY_EXISTS", "JOB_NOT_RETRYABLE"}
 PROBE = JobKind("probe", 0, "synthetic", _quick, frozenset({"succeeded"}))
 
 
@@ -302,14 +303,17 @@ class ChaosClient:
 
     async def retry_job(self, job_id: str) -> str:
         """AdminService.RetryJob until the service decides: "made", or the reason it
-        refused; "gave up" when it never answered."""
+        refused; "gave up" when it never answered. One idempotency key for the call and
+        its replays: a replay after a lost answer finds the retry the first one made."""
+        key = f"chaos-{uuid.uuid4()}"
         deadline = time.monotonic() + GIVE_UP_S
         delay = RETRY_START_S
         while True:
             self._next = (self._next + 1) % len(self._admins)
             try:
                 await self._admins[self._next].RetryJob(
-                    apb.RetryJobRequest(job_id=job_id), timeout=CALL_TIMEOUT_S
+                    apb.RetryJobRequest(job_id=job_id, idempotency_key=key),
+                    timeout=CALL_TIMEOUT_S,
                 )
                 return "made"
             except grpc.aio.AioRpcError as exc:

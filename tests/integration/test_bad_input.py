@@ -405,6 +405,18 @@ CASES: dict[str, Case] = {
     "retry: no id": Case(
         ADMIN + "RetryJob", lambda s: apb.RetryJobRequest(), INVALID, "INVALID_INPUT"
     ),
+    "retry: an oversized idempotency key": Case(
+        ADMIN + "RetryJob",
+        lambda s: apb.RetryJobRequest(job_id=s.cancelled, idempotency_key="k" * 256),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "retry: an idempotency key with a control character": Case(
+        ADMIN + "RetryJob",
+        lambda s: apb.RetryJobRequest(job_id=s.cancelled, idempotency_key="op\x00-1"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
     "retry: client role": Case(
         ADMIN + "RetryJob",
         lambda s: apb.RetryJobRequest(job_id=s.cancelled),

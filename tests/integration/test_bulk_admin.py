@@ -287,3 +287,25 @@ async def test_two_bulk_cancels_of_one_selection_at_once_cancel_each_job_once(
         ids,
     )
     assert {r["id"]: r["n"] for r in events} == dict.fromkeys(ids, 1)
+
+
+async def test_a_cancel_walk_leaves_jobs_created_after_its_first_call(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    """A walk acts on the jobs that matched at its first call (issue 25): a job created
+    while it goes on is not part of it."""
+    before = [(await client.create(user_id="bulk-snap")).job.id for _ in range(2)]
+    selection = apb.JobSelection(user_id="bulk-snap")
+    first = await client.admin.CancelJobs(apb.CancelJobsRequest(selection=selection, limit=1))
+    during = (await client.create(user_id="bulk-snap")).job.id
+
+    token, cancelled = first.next_page_token, list(first.job_ids)
+    while token:
+        page = await client.admin.CancelJobs(
+            apb.CancelJobsRequest(selection=selection, limit=1, page_token=token)
+        )
+        cancelled += page.job_ids
+        token = page.next_page_token
+
+    assert cancelled == before
+    assert (await _statuses(db, [during]))[during] == "queued"

@@ -5,7 +5,7 @@ producer end to end (a schedule's slot and CreateJobs included), with nothing st
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -22,6 +22,7 @@ from job_service.domain.checks import MAX_INPUT_BYTES, MAX_INPUT_DEPTH
 from job_service.domain.jobs import Job
 from job_service.domain.lifecycle import JobStatus
 from jobtypes import feynman_evaluation, synthetic
+from shared.canonical import content_hash
 from shared.credentials import CredentialMode
 from shared.errors import InvalidInput, JobsError
 from shared.registry import ChildJobDraft, Registry
@@ -134,3 +135,30 @@ def test_a_credential_to_confirm_is_left_to_the_caller_in_canonical_form() -> No
     )
 
     assert screen(REGISTRY, request, NOW).credential_id == upper.lower()
+
+
+def _hash(**fields: Any) -> str:
+    request = CreateRequest("alice", "synthetic", {"sleep_ms": 1}, "k", **fields)
+    return admit(screen(REGISTRY, request, NOW)).request_hash
+
+
+def test_a_request_without_a_time_hashes_as_before_run_at_and_delay_were_hashed() -> None:
+    """Keys stored by earlier releases keep answering the same request; a zero delay is
+    no time."""
+    validated = synthetic.DEFINITION.validate_input({"sleep_ms": 1}).model_dump(mode="json")
+    before = content_hash({"job_type": "synthetic", "input": validated, "priority": 0})
+
+    assert _hash() == _hash(delay_s=0.0) == before
+
+
+def test_the_request_hash_takes_the_time_as_asked_not_as_resolved() -> None:
+    at = NOW + timedelta(hours=1)
+    # the same delay at another moment: the same request
+    delayed = admit(screen(REGISTRY, CreateRequest("alice", "synthetic", {}, "k", delay_s=60), NOW))
+    later = NOW + timedelta(seconds=30)
+    again = admit(screen(REGISTRY, CreateRequest("alice", "synthetic", {}, "k", delay_s=60), later))
+    assert delayed.request_hash == again.request_hash
+    assert delayed.next_run_at != again.next_run_at
+    # a run_at in another zone names the same instant
+    assert _hash(run_at=at) == _hash(run_at=at.astimezone(timezone(timedelta(hours=2))))
+    assert len({_hash(), _hash(run_at=at), _hash(delay_s=3600.0), _hash(delay_s=60.0)}) == 4

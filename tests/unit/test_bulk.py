@@ -30,6 +30,7 @@ class FakeStore:
             for n, status in enumerate(statuses)
         ]
         self.calls: list[str] = []
+        self.untils: list[datetime | None] = []
 
     def _selected(self, selection: JobSelection, actionable: Actionable) -> list[Candidate]:
         found = []
@@ -49,6 +50,7 @@ class FakeStore:
         self, selection: JobSelection, actionable: Actionable, after: Cursor | None, limit: int
     ) -> tuple[list[Candidate], bool]:
         self.calls.append("page")
+        self.untils.append(selection.until)
         return self._page(selection, actionable, after, limit)
 
     def _page(
@@ -60,6 +62,9 @@ class FakeStore:
             if after is None or (c.created_at, c.id) > (after.created_at, after.id)
         ]
         return rest[:limit], len(rest) > limit
+
+    async def now(self) -> datetime:
+        return T0 + timedelta(days=1)
 
     async def missing(self, job_ids: Sequence[str]) -> list[str]:
         self.calls.append("missing")
@@ -93,14 +98,18 @@ class FakeAdmin:
     def __init__(self, refuse: str = "") -> None:
         self.refuse = refuse
         self.retried: list[tuple[str, str]] = []
+        self.since: list[datetime | None] = []
 
     def check_filter(self, where: JobFilter) -> None:
         pass
 
-    async def retry_job(self, job_id: str, reason: str = "retry") -> Any:
+    async def retry_job(
+        self, job_id: str, reason: str = "retry", *, since: datetime | None = None
+    ) -> Any:
         if job_id == self.refuse:
             raise LiveChildExists("the parent already has a live child")
         self.retried.append((job_id, reason))
+        self.since.append(since)
         return type("New", (), {"id": f"new-{job_id[-1]}"})()
 
 
@@ -186,6 +195,27 @@ async def test_retry_answers_each_job_and_continues_after_the_last_one() -> None
     assert [j for j, _ in admin.retried] == [IDS[0], IDS[1], IDS[3]]
     assert {r for _, r in admin.retried} == {"admin ops: fixed"}
     assert (first.retried, second.retried) == (2, 1)
+
+
+async def test_a_walk_is_pinned_to_its_first_call() -> None:
+    """Every page of a walk selects the jobs created before its first call, and every
+    retry it makes is refused when its original was retried since then (``since``)."""
+    store = FakeStore([JobStatus.FAILED] * 3)
+    admin = FakeAdmin()
+    actions, _ = bulk(store, admin)
+    began = await store.now()
+
+    token, pages = "", 0
+    while True:
+        page = await actions.retry_jobs(request(limit=1, page_token=token))
+        pages += 1
+        token = page.next_page_token
+        if not token:
+            break
+
+    assert pages == 3
+    assert store.untils == [began] * 3
+    assert admin.since == [began] * 3
 
 
 async def test_a_dry_run_retry_predicts_by_status_and_retries_nothing() -> None:

@@ -244,6 +244,7 @@ EXPECTED_CODES = {
     ),
     errors.JobNotRetryable: (Reason.JOB_NOT_RETRYABLE, grpc.StatusCode.FAILED_PRECONDITION),
     errors.LiveChildExists: (Reason.LIVE_CHILD_EXISTS, grpc.StatusCode.FAILED_PRECONDITION),
+    errors.LiveRetryExists: (Reason.LIVE_RETRY_EXISTS, grpc.StatusCode.FAILED_PRECONDITION),
     errors.TooManyJobs: (Reason.TOO_MANY_JOBS, grpc.StatusCode.RESOURCE_EXHAUSTED),
     errors.QuotaExceeded: (Reason.QUOTA_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED),
     errors.SignalLimitReached: (Reason.SIGNAL_LIMIT_REACHED, grpc.StatusCode.RESOURCE_EXHAUSTED),

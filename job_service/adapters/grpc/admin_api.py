@@ -81,7 +81,9 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         self, request: pb.RetryJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.RetryJobResponse:
         principal = self._tokens.caller(context.invocation_metadata())
-        job = await self._admin.retry_job(request.job_id, attribution(principal))
+        job = await self._admin.retry_job(
+            request.job_id, attribution(principal), idempotency_key=request.idempotency_key
+        )
         return pb.RetryJobResponse(job=job_to_pb(job, internal=True))
 
     async def ListDeadLetters(

@@ -2,7 +2,10 @@
 oldest first a keyset page at a time, their count, and the set-based cancel of a page.
 
 A page is ordered by (created_at, id) ascending and continues strictly after a cursor, so
-a job created or finished between two calls never shifts the pages (as OFFSET would).
+a job created or finished between two calls never shifts the pages (as OFFSET would). A
+filter's walk is pinned to the jobs created before its first call (``JobSelection.until``,
+from the database's clock): a job created during the walk — a retry it made that failed
+at once, say — never matches a later page.
 A filter selection holds only jobs the action would change (its status set, and for
 cancel a cancellable type); an id selection holds every job the ids name, so that the
 ones the action refuses are answered (RetryJobs) or counted as skipped (CancelJobs).
@@ -11,6 +14,7 @@ ones the action refuses are answered (RetryJobs) or counted as skipped (CancelJo
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeAlias
 
 import asyncpg
@@ -67,6 +71,10 @@ FROM page p LEFT JOIN changed c ON c.id = p.id
 ORDER BY p.created_at, p.id
 """
 
+# The time a filter's walk is pinned at: a job created by a transaction that starts after
+# it (every job the walk makes) has a later created_at.
+NOW = "SELECT clock_timestamp()"
+
 MISSING = """
 SELECT DISTINCT x::text AS id FROM unnest($1::uuid[]) x
 WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE id = x) ORDER BY 1
@@ -100,6 +108,11 @@ class BulkRepository:
         sql = _page_sql(selection, actionable, after, limit + 1, args)
         rows = await self._pool.fetch(sql, *args)
         return [_candidate(r) for r in rows[:limit]], len(rows) > limit
+
+    async def now(self) -> datetime:
+        """The database's clock (the one every job's ``created_at`` is read from)."""
+        now: datetime = await self._pool.fetchval(NOW)
+        return now
 
     async def missing(self, job_ids: Sequence[str]) -> list[str]:
         """The ids of ``job_ids`` that name no job."""
@@ -154,7 +167,10 @@ def _selection_sql(
     )
     if selection.job_ids:
         return [f"j.id = ANY({bind(args, list(selection.job_ids))}::uuid[])"], changes
-    return filter_conditions(selection.where, args), changes
+    where = filter_conditions(selection.where, args)
+    if selection.until is not None:
+        where.append(f"j.created_at < {bind(args, selection.until)}")
+    return where, changes
 
 
 def _page_sql(

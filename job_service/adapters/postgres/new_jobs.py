@@ -1,11 +1,9 @@
 """New jobs on PostgreSQL: CreateJob's statement (with quotas, snapshot, timeline event and
 dispatch row, one statement; a schedule's firing round runs it too, handed ``create_job``
-by app.py), and a re-run of a finished job from its snapshot. What a new job brings and
-the rows it is stored with are the vocabulary's (``vocabulary/new_job.py``)."""
+by app.py). A re-run of a finished job is ``reruns.py``'s. What a new job brings and the
+rows it is stored with are the vocabulary's (``vocabulary/new_job.py``)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import asyncpg
 
@@ -26,13 +24,11 @@ from job_service.adapters.postgres.vocabulary.new_job import (
     user_keys,
 )
 from job_service.adapters.postgres.vocabulary.outbox_rows import handed, handed_messages
-from job_service.adapters.postgres.vocabulary.statuses import sql_status
-from job_service.domain.jobs import Job, NewJob, RetrySpec
-from job_service.domain.lifecycle import ACTIVE, RERUNNABLE, JobStatus, status_values, statuses_sql
+from job_service.domain.jobs import NewJob
+from job_service.domain.lifecycle import ACTIVE, statuses_sql
 from job_service.domain.outbox import OutboxMessage
 from job_service.domain.quotas import QuotaRefusal, Quotas
 from job_service.ports.jobs import Stored
-from shared.errors import JobNotRetryable, LiveChildExists
 
 # What CreateJob binds: a new job's columns, its snapshot and the trace context.
 _NEW_JOB = {**NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS, "trace": "jsonb"}
@@ -100,82 +96,6 @@ FROM usage LEFT JOIN inserted ON true
 """
 
 
-def _same(*columns: str) -> dict[str, str]:
-    return {column: column for column in columns}
-
-
-# A re-run's row: its source's (``src``) but for its trigger, status, place in line and
-# what the job type's definition says today ($3..$5).
-_RERUN = {
-    **_same("user_id", "job_type"),
-    "trigger_type": "'retry'",
-    **_same("queue", "priority", "request_hash"),
-    "retried_from_job_id": "id",
-    "parent_job_id": "parent_job_id",
-    "status": sql_status(JobStatus.QUEUED),
-    "max_attempts": "$3::int",
-    "timeout_ms": "$4::int",
-    **_same("input_schema_version", "output_schema_version"),
-    "definition_version": "$5::varchar",
-    "queued_at": "now()",
-    **_same("credential_mode", "credential_id", "prompt_key", "prompt_version", "model_tier"),
-    "fairness_key": "coalesce(fairness_key, user_id)",
-    **_same("concurrency_key", "concurrency_limit"),
-    "sched_key": place_in_line("src"),
-    **_same("target_type", "target_id"),
-}
-
-# A re-run's snapshot: its source's, kept for $6 seconds.
-_RERUN_SNAPSHOT = (
-    "src.payload, src.content_hash, src.schema_version,\n           "
-    "now() + $6 * interval '1 second', src.redaction_version"
-)
-
-# A new job from a finished one's snapshot ($1, in a status of $2), trigger "retry". A
-# retried child stays its parent's child (GetJob's child_job_ids, the cancel cascade); it
-# has no idempotency key: the original child keeps it, so a re-run parent projection still
-# finds the original and creates nothing.
-RERUN_JOB = f"""
-WITH src AS (
-    SELECT j.*, s.payload, s.content_hash, s.schema_version, s.redaction_version
-    FROM jobs j JOIN job_snapshots s ON s.job_id = j.id
-    WHERE j.id = $1 AND j.status = ANY($2::text[])
-), {
-    new_job_rows(
-        _RERUN,
-        "FROM src",
-        snapshot=snapshot_row("inserted.id::uuid", _RERUN_SNAPSHOT, "FROM inserted, src"),
-        status=JobStatus.QUEUED,
-        reason="$7::varchar",
-        trace="NULL::jsonb",
-        idempotent=False,
-    )
-}
-SELECT * FROM inserted
-"""
-
-RERUN_SOURCE = "SELECT parent_job_id::text AS parent_job_id, job_type FROM jobs WHERE id = $1"
-
-# Serialises RetryJob of one parent's children (and the parent's own cancel, which locks the
-# same row): the sibling check that follows, a statement of its own, sees every child a
-# concurrent retry committed before the lock was granted.
-LOCK_PARENT = "SELECT status FROM jobs WHERE id = $1 FOR UPDATE"
-
-# A child of parent $1 and type $2 other than $3 that is unfinished or succeeded.
-LIVE_SIBLING = """
-SELECT id::text FROM jobs
-WHERE parent_job_id = $1 AND job_type = $2 AND id <> $3 AND status <> ALL($4::text[])
-ORDER BY created_at DESC LIMIT 1
-"""
-
-
-# The input a re-run of $1 copies: its snapshot.
-RERUN_INPUT = "SELECT payload FROM job_snapshots WHERE job_id = $1"
-
-# A parent in one of these has cancelled (or is cancelling) its unfinished children.
-CANCELLING = (JobStatus.CANCEL_REQUESTED.value, JobStatus.CANCELLED.value)
-
-
 async def create_job(
     conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
     new: NewJob,
@@ -213,7 +133,7 @@ async def create_job(
 
 
 class NewJobRepository:
-    """New jobs (CreateJob's, and re-runs) with their snapshots, timeline and outbox rows,
+    """New jobs (CreateJob's) with their snapshots, timeline and outbox rows,
     on one asyncpg pool. ``owner``: the replica whose dispatcher publishes the due rows it
     writes (None: they wait for a claim)."""
 
@@ -228,46 +148,3 @@ class NewJobRepository:
         limit), and a QuotaRefusal (nothing stored) when the user is at a limit."""
         async with self._pool.acquire() as conn:
             return await create_job(conn, new, quotas, self._owner)
-
-    async def rerun_input(self, job_id: str) -> dict[str, Any] | None:
-        """The input a re-run of the job would copy (its snapshot), or None when gone."""
-        stored: dict[str, Any] | None = await self._pool.fetchval(RERUN_INPUT, job_id)
-        return stored
-
-    async def rerun(self, job_id: str, spec: RetrySpec, reason: str = "retry") -> Job | None:
-        """A new job from a failed or cancelled job's snapshot, ``reason`` on its first
-        timeline event; None when that job is not (or no longer) failed or cancelled, or
-        its snapshot is gone. A child's retry stays its parent's child; it is refused
-        (LiveChildExists) while the parent has another child of its type that is
-        unfinished or succeeded, and (JobNotRetryable) when the parent was cancelled."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            source = await conn.fetchrow(RERUN_SOURCE, job_id)
-            if source is not None and source["parent_job_id"] is not None:
-                parent_status = await conn.fetchval(LOCK_PARENT, source["parent_job_id"])
-                if parent_status in CANCELLING:
-                    raise JobNotRetryable(
-                        f"the parent job is {parent_status}; its children stay cancelled"
-                    )
-                live = await conn.fetchval(
-                    LIVE_SIBLING,
-                    source["parent_job_id"],
-                    source["job_type"],
-                    job_id,
-                    status_values(RERUNNABLE),
-                )
-                if live is not None:
-                    raise LiveChildExists(
-                        f"the parent already has a {source['job_type']} child that is "
-                        f"unfinished or succeeded ({live}); retry that one when it fails"
-                    )
-            row = await conn.fetchrow(
-                RERUN_JOB,
-                job_id,
-                status_values(RERUNNABLE),
-                spec.max_attempts,
-                spec.timeout_ms,
-                spec.definition_version,
-                spec.snapshot_ttl_s,
-                reason,
-            )
-        return None if row is None else job_from_row(row)

@@ -157,6 +157,9 @@ SELECT p.id::text AS id, p.created_at, p.job_type, coalesce(c.from_status, p.sta
 FROM page p LEFT JOIN changed c ON c.id = p.id
 ORDER BY p.created_at, p.id;
 
+-- bulk.NOW
+SELECT clock_timestamp();
+
 -- bulk.MISSING
 SELECT DISTINCT x::text AS id FROM unnest($1::uuid[]) x
 WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE id = x) ORDER BY 1;
@@ -800,80 +803,6 @@ SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today,
        usage.spent AS quota_spent, CASE WHEN true THEN (SELECT jsonb_agg(to_jsonb(h)) FROM (SELECT id, subject, dedupe_key, payload, attempt_count FROM dispatch WHERE status = 'processing') h) END AS handed
 FROM usage LEFT JOIN inserted ON true;
 
--- new_jobs.RERUN_JOB
-WITH src AS (
-    SELECT j.*, s.payload, s.content_hash, s.schema_version, s.redaction_version
-    FROM jobs j JOIN job_snapshots s ON s.job_id = j.id
-    WHERE j.id = $1 AND j.status = ANY($2::text[])
-), inserted AS (
-    INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, request_hash,
-                           retried_from_job_id, parent_job_id, status, max_attempts,
-                           timeout_ms, input_schema_version, output_schema_version,
-                           definition_version, queued_at, credential_mode, credential_id,
-                           prompt_key, prompt_version, model_tier, fairness_key,
-                           concurrency_key, concurrency_limit, sched_key, target_type,
-                           target_id)
-    SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, parent_job_id,
-           'queued', $3::int, $4::int, input_schema_version, output_schema_version,
-           $5::varchar, now(), credential_mode, credential_id, prompt_key, prompt_version,
-           model_tier, coalesce(fairness_key, user_id), concurrency_key, concurrency_limit,
-           greatest(
-        extract(epoch FROM coalesce(src.next_run_at, now()))::float8
-            - src.priority * coalesce(nullif(current_setting('jobs.priority_step_s', true), '')::float8, 10.0),
-        (SELECT max(w.sched_key) FROM jobs w
-         WHERE w.queue = src.queue AND w.fairness_key = src.fairness_key
-           AND w.priority = src.priority AND w.status IN ('created', 'queued', 'retrying')
-           AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05)),
-           target_type, target_id
-    FROM src
-    RETURNING 
-    j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
-    j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
-    j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
-    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
-    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
-    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
-    j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
-    j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
-    j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for
-
-), snapshot AS (
-    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
-                               redaction_version)
-    SELECT inserted.id::uuid, src.payload, src.content_hash, src.schema_version,
-           now() + $6 * interval '1 second', src.redaction_version
-    FROM inserted, src
-), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
-    SELECT id::uuid, NULL, 'queued', 0, $7::varchar FROM inserted
-), dispatch AS (
-
-    INSERT INTO outbox_events (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at)
-    SELECT 'job.dispatch', 'job', src.id::text, 'job.dispatch:' || src.id || ':create',
-           'jobs.dispatch.' || src.queue,
-           jsonb_strip_nulls(jsonb_build_object('job_id', src.id::text, 'attempt', 1,
-                                                'trace', NULL::jsonb)),
-           now()
-    FROM inserted src
-
-)
-SELECT * FROM inserted;
-
--- new_jobs.RERUN_SOURCE
-SELECT parent_job_id::text AS parent_job_id, job_type FROM jobs WHERE id = $1;
-
--- new_jobs.LOCK_PARENT
-SELECT status FROM jobs WHERE id = $1 FOR UPDATE;
-
--- new_jobs.LIVE_SIBLING
-SELECT id::text FROM jobs
-WHERE parent_job_id = $1 AND job_type = $2 AND id <> $3 AND status <> ALL($4::text[])
-ORDER BY created_at DESC LIMIT 1;
-
--- new_jobs.RERUN_INPUT
-SELECT payload FROM job_snapshots WHERE job_id = $1;
-
 -- outbox.CLAIM
 WITH due AS (
     SELECT id FROM outbox_events
@@ -1064,6 +993,103 @@ SELECT r.key, r.requests_available, r.tokens_available, r.factor, r.blocked_unti
           AND j.status IN ('created', 'queued', 'retrying')
           AND (j.next_run_at IS NULL OR j.next_run_at <= now())) AS waiting
 FROM rate_limits r WHERE r.key = ANY($1::text[]) ORDER BY r.key;
+
+-- reruns.RERUN_JOB
+WITH src AS (
+    SELECT j.*, s.payload, s.content_hash, s.schema_version, s.redaction_version
+    FROM jobs j JOIN job_snapshots s ON s.job_id = j.id
+    WHERE j.id = $1 AND j.status = ANY($2::text[])
+), inserted AS (
+    INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, request_hash,
+                           retried_from_job_id, parent_job_id, status, max_attempts,
+                           timeout_ms, input_schema_version, output_schema_version,
+                           definition_version, queued_at, credential_mode, credential_id,
+                           prompt_key, prompt_version, model_tier, fairness_key,
+                           concurrency_key, concurrency_limit, sched_key, target_type,
+                           target_id, retry_root_id, retry_key)
+    SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, parent_job_id,
+           'queued', $3::int, $4::int, input_schema_version, output_schema_version,
+           $5::varchar, now(), credential_mode, credential_id, prompt_key, prompt_version,
+           model_tier, coalesce(fairness_key, user_id), concurrency_key, concurrency_limit,
+           greatest(
+        extract(epoch FROM coalesce(src.next_run_at, now()))::float8
+            - src.priority * coalesce(nullif(current_setting('jobs.priority_step_s', true), '')::float8, 10.0),
+        (SELECT max(w.sched_key) FROM jobs w
+         WHERE w.queue = src.queue AND w.fairness_key = src.fairness_key
+           AND w.priority = src.priority AND w.status IN ('created', 'queued', 'retrying')
+           AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05)),
+           target_type, target_id, coalesce(retry_root_id, id), $8::varchar
+    FROM src
+    RETURNING 
+    j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
+    j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
+    j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
+    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
+    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
+    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
+    j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
+    j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
+    j.model_provider, j.model_name, j.created_by,
+    j.schedule_id::text AS schedule_id, j.scheduled_for
+
+), snapshot AS (
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
+                               redaction_version)
+    SELECT inserted.id::uuid, src.payload, src.content_hash, src.schema_version,
+           now() + $6 * interval '1 second', src.redaction_version
+    FROM inserted, src
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id::uuid, NULL, 'queued', 0, $7::varchar FROM inserted
+), dispatch AS (
+
+    INSERT INTO outbox_events (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at)
+    SELECT 'job.dispatch', 'job', src.id::text, 'job.dispatch:' || src.id || ':create',
+           'jobs.dispatch.' || src.queue,
+           jsonb_strip_nulls(jsonb_build_object('job_id', src.id::text, 'attempt', 1,
+                                                'trace', NULL::jsonb)),
+           now()
+    FROM inserted src
+
+)
+SELECT * FROM inserted;
+
+-- reruns.RERUN_SOURCE
+SELECT parent_job_id::text AS parent_job_id, job_type, coalesce(retry_root_id, id) AS root
+FROM jobs WHERE id = $1;
+
+-- reruns.RERUN_ROOT
+SELECT coalesce(retry_root_id, id) FROM jobs WHERE id = $1;
+
+-- reruns.LOCK_PARENT
+SELECT status FROM jobs WHERE id = $1 FOR UPDATE;
+
+-- reruns.LIVE_SIBLING
+SELECT id::text FROM jobs
+WHERE parent_job_id = $1 AND job_type = $2 AND id <> $3 AND status <> ALL($4::text[])
+ORDER BY created_at DESC LIMIT 1;
+
+-- reruns.RERUN_INPUT
+SELECT payload FROM job_snapshots WHERE job_id = $1;
+
+-- reruns.LINEAGE_RETRY
+SELECT id::text AS id, status FROM jobs
+WHERE retry_root_id = $1 AND (status <> ALL($2::text[]) OR created_at >= $3)
+ORDER BY created_at DESC LIMIT 1;
+
+-- reruns.RETRY_BY_KEY
+SELECT 
+    j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
+    j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
+    j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
+    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
+    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
+    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
+    j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
+    j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
+    j.model_provider, j.model_name, j.created_by,
+    j.schedule_id::text AS schedule_id, j.scheduled_for
+ FROM jobs j WHERE j.retry_key = $1;
 
 -- results._DONE
 SELECT id::text AS id, job_type, {} FROM done;

@@ -28,6 +28,7 @@ from job_service.domain.lifecycle import (
     ACTIVE,
     LEASED,
     LOCKABLE,
+    RERUNNABLE,
     TERMINAL,
     JobStatus,
     statuses_sql,
@@ -116,6 +117,11 @@ jobs = Table(
     # the seq of the job's latest signal (migration 0013): SendSignal numbers signals by
     # bumping it, and the heartbeat returns it so a worker that missed a notice catches up
     Column("signal_seq", Integer, nullable=False, server_default="0"),
+    # retries (migration 0017): the original job of a retry's lineage (a retry of a retry
+    # keeps its source's original), and the idempotency key of the admin RetryJob that
+    # made it; NULL for jobs that are no retry
+    Column("retry_root_id", UUID(as_uuid=False)),
+    Column("retry_key", String(255)),
     CheckConstraint(f"status IN ({_STATUSES})", name="jobs_status_known"),
     CheckConstraint(
         f"credential_mode IN ({_CREDENTIAL_MODES})"
@@ -182,6 +188,29 @@ jobs = Table(
         "user_id",
         "created_at",
         postgresql_where=text("target_type IS NOT NULL"),
+    ),
+    # a lineage's retries, oldest first (RetryJobs: retried since its walk began?)
+    Index(
+        "jobs_retry_lineage",
+        "retry_root_id",
+        "created_at",
+        postgresql_where=text("retry_root_id IS NOT NULL"),
+    ),
+    # at most one live retry (waiting, running or succeeded) per original job
+    Index(
+        "jobs_one_live_retry",
+        "retry_root_id",
+        unique=True,
+        postgresql_where=text(
+            f"retry_root_id IS NOT NULL AND status NOT IN {statuses_sql(RERUNNABLE)}"
+        ),
+    ),
+    # an admin RetryJob's idempotency key names one retry
+    Index(
+        "jobs_retry_key",
+        "retry_key",
+        unique=True,
+        postgresql_where=text("retry_key IS NOT NULL"),
     ),
     # retention: a type's finished jobs, oldest first (migration 0009)
     Index(

@@ -125,6 +125,12 @@ class AdminServiceServicer:
         while the parent has another child of its type that is unfinished or succeeded it is
         refused (FAILED_PRECONDITION, LIVE_CHILD_EXISTS), and a cancelled parent's child is
         JOB_NOT_RETRYABLE.
+        One live retry per original job: a retry of a retry belongs to the lineage of the
+        first job (its original), and while that original has a retry that is waiting,
+        running or succeeded, another is refused (FAILED_PRECONDITION, LIVE_RETRY_EXISTS; the
+        message names the live retry) — whoever asks, RetryJob or RetryJobs, on any replica.
+        A failed or cancelled retry may be retried (or its original again): the new job is the
+        lineage's one live retry. With `idempotency_key`, the call is idempotent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -195,6 +201,12 @@ class AdminServiceServicer:
         """Retries (as RetryJob, one new job each) the failed or cancelled jobs that match a
         filter or a list of ids, at most `limit` per call; a job RetryJob would refuse is
         answered with its own status and the others go on. `dry_run` only counts.
+        A walk (a first call and the calls its tokens continue) acts on the jobs that existed
+        at its first call: a filter never matches a job created since (a retry the walk made
+        that failed at once is not retried again), and each original job is retried at most
+        once per walk: a job whose original already has a live retry, or was retried since
+        the walk began (an original and its failed retry both matching), is answered
+        LIVE_RETRY_EXISTS. CancelJobs' walks are pinned to their first call the same way.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -143,10 +143,12 @@ class AdminGetJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
 
 class RetryJobRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "idempotency_key")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, job_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class RetryJobResponse(_message.Message):
     __slots__ = ("job",)

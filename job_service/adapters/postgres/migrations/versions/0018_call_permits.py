@@ -6,7 +6,7 @@ Expand-only, like every migration: a new table. An older replica, which does not
 keeps metering grants only.
 
 Revision ID: 0018
-Revises: 0016
+Revises: 0017
 Create Date: 2026-12-02 06:00:00
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018"
-down_revision = "0016"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
