@@ -52,7 +52,7 @@ async def test_a_reserved_slot_is_waited_for_and_passed_back() -> None:
                 valid_for_s=0.2,
                 unlimited=False,
                 reserved_slot="1796189271000000",
-            ),  # fmt: skip
+            ),
             GRANTED,
         ]
     )
