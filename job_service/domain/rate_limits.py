@@ -32,8 +32,11 @@ DEFAULT_RATE_RECOVERY_S = 30.0
 # the call bucket holds less by rate x slack, so calls that start late within it still fit.
 DEFAULT_CALL_SLACK_S = 0.2
 # How far ahead a call may hold a slot (beyond, it asks again later): a slot its attempt
-# no longer needs (cancelled, lease lost) is a gap in the tier's use of at most this long.
-CALL_SLOTS_AHEAD_S = 5.0
+# no longer needs (cancelled, lease lost) is a gap in the tier's use, at most this long.
+CALL_SLOTS_AHEAD_S = 30.0
+# A claim grants a tier nothing while its calls wait for slots further ahead than this:
+# attempts are admitted at the pace their calls are (the queue of calls stays short).
+CALL_QUEUE_AHEAD_S = 5.0
 # A 429 without a Retry-After blocks its tier this long.
 DEFAULT_RETRY_AFTER_S = 1.0
 MIN_RATE_FACTOR = 0.05

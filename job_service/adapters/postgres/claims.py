@@ -34,7 +34,7 @@ from job_service.adapters.postgres.vocabulary.statuses import (
 from job_service.domain.claims import ClaimCandidate, Granted, WaitingLeft, queue_key
 from job_service.domain.grants import LockGrant
 from job_service.domain.lifecycle import LEASED, JobStatus
-from job_service.domain.rate_limits import CALL_SLOTS_AHEAD_S, BucketLevel, RateLimit
+from job_service.domain.rate_limits import CALL_QUEUE_AHEAD_S, BucketLevel, RateLimit
 from shared.credentials import CredentialMode
 
 _LEASED = statuses_sql(LEASED)
@@ -287,7 +287,7 @@ class ClaimStatements:
             limit.request_burst,
             limit.token_burst,
             list(tokens),
-            CALL_SLOTS_AHEAD_S,
+            CALL_QUEUE_AHEAD_S,
         )
         if row is None:
             return None
