@@ -15,6 +15,7 @@ import time
 from shared.errors import ErrorCode, ExecutionError
 from worker_service import metrics
 from worker_service.domain.errors import ExecutorUnreachable
+from worker_service.domain.model import CallPermit
 from worker_service.ports import ExecutorApi
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class CallPermits:
                 self._unlimited_until[tier] = time.monotonic() + permit.valid_for_s
                 return
             if permit.granted:
-                if time.monotonic() - asked <= permit.valid_for_s:
+                if await _in_time(permit, asked):
                     metrics.call_permit_waited(tier, time.monotonic() - started)
                     return
                 # arrived too late to keep the provider's view within the limit: spent
@@ -64,7 +65,7 @@ class CallPermits:
                 reserved = ""
                 continue
             reserved = permit.reserved_slot
-            # a reserved slot is waited for exactly (it is at most a few seconds ahead)
+            # a reserved slot is waited for exactly (it is confirmed a moment before it)
             await asyncio.sleep(
                 permit.retry_after_s if reserved else min(permit.retry_after_s, MAX_WAIT_S)
             )
@@ -83,3 +84,15 @@ class CallPermits:
             )
         except Exception:
             log.warning("job %s: the 429 of tier %s could not be reported", job_id, tier)
+
+
+async def _in_time(permit: CallPermit, asked: float) -> bool:
+    """Waits for a granted permit's slot; whether the call can still start within its
+    slack (by the wall clock, against the slot's time on the database's clock; without a
+    slot time, within the slack of asking)."""
+    if permit.slot_at is None:
+        return time.monotonic() - asked <= permit.valid_for_s
+    ahead = permit.slot_at - time.time()
+    if ahead > 0:
+        await asyncio.sleep(ahead)
+    return time.time() <= permit.slot_at + permit.valid_for_s

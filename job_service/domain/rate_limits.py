@@ -37,6 +37,9 @@ CALL_SLOTS_AHEAD_S = 30.0
 # A claim grants a tier nothing while its calls wait for slots further ahead than this:
 # attempts are admitted at the pace their calls are (the queue of calls stays short).
 CALL_QUEUE_AHEAD_S = 5.0
+# A reserved slot is confirmed this long before it is due (the confirmation's round trip
+# is then off the call's slack); a 429 reported in between does not stop the call.
+CALL_CONFIRM_LEAD_S = 0.1
 # A 429 without a Retry-After blocks its tier this long.
 DEFAULT_RETRY_AFTER_S = 1.0
 MIN_RATE_FACTOR = 0.05
@@ -108,14 +111,15 @@ class CallSlot:
 class CallPermit:
     """The answer to one provider call asking for a permit: make it now (``granted``), or
     ask again after ``retry_after_s`` — with ``reserved_slot`` when a slot is held for it
-    then. ``valid_for_s``: granted, the call must start within this long of asking;
-    unlimited (the tier has no limit), how long not to ask again."""
+    (at ``slot_at``). ``valid_for_s``: granted, the call must start within this long after
+    ``slot_at``; unlimited (the tier has no limit), how long not to ask again."""
 
     granted: bool
     retry_after_s: float = 0.0
     valid_for_s: float = 0.0
     unlimited: bool = False
     reserved_slot: str = ""
+    slot_at: datetime | None = None  # the call's slot, granted or reserved
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,12 @@ against the fleet-wide limit of the tier it calls, right before it is made, and 
 blocks the tier that got it. The grant bucket (the claim's) decides which attempts start;
 this decides when each of their calls may reach the provider.
 
-A call takes the tier's next slot: now (granted), or a slot reserved a moment ahead (the
-worker waits, then confirms it: granted unless a 429 blocked the tier meanwhile), or, when
-the next slot is further ahead than CALL_SLOTS_AHEAD_S, nothing yet (ask again later).
+A call takes the tier's next slot: a slot within CALL_CONFIRM_LEAD_S (granted: call at it),
+or one reserved further ahead (the worker waits, then confirms it a moment before it is
+due: granted unless a 429 blocked the tier meanwhile), or, when the next slot is further
+ahead than CALL_SLOTS_AHEAD_S, nothing yet (ask again later). Slots are times on the
+database's clock; the worker starts its call at the slot by its own wall clock, within
+the slack after it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from datetime import UTC, datetime
 from job_service import metrics
 from job_service.domain.checks import require_uuid
 from job_service.domain.rate_limits import (
+    CALL_CONFIRM_LEAD_S,
     CALL_SLOTS_AHEAD_S,
     DEFAULT_RETRY_AFTER_S,
     CallPermit,
@@ -28,8 +32,8 @@ from shared.errors import FieldViolation, InternalError, InvalidInput
 UNLIMITED_FOR_S = 30.0
 # The longest Retry-After a report may block a tier for.
 MAX_RETRY_AFTER_S = 3600.0
-# A slot this near is now.
-NOW_S = 0.002
+# A confirmation this much earlier than its lead is answered "later", not granted.
+EARLY_S = 0.05
 # The shortest wait a refusal asks for.
 MIN_WAIT_S = 0.01
 
@@ -79,15 +83,16 @@ class CallPermits:
             return CallPermit(
                 granted=False, retry_after_s=max(slot.wait_s - CALL_SLOTS_AHEAD_S, MIN_WAIT_S)
             )
-        if slot.wait_s <= NOW_S:
+        if slot.wait_s <= CALL_CONFIRM_LEAD_S:  # near enough: call at the slot
             metrics.call_permit(tier, "granted")
-            return CallPermit(granted=True, valid_for_s=self._slack_s)
+            return CallPermit(granted=True, valid_for_s=self._slack_s, slot_at=slot.at)
         metrics.call_permit(tier, "reserved")
         return CallPermit(
             granted=False,
-            retry_after_s=slot.wait_s,
+            retry_after_s=slot.wait_s - CALL_CONFIRM_LEAD_S,
             valid_for_s=self._slack_s,
             reserved_slot=_slot_text(slot.at),
+            slot_at=slot.at,
         )
 
     async def _confirm(self, job_id: str, lease_token: str, tier: str, slot: str) -> CallPermit:
@@ -96,14 +101,18 @@ class CallPermits:
         if blocked_s > 0:  # a 429 since: the slot is void, start again after the block
             metrics.call_permit(tier, "blocked")
             return CallPermit(granted=False, retry_after_s=blocked_s)
-        if ahead_s > NOW_S:
-            return CallPermit(granted=False, retry_after_s=ahead_s, reserved_slot=slot)
-        valid_for_s = self._slack_s + ahead_s  # what is left of the slot's slack
-        if valid_for_s <= NOW_S:  # confirmed too late to keep the provider's view: void
+        if ahead_s > CALL_CONFIRM_LEAD_S + EARLY_S:
+            return CallPermit(
+                granted=False,
+                retry_after_s=ahead_s - CALL_CONFIRM_LEAD_S,
+                reserved_slot=slot,
+                slot_at=at,
+            )
+        if ahead_s + self._slack_s <= 0:  # confirmed past its slack: void, ask again
             metrics.call_permit(tier, "late")
             return CallPermit(granted=False, retry_after_s=MIN_WAIT_S)
         metrics.call_permit(tier, "granted")
-        return CallPermit(granted=True, valid_for_s=valid_for_s)
+        return CallPermit(granted=True, valid_for_s=self._slack_s, slot_at=at)
 
     async def rate_limited(
         self, job_id: str, lease_token: str, tier: str, retry_after_s: float

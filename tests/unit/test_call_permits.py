@@ -6,6 +6,7 @@ while, and reports a 429 for the tier of the call."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -94,3 +95,21 @@ async def test_a_429_is_reported_for_the_tier_of_the_call_and_other_failures_are
         "primary", "job", "lease", ExecutionError(ErrorCode.PROVIDER_TIMEOUT, "slow")
     )
     assert executor.reports == [("cheap", 7.5)]
+
+
+async def test_a_granted_slot_is_waited_for_by_the_wall_clock_and_refused_past_its_slack() -> None:
+    soon = time.time() + 0.05
+    past = time.time() - 1.0  # a slot whose slack ran out before the answer arrived
+    executor = Answers(
+        [
+            CallPermit(
+                granted=True, retry_after_s=0, valid_for_s=0.2, unlimited=False, slot_at=past
+            ),  # fmt: skip
+            CallPermit(
+                granted=True, retry_after_s=0, valid_for_s=0.2, unlimited=False, slot_at=soon
+            ),  # fmt: skip
+        ]
+    )
+    await CallPermits(executor).acquire("primary", "job", "lease")  # type: ignore[arg-type]
+    assert len(executor.asked) == 2
+    assert soon <= time.time() <= soon + 0.2

@@ -217,6 +217,7 @@ class GrpcExecutorClient:
             valid_for_s=answer.valid_for_ms / 1000,
             unlimited=answer.unlimited,
             reserved_slot=answer.reserved_slot,
+            slot_at=answer.slot_at.ToNanoseconds() / 1e9 if answer.HasField("slot_at") else None,
         )
 
     async def report_rate_limited(

@@ -130,6 +130,7 @@ class CallPermit:
     valid_for_s: float
     unlimited: bool
     reserved_slot: str = ""
+    slot_at: float | None = None  # the slot's wall-clock time (epoch seconds)
 
 
 class CancelCause(StrEnum):

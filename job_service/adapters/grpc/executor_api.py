@@ -227,6 +227,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
             valid_for_ms=int(permit.valid_for_s * 1000),
             unlimited=permit.unlimited,
             reserved_slot=permit.reserved_slot,
+            slot_at=timestamp(permit.slot_at),
         )
 
     async def ReportRateLimited(

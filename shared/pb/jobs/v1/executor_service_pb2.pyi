@@ -364,18 +364,20 @@ class AcquireCallPermitRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., model_tier: _Optional[str] = ..., reserved_slot: _Optional[str] = ...) -> None: ...
 
 class AcquireCallPermitResponse(_message.Message):
-    __slots__ = ("granted", "retry_after_ms", "valid_for_ms", "unlimited", "reserved_slot")
+    __slots__ = ("granted", "retry_after_ms", "valid_for_ms", "unlimited", "reserved_slot", "slot_at")
     GRANTED_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
     VALID_FOR_MS_FIELD_NUMBER: _ClassVar[int]
     UNLIMITED_FIELD_NUMBER: _ClassVar[int]
     RESERVED_SLOT_FIELD_NUMBER: _ClassVar[int]
+    SLOT_AT_FIELD_NUMBER: _ClassVar[int]
     granted: bool
     retry_after_ms: int
     valid_for_ms: int
     unlimited: bool
     reserved_slot: str
-    def __init__(self, granted: _Optional[bool] = ..., retry_after_ms: _Optional[int] = ..., valid_for_ms: _Optional[int] = ..., unlimited: _Optional[bool] = ..., reserved_slot: _Optional[str] = ...) -> None: ...
+    slot_at: _timestamp_pb2.Timestamp
+    def __init__(self, granted: _Optional[bool] = ..., retry_after_ms: _Optional[int] = ..., valid_for_ms: _Optional[int] = ..., unlimited: _Optional[bool] = ..., reserved_slot: _Optional[str] = ..., slot_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ReportRateLimitedRequest(_message.Message):
     __slots__ = ("job_id", "lease_token", "model_tier", "retry_after_ms")

@@ -229,11 +229,11 @@ class ExecutorServiceServicer:
         """Admits one provider call of a leased attempt against the fleet-wide rate limit of the
         model tier the call is for (JOBS_RATE_LIMITS), right before the call is made: every
         call counts — the first, a repair, each step — and a step answered from a checkpoint
-        needs none. The call takes the tier's next slot. Granted: make the call now, within
-        `valid_for_ms` of sending this request (a permit that arrives later is spent: ask
-        again), so that what the provider sees stays within the limit. Not granted: ask again
-        after `retry_after_ms`, passing `reserved_slot` back when one was given (a slot held
-        for this call; it is granted then unless a 429 blocked the tier meanwhile). A tier
+        needs none. The call takes the tier's next slot. Granted: make the call at `slot_at`,
+        within `valid_for_ms` after it (a permit that arrives later is spent: ask again), so
+        that what the provider sees stays within the limit. Not granted: ask again after
+        `retry_after_ms`, passing `reserved_slot` back when one was given (a slot held for
+        this call; it is granted then unless a 429 blocked the tier meanwhile). A tier
         without a limit is answered `unlimited` (the worker need not ask for that tier again
         for `valid_for_ms`). For the holder of the job's current lease only (otherwise
         ABORTED, LEASE_LOST).
