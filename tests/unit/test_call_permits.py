@@ -104,10 +104,10 @@ async def test_a_granted_slot_is_waited_for_by_the_wall_clock_and_refused_past_i
         [
             CallPermit(
                 granted=True, retry_after_s=0, valid_for_s=0.2, unlimited=False, slot_at=past
-            ),  # fmt: skip
+            ),
             CallPermit(
                 granted=True, retry_after_s=0, valid_for_s=0.2, unlimited=False, slot_at=soon
-            ),  # fmt: skip
+            ),
         ]
     )
     await CallPermits(executor).acquire("primary", "job", "lease")  # type: ignore[arg-type]
