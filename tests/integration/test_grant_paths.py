@@ -53,29 +53,46 @@ async def claim(client: Client, queue: str, worker: str, runnable: list[str]) ->
     )
 
 
-async def test_lock_job_by_id_grants_only_a_definition_version_the_worker_runs(
+async def test_lock_jobs_by_id_grants_only_a_definition_version_the_worker_runs(
     client: Client, db: asyncpg.Connection
 ) -> None:
     job = (await client.create()).job
 
-    single = await client.executor.LockJob(
-        epb.LockJobRequest(job_id=job.id, worker_id="old", runnable_definitions=["synthetic@0.9"])
-    )
-    batch = await client.executor.LockJobs(
+    old = await client.executor.LockJobs(
         epb.LockJobsRequest(
             requests=[epb.LockJobRequest(job_id=job.id, worker_id="old")],
             runnable_definitions=["synthetic@0.9"],
         )
     )
     status_meanwhile = await db.fetchval("SELECT status FROM jobs WHERE id = $1", job.id)
+    new = await client.executor.LockJobs(
+        epb.LockJobsRequest(
+            requests=[epb.LockJobRequest(job_id=job.id, worker_id="new")],
+            runnable_definitions=LOADED,
+        )
+    )
+
+    # handed back for a worker that runs the version, not granted and not dropped
+    [refused] = old.responses
+    assert refused.outcome == epb.LOCK_OUTCOME_NOT_DUE and refused.HasField("retry_after")
+    assert status_meanwhile == "queued"
+    assert [r.outcome for r in new.responses] == [epb.LOCK_OUTCOME_LOCKED]
+    assert await db.fetchval("SELECT locked_by FROM jobs WHERE id = $1", job.id) == "new"
+
+
+async def test_lock_job_names_the_definitions_its_worker_runs(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    job = (await client.create()).job
+
+    old = await client.executor.LockJob(
+        epb.LockJobRequest(job_id=job.id, worker_id="old", runnable_definitions=["synthetic@0.9"])
+    )
     new = await client.executor.LockJob(
         epb.LockJobRequest(job_id=job.id, worker_id="new", runnable_definitions=LOADED)
     )
 
-    # handed back for a worker that runs the version, not granted and not dropped
-    assert single.outcome == epb.LOCK_OUTCOME_NOT_DUE and single.HasField("retry_after")
-    assert [r.outcome for r in batch.responses] == [epb.LOCK_OUTCOME_NOT_DUE]
-    assert status_meanwhile == "queued"
+    assert old.outcome == epb.LOCK_OUTCOME_NOT_DUE and old.HasField("retry_after")
     assert new.outcome == epb.LOCK_OUTCOME_LOCKED
     assert await db.fetchval("SELECT locked_by FROM jobs WHERE id = $1", job.id) == "new"
 
