@@ -25,6 +25,7 @@ from datetime import datetime
 
 import asyncpg
 
+from job_service.adapters.postgres.vocabulary.deadlines import lease_until
 from job_service.adapters.postgres.vocabulary.statuses import (
     WAITING,
     sql_status,
@@ -107,7 +108,7 @@ def grant(prior: str, worker: str, ttl_ms: str) -> str:
 WITH prior AS ({prior}
 ), locked AS (
     UPDATE jobs j SET status = {sql_status(_GRANTED)}, locked_by = {worker}, locked_at = now(),
-        lock_until = now() + {ttl_ms} * interval '1 millisecond',
+        lock_until = {lease_until(ttl_ms, "now()", "j.timeout_ms")},
         lease_token = gen_random_uuid(),
         attempt_count = j.attempt_count + 1, started_at = coalesce(j.started_at, now()),
         next_run_at = NULL, progress = 0, updated_at = now(), reserved_tokens = prior.tokens

@@ -176,7 +176,10 @@ LIMIT $3
 FOR UPDATE OF j SKIP LOCKED;
 
 -- claims.NAMED_CANDIDATES
-SELECT j.id::text AS id, j.concurrency_key, j.concurrency_limit, j.model_tier, j.queue FROM jobs j
+SELECT j.id::text AS id, j.concurrency_key, j.concurrency_limit, j.model_tier, j.queue,
+       ($2::text[] IS NULL OR j.job_type || '@' || j.definition_version = ANY($2::text[]))
+           AS runnable
+FROM jobs j
 WHERE j.id = ANY($1::text[]::uuid[]) AND j.status IN ('created', 'queued', 'retrying') AND (j.next_run_at IS NULL OR j.next_run_at <= now())
   AND NOT EXISTS (SELECT 1 FROM queue_controls q WHERE q.queue = j.queue AND q.paused)
 ORDER BY j.id
@@ -204,7 +207,7 @@ WITH prior AS (
     WHERE j.status IN ('created', 'queued', 'retrying')
 ), locked AS (
     UPDATE jobs j SET status = 'running', locked_by = $2, locked_at = now(),
-        lock_until = now() + $3 * interval '1 millisecond',
+        lock_until = least(now() + $3 * interval '1 millisecond', (now() + j.timeout_ms * interval '1 millisecond' + coalesce(nullif(current_setting('jobs.attempt_timeout_grace_s', true), '')::float8, 30.0) * interval '1 second')),
         lease_token = gen_random_uuid(),
         attempt_count = j.attempt_count + 1, started_at = coalesce(j.started_at, now()),
         next_run_at = NULL, progress = 0, updated_at = now(), reserved_tokens = prior.tokens
@@ -237,7 +240,7 @@ WITH prior AS (
     FOR UPDATE OF j SKIP LOCKED
 ), locked AS (
     UPDATE jobs j SET status = 'running', locked_by = $4, locked_at = now(),
-        lock_until = now() + $5 * interval '1 millisecond',
+        lock_until = least(now() + $5 * interval '1 millisecond', (now() + j.timeout_ms * interval '1 millisecond' + coalesce(nullif(current_setting('jobs.attempt_timeout_grace_s', true), '')::float8, 30.0) * interval '1 second')),
         lease_token = gen_random_uuid(),
         attempt_count = j.attempt_count + 1, started_at = coalesce(j.started_at, now()),
         next_run_at = NULL, progress = 0, updated_at = now(), reserved_tokens = prior.tokens
@@ -314,8 +317,10 @@ RETURNING fits.n AS granted, r.requests_available, level.tok - fits.tokens AS to
           r.factor, r.blocked_until;
 
 -- claims.RECORD_WORKER
-INSERT INTO worker_definitions (worker_id, definitions, seen_at) VALUES ($1, $2, now())
-ON CONFLICT (worker_id) DO UPDATE SET definitions = EXCLUDED.definitions, seen_at = now();
+INSERT INTO worker_definitions AS w (worker_id, definitions, seen_at) VALUES ($1, $3, now())
+ON CONFLICT (worker_id) DO UPDATE SET seen_at = now(), definitions = ARRAY(
+    SELECT d FROM unnest(w.definitions) d WHERE split_part(d, '@', 1) <> ALL($2::text[])
+) || EXCLUDED.definitions;
 
 -- credentials.INSERT
 INSERT INTO credentials (id, user_id, provider, label, fingerprint, key_id, nonce, ciphertext)
@@ -471,9 +476,10 @@ DELETE FROM job_snapshots WHERE job_id IN (
 );
 
 -- leases.HEARTBEAT
-UPDATE jobs SET lock_until = now() + $3 * interval '1 millisecond',
+UPDATE jobs SET lock_until = least(now() + $3 * interval '1 millisecond', (locked_at + timeout_ms * interval '1 millisecond' + coalesce(nullif(current_setting('jobs.attempt_timeout_grace_s', true), '')::float8, 30.0) * interval '1 second')),
     progress = CASE WHEN $4::float8 >= 0 THEN least($4::float8, 1) ELSE progress END
 WHERE id = $1 AND lease_token = $2 AND status = ANY($5::text[])
+  AND (locked_at + timeout_ms * interval '1 millisecond' + coalesce(nullif(current_setting('jobs.attempt_timeout_grace_s', true), '')::float8, 30.0) * interval '1 second') > now()
 RETURNING lock_until, status, signal_seq;
 
 -- leases.LEASE_STATE
@@ -487,7 +493,8 @@ FOR UPDATE;
 
 -- leases.EXPIRED_LEASES
 SELECT id::text AS id, job_type, status, attempt_count, max_attempts,
-       lease_token::text AS lease_token, locked_by
+       lease_token::text AS lease_token, locked_by,
+       (locked_at + timeout_ms * interval '1 millisecond' + coalesce(nullif(current_setting('jobs.attempt_timeout_grace_s', true), '')::float8, 30.0) * interval '1 second') <= now() AS past_deadline
 FROM jobs WHERE status = ANY($1::text[]) AND lock_until < now()
 ORDER BY lock_until LIMIT $2
 FOR UPDATE SKIP LOCKED;
@@ -926,8 +933,10 @@ SELECT q.queue,
        coalesce(c.paused, false) AS paused, c.paused_at, c.paused_by,
        (SELECT count(*) FROM jobs j WHERE j.queue = q.queue AND j.status IN ('created', 'queued', 'retrying'))
            AS waiting,
+       -- a paused queue's jobs are not eligible: no claim grants them until it resumes
        (SELECT count(*) FROM jobs j WHERE j.queue = q.queue AND j.status IN ('created', 'queued', 'retrying')
-          AND (j.next_run_at IS NULL OR j.next_run_at <= now())) AS eligible,
+          AND (j.next_run_at IS NULL OR j.next_run_at <= now())
+          AND NOT coalesce(c.paused, false)) AS eligible,
        (SELECT count(*) FROM jobs j WHERE j.queue = q.queue AND j.status IN ('running', 'cancel_requested'))
            AS running
 FROM unnest($1::text[]) AS q(queue)
@@ -944,8 +953,10 @@ SELECT j.queue, j.job_type, j.definition_version, j.next_run_at, j.concurrency_k
        (SELECT count(*) FROM jobs r WHERE r.queue = j.queue AND r.status IN ('running', 'cancel_requested'))
            AS queue_running,
        (SELECT b.blocked_until FROM rate_limits b WHERE b.key = j.model_tier) AS blocked_until,
-       (SELECT array_agg(DISTINCT d) FROM worker_definitions w, unnest(w.definitions) d
-          WHERE w.seen_at > now() - $2 * interval '1 second') AS live
+       CASE WHEN EXISTS (SELECT 1 FROM worker_definitions w WHERE w.seen_at > now() - $2 * interval '1 second') THEN
+           coalesce((SELECT array_agg(DISTINCT d) FROM worker_definitions w,
+                     unnest(w.definitions) d WHERE w.seen_at > now() - $2 * interval '1 second'), '{}')
+       END AS live
 FROM jobs j WHERE j.id = $1 AND j.status IN ('created', 'queued', 'retrying');
 
 -- queues.WITHOUT_WORKER
