@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import asyncpg
 
+from job_service.adapters.postgres.vocabulary.holds import LIVE_WORKER_S, no_worker_for_version
 from job_service.adapters.postgres.vocabulary.outbox_rows import dispatch_key, dispatch_rows
 from job_service.adapters.postgres.vocabulary.statuses import WAITING, statuses_sql
 from job_service.domain.claims import definition_id
@@ -19,8 +20,6 @@ from job_service.domain.lifecycle import LEASED
 from job_service.domain.queues import QueueState
 
 _LEASED = statuses_sql(LEASED)
-# A worker is live when it asked for work this recently.
-LIVE_WORKER_S = 30.0
 
 PAUSE = """
 INSERT INTO queue_controls (queue, paused, paused_at, paused_by) VALUES ($1, true, now(), $2)
@@ -93,11 +92,7 @@ FROM jobs j WHERE j.id = $1 AND j.status IN {WAITING}
 WITHOUT_WORKER = f"""
 SELECT count(*) FROM jobs j
 WHERE j.status IN {WAITING} AND (j.next_run_at IS NULL OR j.next_run_at <= now())
-  AND EXISTS (SELECT 1 FROM worker_definitions w WHERE w.seen_at > now() - $1 * interval '1 second')
-  AND NOT EXISTS (
-      SELECT 1 FROM worker_definitions w
-      WHERE w.seen_at > now() - $1 * interval '1 second'
-        AND j.job_type || '@' || j.definition_version = ANY(w.definitions))
+  AND {no_worker_for_version("j", "$1")}
 """
 
 

@@ -862,6 +862,13 @@ WITH stranded AS (
           SELECT 1 FROM outbox_events o
           WHERE o.status = 'processing' AND o.event_type = 'job.dispatch'
             AND o.aggregate_id = j.id::text)
+      AND NOT (EXISTS (SELECT 1 FROM queue_controls q WHERE q.queue = j.queue AND q.paused) OR (j.concurrency_key IS NOT NULL AND (
+        SELECT count(*) FROM jobs r
+        WHERE r.concurrency_key = j.concurrency_key AND r.status IN ('running', 'cancel_requested')
+    ) >= j.concurrency_limit) OR (EXISTS (SELECT 1 FROM worker_definitions w WHERE w.seen_at > now() - $4 * interval '1 second')
+    AND NOT EXISTS (
+        SELECT 1 FROM worker_definitions w
+        WHERE w.seen_at > now() - $4 * interval '1 second' AND j.job_type || '@' || j.definition_version = ANY(w.definitions))))
     ORDER BY j.updated_at LIMIT $2
     FOR UPDATE OF j SKIP LOCKED
 ), touched AS (
@@ -962,11 +969,10 @@ FROM jobs j WHERE j.id = $1 AND j.status IN ('created', 'queued', 'retrying');
 -- queues.WITHOUT_WORKER
 SELECT count(*) FROM jobs j
 WHERE j.status IN ('created', 'queued', 'retrying') AND (j.next_run_at IS NULL OR j.next_run_at <= now())
-  AND EXISTS (SELECT 1 FROM worker_definitions w WHERE w.seen_at > now() - $1 * interval '1 second')
-  AND NOT EXISTS (
-      SELECT 1 FROM worker_definitions w
-      WHERE w.seen_at > now() - $1 * interval '1 second'
-        AND j.job_type || '@' || j.definition_version = ANY(w.definitions));
+  AND (EXISTS (SELECT 1 FROM worker_definitions w WHERE w.seen_at > now() - $1 * interval '1 second')
+    AND NOT EXISTS (
+        SELECT 1 FROM worker_definitions w
+        WHERE w.seen_at > now() - $1 * interval '1 second' AND j.job_type || '@' || j.definition_version = ANY(w.definitions)));
 
 -- rate_limits.ENSURE
 INSERT INTO rate_limits (key, requests_available, tokens_available)
