@@ -140,9 +140,9 @@ class Claims:
         async with self._store.transaction() as tx:
             named = await tx.named_candidates(job_ids, definitions)
             held += [c.job_id for _, c, runnable in named if not runnable]
-            named = [(q, c) for q, c, runnable in named if runnable]
-            for queue in dict.fromkeys(q for q, _ in named):
-                candidates = self._rated([c for q, c in named if q == queue])
+            runnable = [(q, c) for q, c, runs in named if runs]
+            for queue in dict.fromkeys(q for q, _ in runnable):
+                candidates = self._rated([c for q, c in runnable if q == queue])
                 chosen, _ = await self._admit(tx, candidates, len(candidates), queue)
                 for grant in _picked_up(await tx.grant(chosen, worker_id) if chosen else []):
                     granted[grant.job_id] = grant

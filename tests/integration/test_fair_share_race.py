@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from itertools import pairwise
 
 import asyncpg
 import pytest
@@ -35,7 +36,7 @@ async def places(db: asyncpg.Connection) -> list[float]:
 
 
 def spacings(keys: list[float]) -> list[float]:
-    return [round(later - earlier, 6) for earlier, later in zip(keys, keys[1:], strict=False)]
+    return [round(later - earlier, 6) for earlier, later in pairwise(keys)]
 
 
 async def test_concurrent_creates_of_one_user_take_distinct_places_a_quantum_apart(
