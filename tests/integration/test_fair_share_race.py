@@ -12,6 +12,8 @@ from itertools import pairwise
 import asyncpg
 import pytest
 
+from shared.pb.jobs.v1 import admin_service_pb2 as apb
+from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
 from tests.support.stack import Client, open_channel, running_job_service
@@ -32,7 +34,9 @@ async def client(database_url: str, nats_url: str) -> AsyncIterator[Client]:
 
 
 async def places(db: asyncpg.Connection) -> list[float]:
-    return [r["sched_key"] for r in await db.fetch("SELECT sched_key FROM jobs ORDER BY 1")]
+    """The places of the waiting jobs, in line order."""
+    rows = await db.fetch("SELECT sched_key FROM jobs WHERE status = 'queued' ORDER BY 1")
+    return [r["sched_key"] for r in rows]
 
 
 def spacings(keys: list[float]) -> list[float]:
@@ -63,6 +67,29 @@ async def test_a_batch_and_single_creates_at_once_share_the_line_without_ties(
     await asyncio.gather(
         client.jobs.CreateJobs(batch),
         *(client.create(user_id="alice") for _ in range(CONCURRENT - 5)),
+    )
+    keys = await places(db)
+
+    assert len(keys) == CONCURRENT
+    assert spacings(keys) == [QUANTUM_S] * (CONCURRENT - 1)
+
+
+async def test_concurrent_retries_of_one_users_failed_jobs_take_distinct_places(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    failed = []
+    for _ in range(CONCURRENT):
+        job = (await client.create(user_id="alice")).job
+        lease = await client.lock(job.id)
+        await client.executor.SubmitFailure(
+            epb.SubmitFailureRequest(
+                job_id=job.id, lease_token=lease.job.lease_token, error_code="JOB_REJECTED"
+            )
+        )
+        failed.append(job.id)
+
+    await asyncio.gather(
+        *(client.admin.RetryJob(apb.RetryJobRequest(job_id=job_id)) for job_id in failed)
     )
     keys = await places(db)
 

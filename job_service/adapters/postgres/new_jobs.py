@@ -10,7 +10,12 @@ from typing import Any
 import asyncpg
 
 from job_service.adapters.postgres.rows import job_from_row
-from job_service.adapters.postgres.vocabulary.line import LOCK_LINES, lines_of, place_in_line
+from job_service.adapters.postgres.vocabulary.line import (
+    LOCK_LINES,
+    LOCK_RERUN_LINE,
+    lines_of,
+    place_in_line,
+)
 from job_service.adapters.postgres.vocabulary.new_job import (
     FIND_BY_IDEMPOTENCY_KEY,
     KEY_COLUMNS,
@@ -282,6 +287,7 @@ class NewJobRepository:
                         f"the parent already has a {source['job_type']} child that is "
                         f"unfinished or succeeded ({live}); retry that one when it fails"
                     )
+            await conn.execute(LOCK_RERUN_LINE, job_id)  # its place, as a create's
             row = await conn.fetchrow(
                 RERUN_JOB,
                 job_id,

@@ -2,8 +2,7 @@
 
 -- batches.LOCK_LINES
 SELECT pg_advisory_xact_lock(h) FROM (
-    SELECT DISTINCT hashtextextended('line' || chr(31) || q || chr(31) || k || chr(31) || p, 0)
-        AS h
+    SELECT DISTINCT hashtextextended('line' || chr(31) || q || chr(31) || k || chr(31) || p, 0) AS h
     FROM unnest($1::text[], $2::text[], $3::int[]) AS x(q, k, p) ORDER BY 1
 ) lines;
 
@@ -626,10 +625,12 @@ SELECT secret FROM api_secrets WHERE name = 'page_token';
 
 -- new_jobs.LOCK_LINES
 SELECT pg_advisory_xact_lock(h) FROM (
-    SELECT DISTINCT hashtextextended('line' || chr(31) || q || chr(31) || k || chr(31) || p, 0)
-        AS h
+    SELECT DISTINCT hashtextextended('line' || chr(31) || q || chr(31) || k || chr(31) || p, 0) AS h
     FROM unnest($1::text[], $2::text[], $3::int[]) AS x(q, k, p) ORDER BY 1
 ) lines;
+
+-- new_jobs.LOCK_RERUN_LINE
+SELECT pg_advisory_xact_lock(hashtextextended('line' || chr(31) || queue || chr(31) || coalesce(fairness_key, user_id) || chr(31) || priority, 0)) FROM jobs WHERE id = $1;
 
 -- new_jobs.FIND_BY_IDEMPOTENCY_KEY
 SELECT 

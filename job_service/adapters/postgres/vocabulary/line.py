@@ -43,17 +43,31 @@ def place_in_line(src: str) -> str:
            AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + {FAIR_QUANTUM})"""
 
 
+def _line_lock_key(queue: str, fairness_key: str, priority: str) -> str:
+    return (
+        f"hashtextextended('line' || chr(31) || {queue} || chr(31) || {fairness_key}"
+        f" || chr(31) || {priority}, 0)"
+    )
+
+
 # Places in line are taken one at a time per (queue, fairness key, priority): a new job's
 # place reads the last place of its line, so two creates running at once would both read
 # the same one. Each creating transaction takes an advisory lock per line it adds to
 # (sorted: no deadlock) in a statement of its own, before its insert, whose snapshot then
 # sees every place a concurrent create took. $1 queues, $2 fairness keys, $3 priorities.
-LOCK_LINES = """
+LOCK_LINES = f"""
 SELECT pg_advisory_xact_lock(h) FROM (
-    SELECT DISTINCT hashtextextended('line' || chr(31) || q || chr(31) || k || chr(31) || p, 0)
-        AS h
+    SELECT DISTINCT {_line_lock_key("q", "k", "p")} AS h
     FROM unnest($1::text[], $2::text[], $3::int[]) AS x(q, k, p) ORDER BY 1
 ) lines
+"""
+
+# The lock of the line a re-run of job $1 joins (its source's: a re-run's fairness key is
+# its source's, or the user).
+LOCK_RERUN_LINE = f"""
+SELECT pg_advisory_xact_lock({
+    _line_lock_key("queue", "coalesce(fairness_key, user_id)", "priority")
+}) FROM jobs WHERE id = $1
 """
 
 
