@@ -31,10 +31,10 @@ KEYED = dataclasses.replace(
     concurrency_key="user",
     concurrency_limit=1,
 )
-# No worker runs it: the background queue's only worker runs the two types below.
-ORPHAN = dataclasses.replace(SYNTHETIC, job_type="orphan", queue=Queue.BACKGROUND)
+# Pinned to 1.0.0, while the background queue's only worker runs it at 0.9.0.
+PINNED = dataclasses.replace(SYNTHETIC, job_type="pinned", queue=Queue.BACKGROUND)
 WITNESS = dataclasses.replace(SYNTHETIC, job_type="witness", queue=Queue.BACKGROUND)
-RUNS = ["keyed@1.0.0", "witness@1.0.0"]
+RUNS = ["keyed@1.0.0", "pinned@0.9.0", "witness@1.0.0"]
 NO_JOB = "00000000-0000-0000-0000-000000000000"
 PAUSED_JOBS = 5
 
@@ -45,7 +45,7 @@ async def client(database_url: str, nats_url: str) -> AsyncIterator[Client]:
         running_job_service(
             database_url,
             nats_url,
-            Registry([SYNTHETIC, KEYED, ORPHAN, WITNESS]),
+            Registry([SYNTHETIC, KEYED, PINNED, WITNESS]),
             reconcile_after_s=0.3,
             reconcile_interval_s=0.1,
             watch_poll_interval_s=0.05,
@@ -94,9 +94,9 @@ async def test_held_jobs_get_no_token_and_no_touch_per_round_and_run_once_releas
     running = (await client.create(user_id="u1", job_type="keyed")).job.id
     assert await claim(client, BACKGROUND, 1) == [running]
     key_full = (await client.create(user_id="u1", job_type="keyed")).job.id
-    orphan = (await client.create(job_type="orphan")).job.id
+    pinned = (await client.create(job_type="pinned")).job.id
     witness = (await client.create(job_type="witness")).job.id
-    held = [*paused, key_full, orphan]
+    held = [*paused, key_full, pinned]
     watched: list[job_pb2.Job] = []
     watch = client.jobs.WatchJob(jpb.WatchJobRequest(job_id=paused[0], user_id="user-1"))
     reader = asyncio.create_task(_collect(watch, watched))
@@ -130,3 +130,18 @@ async def test_held_jobs_get_no_token_and_no_touch_per_round_and_run_once_releas
 async def _collect(call: AsyncIterator[jpb.WatchJobResponse], into: list[job_pb2.Job]) -> None:
     async for answer in call:
         into.append(answer.job)
+
+
+async def test_a_job_whose_type_no_live_worker_runs_is_still_reconciled(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    """Workers are live only while they claim: the background queue's worker being live says
+    nothing of the interactive queue's, which may idle for want of the one token that was
+    lost. Its job is not held back: the reconciler re-sends its token."""
+    assert await claim(client, BACKGROUND, 1) == []  # a live worker, of another queue
+    job = (await client.create()).job.id
+
+    async def resent() -> bool:
+        return (await dispatches(db, [job])).get(job, 0) >= 2
+
+    assert await eventually(resent, timeout=10)

@@ -880,7 +880,9 @@ WITH stranded AS (
       AND NOT (EXISTS (SELECT 1 FROM queue_controls q WHERE q.queue = j.queue AND q.paused) OR (j.concurrency_key IS NOT NULL AND (
         SELECT count(*) FROM jobs r
         WHERE r.concurrency_key = j.concurrency_key AND r.status IN ('running', 'cancel_requested')
-    ) >= j.concurrency_limit) OR (EXISTS (SELECT 1 FROM worker_definitions w WHERE w.seen_at > now() - $4 * interval '1 second')
+    ) >= j.concurrency_limit) OR (EXISTS (
+        SELECT 1 FROM worker_definitions w, unnest(w.definitions) d
+        WHERE w.seen_at > now() - $4 * interval '1 second' AND split_part(d, '@', 1) = j.job_type)
     AND NOT EXISTS (
         SELECT 1 FROM worker_definitions w
         WHERE w.seen_at > now() - $4 * interval '1 second' AND j.job_type || '@' || j.definition_version = ANY(w.definitions))))
