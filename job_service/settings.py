@@ -7,6 +7,7 @@ from decimal import Decimal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from job_service.domain.attempts import DEFAULT_TIMEOUT_GRACE_S
 from job_service.domain.claims import DEFAULT_FAIR_QUANTUM_S, DEFAULT_PRIORITY_STEP_S
 from job_service.domain.credentials import Keyring, parse_master_key
 from job_service.domain.queues import parse_limits
@@ -42,6 +43,10 @@ class JobServiceSettings(BaseSettings):
     lease_ttl_s: float = Field(default=5.0, gt=0)
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
     reaper_interval_s: float = Field(default=1.0, gt=0)
+    # An attempt still running this long after its definition's timeout is ended by the
+    # reaper as a TIMEOUT, whatever its heartbeats say (the worker times out by itself
+    # first; this bounds a hung one).
+    attempt_timeout_grace_s: float = Field(default=DEFAULT_TIMEOUT_GRACE_S, ge=0, le=3600)
     # Worker sessions (docs/adr/0003-worker-sessions.md): an older worker (its session names
     # no incarnation) whose session stream ends without a goodbye and that opens no new one
     # (on any replica) within this grace has its leases ended at once (WORKER_DISCONNECTED),
@@ -177,6 +182,7 @@ class JobServiceSettings(BaseSettings):
             "jobs.priority_step_s": repr(self.sched_priority_step_s),
             "jobs.fair_quantum_s": repr(self.sched_fair_quantum_s),
             "jobs.limited_queues": ",".join(sorted(self.queue_limits())),
+            "jobs.attempt_timeout_grace_s": repr(self.attempt_timeout_grace_s),
         }
 
     # MasterKeyError is a ValueError: the variable is named, the value never quoted.

@@ -26,13 +26,28 @@ class Decide(Protocol):
     def __call__(self, facts: AttemptFacts, code: str) -> RetryDecision: ...
 
 
+# An attempt is ended as a TIMEOUT this long after its definition's timeout, whatever its
+# heartbeats say (JOBS_ATTEMPT_TIMEOUT_GRACE_S): the worker enforces the timeout itself and
+# reports it; the grace covers that report, so only a hung attempt reaches the deadline.
+DEFAULT_TIMEOUT_GRACE_S = 30.0
+
+
 @dataclass(frozen=True)
 class LockedAttempt:
     """An attempt whose job row its transaction holds locked: what a decision needs, and
-    the lease token that fences the write of its end."""
+    the lease token that fences the write of its end. ``past_deadline``: it has run past
+    its timeout plus the grace."""
 
     facts: AttemptFacts
     lease_token: str
+    past_deadline: bool = False
+
+
+def abandoned_code(attempt: LockedAttempt) -> ErrorCode:
+    """Why the reaper ends an attempt whose lease lapsed: it ran past its deadline (a
+    TIMEOUT, which the definition's abort strategy retries or not), or its worker went
+    silent."""
+    return ErrorCode.TIMEOUT if attempt.past_deadline else ErrorCode.LEASE_EXPIRED
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,12 @@ class ClaimTransaction(Protocol):
         key did not look full; rows other claims hold are skipped."""
         ...
 
-    async def named_candidates(self, job_ids: Sequence[str]) -> list[tuple[str, ClaimCandidate]]:
-        """(queue, candidate) of the named jobs that are due and waiting in a queue not
-        paused, in id order (waiting for rows other claims hold)."""
+    async def named_candidates(
+        self, job_ids: Sequence[str], definitions: Sequence[str] | None
+    ) -> list[tuple[str, ClaimCandidate, bool]]:
+        """(queue, candidate, runnable) of the named jobs that are due and waiting in a
+        queue not paused, in id order (waiting for rows other claims hold); ``runnable``:
+        the job is of one of the ``definitions`` (None: any)."""
         ...
 
     async def count_running(self, keys: Sequence[str], queues: Sequence[str]) -> dict[str, int]:
@@ -78,6 +81,10 @@ class ClaimStore(Protocol):
         statement of ``grant_unlimited`` needs no more)."""
         ...
 
-    async def record_worker(self, worker_id: str, definitions: Sequence[str]) -> None:
-        """Remembers what the worker runs (for holds and the no-worker gauge)."""
+    async def record_worker(
+        self, worker_id: str, job_types: Sequence[str], definitions: Sequence[str]
+    ) -> None:
+        """Remembers what the worker runs of ``job_types`` (one queue's): ``definitions``
+        replace what it was recorded to run of those types, and its other types' stay (for
+        holds and the no-worker gauge)."""
         ...

@@ -63,9 +63,10 @@ class Claims:
         self._steps = steps
         self._queue_limits = dict(queue_limits)
         self._queue_names = sorted({d.queue for d in registry})
+        self._queue_types = queue_job_types(registry)
         self._estimated_tokens = tier_estimates(registry)
         self._unlimited = unlimited_queues(registry, queue_limits, budgets.limits)
-        self._workers_seen: dict[tuple[str, tuple[str, ...]], float] = {}
+        self._workers_seen: dict[tuple[str, str, tuple[str, ...]], float] = {}
 
     async def lock_jobs(
         self,
@@ -91,7 +92,8 @@ class Claims:
             )
         if not queue:
             distinct = list(dict.fromkeys(j for j in job_ids if is_uuid(j)))
-            answers = dict(zip(distinct, await self._claim_jobs(distinct, worker_id), strict=True))
+            claimed = await self._claim_jobs(distinct, worker_id, list(runnable) or None)
+            answers = dict(zip(distinct, claimed, strict=True))
             refused = LockRefusal()
             return await self._with_steps([answers.pop(j, refused) for j in job_ids])
         require_queue(queue, self._queue_names)
@@ -105,7 +107,7 @@ class Claims:
     ) -> QueueClaim:
         """Grants up to ``want`` of the queue's best eligible jobs to ``worker_id``, of the
         ``definitions`` it runs (None: any), and says when to hand the unused tokens back."""
-        await self._record_worker(worker_id, definitions)
+        await self._record_worker(worker_id, queue, definitions)
         if queue in self._unlimited:
             # nothing to admit: one statement scans and grants, as before the scheduler;
             # the unused tokens' answer costs a second one
@@ -127,17 +129,20 @@ class Claims:
         return QueueClaim(_picked_up(granted), retry_after)
 
     async def _claim_jobs(
-        self, job_ids: Sequence[str], worker_id: str
+        self, job_ids: Sequence[str], worker_id: str, definitions: Sequence[str] | None
     ) -> list[LockGrant | LockRefusal]:
-        """Grants the named jobs (distinct ids) that are eligible and within the limits;
-        answers per id, in order. A refusal carries ``retry_after`` when the job is not
-        due yet or only held back by a limit."""
+        """Grants the named jobs (distinct ids) that are eligible, of the ``definitions``
+        the worker runs (None: any) and within the limits; answers per id, in order. A
+        refusal carries ``retry_after`` when the job is not due yet, only held back by a
+        limit, or of a version this worker does not run (another worker may)."""
         granted: dict[str, LockGrant] = {}
         held: list[str] = []
         async with self._store.transaction() as tx:
-            named = await tx.named_candidates(job_ids)
-            for queue in dict.fromkeys(q for q, _ in named):
-                candidates = self._rated([c for q, c in named if q == queue])
+            named = await tx.named_candidates(job_ids, definitions)
+            held += [c.job_id for _, c, runnable in named if not runnable]
+            runnable = [(q, c) for q, c, runs in named if runs]
+            for queue in dict.fromkeys(q for q, _ in runnable):
+                candidates = self._rated([c for q, c in runnable if q == queue])
                 chosen, _ = await self._admit(tx, candidates, len(candidates), queue)
                 for grant in _picked_up(await tx.grant(chosen, worker_id) if chosen else []):
                     granted[grant.job_id] = grant
@@ -228,17 +233,23 @@ class Claims:
             for a in answers
         ]
 
-    async def _record_worker(self, worker_id: str, definitions: Sequence[str] | None) -> None:
-        """Remembers what the worker runs (for holds and the no-worker-for-version gauge),
-        at most every few seconds per worker."""
+    async def _record_worker(
+        self, worker_id: str, queue: str, definitions: Sequence[str] | None
+    ) -> None:
+        """Remembers what the worker runs of ``queue``, the queue it claims from (for holds
+        and the no-worker-for-version gauge), at most every few seconds per worker and
+        queue. Only that queue's job types count: a definition the worker has loaded but
+        whose queue it does not consume runs nowhere."""
         if definitions is None:
             return
-        key = (worker_id, tuple(definitions))
+        types = self._queue_types.get(queue, frozenset())
+        runs = [d for d in definitions if d.partition("@")[0] in types]
+        key = (worker_id, queue, tuple(runs))
         now = datetime.now(UTC).timestamp()
         if now - self._workers_seen.get(key, 0.0) < WORKER_RECORD_INTERVAL_S:
             return
         self._workers_seen[key] = now
-        await self._store.record_worker(worker_id, definitions)
+        await self._store.record_worker(worker_id, sorted(types), runs)
 
 
 def _picked_up(granted: list[Granted]) -> list[LockGrant]:
@@ -255,6 +266,14 @@ def tier_estimates(registry: Registry) -> dict[str, int]:
             tier = str(definition.model_tier)
             estimates[tier] = max(estimates.get(tier, 0), definition.estimated_tokens)
     return estimates
+
+
+def queue_job_types(registry: Registry) -> dict[str, frozenset[str]]:
+    """Per queue, the job types whose jobs wait in it."""
+    types: dict[str, set[str]] = {}
+    for definition in registry:
+        types.setdefault(definition.queue, set()).add(definition.job_type)
+    return {queue: frozenset(names) for queue, names in types.items()}
 
 
 def unlimited_queues(

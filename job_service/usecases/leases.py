@@ -23,6 +23,7 @@ from job_service.domain.attempts import (
     HeartbeatAck,
     LeaseState,
     LockedAttempt,
+    abandoned_code,
     always_cancel,
     attempt_end,
     repeated_failure,
@@ -44,6 +45,11 @@ MAX_ERROR_MESSAGE_CHARS = 4000
 REAP_BATCH = 100
 # Wake the dispatcher just after a retry becomes due, not just before.
 WAKE_MARGIN_S = 0.01
+# The operator's detail of an attempt the reaper ended, by its code.
+REAPED_BECAUSE = {
+    ErrorCode.LEASE_EXPIRED: "lease expired",
+    ErrorCode.TIMEOUT: "ran past its timeout and the grace; ended by the job service",
+}
 # A provider's Retry-After delays a retry by at most this much.
 MAX_RETRY_AFTER_S = 600.0
 
@@ -179,13 +185,14 @@ class Leases:
         return attempt, stored
 
     async def reap_expired_leases(self) -> int:
-        """The reaper's round: attempts whose lease ran out end as LEASE_EXPIRED (a
-        pending cancel ends cancelled)."""
+        """The reaper's round: attempts whose lease ran out end as LEASE_EXPIRED, or as
+        TIMEOUT when they reached their deadline (their timeout plus the grace, where a
+        lease stops however it is heartbeaten); a pending cancel ends cancelled."""
         async with self._store.ending() as tx:
-            expired = await tx.expired(REAP_BATCH)
-            outcomes = await self.end_abandoned(
-                tx, expired, ErrorCode.LEASE_EXPIRED, "lease expired"
-            )
+            outcomes = []
+            for attempt in await tx.expired(REAP_BATCH):
+                code = abandoned_code(attempt)
+                outcomes += await self.end_abandoned(tx, [attempt], code, REAPED_BECAUSE[code])
         self.wake_for(outcomes)
         return len(outcomes)
 

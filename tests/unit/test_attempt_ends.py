@@ -118,6 +118,8 @@ class FakeLeases:
         self.transactions = 0
         self.ended: list[tuple[str, AttemptEnd, bool]] = []
         self.usage: list[tuple[str, int]] = []
+        # attempts that ran past their timeout and the grace
+        self.past_deadline: set[str] = set()
 
     @asynccontextmanager
     async def ending(self) -> AsyncIterator[FakeLeases]:
@@ -126,7 +128,8 @@ class FakeLeases:
 
     def _locked(self, job_id: str) -> LockedAttempt:
         status, token, attempt = self.jobs[job_id]
-        return LockedAttempt(AttemptFacts(job_id, "probe", status, attempt, 3), token)
+        facts = AttemptFacts(job_id, "probe", status, attempt, 3)
+        return LockedAttempt(facts, token, past_deadline=job_id in self.past_deadline)
 
     async def attempt(self, job_id: str, lease_token: str) -> LockedAttempt | None:
         status, token, _ = self.jobs[job_id]
@@ -266,6 +269,18 @@ async def test_the_reaper_ends_expired_attempts_in_one_transaction() -> None:
         JobStatus.FAILED,
     ]
     assert len(dispatcher.wakes) == 3
+
+
+async def test_the_reaper_ends_an_attempt_past_its_deadline_as_a_timeout() -> None:
+    store, _, _, leases = use_cases()
+    silent, hung = (f"00000000-0000-4000-8000-00000000020{n}" for n in range(2))
+    store.jobs[silent] = store.jobs[hung] = (JobStatus.RUNNING, TOKEN, 1)
+    store.past_deadline.add(hung)
+
+    assert await leases.reap_expired_leases() == 2
+
+    codes = {job_id: end.code for job_id, end, _ in store.ended}
+    assert codes == {silent: ErrorCode.LEASE_EXPIRED, hung: ErrorCode.TIMEOUT}
 
 
 async def test_a_refused_result_is_a_repeat_a_cancel_that_won_or_a_lost_lease() -> None:

@@ -70,7 +70,9 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def LockJob(
         self, request: pb.LockJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.LockJobResponse:
-        [answer] = await self._claims.lock_jobs([request.job_id], request.worker_id)
+        [answer] = await self._claims.lock_jobs(
+            [request.job_id], request.worker_id, runnable=list(request.runnable_definitions)
+        )
         return self._lock_response(answer)
 
     async def LockJobs(

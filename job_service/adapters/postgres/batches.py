@@ -17,7 +17,12 @@ from typing import Any
 import asyncpg
 
 from job_service.adapters.postgres.rows import job_from_row
-from job_service.adapters.postgres.vocabulary.line import FAIR_QUANTUM, place_in_line
+from job_service.adapters.postgres.vocabulary.line import (
+    FAIR_QUANTUM,
+    LOCK_LINES,
+    lines_of,
+    place_in_line,
+)
 from job_service.adapters.postgres.vocabulary.new_job import (
     FIND_BY_IDEMPOTENCY_KEY,
     KEY_COLUMNS,
@@ -130,16 +135,21 @@ class BatchRepository:
             {"idx": n, "id": new_job_id(), **_json_ready(new_job_record(new, _ITEM_FIELDS))}
             for n, new in enumerate(news)
         ]
+        lines = lines_of((n.queue, n.fairness_key, n.user_id, n.priority) for n in news)
         async with self._pool.acquire() as conn:
-            rows = await conn.fetch(
-                CREATE_JOBS,
-                items,
-                quotas.max_active,
-                quotas.daily,
-                trace,
-                quotas.daily_cost_usd,
-                self._owner,
-            )
+            async with conn.transaction():
+                # places in line taken under the lines' locks, as CreateJob takes its own
+                if lines[0]:
+                    await conn.execute(LOCK_LINES, *lines)
+                rows = await conn.fetch(
+                    CREATE_JOBS,
+                    items,
+                    quotas.max_active,
+                    quotas.daily,
+                    trace,
+                    quotas.daily_cost_usd,
+                    self._owner,
+                )
             outcomes: list[Stored | None] = [None] * len(news)
             lookups: list[int] = []
             for row in rows:

@@ -25,6 +25,7 @@ from datetime import datetime
 
 import asyncpg
 
+from job_service.adapters.postgres.vocabulary.deadlines import lease_until
 from job_service.adapters.postgres.vocabulary.statuses import (
     WAITING,
     sql_status,
@@ -69,8 +70,12 @@ FOR UPDATE OF j SKIP LOCKED
 
 # Named jobs (a worker that predates the scheduler), waiting for a concurrent writer rather
 # than skipping a row whose dispatch would then be dropped; rows in id order (no deadlock).
+# $2 the definitions the worker runs (NULL: any): a job of another is not runnable by it.
 NAMED_CANDIDATES = f"""
-SELECT {_CANDIDATE_COLUMNS}, j.queue FROM jobs j
+SELECT {_CANDIDATE_COLUMNS}, j.queue,
+       ($2::text[] IS NULL OR j.job_type || '@' || j.definition_version = ANY($2::text[]))
+           AS runnable
+FROM jobs j
 WHERE j.id = ANY($1::text[]::uuid[]) AND j.status IN {WAITING} AND {DUE}
   AND NOT EXISTS (SELECT 1 FROM queue_controls q WHERE q.queue = j.queue AND q.paused)
 ORDER BY j.id
@@ -103,7 +108,7 @@ def grant(prior: str, worker: str, ttl_ms: str) -> str:
 WITH prior AS ({prior}
 ), locked AS (
     UPDATE jobs j SET status = {sql_status(_GRANTED)}, locked_by = {worker}, locked_at = now(),
-        lock_until = now() + {ttl_ms} * interval '1 millisecond',
+        lock_until = {lease_until(ttl_ms, "now()", "j.timeout_ms")},
         lease_token = gen_random_uuid(),
         attempt_count = j.attempt_count + 1, started_at = coalesce(j.started_at, now()),
         next_run_at = NULL, progress = 0, updated_at = now(), reserved_tokens = prior.tokens
@@ -219,9 +224,13 @@ RETURNING fits.n AS granted, r.requests_available, level.tok - fits.tokens AS to
           r.factor, level.blocked_until
 """
 
+# What worker $1 runs of the job types $2 (one queue's, the queue it claims from) is $3;
+# what it was recorded to run of other types stays.
 RECORD_WORKER = """
-INSERT INTO worker_definitions (worker_id, definitions, seen_at) VALUES ($1, $2, now())
-ON CONFLICT (worker_id) DO UPDATE SET definitions = EXCLUDED.definitions, seen_at = now()
+INSERT INTO worker_definitions AS w (worker_id, definitions, seen_at) VALUES ($1, $3, now())
+ON CONFLICT (worker_id) DO UPDATE SET seen_at = now(), definitions = ARRAY(
+    SELECT d FROM unnest(w.definitions) d WHERE split_part(d, '@', 1) <> ALL($2::text[])
+) || EXCLUDED.definitions
 """
 
 
@@ -242,8 +251,10 @@ class ClaimRepository:
         async with self._pool.acquire() as conn:
             yield ClaimStatements(conn, self._lease_ttl_ms)
 
-    async def record_worker(self, worker_id: str, definitions: Sequence[str]) -> None:
-        await self._pool.execute(RECORD_WORKER, worker_id, list(definitions))
+    async def record_worker(
+        self, worker_id: str, job_types: Sequence[str], definitions: Sequence[str]
+    ) -> None:
+        await self._pool.execute(RECORD_WORKER, worker_id, list(job_types), list(definitions))
 
 
 class ClaimStatements:
@@ -263,9 +274,11 @@ class ClaimStatements:
         )
         return [_candidate(row) for row in rows]
 
-    async def named_candidates(self, job_ids: Sequence[str]) -> list[tuple[str, ClaimCandidate]]:
-        rows = await self._conn.fetch(NAMED_CANDIDATES, list(job_ids))
-        return [(row["queue"], _candidate(row)) for row in rows]
+    async def named_candidates(
+        self, job_ids: Sequence[str], definitions: Sequence[str] | None
+    ) -> list[tuple[str, ClaimCandidate, bool]]:
+        rows = await self._conn.fetch(NAMED_CANDIDATES, list(job_ids), _listed(definitions))
+        return [(row["queue"], _candidate(row), row["runnable"]) for row in rows]
 
     async def count_running(self, keys: Sequence[str], queues: Sequence[str]) -> dict[str, int]:
         await self._conn.execute(LOCK_KEYS, list(keys))

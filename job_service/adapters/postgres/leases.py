@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 
 import asyncpg
 
+from job_service.adapters.postgres.vocabulary.deadlines import attempt_deadline, lease_until
 from job_service.adapters.postgres.vocabulary.line import released_slot_tokens, retry_place
 from job_service.adapters.postgres.vocabulary.outbox_rows import (
     CREATE_TRACE,
@@ -35,10 +36,12 @@ from job_service.domain.lifecycle import LEASED, TERMINAL, JobStatus, status_val
 from shared.ai.provider import UsageRecord
 from shared.errors import LeaseLost
 
-HEARTBEAT = """
-UPDATE jobs SET lock_until = now() + $3 * interval '1 millisecond',
+# The lease renewed, never past the attempt's deadline; past it, no lease is held.
+HEARTBEAT = f"""
+UPDATE jobs SET lock_until = {lease_until("$3", "locked_at", "timeout_ms")},
     progress = CASE WHEN $4::float8 >= 0 THEN least($4::float8, 1) ELSE progress END
 WHERE id = $1 AND lease_token = $2 AND status = ANY($5::text[])
+  AND {attempt_deadline("locked_at", "timeout_ms")} > now()
 RETURNING lock_until, status, signal_seq
 """
 
@@ -54,9 +57,12 @@ FROM jobs WHERE id = $1 AND lease_token = $2 AND status = ANY($3::text[])
 FOR UPDATE
 """
 
-EXPIRED_LEASES = """
+# Leases that lapsed; those whose attempt reached its deadline (where the lease stops
+# however it is heartbeaten) ran too long.
+EXPIRED_LEASES = f"""
 SELECT id::text AS id, job_type, status, attempt_count, max_attempts,
-       lease_token::text AS lease_token, locked_by
+       lease_token::text AS lease_token, locked_by,
+       {attempt_deadline("locked_at", "timeout_ms")} <= now() AS past_deadline
 FROM jobs WHERE status = ANY($1::text[]) AND lock_until < now()
 ORDER BY lock_until LIMIT $2
 FOR UPDATE SKIP LOCKED
@@ -265,7 +271,7 @@ def _locked(row: asyncpg.Record) -> LockedAttempt:
         row["attempt_count"],
         row["max_attempts"],
     )
-    return LockedAttempt(facts, row["lease_token"])
+    return LockedAttempt(facts, row["lease_token"], past_deadline=row.get("past_deadline", False))
 
 
 def _lease_state(row: asyncpg.Record | None) -> LeaseState | None:

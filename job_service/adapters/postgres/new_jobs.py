@@ -8,7 +8,11 @@ from __future__ import annotations
 import asyncpg
 
 from job_service.adapters.postgres.rows import job_from_row
-from job_service.adapters.postgres.vocabulary.line import place_in_line
+from job_service.adapters.postgres.vocabulary.line import (
+    LOCK_LINES,
+    lines_of,
+    place_in_line,
+)
 from job_service.adapters.postgres.vocabulary.new_job import (
     FIND_BY_IDEMPOTENCY_KEY,
     KEY_COLUMNS,
@@ -106,7 +110,29 @@ async def create_job(
     (a schedule's firing round creates its jobs in the transaction that advances it; its
     dispatch row is then left to a claim). With ``owner`` (outside a transaction only: the
     row must have committed before it is published) a due job's dispatch row is written
-    claimed by that replica's dispatcher, and returned to hand over to it."""
+    claimed by that replica's dispatcher, and returned to hand over to it.
+
+    Outside a transaction, the job takes its place in line under its line's lock
+    (``LOCK_LINES``), in a transaction of its own committed before this returns. A firing
+    round's jobs take none: a round creates many jobs in one transaction, whose line locks,
+    taken in another order by another replica's round, could deadlock, and would hold the
+    user's own creates until the round commits; a slot's job may at worst share a place
+    with a create made at the same moment."""
+    if not conn.is_in_transaction():
+        lines = lines_of([(new.queue, new.fairness_key, new.user_id, new.priority)])
+        if lines[0]:
+            async with conn.transaction():
+                await conn.execute(LOCK_LINES, *lines)
+                return await _create_job(conn, new, quotas, owner)
+    return await _create_job(conn, new, quotas, owner)
+
+
+async def _create_job(
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
+    new: NewJob,
+    quotas: Quotas,
+    owner: str | None,
+) -> tuple[Stored, list[OutboxMessage]]:
     row = await conn.fetchrow(
         CREATE_JOB,
         *new_job_record(new, _NEW_JOB).values(),

@@ -14,6 +14,7 @@ from typing import Any
 
 import asyncpg
 
+from job_service.adapters.postgres.vocabulary.holds import LIVE_WORKER_S, held
 from job_service.adapters.postgres.vocabulary.outbox_rows import (
     CREATE_TRACE,
     DISPATCH_EVENT,
@@ -80,11 +81,13 @@ DELETE FROM outbox_events WHERE id IN (
 
 # Waiting jobs whose dispatch message may be lost (NATS lost its store, or a message
 # vanished) or whose dispatch row died: queued, or retrying and due, untouched for $1 s,
-# and with no dispatch row still pending or processing (that one is the dispatcher's
-# business). Each gets a new dispatch row and its updated_at moved, so the next round
-# passes it over for another $1 s. SKIP LOCKED and that re-check keep concurrent replicas
-# from re-dispatching one job twice; a duplicate would be harmless anyway (LockJobs grants
-# a job once).
+# with no dispatch row still pending or processing (that one is the dispatcher's
+# business), and not held back (a paused queue, a full concurrency key, no live worker of
+# its version: a token would be dropped or handed back unused, and each hold has its own
+# way back to the job when it lifts; ``vocabulary/holds.py``). Each gets a new dispatch
+# row and its updated_at moved, so the next round passes it over for another $1 s. SKIP
+# LOCKED and that re-check keep concurrent replicas from re-dispatching one job twice; a
+# duplicate would be harmless anyway (LockJobs grants a job once).
 REDISPATCH_STRANDED = f"""
 WITH stranded AS (
     SELECT j.id FROM jobs j
@@ -98,6 +101,7 @@ WITH stranded AS (
           SELECT 1 FROM outbox_events o
           WHERE o.status = '{_PROCESSING}' AND o.event_type = '{DISPATCH_EVENT}'
             AND o.aggregate_id = j.id::text)
+      AND NOT {held("j", "$4")}
     ORDER BY j.updated_at LIMIT $2
     FOR UPDATE OF j SKIP LOCKED
 ), touched AS (
@@ -175,7 +179,7 @@ class OutboxRepository:
         touched for ``after_s`` seconds although their dispatch left the outbox (see
         REDISPATCH_STRANDED); returns how many. Safe across replicas."""
         count: int = await self._pool.fetchval(
-            REDISPATCH_STRANDED, after_s, limit, status_values(LOCKABLE)
+            REDISPATCH_STRANDED, after_s, limit, status_values(LOCKABLE), LIVE_WORKER_S
         )
         return count
 

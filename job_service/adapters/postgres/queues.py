@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import asyncpg
 
+from job_service.adapters.postgres.vocabulary.holds import LIVE_WORKER_S, no_worker_for_version
 from job_service.adapters.postgres.vocabulary.outbox_rows import dispatch_key, dispatch_rows
 from job_service.adapters.postgres.vocabulary.statuses import WAITING, statuses_sql
 from job_service.domain.claims import definition_id
@@ -19,8 +20,6 @@ from job_service.domain.lifecycle import LEASED
 from job_service.domain.queues import QueueState
 
 _LEASED = statuses_sql(LEASED)
-# A worker is live when it asked for work this recently.
-LIVE_WORKER_S = 30.0
 
 PAUSE = """
 INSERT INTO queue_controls (queue, paused, paused_at, paused_by) VALUES ($1, true, now(), $2)
@@ -54,14 +53,22 @@ SELECT q.queue,
        coalesce(c.paused, false) AS paused, c.paused_at, c.paused_by,
        (SELECT count(*) FROM jobs j WHERE j.queue = q.queue AND j.status IN {WAITING})
            AS waiting,
+       -- a paused queue's jobs are not eligible: no claim grants them until it resumes
        (SELECT count(*) FROM jobs j WHERE j.queue = q.queue AND j.status IN {WAITING}
-          AND (j.next_run_at IS NULL OR j.next_run_at <= now())) AS eligible,
+          AND (j.next_run_at IS NULL OR j.next_run_at <= now())
+          AND NOT coalesce(c.paused, false)) AS eligible,
        (SELECT count(*) FROM jobs j WHERE j.queue = q.queue AND j.status IN {_LEASED})
            AS running
 FROM unnest($1::text[]) AS q(queue)
 LEFT JOIN queue_controls c ON c.queue = q.queue
 ORDER BY q.queue
 """
+
+# A worker record is live when its worker asked for work in the last $2 seconds. What
+# each records is what it runs of the queues it claims from (claims.py): a definition
+# loaded by a worker that never claims from its queue runs nowhere. NULL: no live record
+# (nothing to judge by); an empty array: live workers, none running this queue's types.
+_LIVE = "w.seen_at > now() - $2 * interval '1 second'"
 
 WAITING_FACTS = f"""
 SELECT j.queue, j.job_type, j.definition_version, j.next_run_at, j.concurrency_key,
@@ -73,20 +80,19 @@ SELECT j.queue, j.job_type, j.definition_version, j.next_run_at, j.concurrency_k
        (SELECT count(*) FROM jobs r WHERE r.queue = j.queue AND r.status IN {_LEASED})
            AS queue_running,
        (SELECT b.blocked_until FROM rate_limits b WHERE b.key = j.model_tier) AS blocked_until,
-       (SELECT array_agg(DISTINCT d) FROM worker_definitions w, unnest(w.definitions) d
-          WHERE w.seen_at > now() - $2 * interval '1 second') AS live
+       CASE WHEN EXISTS (SELECT 1 FROM worker_definitions w WHERE {_LIVE}) THEN
+           coalesce((SELECT array_agg(DISTINCT d) FROM worker_definitions w,
+                     unnest(w.definitions) d WHERE {_LIVE}), '{{}}')
+       END AS live
 FROM jobs j WHERE j.id = $1 AND j.status IN {WAITING}
 """
 
-# Due jobs whose definition no live worker runs (for the gauge).
+# Due jobs whose definition no live worker runs (for the gauge): a worker counts for the
+# queues it claims from only, as for the hold.
 WITHOUT_WORKER = f"""
 SELECT count(*) FROM jobs j
 WHERE j.status IN {WAITING} AND (j.next_run_at IS NULL OR j.next_run_at <= now())
-  AND EXISTS (SELECT 1 FROM worker_definitions w WHERE w.seen_at > now() - $1 * interval '1 second')
-  AND NOT EXISTS (
-      SELECT 1 FROM worker_definitions w
-      WHERE w.seen_at > now() - $1 * interval '1 second'
-        AND j.job_type || '@' || j.definition_version = ANY(w.definitions))
+  AND {no_worker_for_version("j", "$1")}
 """
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 
 from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
-from job_service.adapters.postgres.vocabulary.line import place_in_line
+from job_service.adapters.postgres.vocabulary.line import LOCK_RERUN_LINE, place_in_line
 from job_service.adapters.postgres.vocabulary.new_job import new_job_rows, snapshot_row
 from job_service.adapters.postgres.vocabulary.statuses import sql_status
 from job_service.domain.jobs import Job, RetrySpec
@@ -212,6 +212,7 @@ async def _rerun(
     live = await conn.fetchrow(LINEAGE_RETRY, source["root"], status_values(RERUNNABLE), since)
     if live is not None:
         raise _live_retry(live["id"], made_since=JobStatus(live["status"]) in RERUNNABLE)
+    await conn.execute(LOCK_RERUN_LINE, job_id)  # its place, as a create's
     return await conn.fetchrow(
         RERUN_JOB,
         job_id,

@@ -13,6 +13,9 @@ another's statement in its own transaction is handed it by ``app.py``.
   statement hands to its replica's dispatcher;
 - ``line.py``: a waiting job's place in line, a retry's, and the work tokens an attempt
   that frees a limited slot re-issues;
+- ``holds.py``: what holds a waiting job back (a paused queue, a full key, no worker of
+  its version), for the statements that leave held jobs alone;
+- ``deadlines.py``: an attempt's deadline (its timeout plus a grace), where its lease stops;
 - ``usage_rows.py``: usage rows, one per provider call;
 - ``filters.py``: a job filter's conditions, and bound parameters of a query built on
   the fly.

@@ -3,12 +3,17 @@ job wait embeds: a new job's (``place_in_line``, the rendering of the pure
 ``job_service.domain.claims.place_in_line``), a retry's (``retry_place``); and the work
 tokens an ended attempt re-issues when it frees a limited slot (``released_slot_tokens``).
 
+Two creates of one line at once are serialised (``LOCK_LINES``), so each reads the place
+the other took.
+
 The line's settings reach every statement through session settings the pool sets
 (JOBS_SCHED_*: ``JobServiceSettings``, ``create_pool``), with the policy's defaults when a
 pool was made without them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from job_service.adapters.postgres.vocabulary.outbox_rows import dispatch_key, dispatch_rows
 from job_service.adapters.postgres.vocabulary.statuses import WAITING
@@ -36,6 +41,49 @@ def place_in_line(src: str) -> str:
          WHERE w.queue = {src}.queue AND w.fairness_key = {src}.fairness_key
            AND w.priority = {src}.priority AND w.status IN {WAITING}
            AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + {FAIR_QUANTUM})"""
+
+
+def _line_lock_key(queue: str, fairness_key: str, priority: str) -> str:
+    return (
+        f"hashtextextended('line' || chr(31) || {queue} || chr(31) || {fairness_key}"
+        f" || chr(31) || {priority}, 0)"
+    )
+
+
+# Places in line are taken one at a time per (queue, fairness key, priority): a new job's
+# place reads the last place of its line, so two creates running at once would both read
+# the same one. Each creating transaction takes an advisory lock per line it adds to
+# (sorted: no deadlock) in a statement of its own, before its insert, whose snapshot then
+# sees every place a concurrent create took. $1 queues, $2 fairness keys, $3 priorities.
+LOCK_LINES = f"""
+SELECT pg_advisory_xact_lock(h) FROM (
+    SELECT DISTINCT {_line_lock_key("q", "k", "p")} AS h
+    FROM unnest($1::text[], $2::text[], $3::int[]) AS x(q, k, p) ORDER BY 1
+) lines
+"""
+
+# The lock of the line a re-run of job $1 joins (its source's: a re-run's fairness key is
+# its source's, or the user).
+LOCK_RERUN_LINE = f"""
+SELECT pg_advisory_xact_lock({
+    _line_lock_key("queue", "coalesce(fairness_key, user_id)", "priority")
+}) FROM jobs WHERE id = $1
+"""
+
+
+def lines_of(
+    jobs: Iterable[tuple[str, str | None, str, int]],
+) -> tuple[list[str], list[str], list[int]]:
+    """LOCK_LINES' arguments for new jobs given as (queue, fairness key as defined, which
+    may read "{user}", user id, priority); a job without a fairness key joins no line."""
+    lines = sorted(
+        {
+            (queue, key.replace("{user}", user), priority)
+            for queue, key, user, priority in jobs
+            if key is not None
+        }
+    )
+    return [q for q, _, _ in lines], [k for _, k, _ in lines], [p for _, _, p in lines]
 
 
 def retry_place(next_run_at: str, priority: str) -> str:

@@ -26,12 +26,14 @@ LOCK_OUTCOME_NOT_DUE: LockOutcome
 LOCK_OUTCOME_UNAVAILABLE: LockOutcome
 
 class LockJobRequest(_message.Message):
-    __slots__ = ("job_id", "worker_id")
+    __slots__ = ("job_id", "worker_id", "runnable_definitions")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    RUNNABLE_DEFINITIONS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     worker_id: str
-    def __init__(self, job_id: _Optional[str] = ..., worker_id: _Optional[str] = ...) -> None: ...
+    runnable_definitions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., runnable_definitions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LockJobResponse(_message.Message):
     __slots__ = ("outcome", "job", "retry_after")

@@ -116,7 +116,8 @@ class ExecutorServiceServicer:
 
     def LockJob(self, request, context):
         """Takes the named job for one attempt: QUEUED (or RETRYING once due) -> RUNNING, with a
-        fresh lease, within the limits that apply to it (as LockJobs without `queue`).
+        fresh lease, within the limits that apply to it (as LockJobs without `queue`), when it
+        is of one of the request's `runnable_definitions` (if any).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -124,6 +125,8 @@ class ExecutorServiceServicer:
 
     def Heartbeat(self, request, context):
         """Extends the lease and reports progress; tells the worker when a cancel was asked for.
+        A lease never runs past the attempt's deadline (its definition's timeout plus the job
+        service's grace): past it, the heartbeat is LEASE_LOST and the attempt ends as TIMEOUT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
