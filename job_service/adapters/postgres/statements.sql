@@ -708,9 +708,6 @@ SELECT pg_advisory_xact_lock(h) FROM (
     FROM unnest($1::text[], $2::text[], $3::int[]) AS x(q, k, p) ORDER BY 1
 ) lines;
 
--- new_jobs.LOCK_RERUN_LINE
-SELECT pg_advisory_xact_lock(hashtextextended('line' || chr(31) || queue || chr(31) || coalesce(fairness_key, user_id) || chr(31) || priority, 0)) FROM jobs WHERE id = $1;
-
 -- new_jobs.FIND_BY_IDEMPOTENCY_KEY
 SELECT 
     j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
