@@ -28,7 +28,7 @@ from job_service.adapters.postgres.leases import AttemptTransaction, LeaseReposi
 from job_service.adapters.postgres.listing import JobListing
 from job_service.adapters.postgres.new_jobs import NewJobRepository, create_job
 from job_service.adapters.postgres.outbox import OutboxRepository
-from job_service.adapters.postgres.pool import HOT_PATH_SESSION, create_pool
+from job_service.adapters.postgres.pool import HOT_PATH_SESSION, SessionGuards, create_pool
 from job_service.adapters.postgres.queues import QueueRepository
 from job_service.adapters.postgres.rate_limits import RateLimitRepository
 from job_service.adapters.postgres.results import ResultRepository
@@ -136,16 +136,19 @@ class JobServiceApp(Lifetime):
     async def _connect_postgres(self) -> asyncpg.Pool:
         """Open both pools (once the schema is this release's); returns the rest's."""
         s = self.settings
+        guards = session_guards(s)
+        # pg_stat_activity names the replica of each session
+        session = {**s.session_settings(), "application_name": f"job_service {self.instance_id}"}
         # Unreachable dependencies at start-up: retried until startup_timeout_s, then
         # DependencyUnavailable (the process exits non-zero with that message).
         self._pool = await within_startup(
             "PostgreSQL",
             s.startup_timeout_s,
-            lambda: create_pool(s.database_url, rest_pool_size(s), s.session_settings()),
+            lambda: create_pool(s.database_url, rest_pool_size(s), session, guards),
         )
         await _check_schema(self._pool)
         self._hot_pool = await create_pool(
-            s.database_url, s.db_pool_size, {**s.session_settings(), **HOT_PATH_SESSION}
+            s.database_url, s.db_pool_size, {**session, **HOT_PATH_SESSION}, guards
         )
         return self._pool
 
@@ -155,7 +158,12 @@ class JobServiceApp(Lifetime):
         self._nc = await within_startup(
             "NATS",
             s.startup_timeout_s,
-            lambda: connect_nats(s.nats_url, f"job_service {self.instance_id}"),
+            lambda: connect_nats(
+                s.nats_url,
+                f"job_service {self.instance_id}",
+                ping_interval_s=s.nats_ping_interval_s,
+                max_outstanding_pings=s.nats_max_outstanding_pings,
+            ),
         )
         # retried too: a JetStream cluster that is still electing its leaders (or creating
         # replicated streams on a loaded machine) times requests out for a while
@@ -343,11 +351,17 @@ async def reseal_credentials(settings: JobServiceSettings) -> int:
     keyring = settings.keyring()
     if keyring is None:
         raise ValueError("JOBS_CREDENTIALS_MASTER_KEY is not set")
-    pool = await create_pool(settings.database_url, 2)
+    pool = await create_pool(settings.database_url, 2, guards=session_guards(settings))
     try:
         return await CredentialVault(CredentialRepository(pool), keyring).reseal_all()
     finally:
         await pool.close()
+
+
+def session_guards(s: JobServiceSettings) -> SessionGuards:
+    """The timeouts and keepalives of every PostgreSQL connection (``JOBS_DB_*``)."""
+    timeouts = (s.db_idle_in_transaction_timeout_s, s.db_lock_timeout_s, s.db_statement_timeout_s)
+    return SessionGuards(*timeouts, s.db_keepalive())
 
 
 def rest_pool_size(s: JobServiceSettings) -> int:
