@@ -136,7 +136,7 @@ class JobServiceApp(Lifetime):
     async def _connect_postgres(self) -> asyncpg.Pool:
         """Open both pools (once the schema is this release's); returns the rest's."""
         s = self.settings
-        guards = session_guards(s)
+        guards, rest = session_guards(s), session_guards(s, hot=False)
         # pg_stat_activity names the replica of each session
         session = {**s.session_settings(), "application_name": f"job_service {self.instance_id}"}
         # Unreachable dependencies at start-up: retried until startup_timeout_s, then
@@ -144,7 +144,7 @@ class JobServiceApp(Lifetime):
         self._pool = await within_startup(
             "PostgreSQL",
             s.startup_timeout_s,
-            lambda: create_pool(s.database_url, rest_pool_size(s), session, guards),
+            lambda: create_pool(s.database_url, rest_pool_size(s), session, rest),
         )
         await _check_schema(self._pool)
         self._hot_pool = await create_pool(
@@ -155,15 +155,11 @@ class JobServiceApp(Lifetime):
     async def _connect_nats(self) -> None:
         s = self.settings
         # Reconnect forever (once connected): while NATS is away the outbox holds the rows.
+        pings = s.nats_pings()
         self._nc = await within_startup(
             "NATS",
             s.startup_timeout_s,
-            lambda: connect_nats(
-                s.nats_url,
-                f"job_service {self.instance_id}",
-                ping_interval_s=s.nats_ping_interval_s,
-                max_outstanding_pings=s.nats_max_outstanding_pings,
-            ),
+            lambda: connect_nats(s.nats_url, f"job_service {self.instance_id}", **pings),
         )
         # retried too: a JetStream cluster that is still electing its leaders (or creating
         # replicated streams on a loaded machine) times requests out for a while
@@ -252,9 +248,11 @@ class JobServiceApp(Lifetime):
             publisher,
             dispatcher,
         )
-        schedules = Schedules(
-            new_jobs, jobs, ScheduleRepository(self._pool, create_job), page_tokens
+        rounds = s.db_statement_timeout_s
+        schedule_store = ScheduleRepository(
+            self._pool, create_job, round_statement_timeout_s=rounds
         )
+        schedules = Schedules(new_jobs, jobs, schedule_store, page_tokens)
         watches = self._watches = WatchHub(listing, NatsPartialOutputFeed(self._nc))
         server = build_server(
             s,
@@ -351,17 +349,18 @@ async def reseal_credentials(settings: JobServiceSettings) -> int:
     keyring = settings.keyring()
     if keyring is None:
         raise ValueError("JOBS_CREDENTIALS_MASTER_KEY is not set")
-    pool = await create_pool(settings.database_url, 2, guards=session_guards(settings))
+    pool = await create_pool(settings.database_url, 2, guards=session_guards(settings, hot=False))
     try:
         return await CredentialVault(CredentialRepository(pool), keyring).reseal_all()
     finally:
         await pool.close()
 
 
-def session_guards(s: JobServiceSettings) -> SessionGuards:
-    """The timeouts and keepalives of every PostgreSQL connection (``JOBS_DB_*``)."""
-    timeouts = (s.db_idle_in_transaction_timeout_s, s.db_lock_timeout_s, s.db_statement_timeout_s)
-    return SessionGuards(*timeouts, s.db_keepalive())
+def session_guards(s: JobServiceSettings, *, hot: bool = True) -> SessionGuards:
+    """Every PostgreSQL connection's timeouts and keepalives (``JOBS_DB_*``); hot: the pool's."""
+    statement_s = s.db_statement_timeout_s if hot else s.db_rest_statement_timeout_s
+    idle_s, lock_s = s.db_idle_in_transaction_timeout_s, s.db_lock_timeout_s
+    return SessionGuards(idle_s, lock_s, statement_s, s.db_keepalive())
 
 
 def rest_pool_size(s: JobServiceSettings) -> int:

@@ -13,7 +13,7 @@ from job_service.domain.queues import parse_limits
 from job_service.domain.rate_limits import DEFAULT_RATE_RECOVERY_S, RateLimit, parse_rate_limits
 from shared.logs import LogFormat
 from shared.metrics import port_or_disabled
-from shared.startup import NATS_MAX_OUTSTANDING_PINGS, NATS_PING_INTERVAL_S
+from shared.startup import NATS_MAX_OUTSTANDING_PINGS, NATS_PING_INTERVAL_S, NatsPings
 from shared.tcp_keepalive import TcpKeepalive
 
 
@@ -40,8 +40,13 @@ class JobServiceSettings(BaseSettings):
     db_idle_in_transaction_timeout_s: float = Field(default=3.0, ge=0)
     # A statement waiting longer than this for a lock fails (0: it waits as long as it takes).
     db_lock_timeout_s: float = Field(default=10.0, ge=0)
-    # A statement running longer than this is cancelled (0, the default: no limit).
-    db_statement_timeout_s: float = Field(default=0.0, ge=0)
+    # A statement of the hot path (creates, claims, results, leases, the outbox) or of a
+    # schedule firing round running longer than this is cancelled (0: no limit). It also
+    # bounds a session stopped between running a statement and ending it (not idle, so
+    # the idle timeout does not apply), which a network cut can leave holding locks.
+    db_statement_timeout_s: float = Field(default=5.0, ge=0)
+    # The same for every other statement (reads, reports, admin walks; 0: no limit).
+    db_rest_statement_timeout_s: float = Field(default=0.0, ge=0)
     # TCP keepalives on both ends of every PostgreSQL connection: a silent peer is dropped
     # after idle + interval x count seconds (11 s by default), unacknowledged data as well.
     db_tcp_keepalives_idle_s: int = Field(default=5, ge=1, le=3600)
@@ -176,6 +181,12 @@ class JobServiceSettings(BaseSettings):
             self.db_tcp_keepalives_interval_s,
             self.db_tcp_keepalives_count,
         )
+
+    def nats_pings(self) -> NatsPings:
+        return {
+            "ping_interval_s": self.nats_ping_interval_s,
+            "max_outstanding_pings": self.nats_max_outstanding_pings,
+        }
 
     def queue_limits(self) -> dict[str, int]:
         return parse_limits(self.queue_concurrency)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import nats
 from nats.aio.client import Client as NATS
@@ -23,6 +23,13 @@ RETRY_INTERVAL_S = 0.5
 # client's default 2 minutes x 2.
 NATS_PING_INTERVAL_S = 5.0
 NATS_MAX_OUTSTANDING_PINGS = 3
+
+
+class NatsPings(TypedDict):
+    """``connect_nats``'s liveness options, as the settings give them."""
+
+    ping_interval_s: float
+    max_outstanding_pings: int
 
 
 class StartupError(Exception):

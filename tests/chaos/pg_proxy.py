@@ -1,0 +1,97 @@
+"""A TCP proxy in front of PostgreSQL for one job_service replica, which can cut that
+replica off the way a network partition does: bytes stop flowing both ways, and nothing is
+closed (no FIN, no RST) until the cut is healed, when what was held is delivered as TCP
+retransmission would deliver it (a server's "terminating connection" and its close
+included).
+
+The chaos cluster's PostgreSQL listens on a Unix socket only; the proxy listens on
+127.0.0.1 and opens a Unix-socket connection per client connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+
+from devstack.embedded.postgres import PG_SUPERUSER
+
+CHUNK = 65536
+
+
+class BlackHoleProxy:
+    """``url(db)`` is the proxied server; ``cut()`` and ``heal()`` stop and restart the
+    flow of every connection through it (those opened during a cut too)."""
+
+    def __init__(self, socket_path: Callable[[], Path]) -> None:
+        self._socket_path = socket_path
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self._server: asyncio.Server | None = None
+        self._pumps: set[asyncio.Task[None]] = set()
+        self.port = 0
+
+    def url(self, database: str) -> str:
+        return f"postgresql://{PG_SUPERUSER}@127.0.0.1:{self.port}/{database}"
+
+    @property
+    def cut_off(self) -> bool:
+        return not self._flowing.is_set()
+
+    def cut(self) -> None:
+        self._flowing.clear()
+
+    def heal(self) -> None:
+        self._flowing.set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        self.heal()
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for pump in list(self._pumps):
+            pump.cancel()
+        for pump in list(self._pumps):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pump
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_unix_connection(str(self._socket_path()))
+        except OSError:  # PostgreSQL down (a restart fault): the client sees a refusal
+            writer.close()
+            return
+        for source, sink in ((reader, up_writer), (up_reader, writer)):
+            pump = asyncio.create_task(self._pump(source, sink), name="pg-proxy-pump")
+            self._pumps.add(pump)
+            pump.add_done_callback(self._pumps.discard)
+
+    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        try:
+            while data := await source.read(CHUNK):
+                await self._flowing.wait()  # a cut holds the bytes, and the connection
+                sink.write(data)
+                await sink.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            await self._flowing.wait()  # an end seen during a cut is held as well
+            sink.close()
+
+
+def unix_socket_of(socket_dir: Callable[[], Path]) -> Callable[[], Path]:
+    """PostgreSQL's socket file in ``socket_dir()`` (looked up per connection: a restarted
+    server may have chosen another directory)."""
+
+    def find() -> Path:
+        found = [p for p in socket_dir().glob(".s.PGSQL.*") if not p.name.endswith(".lock")]
+        if not found:
+            raise OSError("no PostgreSQL socket")
+        return found[0]
+
+    return find
