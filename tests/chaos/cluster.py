@@ -25,8 +25,8 @@ from devstack.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database, f
 from shared.grpc_client import aio_channel
 from tests.chaos.nats_cluster import NatsCluster
 from tests.chaos.pg_failover import PgPair
-from tests.chaos.pg_proxy import BlackHoleProxy, unix_socket_of
 from tests.chaos.profiles import StackSettings
+from tests.support.blackhole_proxy import BlackHoleProxy, unix_socket_of
 from tests.support.processes import (
     JobServiceProcess,
     WorkerProcess,
@@ -74,7 +74,7 @@ class Replica:
         self.process = JobServiceProcess(
             c.log_dir,
             self.instance_id,
-            self.proxy.url(c.database_name) if self.proxy is not None else c.database_url,
+            self.proxy.postgres_url(c.database_name) if self.proxy is not None else c.database_url,
             c.nats.url,
             self.port,
             **c.settings.job_service_env(),

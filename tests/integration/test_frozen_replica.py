@@ -7,14 +7,19 @@ schedule firing go on.
 The frozen replica is a connection opened as job_service opens its own (``create_pool``
 with ``session_guards``): it locks rows in a transaction and then sends nothing, which is
 all PostgreSQL sees of a stopped process. Real PostgreSQL; the other replica in process.
+A NATS connection cut off (a proxy that stops forwarding, closing nothing) is given up
+after its unanswered pings (``JOBS_NATS_PING_INTERVAL_S``, ``_MAX_OUTSTANDING_PINGS``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -27,6 +32,8 @@ from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pb.jobs.v1 import schedule_service_pb2 as spb
 from shared.pbconv import struct_from_dict
+from shared.startup import connect_nats
+from tests.support.blackhole_proxy import BlackHoleProxy, tcp_port
 from tests.support.stack import Client, open_channel
 from tests.support.wait import eventually
 
@@ -130,3 +137,41 @@ async def _fired_since(db: asyncpg.Connection, schedule_id: str, since: float) -
             since,
         )
     )
+
+
+# A silent NATS server must be noticed within PINGS x PING_S (plus one interval for the
+# first ping to go out); the client's defaults (2 minutes x 2) would take four minutes.
+PING_S = 0.5
+PINGS = 2
+
+
+async def test_a_nats_server_cut_off_is_left_within_its_pings(nats_url: str) -> None:
+    address = urlsplit(nats_url)
+    assert address.hostname is not None and address.port is not None
+    proxy = BlackHoleProxy(tcp_port(address.hostname, address.port))
+    await proxy.start()
+    disconnected = asyncio.Event()
+
+    async def on_disconnect() -> None:
+        disconnected.set()
+
+    nc = await connect_nats(
+        proxy.nats_url,
+        "cut-off test",
+        ping_interval_s=PING_S,
+        max_outstanding_pings=PINGS,
+        disconnected_cb=on_disconnect,
+    )
+    try:
+        await nc.flush()
+        proxy.cut()  # the connection stays up; nothing gets through either way
+        started = time.monotonic()
+        await asyncio.wait_for(disconnected.wait(), timeout=FROZEN_FOR_S)
+        took = time.monotonic() - started
+
+        assert took <= PING_S * (PINGS + 1) + 2.0, f"noticed after {took:.1f}s"
+    finally:
+        proxy.heal()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.close(), timeout=5)
+        await proxy.stop()

@@ -1,39 +1,44 @@
-"""A TCP proxy in front of PostgreSQL for one job_service replica, which can cut that
-replica off the way a network partition does: bytes stop flowing both ways, and nothing is
-closed (no FIN, no RST) until the cut is healed, when what was held is delivered as TCP
-retransmission would deliver it (a server's "terminating connection" and its close
-included).
+"""A TCP proxy in front of a server (PostgreSQL for one chaos replica, NATS for a test)
+which can cut its clients off the way a network partition does: bytes stop flowing both
+ways, and nothing is closed (no FIN, no RST) until the cut is healed, when what was held is
+delivered as TCP retransmission would deliver it (a server's "terminating connection" and
+its close included).
 
-The chaos cluster's PostgreSQL listens on a Unix socket only; the proxy listens on
-127.0.0.1 and opens a Unix-socket connection per client connection.
+It listens on 127.0.0.1 and opens one upstream connection per client connection: to a
+Unix socket (the chaos cluster's PostgreSQL listens on one only) or a TCP port.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from devstack.embedded.postgres import PG_SUPERUSER
 
 CHUNK = 65536
+Upstream = Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
 
 
 class BlackHoleProxy:
     """``url(db)`` is the proxied server; ``cut()`` and ``heal()`` stop and restart the
     flow of every connection through it (those opened during a cut too)."""
 
-    def __init__(self, socket_path: Callable[[], Path]) -> None:
-        self._socket_path = socket_path
+    def __init__(self, upstream: Upstream) -> None:
+        self._upstream = upstream
         self._flowing = asyncio.Event()
         self._flowing.set()
         self._server: asyncio.Server | None = None
         self._pumps: set[asyncio.Task[None]] = set()
         self.port = 0
 
-    def url(self, database: str) -> str:
+    def postgres_url(self, database: str) -> str:
         return f"postgresql://{PG_SUPERUSER}@127.0.0.1:{self.port}/{database}"
+
+    @property
+    def nats_url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
 
     @property
     def cut_off(self) -> bool:
@@ -62,8 +67,8 @@ class BlackHoleProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            up_reader, up_writer = await asyncio.open_unix_connection(str(self._socket_path()))
-        except OSError:  # PostgreSQL down (a restart fault): the client sees a refusal
+            up_reader, up_writer = await self._upstream()
+        except OSError:  # the server is down (a restart fault): the client sees a refusal
             writer.close()
             return
         for source, sink in ((reader, up_writer), (up_reader, writer)):
@@ -84,14 +89,21 @@ class BlackHoleProxy:
             sink.close()
 
 
-def unix_socket_of(socket_dir: Callable[[], Path]) -> Callable[[], Path]:
-    """PostgreSQL's socket file in ``socket_dir()`` (looked up per connection: a restarted
+def unix_socket_of(socket_dir: Callable[[], Path]) -> Upstream:
+    """PostgreSQL's socket file in ``socket_dir()``, looked up per connection (a restarted
     server may have chosen another directory)."""
 
-    def find() -> Path:
+    async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         found = [p for p in socket_dir().glob(".s.PGSQL.*") if not p.name.endswith(".lock")]
         if not found:
             raise OSError("no PostgreSQL socket")
-        return found[0]
+        return await asyncio.open_unix_connection(str(found[0]))
 
-    return find
+    return connect
+
+
+def tcp_port(host: str, port: int) -> Upstream:
+    async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection(host, port)
+
+    return connect
