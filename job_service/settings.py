@@ -41,9 +41,8 @@ class JobServiceSettings(BaseSettings):
     # A statement waiting longer than this for a lock fails (0: it waits as long as it takes).
     db_lock_timeout_s: float = Field(default=10.0, ge=0)
     # A statement of the hot path (creates, claims, results, leases, the outbox) or of a
-    # schedule firing round running longer than this is cancelled (0: no limit). It also
-    # bounds a session stopped between running a statement and ending it (not idle, so
-    # the idle timeout does not apply), which a network cut can leave holding locks.
+    # schedule firing round running (or waiting for a lock) longer than this is cancelled,
+    # and its locks released: these take milliseconds (0: no limit).
     db_statement_timeout_s: float = Field(default=5.0, ge=0)
     # The same for every other statement (reads, reports, admin walks; 0: no limit).
     db_rest_statement_timeout_s: float = Field(default=0.0, ge=0)

@@ -49,14 +49,11 @@ class StackSettings:
     # job in line) waits at most (priority gap x step), which the bounds' slack absorbs
     priority_step_s: float = 0.25
     rate_limits: str = json.dumps(RATE_LIMITS)
-    # PostgreSQL ends a replica's session left idle in a transaction this long, and cancels
-    # a hot-path statement (or a firing round's) running this long (JOBS_DB_IDLE_IN_
-    # TRANSACTION_TIMEOUT_S, JOBS_DB_STATEMENT_TIMEOUT_S; 3 s and 5 s by default): short
-    # like the leases, and under them, so that a live worker's heartbeats get past a frozen
-    # replica's row locks before its lease ends. The frozen and cut-off replica faults'
-    # bounds follow from them.
+    # PostgreSQL ends a replica's session left idle in a transaction this long (JOBS_DB_
+    # IDLE_IN_TRANSACTION_TIMEOUT_S, 3 s by default): short like the leases, and under them,
+    # so that a live worker's heartbeats get past a frozen replica's row locks before its
+    # lease ends. The frozen and cut-off replica faults' bounds follow from it.
     idle_in_transaction_timeout_s: float = 1.0
-    statement_timeout_s: float = 2.0
 
     def job_service_env(self) -> dict[str, str]:
         return {
@@ -79,7 +76,6 @@ class StackSettings:
             "JOBS_RATE_LIMITS": self.rate_limits,
             "JOBS_SCHED_PRIORITY_STEP_S": str(self.priority_step_s),
             "JOBS_DB_IDLE_IN_TRANSACTION_TIMEOUT_S": str(self.idle_in_transaction_timeout_s),
-            "JOBS_DB_STATEMENT_TIMEOUT_S": str(self.statement_timeout_s),
         }
 
     def worker_env(self) -> dict[str, str]:
@@ -108,19 +104,16 @@ class StackSettings:
 
     HELD_SLACK_S = 2.0
 
-    def held_rows_bound_s(self, *, cut_off: bool) -> float:
-        """A frozen replica's sessions inside a transaction end, and a statement waiting
-        for the rows they held gets them, within the idle-in-transaction timeout (a stopped
-        process sent each statement whole, then fell idle). A replica cut off from the
-        network can also be caught between a statement and its end (its Sync held in the
-        cut): not idle, so within the statement timeout."""
-        held = max(self.idle_in_transaction_timeout_s, self.statement_timeout_s * cut_off)
-        return held + self.HELD_SLACK_S
+    def held_rows_bound_s(self) -> float:
+        """A replica frozen or cut off inside a transaction has it ended by the server, and
+        a statement waiting for the rows it held gets them, within the idle-in-transaction
+        timeout (plus HELD_SLACK_S)."""
+        return self.idle_in_transaction_timeout_s + self.HELD_SLACK_S
 
-    def slot_bound_s(self, *, cut_off: bool) -> float:
+    def slot_bound_s(self) -> float:
         """A schedule slot due meanwhile fires within the held rows' bound plus the firing
         loop's longest sleep (1 s)."""
-        return self.held_rows_bound_s(cut_off=cut_off) + 1.0
+        return self.held_rows_bound_s() + 1.0
 
     def sigterm_bound_s(self) -> float:
         """A SIGTERM'd worker exits within its grace period plus the hand-back round trip."""

@@ -11,10 +11,13 @@ other replica does may wait for it longer:
 - schedule slots  every slot of the run's 1-second schedule due during the fault fires
                   within ``slot_bound_s`` of its time (checked by the checker)
 
-Each fault catches the replica inside a transaction that wrote or locked rows: it freezes
-(or cuts) the replica, looks at pg_stat_activity, and lets it go again to try once more
-when it was caught between transactions, preferring a firing round (a transaction holding
-the schedules table) for a while. Then the fault lasts HOLD_S.
+Each fault catches the replica idle inside a transaction that wrote or locked rows: it
+freezes (or cuts) the replica, looks at pg_stat_activity, and lets it go again to try once
+more when it was caught elsewhere, preferring a firing round (a transaction holding the
+schedules table) for a while. Then the fault lasts HOLD_S. (A session caught while it
+sends a result or reads the rest of a request is one PostgreSQL applies no timeout to: on
+a real network the TCP keepalives end it, which a proxy reached over a Unix socket cannot
+show.)
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ SELECT a.pid, a.backend_xid::text AS xid,
                AND l.relation = 'schedules'::regclass AND l.mode = 'RowShareLock') AS firing
 FROM pg_stat_activity a
 WHERE a.application_name = $1 AND a.backend_xid IS NOT NULL
-  AND a.state IN ('idle in transaction', 'active')
+  AND a.state = 'idle in transaction'
 """
 STILL_IN = "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND backend_xid::text = $2"
 # the tables whose rows a replica's transactions lock or update
@@ -129,9 +132,8 @@ async def _hold(
     caught = await _catch(pool, replica, stop, go)
     record = FaultRecord(kind, replica.instance_id, await ctx.cluster.db_now())
     s = ctx.cluster.settings
-    cut_off = kind == "replica_partition"
-    record.wait_bound_s = s.held_rows_bound_s(cut_off=cut_off)
-    record.slot_bound_s = s.slot_bound_s(cut_off=cut_off)
+    record.wait_bound_s = s.held_rows_bound_s()
+    record.slot_bound_s = s.slot_bound_s()
     if caught is None:
         record.violations.append("never caught inside a transaction")
         return record

@@ -77,16 +77,34 @@ class BlackHoleProxy:
             pump.add_done_callback(self._pumps.discard)
 
     async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        """Forwards what ``source`` sends while the flow is on. Reading never stops: what
+        arrives during a cut waits here, as it would in the kernels' buffers, so that
+        neither end is ever blocked writing (a blocked PostgreSQL backend would ignore its
+        timeouts until the cut healed, which no real network does past TCP's timeouts)."""
+        held: asyncio.Queue[bytes] = asyncio.Queue()
+        reading = asyncio.create_task(_read_all(source, held), name="pg-proxy-read")
         try:
-            while data := await source.read(CHUNK):
-                await self._flowing.wait()  # a cut holds the bytes, and the connection
+            while data := await held.get():
+                await self._flowing.wait()
                 sink.write(data)
                 await sink.drain()
         except (ConnectionError, OSError):
             pass
         finally:
+            reading.cancel()
             await self._flowing.wait()  # an end seen during a cut is held as well
             sink.close()
+
+
+async def _read_all(source: asyncio.StreamReader, held: asyncio.Queue[bytes]) -> None:
+    """Everything ``source`` sends into ``held``, then b"" for its end."""
+    try:
+        while data := await source.read(CHUNK):
+            held.put_nowait(data)
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        held.put_nowait(b"")
 
 
 def unix_socket_of(socket_dir: Callable[[], Path]) -> Upstream:

@@ -119,7 +119,7 @@ WHERE id = $1
 """
 JOB_UNFINISHED = "SELECT status <> ALL($2::text[]) FROM jobs WHERE id = $1"
 # A round's statements are short: the hot path's statement timeout, for the round only (the
-# pool it runs on has none), so that a replica cut off mid-statement lets go of its rows.
+# pool it runs on has none), so that a stalled statement does not hold the due schedules.
 ROUND_STATEMENT_TIMEOUT = "SELECT set_config('statement_timeout', $1, true)"
 _TERMINAL = status_values(TERMINAL)
 # Runs past this age are pruned (a 1-second schedule records 86,400 a day).
