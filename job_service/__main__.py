@@ -53,13 +53,14 @@ def main() -> int:
     logs.configure(settings.log_level, settings.log_format)
     if command == "migrate":
         from job_service.adapters.postgres.migrations import upgrade
+        from job_service.databases import session_guards
 
         logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
 
-        upgrade(settings.database_url)
+        upgrade(settings.database_url, server_settings=session_guards(settings).for_migrations())
         return 0
     if command == "reseal-credentials":
-        from job_service.app import reseal_credentials
+        from job_service.databases import reseal_credentials
 
         try:
             count = uvloop.run(reseal_credentials(settings))

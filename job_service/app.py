@@ -35,11 +35,11 @@ from job_service.adapters.postgres.rate_limits import RateLimitRepository
 from job_service.adapters.postgres.reruns import RerunRepository
 from job_service.adapters.postgres.results import ResultRepository
 from job_service.adapters.postgres.schedules import ScheduleRepository
-from job_service.adapters.postgres.schema_version import schema_state
 from job_service.adapters.postgres.sessions import SessionRepository
 from job_service.adapters.postgres.signals import SignalRepository
 from job_service.adapters.postgres.steps import StepRepository
 from job_service.adapters.postgres.usage_reports import UsageReportRepository
+from job_service.databases import check_schema, rest_pool_size, session_guards
 from job_service.domain.paging import PageTokens
 from job_service.domain.quotas import Quotas
 from job_service.domain.rate_limits import TierBudgets
@@ -68,7 +68,7 @@ from shared.jetstream import ensure_streams
 from shared.lifetime import Lifetime
 from shared.metrics import MetricsServer, publish_build_info
 from shared.registry import Registry, default_registry
-from shared.startup import StartupError, connect_nats, within_startup
+from shared.startup import connect_nats, within_startup
 
 log = logging.getLogger(__name__)
 
@@ -139,26 +139,30 @@ class JobServiceApp(Lifetime):
     async def _connect_postgres(self) -> asyncpg.Pool:
         """Open both pools (once the schema is this release's); returns the rest's."""
         s = self.settings
+        guards, rest = session_guards(s), session_guards(s, hot=False)
+        # pg_stat_activity names the replica of each session
+        session = {**s.session_settings(), "application_name": f"job_service {self.instance_id}"}
         # Unreachable dependencies at start-up: retried until startup_timeout_s, then
         # DependencyUnavailable (the process exits non-zero with that message).
         self._pool = await within_startup(
             "PostgreSQL",
             s.startup_timeout_s,
-            lambda: create_pool(s.database_url, rest_pool_size(s), s.session_settings()),
+            lambda: create_pool(s.database_url, rest_pool_size(s), session, rest),
         )
-        await _check_schema(self._pool)
+        await check_schema(self._pool)
         self._hot_pool = await create_pool(
-            s.database_url, s.db_pool_size, {**s.session_settings(), **HOT_PATH_SESSION}
+            s.database_url, s.db_pool_size, {**session, **HOT_PATH_SESSION}, guards
         )
         return self._pool
 
     async def _connect_nats(self) -> None:
         s = self.settings
         # Reconnect forever (once connected): while NATS is away the outbox holds the rows.
+        pings = s.nats_pings()
         self._nc = await within_startup(
             "NATS",
             s.startup_timeout_s,
-            lambda: connect_nats(s.nats_url, f"job_service {self.instance_id}"),
+            lambda: connect_nats(s.nats_url, f"job_service {self.instance_id}", **pings),
         )
         # retried too: a JetStream cluster that is still electing its leaders (or creating
         # replicated streams on a loaded machine) times requests out for a while
@@ -255,9 +259,11 @@ class JobServiceApp(Lifetime):
             publisher,
             dispatcher,
         )
-        schedules = Schedules(
-            new_jobs, jobs, ScheduleRepository(self._pool, create_job), page_tokens
+        rounds = s.db_statement_timeout_s
+        schedule_store = ScheduleRepository(
+            self._pool, create_job, round_statement_timeout_s=rounds
         )
+        schedules = Schedules(new_jobs, jobs, schedule_store, page_tokens)
         watches = self._watches = WatchHub(listing, NatsPartialOutputFeed(self._nc), self.registry)
         server = build_server(
             s,
@@ -349,44 +355,6 @@ class JobServiceApp(Lifetime):
             await self._pool.close()
             self._pool = None
         self.metrics.stop()
-
-
-async def reseal_credentials(settings: JobServiceSettings) -> int:
-    """Re-seal every stored user key under the current master key (after a rotation, so
-    that the retired key can be dropped); how many were re-sealed."""
-    keyring = settings.keyring()
-    if keyring is None:
-        raise ValueError("JOBS_CREDENTIALS_MASTER_KEY is not set")
-    pool = await create_pool(settings.database_url, 2)
-    try:
-        return await CredentialVault(CredentialRepository(pool), keyring).reseal_all()
-    finally:
-        await pool.close()
-
-
-def rest_pool_size(s: JobServiceSettings) -> int:
-    """The connections of the pool beside the hot path's (``JOBS_DB_POOL_SIZE``): reads,
-    admin calls and the background loops, half as many (two at least)."""
-    return max(2, s.db_pool_size // 2)
-
-
-async def _check_schema(pool: asyncpg.Pool) -> None:
-    """Refuse to serve a schema behind this release's migrations (the migration Job of the
-    release has not run, or failed); serve one ahead of them (expand-only migrations: a
-    rollback or the old pods of a rolling update), with a warning."""
-    state = await schema_state(pool)
-    if state.behind:
-        found = ", ".join(state.database) or "no schema"
-        raise StartupError(
-            f"the database schema is at {found}, this release needs {', '.join(state.heads)}:"
-            " run `python -m job_service migrate` first"
-        )
-    if state.ahead:
-        log.warning(
-            "the database schema (%s) is newer than this release's (%s); serving",
-            ", ".join(state.database),
-            ", ".join(state.heads),
-        )
 
 
 async def _page_token_secret(s: JobServiceSettings, listing: JobListing) -> bytes:

@@ -19,6 +19,8 @@ from job_service.domain.rate_limits import (
 )
 from shared.logs import LogFormat
 from shared.metrics import port_or_disabled
+from shared.startup import NATS_MAX_OUTSTANDING_PINGS, NATS_PING_INTERVAL_S, NatsPings
+from shared.tcp_keepalive import TcpKeepalive
 
 
 class JobServiceSettings(BaseSettings):
@@ -37,6 +39,27 @@ class JobServiceSettings(BaseSettings):
     # Identifies this replica in outbox claims and logs.
     instance_id: str = ""
     db_pool_size: int = Field(default=8, ge=1, le=200)
+    # A replica that stops talking (SIGSTOP, a long pause, a network cut) lets go of what
+    # it holds within seconds (docs/architecture.md, "Frozen and cut-off replicas"):
+    # PostgreSQL ends a session left idle inside a transaction this long, rolling it back
+    # (0: never). No transaction of the engine awaits anything but its own statements.
+    db_idle_in_transaction_timeout_s: float = Field(default=3.0, ge=0)
+    # A statement waiting longer than this for a lock fails (0: it waits as long as it takes).
+    db_lock_timeout_s: float = Field(default=10.0, ge=0)
+    # A statement of the hot path (creates, claims, results, leases, the outbox) or of a
+    # schedule firing round running (or waiting for a lock) longer than this is cancelled,
+    # and its locks released: these take milliseconds (0: no limit).
+    db_statement_timeout_s: float = Field(default=5.0, ge=0)
+    # The same for every other statement (reads, reports, admin walks; 0: no limit).
+    db_rest_statement_timeout_s: float = Field(default=0.0, ge=0)
+    # TCP keepalives on both ends of every PostgreSQL connection: a silent peer is dropped
+    # after idle + interval x count seconds (11 s by default), unacknowledged data as well.
+    db_tcp_keepalives_idle_s: int = Field(default=5, ge=1, le=3600)
+    db_tcp_keepalives_interval_s: int = Field(default=2, ge=1, le=600)
+    db_tcp_keepalives_count: int = Field(default=3, ge=1, le=100)
+    # NATS: the client pings this often, and reconnects after this many go unanswered.
+    nats_ping_interval_s: float = Field(default=NATS_PING_INTERVAL_S, gt=0, le=600)
+    nats_max_outstanding_pings: int = Field(default=NATS_MAX_OUTSTANDING_PINGS, ge=1, le=100)
 
     # Leases: a dead worker's job is running again within lease_ttl + reaper_interval
     # + the first retry backoff (well under 10 s with these defaults).
@@ -168,6 +191,19 @@ class JobServiceSettings(BaseSettings):
     def _rate_limits_parse(cls, value: str) -> str:
         parse_rate_limits(value)
         return value
+
+    def db_keepalive(self) -> TcpKeepalive:
+        return TcpKeepalive(
+            self.db_tcp_keepalives_idle_s,
+            self.db_tcp_keepalives_interval_s,
+            self.db_tcp_keepalives_count,
+        )
+
+    def nats_pings(self) -> NatsPings:
+        return {
+            "ping_interval_s": self.nats_ping_interval_s,
+            "max_outstanding_pings": self.nats_max_outstanding_pings,
+        }
 
     def queue_limits(self) -> dict[str, int]:
         return parse_limits(self.queue_concurrency)

@@ -140,6 +140,8 @@ class WorkerApp(Lifetime):
             lambda: connect_nats(
                 s.nats_url,
                 f"worker {s.worker_id}",
+                ping_interval_s=s.nats_ping_interval_s,
+                max_outstanding_pings=s.nats_max_outstanding_pings,
                 error_cb=self._nats_error,
                 disconnected_cb=self._nats_disconnected,
                 reconnected_cb=self._nats_reconnected,

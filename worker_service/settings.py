@@ -12,6 +12,7 @@ from shared.grpc_client import ChannelConfig
 from shared.logs import LogFormat
 from shared.metrics import port_or_disabled
 from shared.registry import Registry
+from shared.startup import NATS_MAX_OUTSTANDING_PINGS, NATS_PING_INTERVAL_S
 
 
 def _default_worker_id() -> str:
@@ -23,6 +24,11 @@ class WorkerSettings(BaseSettings):
 
     # One URL, or several comma-separated (the servers of a NATS cluster).
     nats_url: str = "nats://127.0.0.1:4222"
+    # The client pings NATS this often, and reconnects after this many go unanswered: a
+    # cut-off server is left within seconds (docs/architecture.md, "Frozen and cut-off
+    # replicas").
+    nats_ping_interval_s: float = Field(default=NATS_PING_INTERVAL_S, gt=0, le=600)
+    nats_max_outstanding_pings: int = Field(default=NATS_MAX_OUTSTANDING_PINGS, ge=1, le=100)
     # host:port of the job service's gRPC server (ExecutorService).
     job_service_target: str = "127.0.0.1:50051"
     # Bearer token with the `worker` role, and TLS towards the job service (CA set → TLS;

@@ -34,6 +34,11 @@ Parents and children, and billing:
                  than the attempts marked usage-unknown (reaped without their usage: a
                  killed worker's) can have made, is a violation
 
+A frozen or cut-off replica (``replica_freeze``, ``replica_partition``): what waited on it
+(its transactions ended by the server, a statement needing the rows they held) within the
+held rows' bound, and every slot of the run's schedule due during the fault fired within
+the slot bound (tests/chaos/replica_faults.py; bounds in profiles.StackSettings).
+
 Stale submits refused are counted from the workers' logs (the job service answers a stale
 submit LEASE_LOST and changes nothing, so the database cannot show them); the checker also
 proves none was applied (duplicated = 0).
@@ -142,6 +147,12 @@ SELECT extract(epoch FROM coalesce(
        AND (to_status = 'running' OR to_status = ANY($3::text[]))),
     (SELECT min(created_at) FROM job_events
      WHERE job_id = $1::uuid AND to_status = ANY($3::text[]))))
+"""
+
+# the latest a schedule slot due in a window [$1, $2] (database clock) fired, and how many
+SLOT_LAG = """
+SELECT extract(epoch FROM max(recorded_at - slot)) AS lag, count(*) AS n FROM schedule_runs
+WHERE slot BETWEEN to_timestamp($1) AND to_timestamp($2)
 """
 
 LEASE_EXPIRED_AFTER_SHUTDOWN = """
@@ -386,6 +397,7 @@ async def check(
         report.violations += [f"{record.kind} {record.target}: {v}" for v in record.violations]
         report.notes += [f"{record.kind} {record.target}: {n}" for n in record.notes]
         await _recoveries(pool, record, report)
+        await _waits(pool, record, report)
     text = await asyncio.to_thread(_worker_logs, log_dir)
     report.stale_refused = len(STALE_REFUSED.findall(text))
     report.stale_stopped = len(STALE_STOPPED.findall(text))
@@ -614,3 +626,24 @@ async def _recoveries(pool: asyncpg.Pool, record: FaultRecord, report: Report) -
                 jobs=len(record.affected),
             )
         )
+
+
+async def _waits(pool: asyncpg.Pool, record: FaultRecord, report: Report) -> None:
+    """A frozen or cut-off replica's bounds: what waited on it, and the schedule's slots
+    due while it was stopped."""
+    waits = dict(record.waits)
+    bounds: dict[str, float | None] = dict.fromkeys(waits, record.wait_bound_s)
+    if record.slot_window is not None:
+        row = await pool.fetchrow(SLOT_LAG, *record.slot_window)
+        if row is None or not row["n"]:
+            report.violations.append(f"{record.kind} {record.target}: no schedule slot fired")
+        else:
+            what = f"the latest of {row['n']} schedule slots due meanwhile fired"
+            waits[what], bounds[what] = float(row["lag"]), record.slot_bound_s
+    for what, took in waits.items():
+        bound = bounds[what]
+        report.recoveries.append(Recovery(record.kind, record.target, took, bound, what))
+        if bound is not None and took > bound:
+            report.violations.append(
+                f"{record.kind} {record.target}: {what} after {took:.1f}s (bound {bound:.1f}s)"
+            )

@@ -28,6 +28,7 @@ from shared.grpc_client import aio_channel
 from tests.chaos.nats_cluster import NatsCluster
 from tests.chaos.pg_failover import PgPair
 from tests.chaos.profiles import StackSettings
+from tests.support.blackhole_proxy import BlackHoleProxy, unix_socket_of
 from tests.support.processes import (
     JobServiceProcess,
     WorkerProcess,
@@ -55,10 +56,17 @@ class Replica:
         self.target = f"127.0.0.1:{self.port}"
         self.incarnation = 0
         self.process: JobServiceProcess | None = None
+        # the replica's way to PostgreSQL, when not the cluster's (the partition proxy)
+        self.proxy: BlackHoleProxy | None = None
 
     @property
     def instance_id(self) -> str:
         return f"{self.name}.{self.incarnation}"
+
+    @property
+    def application_name(self) -> str:
+        """What pg_stat_activity calls this incarnation's sessions."""
+        return f"job_service {self.instance_id}"
 
     async def start(self) -> None:
         if self.process is not None:
@@ -68,7 +76,7 @@ class Replica:
         self.process = JobServiceProcess(
             c.log_dir,
             self.instance_id,
-            c.database_url,
+            self.proxy.postgres_url(c.database_name) if self.proxy is not None else c.database_url,
             c.nats.url,
             self.port,
             **c.settings.job_service_env(),
@@ -174,6 +182,11 @@ class Cluster:
             await self.pg_pair.make_synchronous()
             # every process finds the server that accepts writes, whichever it is
             self.database_url = self.pg_pair.url(DATABASE)
+        if self.pg_pair is None:
+            # the last replica reaches PostgreSQL through a proxy that can cut it off
+            proxied = self.replicas[-1]
+            proxied.proxy = BlackHoleProxy(unix_socket_of(lambda: self.pg.socket_dir))
+            await proxied.proxy.start()
         await asyncio.gather(*(r.start() for r in self.replicas))
         for worker in self.workers:
             worker.start()
@@ -215,6 +228,8 @@ class Cluster:
         for replica in self.replicas:
             if replica.process is not None:
                 replica.process.close()
+            if replica.proxy is not None:
+                await replica.proxy.stop()
         await asyncio.to_thread(self.nats.stop)
         if self.pg_pair is not None:
             await asyncio.to_thread(self.pg_pair.stop)

@@ -59,6 +59,13 @@ class FaultRecord:
     violations: list[str] = field(default_factory=list)
     # SIGTERM'd worker: jobs it held whose attempt must not end by lease expiry
     handed_back_by: str | None = None
+    # a frozen or cut-off replica (tests/chaos/replica_faults.py): what waited on it and
+    # how long (seconds), each held to wait_bound_s; and the window (database clock) whose
+    # schedule slots must each fire within slot_bound_s of their time
+    waits: dict[str, float] = field(default_factory=dict)
+    wait_bound_s: float | None = None
+    slot_window: tuple[float, float] | None = None
+    slot_bound_s: float | None = None
 
 
 @dataclass

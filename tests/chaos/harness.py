@@ -25,6 +25,7 @@ from tests.chaos.cluster_faults import CLUSTER_FAULTS
 from tests.chaos.faults import FAULT_KINDS, FAULTS, FaultContext, FaultRecord
 from tests.chaos.pg_failover import FAILOVER_FAULTS
 from tests.chaos.profiles import Profile, StackSettings
+from tests.chaos.replica_faults import REPLICA_FAULTS
 from tests.chaos.schedules import ScheduledLoad
 from tests.chaos.session_faults import SESSION_FAULTS
 from tests.chaos.step_faults import STEP_FAULTS
@@ -127,6 +128,7 @@ async def _inject(
                     **FAILOVER_FAULTS,
                     **SESSION_FAULTS,
                     **STEP_FAULTS,
+                    **REPLICA_FAULTS,
                 }
                 record = await faults[kind](ctx)
             except Exception as exc:  # a fault the stack made impossible is a finding too

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 
 from tests.chaos.faults import FAULT_KINDS
+from tests.chaos.replica_faults import REPLICA_FAULT_KINDS
 from tests.chaos.session_faults import SESSION_FAULT_KINDS
 from tests.chaos.step_faults import STEP_FAULT_KINDS
 
@@ -48,6 +49,11 @@ class StackSettings:
     # job in line) waits at most (priority gap x step), which the bounds' slack absorbs
     priority_step_s: float = 0.25
     rate_limits: str = json.dumps(RATE_LIMITS)
+    # PostgreSQL ends a replica's session left idle in a transaction this long (JOBS_DB_
+    # IDLE_IN_TRANSACTION_TIMEOUT_S, 3 s by default): short like the leases, and under them,
+    # so that a live worker's heartbeats get past a frozen replica's row locks before its
+    # lease ends. The frozen and cut-off replica faults' bounds follow from it.
+    idle_in_transaction_timeout_s: float = 1.0
 
     def job_service_env(self) -> dict[str, str]:
         return {
@@ -69,6 +75,7 @@ class StackSettings:
             "JOBS_JOB_TYPE_MODULES": self.job_type_modules,
             "JOBS_RATE_LIMITS": self.rate_limits,
             "JOBS_SCHED_PRIORITY_STEP_S": str(self.priority_step_s),
+            "JOBS_DB_IDLE_IN_TRANSACTION_TIMEOUT_S": str(self.idle_in_transaction_timeout_s),
         }
 
     def worker_env(self) -> dict[str, str]:
@@ -94,6 +101,19 @@ class StackSettings:
     def redispatch_bound_s(self) -> float:
         """A job whose dispatch message NATS lost runs again within the reconciler's bound."""
         return self.reconcile_after_s + self.reconcile_interval_s + self.SLACK_S
+
+    HELD_SLACK_S = 2.0
+
+    def held_rows_bound_s(self) -> float:
+        """A replica frozen or cut off inside a transaction has it ended by the server, and
+        a statement waiting for the rows it held gets them, within the idle-in-transaction
+        timeout (plus HELD_SLACK_S)."""
+        return self.idle_in_transaction_timeout_s + self.HELD_SLACK_S
+
+    def slot_bound_s(self) -> float:
+        """A schedule slot due meanwhile fires within the held rows' bound plus the firing
+        loop's longest sleep (1 s)."""
+        return self.held_rows_bound_s() + 1.0
 
     def sigterm_bound_s(self) -> float:
         """A SIGTERM'd worker exits within its grace period plus the hand-back round trip."""
@@ -144,7 +164,7 @@ PROFILES = {
     "short": Profile(
         name="short",
         rate=6.0,
-        schedule=FAULT_KINDS + SESSION_FAULT_KINDS + STEP_FAULT_KINDS,
+        schedule=FAULT_KINDS + SESSION_FAULT_KINDS + STEP_FAULT_KINDS + REPLICA_FAULT_KINDS,
         duration_s=0.0,
         settle_s=2.0,
         quiesce_timeout_s=60.0,

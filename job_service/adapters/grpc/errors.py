@@ -41,6 +41,12 @@ _UNAVAILABLE = (
     # asyncpg's protocol-state error on a pooled connection the server was ending (seen in
     # CI when PostgreSQL shut down under a GetJob: "cannot switch to state 11")
     asyncpg.exceptions.InternalClientError,
+    # the session guards (adapters/postgres/pool.py, SessionGuards): a session this replica
+    # left idle in a transaction too long (it was frozen or cut off), a lock waited for or
+    # a statement run past its timeout. Transient: the call may be made again.
+    asyncpg.exceptions.IdleInTransactionSessionTimeoutError,
+    asyncpg.exceptions.LockNotAvailableError,
+    asyncpg.exceptions.QueryCanceledError,
 )
 
 

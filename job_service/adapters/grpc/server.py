@@ -58,6 +58,9 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # client balancing over a headless Service (round_robin) thereby resolves the replicas
 # again and spreads over ones added since.
 MAX_CONNECTION_AGE_MS = 5 * 60 * 1000
+# The shortest interval between a client's keepalive pings the server accepts (gRPC's
+# default: 5 minutes without data, and a GOAWAY after the third ping sooner).
+MIN_PING_INTERVAL_MS = 5_000
 
 SERVICE_NAMES = (
     job_service_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
@@ -102,6 +105,9 @@ def build_server(
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_connection_age_ms", MAX_CONNECTION_AGE_MS),
+            # workers ping every 10 s to notice a frozen replica (worker_service's
+            # grpc_executor): accepted whatever data flows, so they are never told off
+            ("grpc.http2.min_ping_interval_without_data_ms", MIN_PING_INTERVAL_MS),
         ],
     )
     job_service_pb2_grpc.add_JobServiceServicer_to_server(  # type: ignore[no-untyped-call]

@@ -118,6 +118,9 @@ UPDATE schedules SET next_fire_at = $2, last_job_id = coalesce($3, last_job_id),
 WHERE id = $1
 """
 JOB_UNFINISHED = "SELECT status <> ALL($2::text[]) FROM jobs WHERE id = $1"
+# A round's statements are short: the hot path's statement timeout, for the round only (the
+# pool it runs on has none), so that a stalled statement does not hold the due schedules.
+ROUND_STATEMENT_TIMEOUT = "SELECT set_config('statement_timeout', $1, true)"
 _TERMINAL = status_values(TERMINAL)
 # Runs past this age are pruned (a 1-second schedule records 86,400 a day).
 PRUNE_RUNS = """
@@ -231,11 +234,15 @@ class FiringRound:
 
 class ScheduleRepository:
     """Schedules and their runs on one asyncpg pool; ``create_on`` runs CreateJob's
-    statement in a firing round's transaction."""
+    statement in a firing round's transaction, each statement of which is cancelled past
+    ``round_statement_timeout_s`` (0: the pool's own timeout)."""
 
-    def __init__(self, pool: asyncpg.Pool, create_on: CreateOn) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, create_on: CreateOn, *, round_statement_timeout_s: float = 0
+    ) -> None:
         self._pool = pool
         self._create_on = create_on
+        self._round_timeout = str(round(round_statement_timeout_s * 1000))
 
     async def create(
         self,
@@ -328,6 +335,8 @@ class ScheduleRepository:
         """A firing round over up to ``limit`` schedules due at ``now`` that no other round
         holds; committed when the block ends without an error."""
         async with self._pool.acquire() as conn, conn.transaction():
+            if self._round_timeout != "0":
+                await conn.execute(ROUND_STATEMENT_TIMEOUT, self._round_timeout)
             rows = await conn.fetch(CLAIM_DUE, now, limit)
             yield FiringRound(conn, [schedule_from_row(r) for r in rows], self._create_on)
 

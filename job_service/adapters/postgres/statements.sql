@@ -1457,6 +1457,9 @@ WHERE id = $1;
 -- schedules.JOB_UNFINISHED
 SELECT status <> ALL($2::text[]) FROM jobs WHERE id = $1;
 
+-- schedules.ROUND_STATEMENT_TIMEOUT
+SELECT set_config('statement_timeout', $1, true);
+
 -- schedules.PRUNE_RUNS
 DELETE FROM schedule_runs WHERE ctid IN (
     SELECT ctid FROM schedule_runs WHERE recorded_at < now() - $1 * interval '1 second'

@@ -23,16 +23,21 @@ def sqlalchemy_url(database_url: str) -> str:
     return f"postgresql+asyncpg://{rest}"
 
 
-def alembic_config(database_url: str) -> Config:
+def alembic_config(database_url: str, server_settings: dict[str, str] | None = None) -> Config:
+    """``server_settings``: the migration session's (``SessionGuards.for_migrations``)."""
     config = Config()
+    config.attributes["server_settings"] = dict(server_settings or {})
     config.set_main_option("script_location", str(HERE))
     # '%' would be read as interpolation by configparser
     config.set_main_option("sqlalchemy.url", sqlalchemy_url(database_url).replace("%", "%%"))
     return config
 
 
-def upgrade(database_url: str, revision: str = "head") -> None:
+def upgrade(
+    database_url: str, revision: str = "head", server_settings: dict[str, str] | None = None
+) -> None:
     """Bring the database to ``revision``. Synchronous: the migration runs its own event
     loop in a thread of its own, so this may be called from inside a running loop too."""
+    config = alembic_config(database_url, server_settings)
     with ThreadPoolExecutor(max_workers=1) as executor:
-        executor.submit(command.upgrade, alembic_config(database_url), revision).result()
+        executor.submit(command.upgrade, config, revision).result()

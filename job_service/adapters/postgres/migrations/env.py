@@ -21,7 +21,12 @@ def _migrate(connection: Connection) -> None:
 async def _run() -> None:
     url = context.config.get_main_option("sqlalchemy.url")
     assert url is not None
-    engine = create_async_engine(url, poolclass=pool.NullPool)
+    # the session guards of the migrate command (a stopped migration must not keep its
+    # table locks), none when called without
+    server_settings = context.config.attributes.get("server_settings", {})
+    engine = create_async_engine(
+        url, poolclass=pool.NullPool, connect_args={"server_settings": server_settings}
+    )
     async with engine.connect() as connection:
         await connection.run_sync(_migrate)
     await engine.dispose()
