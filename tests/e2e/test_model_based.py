@@ -40,7 +40,7 @@ from typing import Any
 import grpc
 import pytest
 from grpc_status import rpc_status
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -209,6 +209,7 @@ class APIModel(RuleBasedStateMachine):
             return
         first_spec, first_job = first
         expected = expected_for_repeat(first_spec, spec)
+        event(f"repeat key: {expected.name}, refused={refusal is not None}")
         if refusal is not None:
             code, reasons = refusal
             assert code is grpc.StatusCode.FAILED_PRECONDITION, refusal
@@ -334,6 +335,7 @@ class APIModel(RuleBasedStateMachine):
         if refusal is not None:
             assert refusal[0] is grpc.StatusCode.FAILED_PRECONDITION, refusal
             return
+        event("RetryJob made a job")
         assert answer.job.retried_from_job_id == job_id
         assert answer.job.user_id == self.jobs[job_id].user_id
         self.jobs[answer.job.id] = answer.job
@@ -367,6 +369,7 @@ class APIModel(RuleBasedStateMachine):
                 f"itself created: {sorted(acted & made)}",
             )
             made |= {o.new_job_id for o in page.outcomes if o.new_job_id}
+        event(f"RetryJobs walk: {len(pages)} pages, {len(made)} made")
         check("bulk_selection", len(pages) < MAX_BULK_PAGES, "RetryJobs walk never ends")
         self._check_lineage(self.observe())
 
@@ -435,6 +438,7 @@ class APIModel(RuleBasedStateMachine):
         if lock.outcome != epb.LOCK_OUTCOME_LOCKED:
             return
         self.foreign[job.id] = lock.job.attempt
+        event(f"foreign lock granted, queue paused={job.queue in self.paused}")
         check(
             "pause_by_id",
             job.queue not in self.paused,
