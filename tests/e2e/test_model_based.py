@@ -35,6 +35,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import grpc
@@ -50,6 +51,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from job_service.domain.lifecycle import JobStatus
 from shared.constants import Queue
 from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
@@ -323,39 +325,60 @@ class APIModel(RuleBasedStateMachine):
 
     # --- retries
 
-    @rule(pick=st.integers(0, 10_000))
-    def retry(self, pick: int) -> None:
+    @rule(pick=st.integers(0, 10_000), times=st.integers(1, 2))
+    def retry(self, pick: int, times: int) -> None:
+        """AdminService.RetryJob of a failed or cancelled job, once or twice in a row (an
+        operator's double click, a client retrying its call)."""
         done = sorted(i for i, j in self.jobs.items() if status_of(j) in RERUNNABLE)
         if not done:
             return
         job_id = done[pick % len(done)]
-        answer, refusal = self.attempt(
-            self.stack.client.admin.RetryJob, apb.RetryJobRequest(job_id=job_id)
-        )
-        if refusal is not None:
-            assert refusal[0] is grpc.StatusCode.FAILED_PRECONDITION, refusal
-            return
-        event("RetryJob made a job")
-        assert answer.job.retried_from_job_id == job_id
-        assert answer.job.user_id == self.jobs[job_id].user_id
-        self.jobs[answer.job.id] = answer.job
+        for _ in range(times):
+            answer, refusal = self.attempt(
+                self.stack.client.admin.RetryJob, apb.RetryJobRequest(job_id=job_id)
+            )
+            if refusal is not None:
+                assert refusal[0] is grpc.StatusCode.FAILED_PRECONDITION, refusal
+                continue
+            event("RetryJob made a job")
+            assert answer.job.retried_from_job_id == job_id
+            assert answer.job.user_id == self.jobs[job_id].user_id
+            self.jobs[answer.job.id] = answer.job
         self._check_lineage(self.observe())
 
-    @rule(user=st.integers(0, 1), limit=st.integers(1, 3), by_type=st.booleans())
-    def retry_bulk(self, user: int, limit: int, by_type: bool) -> None:
+    @rule(
+        user=st.integers(0, 1), limit=st.integers(1, 3), by_type=st.booleans(), paced=st.booleans()
+    )
+    def retry_bulk(self, user: int, limit: int, by_type: bool, paced: bool) -> None:
+        """AdminService.RetryJobs by filter, walked page by page to its end; ``paced``: as
+        an operator clicking "next", the walk waits (up to a second) for the retries it
+        made to finish before it asks for the next page."""
         selection = apb.JobSelection(user_id=self.users[user])
         if by_type:
             selection.job_type = "synthetic"
+        admin = self.stack.client.admin
+
+        async def finished(job_ids: list[str]) -> bool:
+            for job_id in job_ids:
+                job = (await admin.GetJob(apb.AdminGetJobRequest(job_id=job_id))).job
+                if status_of(job) not in RERUNNABLE | {JobStatus.SUCCEEDED}:
+                    return False
+            return True
 
         async def walk() -> list[apb.RetryJobsResponse]:
-            pages, token = [], ""
+            pages: list[apb.RetryJobsResponse] = []
+            token = ""
             while len(pages) < MAX_BULK_PAGES:
-                page = await self.stack.client.admin.RetryJobs(
+                page = await admin.RetryJobs(
                     apb.RetryJobsRequest(selection=selection, limit=limit, page_token=token)
                 )
                 pages.append(page)
                 if not (token := page.next_page_token):
                     break
+                made = [o.new_job_id for o in page.outcomes if o.new_job_id]
+                if paced and made:
+                    with contextlib.suppress(AssertionError):
+                        await eventually(partial(finished, made), timeout=1.0, interval=0.1)
             return pages
 
         pages: list[apb.RetryJobsResponse] = self.call(walk())
