@@ -126,8 +126,10 @@ def tier_windows(
     """Per rate-limited tier: its figures and a breach per window size it exceeded."""
     times: dict[str, list[float]] = defaultdict(list)
     for call in calls:
-        tier = call.get("tier") or _tier_of_model(call.get("model")) or job_tiers.get(
-            str(call.get("job_id", "")), ""
+        tier = (
+            call.get("tier")
+            or _tier_of_model(call.get("model"))
+            or job_tiers.get(str(call.get("job_id", "")), "")
         )
         if tier in limits:
             times[tier].append(datetime.fromisoformat(call["ts"]).timestamp())
