@@ -34,8 +34,6 @@ KNOWN_DEFECTS: frozenset[str] = frozenset(
         "bulk_selection",
         # the same idempotency key with another run_at / delay returns the first job
         "idempotency_time",
-        # LockJob by id grants a job of a paused queue
-        "pause_by_id",
         # LockJob by id grants a job pinned to a version the worker does not run
         "version_by_id",
     }
@@ -87,6 +85,7 @@ INPUTS: tuple[dict[str, Any], ...] = (
     {"sleep_ms": 300},
     {"sleep_ms": 1200},
     {"fail": "fatal"},
+    {"fail": "fatal", "sleep_ms": 50},  # twice as likely: failed jobs are what retries need
     {"fail": "retryable", "fail_times": 1},
     {"wait_signals": ["go"], "signal_timeout_ms": 3000},
 )
