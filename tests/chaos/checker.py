@@ -423,8 +423,9 @@ async def check(
     report.violations += breaches
     report.notes += notes
     if registry is not None:
-        report.redaction, breaches = await redaction_leaks(pool, log_dir, registry)
+        report.redaction, breaches, notes = await redaction_leaks(pool, log_dir, registry)
         report.violations += breaches
+        report.notes += notes
     return report
 
 
