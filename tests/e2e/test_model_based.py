@@ -18,8 +18,8 @@ checks what the API promises:
 - never more running jobs of a concurrency key than its limit, no grant in a paused queue
   after the pause was acknowledged, no grant of a version the worker does not run.
 
-Budget: ``JOBS_MODEL_TEST_EXAMPLES`` runs (default 6) of up to ``JOBS_MODEL_TEST_STEPS``
-steps (default 20), about 60 s on two cores; raise both for a longer search, e.g.
+Budget: ``JOBS_MODEL_TEST_EXAMPLES`` runs (default 8) of up to ``JOBS_MODEL_TEST_STEPS``
+steps (default 20), 40-60 s on two cores; raise both for a longer search, e.g.
 ``JOBS_MODEL_TEST_EXAMPLES=200 JOBS_MODEL_TEST_STEPS=50 .venv/bin/python -m pytest
 tests/e2e/test_model_based.py`` (the per-test timeout is lifted when either is set).
 Invariants broken by defects known on this branch are listed in
@@ -82,7 +82,7 @@ from tests.support.model_stack import ModelStack, model_stack
 from tests.support.stack import result_request
 from tests.support.wait import eventually
 
-EXAMPLES = int(os.environ.get("JOBS_MODEL_TEST_EXAMPLES", "6"))
+EXAMPLES = int(os.environ.get("JOBS_MODEL_TEST_EXAMPLES", "8"))
 STEPS = int(os.environ.get("JOBS_MODEL_TEST_STEPS", "20"))
 LONG = "JOBS_MODEL_TEST_EXAMPLES" in os.environ or "JOBS_MODEL_TEST_STEPS" in os.environ
 # Worker kills per module run and per example (each costs a worker process start).
