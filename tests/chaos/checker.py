@@ -39,6 +39,12 @@ A frozen or cut-off replica (``replica_freeze``, ``replica_partition``): what wa
 held rows' bound, and every slot of the run's schedule due during the fault fired within
 the slot bound (tests/chaos/replica_faults.py; bounds in profiles.StackSettings).
 
+What the provider saw (tests/chaos/provider_checks.py):
+
+- provider rate  per rate-limited tier, the provider's requests (the fake provider's log)
+                 in any sliding window of 1 s and of 60 s against floor(burst + rpm/60 x w)
+- redaction      no redacted output value of a succeeded job shows in any stored row or log
+
 Stale submits refused are counted from the workers' logs (the job service answers a stale
 submit LEASE_LOST and changes nothing, so the database cannot show them); the checker also
 proves none was applied (duplicated = 0).
@@ -59,8 +65,10 @@ from typing import Any
 import asyncpg
 
 from job_service.domain.rate_limits import RateLimit
+from shared.registry import Registry
 from tests.chaos import signals
 from tests.chaos.faults import FaultRecord
+from tests.chaos.provider_checks import TierWindows, provider_rate, redaction_leaks
 from tests.chaos.step_faults import calls_per_job
 from tests.chaos.workload import Submission
 
@@ -218,6 +226,11 @@ class Report:
     keys: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     # per rate-limited tier: (grants, most grants in one second, rate + burst per second)
     tiers: dict[str, tuple[int, int, float]] = field(default_factory=dict)
+    # per rate-limited tier: the requests the provider saw, in sliding windows
+    # (tests/chaos/provider_checks.py)
+    provider_tiers: dict[str, TierWindows] = field(default_factory=dict)
+    # redacted output values: jobs checked and where any showed
+    redaction: str = ""
     recoveries: list[Recovery] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -310,6 +323,13 @@ class Report:
                 ),
             ),
             (
+                "provider requests",
+                f"{sum(w.calls for w in self.provider_tiers.values())}",
+                "per rate-limited tier: "
+                + ", ".join(w.detail(tier) for tier, w in self.provider_tiers.items()),
+            ),
+            ("redaction", "", self.redaction),
+            (
                 "longest recovery",
                 f"{longest.seconds:.1f} s" if longest and longest.seconds is not None else "-",
                 f"{longest.kind} ({longest.what})" if longest else "",
@@ -353,8 +373,10 @@ async def check(
     log_dir: Path,
     report: Report,
     rate_limits: Mapping[str, RateLimit] | None = None,
+    registry: Registry | None = None,
 ) -> Report:
-    """``rate_limits``: the tiers' limits the stack ran with (JOBS_RATE_LIMITS)."""
+    """``rate_limits``: the tiers' limits the stack ran with (JOBS_RATE_LIMITS);
+    ``registry``: its job types (the redaction rule reads their output_redaction)."""
     every = await pool.fetch(JOBS, list(TERMINAL))
     report.attempts_started = sum(r["attempts_started"] for r in every)
     by_key = {(r["user_id"], r["key"]): r for r in every if r["key"] is not None}
@@ -409,6 +431,13 @@ async def check(
     report.usage_cost_usd = usage["cost_usd"]
     report.calls_per_job, breaches = await calls_per_job(pool, log_dir)
     report.violations += breaches
+    report.provider_tiers, breaches, notes = await provider_rate(pool, log_dir, limits)
+    report.violations += breaches
+    report.notes += notes
+    if registry is not None:
+        report.redaction, breaches, notes = await redaction_leaks(pool, log_dir, registry)
+        report.violations += breaches
+        report.notes += notes
     return report
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import asyncpg
 
 from job_service.domain.rate_limits import parse_rate_limits
+from shared.registry import MODULES_ENV, default_registry
 from tests.chaos.checker import RECOVERED_AT, TERMINAL, Report, check
 from tests.chaos.cluster import Cluster
 from tests.chaos.cluster_faults import CLUSTER_FAULTS
@@ -80,8 +81,15 @@ async def run(
             say(f"chaos: checking ({left} jobs unfinished)")
             report.elapsed_s = time.monotonic() - started
             limits = parse_rate_limits(settings.rate_limits)
+            registry = default_registry({MODULES_ENV: settings.job_type_modules})
             await check(
-                await cluster.db(), workload.submissions, records, cluster.log_dir, report, limits
+                await cluster.db(),
+                workload.submissions,
+                records,
+                cluster.log_dir,
+                report,
+                limits,
+                registry,
             )
             fired, breaches = await scheduled.breaches(await cluster.db())
             report.violations += breaches

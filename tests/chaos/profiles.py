@@ -16,7 +16,9 @@ from tests.chaos.step_faults import STEP_FAULT_KINDS
 
 # The scheduler's test job types (``keyed``: a concurrency key per user; ``metered``: the
 # cheap model tier), loaded by every job_service replica and worker.
-SCHED_JOB_TYPE_MODULES = "tests.support.sched_jobtypes"
+# ``redacted_feynman`` (tests.support.redacted_jobtypes): an AI job type with output_redaction,
+# for the checker's redaction rule.
+SCHED_JOB_TYPE_MODULES = "tests.support.sched_jobtypes,tests.support.redacted_jobtypes"
 # The fleet-wide rate limit of the cheap tier (``metered`` jobs and feynman's review-card
 # children): about twice the workload's mean demand, so that it holds back bursts and
 # backlogs after faults without starving the tier.

@@ -186,6 +186,14 @@ KINDS: tuple[JobKind, ...] = (
         child_retries=3,
     ),
     JobKind(
+        "redacted",
+        4,
+        "redacted_feynman",
+        _feynman,
+        frozenset({"succeeded", "failed"}),
+        children=1,
+    ),
+    JobKind(
         "signalled",
         8,
         "synthetic",

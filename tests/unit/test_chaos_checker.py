@@ -19,6 +19,7 @@ from tests.chaos.checker import (
     key_breaches,
     rate_breaches,
 )
+from tests.chaos.provider_checks import TierWindows, most_in_window, tier_windows, window_bound
 from tests.chaos.schedules import slot_breaches
 from tests.chaos.step_faults import answered_calls
 from tests.chaos.workload import KINDS, Submission
@@ -87,7 +88,7 @@ def test_more_than_one_accepted_outcome_is_duplicated(stored: dict[str, Any]) ->
 
 
 def test_a_succeeded_parent_without_its_child_lost_the_child() -> None:
-    [feynman] = [k for k in KINDS if k.children and not k.child_retries]
+    [feynman] = [k for k in KINDS if k.name == "feynman"]
     report = Report("unit", 0)
     stored = row(artifact_attempts=[], children=0)
     classify_job(Submission("k", "u", feynman, job_id="job-1"), stored, report)
@@ -251,3 +252,30 @@ def test_the_schedule_rule_finds_a_slot_fired_twice_a_gap_and_a_skip() -> None:
         "schedule: 3 slots recorded skipped_missed"
     ]
     assert slot_breaches([], {}) == ["schedule: no slot fired"]
+
+
+def test_the_provider_rate_rule_counts_sliding_windows_against_burst_plus_refill() -> None:
+    limit = RateLimit("cheap", requests_per_minute=120, burst_requests=2)
+    assert (window_bound(limit, 1.0), window_bound(limit, 60.0)) == (4, 122)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def call(seconds: float, job: str = "j") -> dict[str, Any]:
+        return {
+            "msg": "fake provider call 1",
+            "ts": (t0 + timedelta(seconds=seconds)).isoformat(),
+            "job_id": job,
+        }
+
+    # 4 in any second is the limit; the window [0.5, 1.5) holds 5
+    calls = [call(0.0), call(0.5), call(0.6), call(0.7), call(0.9), call(1.4), call(5.0, "p")]
+    figures, breaches = tier_windows(calls, {"j": "cheap", "p": "primary"}, {"cheap": limit})
+    assert (figures["cheap"].calls, figures["cheap"].peak_1s) == (6, 5)
+    [breach] = breaches
+    assert "5 requests in 1 s" in breach and "limit 4" in breach
+    # a call's own tier wins over its job's: the same calls on the primary tier pass
+    tagged = [{**c, "model": "fake-primary"} for c in calls]
+    assert tier_windows(tagged, {"j": "cheap"}, {"cheap": limit}) == (
+        {"cheap": TierWindows(0, 0, 4, 0, 122)},
+        [],
+    )
+    assert most_in_window([0.0, 0.99, 1.0, 1.5], 1.0) == (3, 0.99)
