@@ -42,7 +42,8 @@ the slot bound (tests/chaos/replica_faults.py; bounds in profiles.StackSettings)
 What the provider saw (tests/chaos/provider_checks.py):
 
 - provider rate  per rate-limited tier, the provider's requests (the fake provider's log)
-                 in any sliding window of 1 s and of 60 s against floor(burst + rpm/60 x w)
+                 in any sliding window of 1 s and of 60 s against the engine's promise,
+                 floor(max(burst, 1 + rate x slack) + rate x w)
 - redaction      no redacted output value of a succeeded job shows in any stored row or log
 
 Stale submits refused are counted from the workers' logs (the job service answers a stale

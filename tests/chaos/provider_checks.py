@@ -35,7 +35,7 @@ from typing import Any
 
 import asyncpg
 
-from job_service.domain.rate_limits import RateLimit
+from job_service.domain.rate_limits import DEFAULT_CALL_SLACK_S, RateLimit
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pbconv import struct_from_dict
 from shared.registry import Registry
@@ -43,11 +43,9 @@ from tests.support.ai import HandContext
 
 CALL_LINE = "fake provider call "
 WINDOWS_S = (1.0, 60.0)
-# Rate-rule breaches that known defects still cause (issue 25 item 1: a grant spends one
-# request but an attempt may call the provider several times, and grants bunch up when
-# workers are slowed). Listed, they are reported as notes instead of violations; the lead
-# removes the entry when the fix lands.
-KNOWN_DEFECTS: frozenset[str] = frozenset({"provider_rate"})
+# Rate-rule breaches that known defects still cause, reported as notes instead of
+# violations. Empty since every provider call takes a slot (issue 25 item 1).
+KNOWN_DEFECTS: frozenset[str] = frozenset()
 # Where a redacted value must never be: every row of these tables, as text.
 STORED = (
     "jobs",
@@ -108,8 +106,12 @@ def provider_calls(log_dir: Path) -> list[dict[str, Any]]:
 
 
 def window_bound(limit: RateLimit, window_s: float) -> int:
-    """The most requests a full bucket admits in any window of ``window_s``."""
-    return math.floor(limit.request_burst + limit.requests_per_minute / 60 * window_s + 1e-9)
+    """The most requests the engine promises the provider sees in any window of
+    ``window_s``: max(burst, 1 + rate x slack) + rate x window (ADR 0002, rate limits at
+    the call; the chaos stack keeps the default slack)."""
+    rate = limit.requests_per_second
+    floor = max(limit.request_burst, 1 + rate * DEFAULT_CALL_SLACK_S)
+    return math.floor(floor + rate * window_s + 1e-9)
 
 
 def most_in_window(times: Sequence[float], window_s: float) -> tuple[int, float]:

@@ -26,18 +26,11 @@ from shared.pbconv import struct_from_dict
 # Invariants that defects known on this branch still break (issue 25), skipped by name.
 # The lead removes an entry as the fix for it lands. JOBS_MODEL_TEST_STRICT=1 checks every
 # invariant whatever this set says; JOBS_MODEL_TEST_STRICT=retry_lineage,... checks those.
-KNOWN_DEFECTS: frozenset[str] = frozenset(
-    {
-        # bulk RetryJobs and repeated RetryJob make a second live retry of one original
-        "retry_lineage",
-        # bulk RetryJobs acts on retries it created itself on an earlier page
-        "bulk_selection",
-        # the same idempotency key with another run_at / delay returns the first job
-        "idempotency_time",
-        # LockJob by id grants a job pinned to a version the worker does not run
-        "version_by_id",
-    }
-)
+# All four this test found when it was written are fixed (issue 25): retry_lineage (a
+# second live retry of one original), bulk_selection (a walk retrying its own retries),
+# idempotency_time (run_at / delay outside the request hash), version_by_id (LockJob by id
+# granting a version the worker does not run).
+KNOWN_DEFECTS: frozenset[str] = frozenset()
 # "1": every invariant; else a comma-separated list of the known defects to check anyway
 _STRICT = os.environ.get("JOBS_MODEL_TEST_STRICT", "")
 SKIPPED = (
