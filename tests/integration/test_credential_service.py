@@ -12,7 +12,7 @@ import asyncpg
 import grpc
 import pytest
 
-from job_service.app import reseal_credentials
+from job_service.databases import reseal_credentials
 from job_service.domain.credentials import key_id, new_master_key, parse_master_key
 from job_service.usecases.credentials import MasterKeyMissing
 from shared.credentials import fingerprint

@@ -10,7 +10,7 @@ import pytest
 
 from job_service.adapters.grpc.errors import _translate
 from job_service.adapters.postgres.pool import SessionGuards
-from job_service.app import session_guards
+from job_service.databases import session_guards
 from job_service.settings import JobServiceSettings
 from shared.errors import PlatformUnavailable
 from shared.tcp_keepalive import TcpKeepalive
