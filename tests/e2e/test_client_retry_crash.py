@@ -2,12 +2,16 @@
 retrying yields one job.
 
 The worst moment to lose the server is after its transaction committed and before the
-answer left: the caller saw nothing, the job exists. The test makes that moment happen on
-purpose, with no sleeps: the create is held on a row lock the test owns (the user's daily
-quota counter, which CreateJob's one statement bumps), job_service is frozen (SIGSTOP) while
-it waits, the lock is released so that the statement commits, and only then is job_service
-killed (SIGKILL) and started again. The client library's own retry, with the idempotency
-key it made for the first call, must come back with that job, not make a second one.
+answer arrived: the caller saw nothing, the job exists. The test makes that moment happen
+on purpose, with no sleeps: the create is held on a row lock the test owns (the user's
+daily quota counter, which CreateJob's insert bumps), the client's connection (through a
+proxy) starts swallowing every byte, the lock is released so that the create commits and
+answers into the void, and only then is job_service killed (SIGKILL), the client's
+connection reset and job_service started again. The client library's own retry, with the
+idempotency key it made for the first call, must come back with that job, not make a
+second one. (CreateJob is a transaction of two statements since fair-share places are
+taken under a lock: a server frozen mid-create no longer commits it, so the answer is
+lost on the way instead.)
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from devstack.embedded.ports import free_port
 from tests.chaos.cluster import wait_serving
 from tests.support.processes import JobServiceProcess
 from tests.support.stack import ALL_ROLES_TOKEN
+from tests.support.tcp_proxy import TcpProxy
 from tests.support.wait import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -56,10 +61,11 @@ async def test_a_create_whose_server_dies_after_committing_is_retried_into_the_s
     first = JobServiceProcess(tmp_path, "js-first", database_url, nats_url, port)
     second: JobServiceProcess | None = None
     holder = await asyncpg.connect(database_url)
+    proxy = await TcpProxy(first.target).__aenter__()
     # patient enough to outlast a restart on a loaded machine; each call's own deadline
     # outlasts the hold
     jobs = JobsClient(
-        first.target,
+        proxy.target,
         user_id=USER,
         token=ALL_ROLES_TOKEN,
         timeout=60,
@@ -79,17 +85,19 @@ async def test_a_create_whose_server_dies_after_committing_is_retried_into_the_s
         # CreateJob's statement (job_service/adapters/postgres/new_jobs.py), waiting on our lock
         assert blocked.lstrip().startswith("WITH new AS (")
 
-        first.signal(signal.SIGSTOP)  # the server can no longer answer anyone
-        await lock.rollback()  # ... but its statement goes on and commits
+        proxy.drop()  # the answer will be lost on the way
+        await lock.rollback()  # ... and the create goes on and commits
         await eventually(
             lambda: _count_is(db, 1), timeout=30, message="the held create never committed"
         )
         assert not create.done()  # the caller has no answer
         first.signal(signal.SIGKILL)
         await first.wait(10)
+        proxy.cut()  # the caller's connection resets; its retries wait for the new server
 
         second = JobServiceProcess(tmp_path, "js-second", database_url, nats_url, port)
         await wait_serving(second.target, second)
+        proxy.restore()
         answer = await asyncio.wait_for(create, 120)
 
         row = await db.fetchrow(
@@ -101,6 +109,7 @@ async def test_a_create_whose_server_dies_after_committing_is_retried_into_the_s
         assert row["idempotency_key"].startswith("client-")  # the key the client made
     finally:
         jobs.close()
+        await proxy.__aexit__(None, None, None)
         await holder.close()
         first.close()
         if second is not None:

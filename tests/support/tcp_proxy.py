@@ -1,7 +1,9 @@
 """A TCP proxy the tests put between a process and a server, to cut its connections: while
 cut, every connection through it is closed and new ones are closed as soon as they are
 accepted (the client sees its connection reset, as behind a restarting load balancer);
-restored, it forwards again. ``async with TcpProxy(target)`` listens on ``proxy.target``."""
+while dropping, connections stay open and every byte is swallowed both ways (an answer
+sent then is lost); restored, it forwards again. ``async with TcpProxy(target)`` listens
+on ``proxy.target``."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ class TcpProxy:
         self._pipes: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self.cut_off = False
+        self.dropping = False
         self.target = ""
 
     async def __aenter__(self) -> TcpProxy:
@@ -48,8 +51,14 @@ class TcpProxy:
             writer.transport.abort()
         self._writers.clear()
 
+    def drop(self) -> None:
+        """Keep every connection open, but let no byte through either way until
+        ``restore`` (or ``cut``)."""
+        self.dropping = True
+
     def restore(self) -> None:
         self.cut_off = False
+        self.dropping = False
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.cut_off:
@@ -62,8 +71,8 @@ class TcpProxy:
             return
         self._writers |= {writer, up_writer}
         pipes = {
-            asyncio.create_task(_pipe(reader, up_writer)),
-            asyncio.create_task(_pipe(up_reader, writer)),
+            asyncio.create_task(_pipe(reader, up_writer, self)),
+            asyncio.create_task(_pipe(up_reader, writer, self)),
         }
         self._pipes |= pipes
         try:
@@ -77,8 +86,12 @@ class TcpProxy:
                 end.transport.abort()
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, proxy: TcpProxy
+) -> None:
     with contextlib.suppress(OSError, asyncio.IncompleteReadError):
         while data := await reader.read(CHUNK):
+            if proxy.dropping:
+                continue  # swallowed
             writer.write(data)
             await writer.drain()
