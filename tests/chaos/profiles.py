@@ -45,6 +45,9 @@ class StackSettings:
     # the synthetic job type's retry backoff (jobtypes/synthetic.py): the first delay
     # after an expired lease is at most this
     first_backoff_s: float = 0.2
+    # the AI job types' (jobtypes/review_card_generation.py's is the longest): the first
+    # delay after an expired lease of an AI job is at most this
+    ai_first_backoff_s: float = 2.0
     job_type_modules: str = SCHED_JOB_TYPE_MODULES
     # one priority level is worth this much waiting (default 10 s): a job overtaken by
     # better-placed work (a token re-sent for it after NATS lost its store grants the best
@@ -99,6 +102,12 @@ class StackSettings:
     def worker_recovery_bound_s(self) -> float:
         """A dead or paused worker's job runs again within lease + reaper + first backoff."""
         return self.lease_ttl_s + self.reaper_interval_s + self.first_backoff_s + self.SLACK_S
+
+    def ai_recovery_bound_s(self) -> float:
+        """A dead worker's AI job runs again within lease + reaper + its type's first
+        backoff: a worker killed with no successor is found by its lease running out
+        (ADR 0003: crash detection by process incarnation)."""
+        return self.lease_ttl_s + self.reaper_interval_s + self.ai_first_backoff_s + self.SLACK_S
 
     def redispatch_bound_s(self) -> float:
         """A job whose dispatch message NATS lost runs again within the reconciler's bound."""

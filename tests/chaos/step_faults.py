@@ -59,7 +59,7 @@ async def kill_after_call(ctx: FaultContext) -> FaultRecord:
     finally:
         process.close()
     record = FaultRecord("kill_after_call", worker_id, await c.db_now())
-    record.bound_s = c.settings.worker_recovery_bound_s()
+    record.bound_s = c.settings.ai_recovery_bound_s()  # it holds an AI job
     if code is None:
         record.notes.append(f"no provider call in {KILL_WAIT_S:.0f} s: not killed")
     elif code != -9:
