@@ -109,13 +109,7 @@ async def all_succeeded(db: asyncpg.Connection, ids: list[str]) -> bool:
 
 def busiest_second(times: list[float]) -> int:
     """The most requests that arrived within any one-second window."""
-    times = sorted(times)
-    most, start = 0, 0
-    for end, at in enumerate(times):
-        while at - times[start] >= 1.0:
-            start += 1
-        most = max(most, end - start + 1)
-    return most
+    return busiest(times, 1.0)
 
 
 async def test_requests_per_second_stay_within_the_limit_and_its_burst(
