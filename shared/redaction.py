@@ -8,6 +8,11 @@ each one asks this module, and nothing else decides::
     stored output (the job row)             each named field becomes "sha256:<hex>" of its
       and what reads it: GetJob, ListJobs,  canonical JSON (``stored_output``), before
       WatchJob states, the admin views      anything is written
+    the projection's artifacts and child    every copy of a named field's value becomes the
+      inputs (GetJob's artifacts, the       same "sha256:<hex>" (``scrubbed``): an entry
+      child's snapshot)                     under the field's name, a whole value equal to
+                                            it, and a text value ≥ 8 characters inside a
+                                            longer string
     partial output (WatchJob with           none: the worker does not stream the type's
       include_partial_output)               provider calls, and the job service relays no
                                             piece of its jobs (``relays_partial_output``)
@@ -58,6 +63,50 @@ def stored_output(definition: JobDefinition, output: dict[str, Any]) -> dict[str
         name: (f"sha256:{content_hash(value)}" if name in definition.output_redaction else value)
         for name, value in output.items()
     }
+
+
+# A redacted text value this long or longer is also found inside longer strings (a
+# projection may quote it); shorter scalars are matched only under the field's own name.
+MIN_QUOTED_CHARS = 8
+
+
+def scrubbed(definition: JobDefinition, output: dict[str, Any], value: Any) -> Any:
+    """``value`` (an artifact's payload, a child's input), which the type's projection
+    built from ``output``, with every copy of a redacted field's value replaced by what
+    ``stored_output`` stores for it."""
+    marks = {
+        name: (output[name], f"sha256:{content_hash(output[name])}")
+        for name in definition.output_redaction
+        if name in output
+    }
+    if not marks:
+        return value
+    distinct = [(raw, mark) for raw, mark in marks.values() if _distinct(raw)]
+
+    def walk(item: Any, key: str | None = None) -> Any:
+        if key in marks and item == marks[key][0]:
+            return marks[key][1]
+        for raw, mark in distinct:
+            if item == raw:
+                return mark
+        if isinstance(item, dict):
+            return {k: walk(v, k) for k, v in item.items()}
+        if isinstance(item, list):
+            return [walk(v) for v in item]
+        if isinstance(item, str):
+            for raw, mark in distinct:
+                if isinstance(raw, str):
+                    item = item.replace(raw, mark)
+        return item
+
+    return walk(value)
+
+
+def _distinct(raw: Any) -> bool:
+    """A value unlikely to stand anywhere by chance: a long text, or an object or list."""
+    return (isinstance(raw, str) and len(raw) >= MIN_QUOTED_CHARS) or (
+        isinstance(raw, dict | list) and bool(raw)
+    )
 
 
 def relays_partial_output(definition: JobDefinition | None) -> bool:

@@ -81,7 +81,7 @@ class Results:
             if (too_many := _artifacts_past_limits(submission)) is not None:
                 refused[submission.job_id] = too_many
         if with_children:
-            for submission in with_children:
+            for submission in (s for s in valid if s.children):  # as redacted
                 try:
                     children += self._children(submission, types.get(submission.job_id))
                 except InvalidInput as error:
@@ -140,12 +140,27 @@ class Results:
 
     def _redacted(self, submission: Submission, job_type: str | None) -> Submission:
         """The submission with its definition's output_redaction fields replaced by their
-        hashes (seed 000 outputRedaction): what is stored and shown. ``output_hash``
+        hashes (seed 000 outputRedaction) in its output, and every copy of them in its
+        artifacts and its children's inputs: what is stored and shown. ``output_hash``
         stays the hash of the whole output the worker produced."""
         if job_type is None:
             return submission  # no such job: refused as a lost lease anyway
         definition = self._registry.get(job_type)
-        return replace(submission, output=redaction.stored_output(definition, submission.output))
+        if not definition.output_redaction:
+            return submission
+        output = submission.output
+        return replace(
+            submission,
+            output=redaction.stored_output(definition, output),
+            artifacts=[
+                replace(a, payload=redaction.scrubbed(definition, output, a.payload))
+                for a in submission.artifacts
+            ],
+            children=[
+                replace(c, input=redaction.scrubbed(definition, output, c.input))
+                for c in submission.children
+            ],
+        )
 
     def _children(self, submission: Submission, parent_type: str | None) -> list[NewChild]:
         """The submission's child jobs, allowed by the parent's definition and admitted as

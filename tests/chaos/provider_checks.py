@@ -57,11 +57,10 @@ STORED = (
     "outbox_events",
     "schedule_runs",
 )
-# Channels where redacted values still show on this branch (found by this rule): the
-# projection copies the whole output into the job's artifacts (feynman_result, returned by
-# GetJob) and hands fields to its child's input snapshot. Reported as notes until a fix
-# decides how redaction meets projections; the lead removes an entry when it lands.
-KNOWN_LEAK_CHANNELS: frozenset[str] = frozenset({"job_artifacts", "job_snapshots"})
+# Channels where redacted values still show, reported as notes instead of violations.
+# Empty since the projection's artifacts and child inputs are scrubbed (shared/redaction.py
+# ``scrubbed``): this rule found both (feynman_result, the review-card child's snapshot).
+KNOWN_LEAK_CHANNELS: frozenset[str] = frozenset()
 JOB_TIERS = "SELECT id::text AS id, coalesce(model_tier, '') AS tier FROM jobs"
 REDACTED_JOBS = """
 SELECT j.id::text AS id, j.job_type, j.user_id, j.prompt_key, j.prompt_version,
