@@ -19,6 +19,7 @@ projector publishes from its whole output, its own choice (``shared.redaction``)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -45,6 +46,7 @@ from shared.registry import Registry, default_registry
 from shared.rpc_errors import error_from_rpc
 from tests.support.ai import FEYNMAN_INPUT
 from tests.support.stack import Client, open_channel, running_job_service, worker_settings
+from tests.support.wait import eventually
 from worker_service.app import WorkerApp
 from worker_service.model_router import ModelSettings
 
@@ -68,9 +70,20 @@ PRIVATE = ai_job_definition(
 )
 
 
+# The shipped Feynman evaluation, projection and review-card child included, with its
+# summary redacted: the projection copies the whole output into its result artifact and
+# the summary into its child's input.
+PROJECTED = dataclasses.replace(
+    feynman.DEFINITION,
+    job_type="projected_private_evaluation",
+    output_redaction=frozenset({REDACTED}),
+    redaction_version="2",
+)
+
+
 def redacting_registry() -> Registry:
-    """The shipped job types and ``private_evaluation``."""
-    return Registry([*default_registry(), PRIVATE])
+    """The shipped job types, ``private_evaluation`` and ``projected_private_evaluation``."""
+    return Registry([*default_registry(), PRIVATE, PROJECTED])
 
 
 def the_answer() -> dict[str, Any]:
@@ -267,3 +280,31 @@ async def test_record_step_from_a_raw_client_is_refused_for_a_redacted_job_type(
     assert await db.fetchval("SELECT count(*) FROM job_steps") == 0
     # the lease still holds: the attempt goes on, it just has no checkpoint
     assert (await client.get(job.id, "alice")).status == job_pb2.JOB_STATUS_RUNNING
+
+
+async def test_a_redacted_field_copied_by_the_projection_is_stored_nowhere(
+    client: Client, streaming_worker: WorkerApp, db: asyncpg.Connection
+) -> None:
+    """The Feynman projection copies the summary into its result artifact (which GetJob
+    returns) and its review-card child's input: neither keeps it, nor anything else."""
+    secret = the_answer()[REDACTED]
+    created = await client.jobs.CreateJob(
+        jpb.CreateJobRequest(
+            user_id="alice", job_type=PROJECTED.job_type, input=struct_from_dict(FEYNMAN_INPUT)
+        )
+    )
+    job_id = created.job.id
+    got = await eventually(
+        lambda: _finished_with_child(client, job_id), timeout=60, message="no finished parent"
+    )
+    [result] = [a for a in got.job.artifacts if a.artifact_type == "feynman_result"]
+    assert dict_from_struct(result.payload)[REDACTED].startswith("sha256:")
+    assert secret.encode() not in got.SerializeToString()
+    for table, rows in (await every_row_as_text(db)).items():
+        assert not [r for r in rows if secret in r], table
+
+
+async def _finished_with_child(client: Client, job_id: str) -> jpb.GetJobResponse | None:
+    got = await client.jobs.GetJob(jpb.GetJobRequest(job_id=job_id, user_id="alice"))
+    done = got.job.status == job_pb2.JOB_STATUS_SUCCEEDED and got.job.child_job_ids
+    return got if done else None
