@@ -50,6 +50,8 @@ class Results:
         self._leases = leases
         self._handoff = handoff
         self._reservations = reservations
+        # whether any known type redacts: only then is every result's type looked up
+        self._redacting = any(redaction.redacts(d) for d in registry)
 
     async def submit_results(
         self, submissions: Sequence[Submission]
@@ -70,7 +72,7 @@ class Results:
         refused: dict[str, str] = {}
         children: list[NewChild] = []
         with_children = [s for s in valid if s.children]
-        redacting = any(redaction.redacts(d) for d in self._registry)
+        redacting = self._redacting
         types: dict[str, str] = {}
         if with_children or (redacting and valid):
             looked_up = valid if redacting else with_children
