@@ -18,7 +18,9 @@ Redaction. Every succeeded job of a type with ``output_redaction``: the fields' 
 the fake provider answered them (recomputed from the job's snapshot through the job type's
 own code and the fake provider, as a worker computes them) must appear in no stored row
 the checker can read (jobs, events, artifacts, steps, snapshots, usage, outbox, schedule
-runs) and in no process's log.
+runs) and in no process's log. A row that belongs to another job, not the redacted job nor
+one of its descendants, is not searched: the fake provider answers the same input with the
+same text, so a job of a non-redacting type with that input stores it rightly.
 """
 
 from __future__ import annotations
@@ -46,17 +48,19 @@ WINDOWS_S = (1.0, 60.0)
 # Rate-rule breaches that known defects still cause, reported as notes instead of
 # violations. Empty since every provider call takes a slot (issue 25 item 1).
 KNOWN_DEFECTS: frozenset[str] = frozenset()
-# Where a redacted value must never be: every row of these tables, as text.
-STORED = (
-    "jobs",
-    "job_events",
-    "job_artifacts",
-    "job_steps",
-    "job_snapshots",
-    "usage_logs",
-    "outbox_events",
-    "schedule_runs",
-)
+# Where a redacted value must never be: every row of these tables, as text, each with the
+# job it belongs to (NULL, or an id that is no job's: searched for every redacted job).
+STORED = {
+    "jobs": "id::text",
+    "job_events": "job_id::text",
+    "job_artifacts": "job_id::text",
+    "job_steps": "job_id::text",
+    "job_snapshots": "job_id::text",
+    "usage_logs": "job_id::text",
+    "outbox_events": "aggregate_id",
+    "schedule_runs": "job_id::text",
+}
+JOB_PARENTS = "SELECT id::text AS id, parent_job_id::text AS parent FROM jobs"
 # Channels where redacted values still show, reported as notes instead of violations.
 # Empty since the projection's artifacts and child inputs are scrubbed (shared/redaction.py
 # ``scrubbed``): this rule found both (feynman_result, the review-card child's snapshot).
@@ -220,16 +224,13 @@ async def redaction_leaks(
     values = await redacted_values(pool, registry)
     if not values:
         return "no job of a redacting type succeeded", [], []
-    channels: dict[str, str] = {}
-    for table in STORED:
-        rows = await pool.fetch(f"SELECT t::text AS row FROM {table} t")
-        channels[table] = "\n".join(r["row"] for r in rows)
-    channels["logs"] = await asyncio.to_thread(_all_logs, log_dir)
-    leaked: dict[str, list[str]] = defaultdict(list)  # channel -> jobs
-    for job_id, texts in sorted(values.items()):
-        for channel, text in channels.items():
-            if any(value in text for value in texts):
-                leaked[channel].append(job_id)
+    parents = {r["id"]: r["parent"] for r in await pool.fetch(JOB_PARENTS)}
+    rows: dict[str, list[tuple[str | None, str]]] = {}
+    for table, owner in STORED.items():
+        fetched = await pool.fetch(f"SELECT {owner} AS owner, t::text AS row FROM {table} t")
+        rows[table] = [(r["owner"], r["row"]) for r in fetched]
+    rows["logs"] = [(None, await asyncio.to_thread(_all_logs, log_dir))]
+    leaked = leaking_channels(values, parents, rows)
     jobs = {job_id for ids in leaked.values() for job_id in ids}
     figure = f"{len(values)} redacted jobs checked, {len(jobs)} leaked" + (
         " (" + ", ".join(f"{c}: {len(ids)}" for c, ids in sorted(leaked.items())) + ")"
@@ -249,6 +250,45 @@ async def redaction_leaks(
         if channel in KNOWN_LEAK_CHANNELS
     ]
     return figure, violations, notes
+
+
+def leaking_channels(
+    values: Mapping[str, Sequence[str]],
+    parents: Mapping[str, str | None],
+    rows: Mapping[str, Sequence[tuple[str | None, str]]],
+) -> dict[str, list[str]]:
+    """Channel -> the redacted jobs whose values show in it. ``rows``: per channel, each
+    row's text with the job it belongs to. A redacted job's values are searched in the rows
+    that belong to no job (or to an id that is no job's), to the job itself and to its
+    descendants; not in another job's rows, which may rightly hold the same text."""
+    shared: dict[str, list[str]] = defaultdict(list)
+    owned: dict[tuple[str, str], list[str]] = defaultdict(list)  # (channel, job) -> texts
+    for channel, channel_rows in rows.items():
+        for owner, text in channel_rows:
+            if owner is None or owner not in parents:
+                shared[channel].append(text)
+                continue
+            for job_id in _lineage(owner, parents):
+                if job_id in values:
+                    owned[channel, job_id].append(text)
+    leaked: dict[str, list[str]] = defaultdict(list)
+    for job_id, texts in sorted(values.items()):
+        for channel in rows:
+            searched = [*shared[channel], *owned[channel, job_id]]
+            if any(value in text for text in searched for value in texts):
+                leaked[channel].append(job_id)
+    return leaked
+
+
+def _lineage(job_id: str, parents: Mapping[str, str | None]) -> list[str]:
+    """The job and its ancestors, nearest first: a row of a child is searched for its
+    parent's redacted values (a child's input comes from its parent's output)."""
+    chain: list[str] = []
+    node: str | None = job_id
+    while node is not None and node not in chain:
+        chain.append(node)
+        node = parents.get(node)
+    return chain
 
 
 def _all_logs(log_dir: Path) -> str:

@@ -1,6 +1,7 @@
 """The chaos checker's verdicts on one job: it must be able to call a job lost, stuck or
 duplicated (the harness is only as good as these), and the scheduler's limits breached: a
-delayed job started early, a concurrency key over its limit, a tier over its rate limit."""
+delayed job started early, a concurrency key over its limit, a tier over its rate limit, a
+redacted value where it must not be."""
 
 from __future__ import annotations
 
@@ -19,7 +20,13 @@ from tests.chaos.checker import (
     key_breaches,
     rate_breaches,
 )
-from tests.chaos.provider_checks import TierWindows, most_in_window, tier_windows, window_bound
+from tests.chaos.provider_checks import (
+    TierWindows,
+    leaking_channels,
+    most_in_window,
+    tier_windows,
+    window_bound,
+)
 from tests.chaos.schedules import slot_breaches
 from tests.chaos.step_faults import answered_calls
 from tests.chaos.workload import KINDS, Submission
@@ -279,3 +286,21 @@ def test_the_provider_rate_rule_counts_sliding_windows_against_burst_plus_refill
         [],
     )
     assert most_in_window([0.0, 0.99, 1.0, 1.5], 1.0) == (3, 0.99)
+
+
+def test_a_redacted_value_leaks_in_its_job_its_descendants_and_unowned_rows_only() -> None:
+    secret = "the summary nobody may read"
+    values = {"r": [secret], "quiet": ["another secret summary"]}
+    # r redacts; c is its child; twin is an unrelated job that answered the same text
+    parents: dict[str, str | None] = {"r": None, "c": "r", "twin": None, "quiet": None}
+    rows: dict[str, list[tuple[str | None, str]]] = {
+        "job_steps": [("twin", f"(twin, {secret})")],  # a non-redacting job's own text
+        "job_snapshots": [("c", f"(c, {secret})")],  # the child's input: a leak
+        "outbox_events": [("schedule-1", f"(schedule-1, {secret})")],  # no job's id
+        "logs": [(None, f"job r answered {secret}")],
+        "jobs": [("r", "(r, redacted)"), ("quiet", "(quiet, redacted)")],
+    }
+    leaked = leaking_channels(values, parents, rows)
+    assert leaked == {"job_snapshots": ["r"], "outbox_events": ["r"], "logs": ["r"]}
+    # the twin's row counted as r's leak before the search was scoped to r's family
+    assert leaking_channels(values, {}, rows)["job_steps"] == ["r"]
