@@ -54,7 +54,7 @@ async def run(
     rng = random.Random(seed)
     report = Report(profile.name, seed)
     started = time.monotonic()
-    settings = settings or StackSettings()
+    settings = settings or profile.stack_settings()
     cluster = Cluster(
         root,
         settings,

@@ -20,9 +20,20 @@ from tests.chaos.step_faults import STEP_FAULT_KINDS
 # for the checker's redaction rule.
 SCHED_JOB_TYPE_MODULES = "tests.support.sched_jobtypes,tests.support.redacted_jobtypes"
 # The fleet-wide rate limit of the cheap tier (``metered`` jobs and feynman's review-card
-# children): about twice the workload's mean demand, so that it holds back bursts and
-# backlogs after faults without starving the tier.
-RATE_LIMITS = {"cheap": {"requests_per_minute": 120, "burst_requests": 2}}
+# children, about 0.2 cheap calls per created job): 20 requests a minute per job created a
+# second, about 1.6 times the workload's mean demand, so that it holds back bursts and
+# backlogs after faults without starving the tier (120/min for the short profile's 6 jobs a
+# second). A fixed 120/min left the long profile's 12 jobs a second about 150 calls a
+# minute of demand: seed 41 ended with 165 children still waiting for the tier.
+CHEAP_RPM_PER_CREATE_RATE = 20
+
+
+def rate_limits(create_rate: float) -> dict[str, dict[str, int]]:
+    rpm = round(CHEAP_RPM_PER_CREATE_RATE * create_rate)
+    return {"cheap": {"requests_per_minute": rpm, "burst_requests": 2}}
+
+
+RATE_LIMITS = rate_limits(6.0)
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,10 @@ class Profile:
     pg_standby: bool = False
     # the kinds a profile without a schedule draws from (None: FAULT_KINDS)
     random_kinds: tuple[str, ...] | None = None
+
+    def stack_settings(self) -> StackSettings:
+        """The stack's settings, the cheap tier's limit sized to this profile's load."""
+        return StackSettings(rate_limits=json.dumps(rate_limits(self.rate)))
 
 
 # The cluster profile: the NATS cluster's faults (tests/chaos/cluster_faults.py), each

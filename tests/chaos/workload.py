@@ -12,8 +12,9 @@ has (``feynman`` is the parent/child kind: its projection creates one review-car
 The scheduler's policies are exercised too: ``keyed`` jobs run under a concurrency key per
 user (at most 2 at once; two users share them, so that the limit bites), ``metered`` jobs
 and feynman's children on the cheap tier, held to its fleet-wide rate limit
-(profiles.RATE_LIMITS); a share of every kind is delayed (``run_at`` a few seconds ahead)
-and a share has a priority other than its type's default.
+(profiles.rate_limits, sized to the profile's create rate); a share of every kind is
+delayed (``run_at`` a few seconds ahead) and a share has a priority other than its type's
+default.
 """
 
 from __future__ import annotations
