@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-browser lint lint-deploy lint-proto typecheck format gen check-generate bench bench-peers bench-growth bench-memory chaos install lock check-lock clean
+.PHONY: run test test-chaos test-browser lint lint-deploy lint-proto typecheck format gen check-generate bench bench-peers bench-growth bench-memory chaos install lock check-lock clean
 
 $(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ run: $(STAMP)
 ## test: the whole suite against real PostgreSQL and NATS started by the tests
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+## test-chaos: the short chaos profile (seed 1) as a test: every fault kind once against the
+## real multi-process stack, nothing lost, duplicated or stuck, every bound held. CI runs it
+## after `make test` (.ci/run); `make chaos` is the same run with its report.
+test-chaos: $(STAMP)
+	$(PY) -m pytest -q -o addopts="--strict-markers -ra" tests/chaos/test_chaos.py
 
 ## test-browser: the web console in headless Chromium against `make run`'s stack. Installs
 ## Debian's chromium and chromium-driver when missing (apt-get; never a downloaded browser);

@@ -3,10 +3,11 @@
 Random interleavings of CreateJob (every option: priority, run_at / delay, concurrency
 keys, targets, schema pins, idempotency keys), CreateJobs, CancelJob, SendSignal,
 AdminService.RetryJob and RetryJobs (bulk, walked page by page), queue pause and resume,
-schedules (create, trigger), LockJob by id from a foreign executor, and worker kills, run
-against the real stack (job_service, PostgreSQL, NATS JetStream, worker processes; built
-once per module). After every step a reference model (tests/support/model_reference.py)
-checks what the API promises:
+schedules (create, trigger), LockJob by id from a foreign executor (which may record a step,
+submit a result or hold the job heartbeating past its timeout), AdminService.GetJob's hold
+explanations, and worker kills, run against the real stack (job_service, PostgreSQL, NATS
+JetStream, worker processes; built once per module). After every step a reference model
+(tests/support/model_reference.py) checks what the API promises:
 
 - idempotency: the same key and request answer the first job; the same key with another
   request (its run_at / delay included) is IDEMPOTENCY_KEY_REUSED;
@@ -16,7 +17,22 @@ checks what the API promises:
 - at most one live (not failed, not cancelled) retry per original job;
 - a bulk retry acts on what matched at its first page, never on retries it created;
 - never more running jobs of a concurrency key than its limit, no grant in a paused queue
-  after the pause was acknowledged, no grant of a version the worker does not run.
+  after the pause was acknowledged (and a paused queue counts no job eligible), no grant of
+  a version the worker does not run;
+- a waiting job's hold names why it waits: its time, its paused queue, no worker for its
+  version, else ready (or its concurrency key full);
+- an attempt held past its timeout and grace is ended by the job service whatever its
+  heartbeats say, as a TIMEOUT (unless a cancel ended it first);
+- a redacted output field is never returned (GetJob, AdminService.GetJob, ListJobs) even
+  when an executor copies it into an artifact, and RecordStep is refused for its type;
+- a job takes at most ``SIGNAL_CAP`` signals (SIGNAL_LIMIT_REACHED past it, a replayed key
+  still answered), and GetJob's ``signals_total`` counts them.
+
+The defects of issue 25 this test does not reach are checked where they show: the provider's
+request rate per tier, frozen and partitioned replicas and crash detection by the chaos
+checker (tests/chaos/provider_checks.py, replica_faults.py), the reconciler's held jobs,
+fair-share placement under concurrent creates and the repair of malformed answers by
+integration tests (test_held_jobs, test_fair_share_race, test_answer_repair).
 
 Budget: ``JOBS_MODEL_TEST_EXAMPLES`` runs (default 8) of up to ``JOBS_MODEL_TEST_STEPS``
 steps (default 20), 40-60 s on two cores; raise both for a longer search, e.g.
@@ -32,6 +48,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -59,8 +76,9 @@ from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pb.jobs.v1 import schedule_service_pb2 as spb
 from shared.pbconv import struct_from_dict
-from tests.support.model_jobtypes import KEYED_LIMIT
+from tests.support.model_jobtypes import KEYED_LIMIT, REDACTED_FIELD, TIMED_TIMEOUT_S
 from tests.support.model_reference import (
+    HOLDING,
     INPUTS,
     KEYS,
     REACHABLE,
@@ -68,6 +86,7 @@ from tests.support.model_reference import (
     SCHEMA_PINS,
     TARGETS,
     TIMES,
+    WAITING,
     CreateSpec,
     check,
     expected_for_repeat,
@@ -78,7 +97,13 @@ from tests.support.model_reference import (
     seconds,
     status_of,
 )
-from tests.support.model_stack import ModelStack, model_stack
+from tests.support.model_stack import (
+    REAPER_INTERVAL_S,
+    SIGNAL_CAP,
+    TIMEOUT_GRACE_S,
+    ModelStack,
+    model_stack,
+)
 from tests.support.stack import result_request
 from tests.support.wait import eventually
 
@@ -89,15 +114,28 @@ LONG = "JOBS_MODEL_TEST_EXAMPLES" in os.environ or "JOBS_MODEL_TEST_STEPS" in os
 MAX_KILLS = 3 if not LONG else 1_000
 # A bulk walk longer than this is looping over its own retries.
 MAX_BULK_PAGES = 20
-JOB_TYPES = ("synthetic", "model_keyed", "model_versioned")
+JOB_TYPES = ("synthetic", "model_keyed", "model_versioned", "model_timed", "model_redacted")
 QUEUES = (Queue.INTERACTIVE.value, Queue.BACKGROUND.value)
 FOREIGN = "model-foreign-executor"
 # what create_again changes in a used key's request
 CHANGES = ("nothing", "time", "priority", "input_index", "target", "schema_pin")
-# what a foreign executor says it runs: model_versioned at the workers' version only
-FOREIGN_RUNS = ["synthetic@1.0.0", "model_keyed@1.0.0", "model_versioned@1.0.0"]
+# What a foreign executor says it runs: model_versioned at the workers' version only, the
+# two types no worker runs at the job service's.
+FOREIGN_ONLY = ("model_timed", "model_redacted")
+FOREIGN_RUNS = [
+    "synthetic@1.0.0",
+    "model_keyed@1.0.0",
+    "model_versioned@1.0.0",
+    *(f"{t}@2.0.0" for t in FOREIGN_ONLY),
+]
 # a grant stamped this long after the pause was acknowledged was made past it
 PAUSE_SLACK_S = 0.05
+# A held attempt is ended within its timeout, the grace and a reaper period, plus this.
+TIMEOUT_SLACK_S = 2.0
+HOLD_HEARTBEAT_S = 0.3
+# A hold is checked only for a job this far from its time (either side): near it, the
+# hold may rightly say either.
+DUE_MARGIN_S = 0.5
 
 pytestmark = pytest.mark.slow
 
@@ -122,6 +160,10 @@ class APIModel(RuleBasedStateMachine):
         self.foreign: dict[str, int] = {}  # job -> attempt a foreign executor was granted
         self.signals: dict[tuple[str, str], tuple[int, int]] = {}
         self.schedules: dict[str, str] = {}  # schedule -> owner
+        self.signal_counts: dict[str, int] = {}  # job -> signals it took
+        self.held: dict[str, tuple[int, float]] = {}  # job -> (attempt, monotonic lock time)
+        self.holders: list[Any] = []  # the held jobs' heartbeat tasks (concurrent futures)
+        self.secrets: dict[str, str] = {}  # job -> the redacted value a result carried
         self.killed = False  # a worker was killed in this example
 
     # --- plumbing
@@ -280,10 +322,16 @@ class APIModel(RuleBasedStateMachine):
         as_owner=st.booleans(),
         key=st.sampled_from(KEYS),
         value=st.integers(0, 1),
+        times=st.integers(1, SIGNAL_CAP + 1),
     )
-    def signal(self, pick: int, as_owner: bool, key: str, value: int) -> None:
+    def signal(self, pick: int, as_owner: bool, key: str, value: int, times: int) -> None:
+        """``times`` signals to one job: the first with ``key``, the others with none."""
         if (job := self.pick(pick)) is None:
             return
+        for n in range(times):
+            self._signal(job, as_owner, key if n == 0 else "", value)
+
+    def _signal(self, job: job_pb2.Job, as_owner: bool, key: str, value: int) -> None:
         user = job.user_id if as_owner else self._stranger(job.user_id)
         request = jpb.SendSignalRequest(
             job_id=job.id,
@@ -297,20 +345,32 @@ class APIModel(RuleBasedStateMachine):
             check("ownership", refusal is not None and refusal[1] == ["JOB_NOT_FOUND"], "")
             return
         first = self.signals.get((job.id, key)) if key else None
+        taken = self.signal_counts.get(job.id, 0)
         if refusal is not None:
             reasons = refusal[1]
             if reasons == ["IDEMPOTENCY_KEY_REUSED"]:
                 assert first is not None and first[0] != value, (job.id, key, value, first)
+            elif reasons == ["SIGNAL_LIMIT_REACHED"]:
+                event("signal cap reached")
+                check("signal_cap", taken >= SIGNAL_CAP, f"job {job.id} refused signal {taken + 1}")
+                check("signal_cap", first is None, f"job {job.id}'s key {key} replayed: refused")
             else:
                 assert reasons == ["JOB_FINISHED"], refusal
             return
         if first is None:
             assert answer.created
+            check("signal_cap", taken < SIGNAL_CAP, f"job {job.id} took signal {taken + 1}")
+            self.signal_counts[job.id] = taken = taken + 1
             if key:
                 self.signals[(job.id, key)] = (value, answer.signal.seq)
         else:
             assert first[0] == value, f"signal key {key} reused with another payload: accepted"
             assert not answer.created and answer.signal.seq == first[1]
+        got = self.rpc(
+            self.stack.client.jobs.GetJob, jpb.GetJobRequest(job_id=job.id, user_id=user)
+        ).job
+        check("signal_cap", got.signals_total == taken, f"{got.signals_total} != {taken}")
+        check("signal_cap", len(got.signals) == taken, f"{len(got.signals)} shown of {taken}")
 
     @rule(pick=st.integers(0, 10_000))
     def stranger_reads(self, pick: int) -> None:
@@ -408,6 +468,10 @@ class APIModel(RuleBasedStateMachine):
         if pause:
             self.rpc(admin.PauseQueue, apb.PauseQueueRequest(queue=queue))
             self.paused.setdefault(queue, now().timestamp())
+            listed = self.rpc(admin.ListQueues, apb.ListQueuesRequest())
+            [info] = [q for q in listed.queues if q.name == queue]
+            check("pause", info.paused, f"queue {queue} paused but listed as running")
+            check("pause", info.eligible == 0, f"paused queue {queue}: {info.eligible} eligible")
         else:
             self.rpc(admin.ResumeQueue, apb.ResumeQueueRequest(queue=queue))
             self.paused.pop(queue, None)
@@ -443,23 +507,27 @@ class APIModel(RuleBasedStateMachine):
         assert answer.job.user_id == owner and answer.job.schedule_id == schedule_id
         self.jobs[answer.job.id] = answer.job
 
-    @rule(pick=st.integers(0, 10_000), succeed=st.booleans())
-    def foreign_lock(self, pick: int, succeed: bool) -> None:
+    @rule(
+        pick=st.integers(0, 10_000),
+        succeed=st.booleans(),
+        fresh=st.sampled_from((None, None, *FOREIGN_ONLY)),
+        user=st.integers(0, 1),
+    )
+    def foreign_lock(self, pick: int, succeed: bool, fresh: str | None, user: int) -> None:
         """An executor in another language takes a named job (LockJobs by id, declaring
-        the versions it runs), then ends the attempt at once."""
-        if (job := self.pick(pick)) is None:
+        the versions it runs): one of the run's due jobs, or (``fresh``) a job of a type
+        only it runs, created for the occasion. It ends the attempt at once, but a
+        model_timed job it holds, heartbeating as a hung attempt's heartbeat task does,
+        until the job service ends the attempt."""
+        job: job_pb2.Job | None
+        if fresh is not None:
+            job = self._create_now(fresh, user)
+        else:
+            due = self._due()
+            job = self.jobs[due[pick % len(due)]] if due else self.pick(pick)
+        if job is None or (lock := self._lock_by_id(job.id)) is None:
             return
         executor = self.stack.client.executor
-        answer = self.rpc(
-            executor.LockJobs,
-            epb.LockJobsRequest(
-                requests=[epb.LockJobRequest(job_id=job.id, worker_id=FOREIGN)],
-                runnable_definitions=FOREIGN_RUNS,
-            ),
-        )
-        [lock] = answer.responses
-        if lock.outcome != epb.LOCK_OUTCOME_LOCKED:
-            return
         self.foreign[job.id] = lock.job.attempt
         event(f"foreign lock granted, queue paused={job.queue in self.paused}")
         check(
@@ -473,10 +541,22 @@ class APIModel(RuleBasedStateMachine):
             f"LockJob by id granted {job.id}, pinned to a version {FOREIGN} does not run",
         )
         token = lock.job.lease_token
+        if job.job_type == "model_timed":
+            event("held a model_timed job past its timeout")
+            self.held[job.id] = (lock.job.attempt, time.monotonic())
+            heartbeats = self._heartbeat(job.id, token)
+            self.holders.append(asyncio.run_coroutine_threadsafe(heartbeats, self.stack.loop))
+            return
+        if job.job_type == "model_redacted":
+            event(f"redacted job locked, succeed={succeed}")
+            self._record_step_refused(job.id, token)
         if succeed:
-            self.rpc(
-                executor.SubmitResult, result_request(job.id, token, {"attempt": 1, "data": ""})
-            )
+            data = ""
+            if job.job_type == "model_redacted":
+                data = self.secrets[job.id] = f"SECRET-{uuid.uuid4().hex}"
+            # the artifact copies the output, as a projection may: it must be scrubbed
+            output = {"attempt": 1, REDACTED_FIELD: data}
+            self.rpc(executor.SubmitResult, result_request(job.id, token, output, output))
         else:
             self.rpc(
                 executor.SubmitFailure,
@@ -484,6 +564,107 @@ class APIModel(RuleBasedStateMachine):
                     job_id=job.id, lease_token=token, error_code="JOB_REJECTED"
                 ),
             )
+
+    def _create_now(self, job_type: str, user: int) -> job_pb2.Job:
+        spec = CreateSpec(self.users[user], job_type, 0, None, None, None, "", "")
+        job: job_pb2.Job = self.rpc(self.stack.client.jobs.CreateJob, spec.request(self.base)).job
+        request = jpb.GetJobRequest(job_id=job.id, user_id=job.user_id)
+
+        async def dispatched() -> job_pb2.Job | None:
+            seen: job_pb2.Job = (await self.stack.client.jobs.GetJob(request)).job
+            return seen if status_of(seen) is not JobStatus.CREATED else None
+
+        with contextlib.suppress(AssertionError):  # still CREATED: LockJob says NOT_DUE
+            job = self.call(eventually(dispatched, timeout=2.0, interval=0.05))
+        self.jobs[job.id] = job
+        return job
+
+    def _due(self) -> list[str]:
+        """The run's waiting jobs whose time has come, as last seen."""
+        at = now().timestamp()
+        return sorted(
+            i
+            for i, j in self.jobs.items()
+            if status_of(j) in WAITING
+            and (not j.HasField("next_run_at") or seconds(j.next_run_at) <= at)
+        )
+
+    def _lock_by_id(self, job_id: str) -> epb.LockJobResponse | None:
+        answer = self.rpc(
+            self.stack.client.executor.LockJobs,
+            epb.LockJobsRequest(
+                requests=[epb.LockJobRequest(job_id=job_id, worker_id=FOREIGN)],
+                runnable_definitions=FOREIGN_RUNS,
+            ),
+        )
+        [lock] = answer.responses
+        return lock if lock.outcome == epb.LOCK_OUTCOME_LOCKED else None
+
+    def _record_step_refused(self, job_id: str, token: str) -> None:
+        """RecordStep of a redacting type's attempt: refused, whatever the caller is."""
+        text = f'{{"{REDACTED_FIELD}": "SECRET-step"}}'
+        request = epb.RecordStepRequest(
+            job_id=job_id,
+            lease_token=token,
+            step="answer",
+            response=epb.StepResponse(text=text, parsed_json=text, model="m", provider="openai"),
+            usage=epb.ProviderUsage(
+                provider="openai",
+                model="m",
+                credential_mode="platform",
+                input_tokens=1,
+                output_tokens=1,
+                call_id=str(uuid.uuid4()),
+            ),
+        )
+        _, refusal = self.attempt(self.stack.client.executor.RecordStep, request)
+        check(
+            "redaction",
+            refusal is not None and refusal[0] is grpc.StatusCode.INVALID_ARGUMENT,
+            f"RecordStep for redacting job {job_id}: {refusal or 'recorded'}",
+        )
+
+    async def _heartbeat(self, job_id: str, token: str) -> None:
+        request = epb.HeartbeatRequest(job_id=job_id, lease_token=token, progress=0.5)
+        while True:
+            try:
+                await self.stack.client.executor.Heartbeat(request)
+            except grpc.aio.AioRpcError:
+                return  # the lease is gone: what the timeout check waits for
+            await asyncio.sleep(HOLD_HEARTBEAT_S)  # a heartbeat period, by design
+
+    @rule(pick=st.integers(0, 10_000))
+    def explain_hold(self, pick: int) -> None:
+        """AdminService.GetJob of a waiting job: its hold names the first reason it waits."""
+        waiting = sorted(i for i, j in self.jobs.items() if status_of(j) in WAITING)
+        if not waiting:
+            return
+        job = self.rpc(
+            self.stack.client.admin.GetJob,
+            apb.AdminGetJobRequest(job_id=waiting[pick % len(waiting)]),
+        ).job
+        if status_of(job) not in WAITING:
+            return
+        reason = job_pb2.JobHold.Reason.Name(job.hold.reason).removeprefix("REASON_")
+        due_in = (
+            seconds(job.next_run_at) - now().timestamp() if job.HasField("next_run_at") else -1e9
+        )
+        if abs(due_in) < DUE_MARGIN_S:
+            return
+        if due_in > 0:
+            expected = {"NOT_DUE"}
+        elif job.queue in self.paused:
+            expected = {"QUEUE_PAUSED"}
+        elif job.job_type == "model_versioned" or job.job_type in FOREIGN_ONLY:
+            expected = {"NO_WORKER_FOR_VERSION"}
+        elif job.job_type == "model_keyed":
+            expected = {"READY", "CONCURRENCY_KEY_FULL"}
+        else:
+            expected = {"READY"}
+        event(f"hold {reason}")
+        check(
+            "hold", reason in expected, f"job {job.id} ({job.job_type}) held {reason}: {expected}"
+        )
 
     @rule(index=st.integers(0, 7))
     def kill_worker(self, index: int) -> None:
@@ -528,7 +709,7 @@ class APIModel(RuleBasedStateMachine):
                     f"job {job_id}'s attempts went {before.attempt_count} -> {job.attempt_count}",
                 )
             foreign = self.foreign.get(job_id) == job.attempt_count
-            if job.job_type == "model_versioned" and not foreign:
+            if (job.job_type == "model_versioned" or job.job_type in FOREIGN_ONLY) and not foreign:
                 check(
                     "version",
                     job.attempt_count == 0,
@@ -550,11 +731,53 @@ class APIModel(RuleBasedStateMachine):
                 f"{holding} model_keyed jobs of {user} hold a slot (limit {KEYED_LIMIT})",
             )
         self._check_lineage(observed)
+        self._check_timeouts(observed)
+        self._check_secrets(observed)
         self.jobs = observed
+
+    def _check_timeouts(self, observed: dict[str, job_pb2.Job]) -> None:
+        bound = TIMED_TIMEOUT_S + TIMEOUT_GRACE_S + REAPER_INTERVAL_S + TIMEOUT_SLACK_S
+        for job_id, (attempt, locked_at) in list(self.held.items()):
+            job = observed[job_id]
+            ended = status_of(job) not in HOLDING or job.attempt_count != attempt
+            if not ended:
+                held_s = time.monotonic() - locked_at
+                check(
+                    "timeout",
+                    held_s <= bound,
+                    f"job {job_id}'s attempt {attempt} still held {held_s:.1f}s after its grant"
+                    f" (timeout {TIMED_TIMEOUT_S}s + grace {TIMEOUT_GRACE_S}s)",
+                )
+                continue
+            del self.held[job_id]
+            full = self.rpc(self.stack.client.admin.GetJob, apb.AdminGetJobRequest(job_id=job_id))
+            ends = [e for e in full.job.events if e.attempt == attempt and e.reason == "TIMEOUT"]
+            cancelled = any(e.to_status == job_pb2.JOB_STATUS_CANCELLED for e in full.job.events)
+            check(
+                "timeout",
+                bool(ends) or cancelled,
+                f"job {job_id}'s held attempt ended: {full.job.events}",
+            )
+
+    def _check_secrets(self, observed: dict[str, job_pb2.Job]) -> None:
+        if not self.secrets:
+            return
+        shown = b"".join(job.SerializeToString() for job in observed.values())
+        for job_id in self.secrets:
+            owner = observed[job_id].user_id
+            got = self.rpc(
+                self.stack.client.jobs.GetJob, jpb.GetJobRequest(job_id=job_id, user_id=owner)
+            )
+            full = self.rpc(self.stack.client.admin.GetJob, apb.AdminGetJobRequest(job_id=job_id))
+            shown += got.SerializeToString() + full.SerializeToString()
+        for job_id, secret in self.secrets.items():
+            check("redaction", secret.encode() not in shown, f"job {job_id}'s redacted value shown")
 
     def teardown(self) -> None:
         """Leaves the stack as the next run expects it: queues resumed, this run's jobs
         cancelled (so that they cost the next run nothing)."""
+        for holder in self.holders:
+            holder.cancel()
         admin = self.stack.client.admin
         for queue in list(self.paused):
             self.rpc(admin.ResumeQueue, apb.ResumeQueueRequest(queue=queue))

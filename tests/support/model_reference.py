@@ -64,6 +64,7 @@ def _reachable() -> dict[JobStatus, frozenset[JobStatus]]:
 REACHABLE = _reachable()
 RERUNNABLE = frozenset({JobStatus.FAILED, JobStatus.CANCELLED})
 HOLDING = frozenset({JobStatus.RUNNING, JobStatus.CANCEL_REQUESTED})
+WAITING = frozenset({JobStatus.CREATED, JobStatus.QUEUED, JobStatus.RETRYING})
 
 
 def status_of(job: job_pb2.Job) -> JobStatus:

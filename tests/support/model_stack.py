@@ -32,6 +32,12 @@ MODULES = {"JOBS_JOB_TYPE_MODULES": "tests.support.model_jobtypes"}
 WORKER_VERSION = {"MODEL_TEST_VERSION": "1.0.0"}
 WORKERS = 2
 RPC_TIMEOUT_S = 30.0
+# A job takes at most this many signals (JOBS_MAX_SIGNALS_PER_JOB): small, so that the
+# model reaches the cap.
+SIGNAL_CAP = 3
+# An attempt past its timeout plus this grace is ended by the reaper, which runs this often.
+TIMEOUT_GRACE_S = 0.5
+REAPER_INTERVAL_S = 0.2
 
 
 @dataclass
@@ -72,7 +78,8 @@ class ModelStack:
 
 @asynccontextmanager
 async def model_stack(pg_admin_url: str, template_database: str) -> AsyncIterator[ModelStack]:
-    """job_service (no per-user quotas), a fresh database and NATS, ``WORKERS`` workers."""
+    """job_service (no per-user quotas; a small signal cap, a short timeout grace), a fresh
+    database and NATS, ``WORKERS`` workers."""
     name = f"jobs_model_{uuid.uuid4().hex[:16]}"
     await create_database(pg_admin_url, name, template=template_database)
     database_url = with_database(pg_admin_url, name)
@@ -88,6 +95,9 @@ async def model_stack(pg_admin_url: str, template_database: str) -> AsyncIterato
                 default_registry(MODULES),
                 max_active_jobs_per_user=0,
                 daily_job_quota_per_user=0,
+                max_signals_per_job=SIGNAL_CAP,
+                attempt_timeout_grace_s=TIMEOUT_GRACE_S,
+                reaper_interval_s=REAPER_INTERVAL_S,
             ) as app,
             open_channel(f"127.0.0.1:{app.port}") as channel,
         ):
