@@ -759,6 +759,14 @@ class APIModel(RuleBasedStateMachine):
                 f"job {job_id}'s held attempt ended: {full.job.events}",
             )
 
+    def _settle_holds(self) -> None:
+        """Waits until every attempt held in this example has ended (``_check_timeouts``
+        fails once one is held past its bound), so that none ends the example unchecked."""
+        while self.held:
+            self._check_timeouts(self.observe())
+            if self.held:
+                time.sleep(HOLD_HEARTBEAT_S)  # polls; the bound is the deadline
+
     def _check_secrets(self, observed: dict[str, job_pb2.Job]) -> None:
         if not self.secrets:
             return
@@ -776,6 +784,7 @@ class APIModel(RuleBasedStateMachine):
     def teardown(self) -> None:
         """Leaves the stack as the next run expects it: queues resumed, this run's jobs
         cancelled (so that they cost the next run nothing)."""
+        self._settle_holds()
         for holder in self.holders:
             holder.cancel()
         admin = self.stack.client.admin
