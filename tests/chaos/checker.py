@@ -34,6 +34,13 @@ Parents and children, and billing:
                  than the attempts marked usage-unknown (reaped without their usage: a
                  killed worker's) can have made, is a violation
 
+Liveness: every job a fault hit (a killed or paused worker's, a lost dispatch's) is back at
+work (a new attempt, or its end) within the fault's bound, counted from the injection. A
+keyed job's time while its key ran its limit of other jobs' attempts is not counted: it was
+waiting its turn (priority and fair share decide who runs next), not stranded (the long
+profile's seed 43 had two paused worker's keyed jobs of priority -1 and -2 wait 5 s behind
+the key's default-priority jobs).
+
 A frozen or cut-off replica (``replica_freeze``, ``replica_partition``): what waited on it
 (its transactions ended by the server, a statement needing the rows they held) within the
 held rows' bound, and every slot of the run's schedule due during the fault fired within
@@ -406,8 +413,10 @@ async def check(
         report.child_retries_refused.update(sub.child_retries_refused)
     report.retried_children = await pool.fetchval(RETRIED_CHILDREN)
     await signals.check(pool, submissions, report)
-    report.keys, breaches = key_breaches(await pool.fetch(KEYED_EVENTS))
+    keyed_events = await pool.fetch(KEYED_EVENTS)
+    report.keys, breaches = key_breaches(keyed_events)
     report.violations += breaches
+    keys = KeyedLeases.of(keyed_events)
     limits = dict(rate_limits or {})
     grants: dict[str, list[datetime]] = {tier: [] for tier in sorted(limits)}
     for row in await pool.fetch(TIER_GRANTS, list(limits)):
@@ -419,7 +428,7 @@ async def check(
         report.faults[record.kind] += 1
         report.violations += [f"{record.kind} {record.target}: {v}" for v in record.violations]
         report.notes += [f"{record.kind} {record.target}: {n}" for n in record.notes]
-        await _recoveries(pool, record, report)
+        await _recoveries(pool, record, report, keys)
         await _waits(pool, record, report)
     text = await asyncio.to_thread(_worker_logs, log_dir)
     report.stale_refused = len(STALE_REFUSED.findall(text))
@@ -618,7 +627,58 @@ def rate_breaches(
     return (len(times), peak, rate + burst), breaches
 
 
-async def _recoveries(pool: asyncpg.Pool, record: FaultRecord, report: Report) -> None:
+@dataclass
+class KeyedLeases:
+    """Per concurrency key, its limit and its jobs' leased attempts (start, end, job id);
+    and each keyed job's key."""
+
+    limits: dict[str, int]
+    leases: dict[str, list[tuple[float, float, str]]]
+    key_of: dict[str, str]
+
+    @classmethod
+    def of(cls, events: Iterable[asyncpg.Record | Mapping[str, Any]]) -> KeyedLeases:
+        """From every transition of the keyed jobs, in order per job (KEYED_EVENTS)."""
+        keys = cls({}, defaultdict(list), {})
+        open_since: dict[str, float] = {}
+        for event in events:
+            key, job_id, at = event["key"], event["job_id"], event["at"].timestamp()
+            keys.limits[key] = event["limit"]
+            keys.key_of[job_id] = key
+            if job_id in open_since and (
+                event["to_status"] == "running" or event["to_status"] not in LEASED
+            ):
+                keys.leases[key].append((open_since.pop(job_id), at, job_id))
+            if event["to_status"] == "running":
+                open_since[job_id] = at
+        for job_id, start in open_since.items():
+            keys.leases[keys.key_of[job_id]].append((start, math.inf, job_id))
+        return keys
+
+    def full_for_others(self, job_id: str, start: float, end: float) -> float:
+        """Seconds of [start, end) in which the job's key ran its limit of other jobs'
+        attempts: time the job waited its turn, not time it was stranded."""
+        key = self.key_of.get(job_id)
+        if key is None:
+            return 0.0
+        points = sorted(
+            (at, step)
+            for a, b, other in self.leases[key]
+            if other != job_id and a < end and b > start
+            for at, step in ((max(a, start), 1), (min(b, end), -1))
+        )
+        full, running, since = 0.0, 0, start
+        for at, step in sorted(points, key=lambda p: (p[0], p[1])):
+            if running >= self.limits[key]:
+                full += at - since
+            running += step
+            since = at
+        return full
+
+
+async def _recoveries(
+    pool: asyncpg.Pool, record: FaultRecord, report: Report, keys: KeyedLeases
+) -> None:
     if record.probe_s is not None:
         report.recoveries.append(
             Recovery(record.kind, record.target, record.probe_s, None, "a fresh job succeeded")
@@ -639,11 +699,15 @@ async def _recoveries(pool: asyncpg.Pool, record: FaultRecord, report: Report) -
             report.violations.append(f"{record.kind} {record.target}: job {job_id} never resumed")
             continue
         took = max(float(at) - record.injected_at, 0.0)  # 0: it had ended before the fault
+        # a keyed job waits while its key runs its limit of others (priority, fair share)
+        waited = keys.full_for_others(job_id, record.injected_at, float(at))
+        took -= waited
         slowest = took if slowest is None else max(slowest, took)
         if record.bound_s is not None and took > record.bound_s:
             report.violations.append(
                 f"{record.kind} {record.target}: job {job_id} resumed after {took:.1f}s"
                 f" (bound {record.bound_s:.1f}s)"
+                + (f", besides {waited:.1f}s its key ran its limit of others" if waited else "")
             )
     if record.affected:
         report.recoveries.append(

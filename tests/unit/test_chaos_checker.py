@@ -14,6 +14,7 @@ import pytest
 
 from job_service.domain.rate_limits import RateLimit
 from tests.chaos.checker import (
+    KeyedLeases,
     Report,
     billing_breaches,
     classify_job,
@@ -304,3 +305,39 @@ def test_a_redacted_value_leaks_in_its_job_its_descendants_and_unowned_rows_only
     assert leaked == {"job_snapshots": ["r"], "outbox_events": ["r"], "logs": ["r"]}
     # the twin's row counted as r's leak before the search was scoped to r's family
     assert leaking_channels(values, {}, rows)["job_steps"] == ["r"]
+
+
+def test_a_keyed_job_waiting_while_its_key_runs_its_limit_of_others_waits_its_turn() -> None:
+    t0 = datetime(2026, 12, 2, tzinfo=UTC)
+
+    def event(job: str, status: str, seconds: float) -> dict[str, Any]:
+        return {
+            "job_id": job,
+            "key": "k",
+            "limit": 2,
+            "to_status": status,
+            "at": t0 + timedelta(seconds=seconds),
+        }
+
+    # j is returned at 2 s and runs again at 6 s; a and b fill the key from 2 to 4 s, c
+    # alone from 4 to 5 s (a free slot), c and d from 5 to 6 s
+    events = [
+        event("a", "running", 1.0),
+        event("a", "succeeded", 4.0),
+        event("b", "running", 2.0),
+        event("b", "succeeded", 4.0),
+        event("c", "running", 4.0),
+        event("c", "succeeded", 7.0),
+        event("d", "running", 5.0),
+        event("d", "succeeded", 6.0),
+        event("j", "running", 0.0),
+        event("j", "retrying", 2.0),
+        event("j", "running", 6.0),
+        event("j", "succeeded", 8.0),
+    ]
+    keys = KeyedLeases.of(events)
+    start = (t0 + timedelta(seconds=1.0)).timestamp()
+    back = (t0 + timedelta(seconds=6.0)).timestamp()
+    # full from 2 to 4 (a, b) and 5 to 6 (c, d): 3 s of the 5 waited
+    assert keys.full_for_others("j", start, back) == pytest.approx(3.0)
+    assert keys.full_for_others("unkeyed", start, back) == 0.0
