@@ -38,6 +38,10 @@ from tests.support.stack import Client, open_channel, running_job_service
 TEMPLATE_DATABASE = "jobs_template"
 # Test data is disposable: skip the disk flushes that make durable commits slow.
 TEST_PG_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+# The test server's data in memory where the machine has a tmpfs there: every test copies
+# the template into a database of its own, 0.02 s on tmpfs against 0.2-0.5 s on this
+# machine's disk, over a thousand times a run (a test server's data is thrown away anyway).
+MEMORY_DIR = Path("/dev/shm")
 
 
 @contextlib.contextmanager
@@ -45,7 +49,8 @@ def _postgres_dir() -> Iterator[Path]:
     # Not under pytest's basetemp: every pytest session start (another engineer's, a
     # parallel CI job's) resets /tmp/pytest-of-<user> to mode 0700, which would lock the
     # unprivileged PostgreSQL user out of its own data. Short, too: the socket lives there.
-    root = Path(tempfile.mkdtemp(prefix="jobs-test-pg-"))
+    in_memory = MEMORY_DIR.is_dir() and os.access(MEMORY_DIR, os.W_OK)
+    root = Path(tempfile.mkdtemp(prefix="jobs-test-pg-", dir=MEMORY_DIR if in_memory else None))
     try:
         yield root / "data"
     finally:

@@ -203,6 +203,17 @@ PROFILES = {
         settle_s=3.0,
         quiesce_timeout_s=120.0,
     ),
+    # the long profile's load (a backlog) and fault kinds, each twice, in about 4 minutes:
+    # a liveness regression under a backlog fails CI (`make test-chaos`), not only the
+    # long run by hand
+    "medium": Profile(
+        name="medium",
+        rate=12.0,
+        schedule=FAULT_KINDS + FAULT_KINDS,
+        duration_s=0.0,
+        settle_s=3.0,
+        quiesce_timeout_s=120.0,
+    ),
     # one failover per run (the old primary is not rejoined): load, faults around it, then
     # the primary killed and the standby promoted, then more load and faults on the new one
     "failover": Profile(
