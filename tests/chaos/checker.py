@@ -36,10 +36,13 @@ Parents and children, and billing:
 
 Liveness: every job a fault hit (a killed or paused worker's, a lost dispatch's) is back at
 work (a new attempt, or its end) within the fault's bound, counted from the injection. A
-keyed job's time while its key ran its limit of other jobs' attempts is not counted: it was
-waiting its turn (priority and fair share decide who runs next), not stranded (the long
-profile's seed 43 had two paused worker's keyed jobs of priority -1 and -2 wait 5 s behind
-the key's default-priority jobs).
+job of an AI type is held to its fault's AI bound where the fault has one (its retry
+backoff is its type's, 2 s first, against the synthetic type's 0.2 s: seed 31 had a
+paused worker's review-card child back after 5.7 s against the synthetic 5.7 s). A keyed
+job's time while its key ran its limit of other jobs' attempts is not counted: it was
+waiting its turn (priority and fair share decide who runs next), not stranded (seed 43 had
+two paused worker's keyed jobs of priority -1 and -2 wait 5 s behind the key's
+default-priority jobs).
 
 A frozen or cut-off replica (``replica_freeze``, ``replica_partition``): what waited on it
 (its transactions ended by the server, a statement needing the rows they held) within the
@@ -164,6 +167,9 @@ SELECT extract(epoch FROM coalesce(
     (SELECT min(created_at) FROM job_events
      WHERE job_id = $1::uuid AND to_status = ANY($3::text[]))))
 """
+
+# jobs of an AI type (a model tier): their retry backoff is their type's, not synthetic's
+AI_JOBS = "SELECT id::text AS id FROM jobs WHERE coalesce(model_tier, '') <> ''"
 
 # the latest a schedule slot due in a window [$1, $2] (database clock) fired, and how many
 SLOT_LAG = """
@@ -417,6 +423,7 @@ async def check(
     report.keys, breaches = key_breaches(keyed_events)
     report.violations += breaches
     keys = KeyedLeases.of(keyed_events)
+    ai_jobs = {r["id"] for r in await pool.fetch(AI_JOBS)}
     limits = dict(rate_limits or {})
     grants: dict[str, list[datetime]] = {tier: [] for tier in sorted(limits)}
     for row in await pool.fetch(TIER_GRANTS, list(limits)):
@@ -428,7 +435,7 @@ async def check(
         report.faults[record.kind] += 1
         report.violations += [f"{record.kind} {record.target}: {v}" for v in record.violations]
         report.notes += [f"{record.kind} {record.target}: {n}" for n in record.notes]
-        await _recoveries(pool, record, report, keys)
+        await _recoveries(pool, record, report, keys, ai_jobs)
         await _waits(pool, record, report)
     text = await asyncio.to_thread(_worker_logs, log_dir)
     report.stale_refused = len(STALE_REFUSED.findall(text))
@@ -676,8 +683,20 @@ class KeyedLeases:
         return full
 
 
+def bound_for(record: FaultRecord, job_id: str, ai_jobs: set[str]) -> float | None:
+    """The bound a job the fault hit is held to: the fault's AI bound for an AI job, where
+    the fault has one, else its bound."""
+    if job_id in ai_jobs and record.ai_bound_s is not None:
+        return record.ai_bound_s
+    return record.bound_s
+
+
 async def _recoveries(
-    pool: asyncpg.Pool, record: FaultRecord, report: Report, keys: KeyedLeases
+    pool: asyncpg.Pool,
+    record: FaultRecord,
+    report: Report,
+    keys: KeyedLeases,
+    ai_jobs: set[str],
 ) -> None:
     if record.probe_s is not None:
         report.recoveries.append(
@@ -703,10 +722,11 @@ async def _recoveries(
         waited = keys.full_for_others(job_id, record.injected_at, float(at))
         took -= waited
         slowest = took if slowest is None else max(slowest, took)
-        if record.bound_s is not None and took > record.bound_s:
+        bound = bound_for(record, job_id, ai_jobs)
+        if bound is not None and took > bound:
             report.violations.append(
                 f"{record.kind} {record.target}: job {job_id} resumed after {took:.1f}s"
-                f" (bound {record.bound_s:.1f}s)"
+                f" (bound {bound:.1f}s)"
                 + (f", besides {waited:.1f}s its key ran its limit of others" if waited else "")
             )
     if record.affected:

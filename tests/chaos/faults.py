@@ -50,9 +50,12 @@ class FaultRecord:
     target: str
     # database clock (Unix seconds) at the injection
     injected_at: float
-    # jobs whose recovery the checker measures from injected_at, and its bound
+    # jobs whose recovery the checker measures from injected_at, and its bound; an AI job
+    # (one with a model tier) is held to ai_bound_s instead when set: its retry backoff is
+    # its type's, longer than the synthetic jobs'
     affected: list[str] = field(default_factory=list)
     bound_s: float | None = None
+    ai_bound_s: float | None = None
     # from the injection until a fresh job succeeded (client clock), if probed
     probe_s: float | None = None
     notes: list[str] = field(default_factory=list)
@@ -119,6 +122,7 @@ async def worker_kill(ctx: FaultContext) -> FaultRecord:
     record = FaultRecord("worker_kill", victim, await ctx.cluster.db_now())
     record.affected = await _leased_by(ctx.cluster, victim)
     record.bound_s = ctx.cluster.settings.worker_recovery_bound_s()
+    record.ai_bound_s = ctx.cluster.settings.ai_recovery_bound_s()
     assert worker.process is not None
     worker.process.signal(signal.SIGKILL)
     await worker.process.wait(10)
@@ -134,6 +138,7 @@ async def worker_pause(ctx: FaultContext) -> FaultRecord:
     record.affected = await _leased_by(ctx.cluster, victim)
     s = ctx.cluster.settings
     record.bound_s = s.worker_recovery_bound_s()
+    record.ai_bound_s = s.ai_recovery_bound_s()
     assert worker.process is not None
     worker.process.signal(signal.SIGSTOP)
     await asyncio.sleep(s.lease_ttl_s + s.reaper_interval_s + 1.5)  # past the lease

@@ -99,6 +99,7 @@ async def worker_pause_open(ctx: FaultContext) -> FaultRecord:
     record.affected = await _leased_by(ctx.cluster, victim)
     s = ctx.cluster.settings
     record.bound_s = s.worker_recovery_bound_s()
+    record.ai_bound_s = s.ai_recovery_bound_s()
     assert worker.process is not None
     worker.process.signal(signal.SIGSTOP)
     await asyncio.sleep(s.lease_ttl_s + s.reaper_interval_s + 1.5)  # past the lease

@@ -17,10 +17,12 @@ from tests.chaos.checker import (
     KeyedLeases,
     Report,
     billing_breaches,
+    bound_for,
     classify_job,
     key_breaches,
     rate_breaches,
 )
+from tests.chaos.faults import FaultRecord
 from tests.chaos.provider_checks import (
     TierWindows,
     leaking_channels,
@@ -341,3 +343,11 @@ def test_a_keyed_job_waiting_while_its_key_runs_its_limit_of_others_waits_its_tu
     # full from 2 to 4 (a, b) and 5 to 6 (c, d): 3 s of the 5 waited
     assert keys.full_for_others("j", start, back) == pytest.approx(3.0)
     assert keys.full_for_others("unkeyed", start, back) == 0.0
+
+
+def test_an_ai_job_a_worker_fault_hit_is_held_to_the_ai_bound() -> None:
+    record = FaultRecord("worker_pause", "w1", 0.0, ["ai", "plain"], 5.7, ai_bound_s=7.5)
+    assert bound_for(record, "ai", {"ai"}) == 7.5
+    assert bound_for(record, "plain", {"ai"}) == 5.7
+    no_ai_bound = FaultRecord("nats_data_loss", "nats", 0.0, ["ai"], 8.0)
+    assert bound_for(no_ai_bound, "ai", {"ai"}) == 8.0
