@@ -668,6 +668,8 @@ class KeyedLeases:
         key = self.key_of.get(job_id)
         if key is None:
             return 0.0
+        # (time, +1 start / -1 end), ends first at one instant: a slot freed and taken
+        # again is not full for that instant
         points = sorted(
             (at, step)
             for a, b, other in self.leases[key]
@@ -675,7 +677,7 @@ class KeyedLeases:
             for at, step in ((max(a, start), 1), (min(b, end), -1))
         )
         full, running, since = 0.0, 0, start
-        for at, step in sorted(points, key=lambda p: (p[0], p[1])):
+        for at, step in points:
             if running >= self.limits[key]:
                 full += at - since
             running += step
