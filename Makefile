@@ -116,7 +116,7 @@ bench-memory: $(STAMP)
 
 ## chaos: fault injection over the real multi-process stack, then a checker of every job
 ## (PROFILE=short, the default; PROFILE=medium: the long profile's load and faults in about
-## 4 minutes; both also run by `make test-chaos` in CI; PROFILE=long: thousands of jobs;
+## 2 minutes; both also run by `make test-chaos` in CI; PROFILE=long: thousands of jobs;
 ## PROFILE=cluster: a three-server NATS cluster; PROFILE=failover: a PostgreSQL failover)
 PROFILE ?= short
 SEED ?= 1

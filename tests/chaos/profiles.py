@@ -203,7 +203,7 @@ PROFILES = {
         settle_s=3.0,
         quiesce_timeout_s=120.0,
     ),
-    # the long profile's load (a backlog) and fault kinds, each twice, in about 4 minutes:
+    # the long profile's load (a backlog) and fault kinds, each twice, in about 2 minutes:
     # a liveness regression under a backlog fails CI (`make test-chaos`), not only the
     # long run by hand
     "medium": Profile(

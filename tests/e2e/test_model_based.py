@@ -76,7 +76,7 @@ from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pb.jobs.v1 import schedule_service_pb2 as spb
 from shared.pbconv import struct_from_dict
-from tests.support.model_jobtypes import KEYED_LIMIT, REDACTED_FIELD, TIMED_TIMEOUT_S
+from tests.support.model_jobtypes import KEYED_LIMIT, REDACTED_FIELD, TIMED_TIMEOUT_S, VERSION
 from tests.support.model_reference import (
     HOLDING,
     INPUTS,
@@ -126,7 +126,7 @@ FOREIGN_RUNS = [
     "synthetic@1.0.0",
     "model_keyed@1.0.0",
     "model_versioned@1.0.0",
-    *(f"{t}@2.0.0" for t in FOREIGN_ONLY),
+    *(f"{t}@{VERSION}" for t in FOREIGN_ONLY),
 ]
 # a grant stamped this long after the pause was acknowledged was made past it
 PAUSE_SLACK_S = 0.05
