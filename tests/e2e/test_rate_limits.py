@@ -137,7 +137,7 @@ async def test_requests_per_second_stay_within_the_limit_and_its_burst(
 async def test_tokens_per_minute_track_the_limit(
     database_url: str, nats_url: str, db: asyncpg.Connection, openai_server: LocalOpenAIServer
 ) -> None:
-    tpm, burst = 24_000.0, 1_000.0  # 400 tokens a second, 2.5 s of burst
+    tpm, burst = 36_000.0, 1_500.0  # 600 tokens a second, 2.5 s of burst
     limits = {
         "primary": {
             "requests_per_minute": 6000,
@@ -146,7 +146,7 @@ async def test_tokens_per_minute_track_the_limit(
         }
     }
     async with fleet(database_url, nats_url, openai_server, limits) as client:
-        ids = await create_evaluations(client, 40)
+        ids = await create_evaluations(client, 24)
         await eventually(lambda: all_succeeded(db, ids), timeout=90, interval=0.2)
 
     rows = await db.fetch(

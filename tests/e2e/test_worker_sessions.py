@@ -205,37 +205,50 @@ async def test_a_crashed_replica_costs_no_lease(
     client: Client,
     db: asyncpg.Connection,
 ) -> None:
+    """The second replica starts after the worker, as one restarted in a rolling update
+    would: the worker's channel first found it refusing, and must try it again soon enough
+    that, when the first replica dies, the session and heartbeats move before a lease
+    runs out (on gRPC's default reconnect backoff they waited up to the next try, 2.6 s and
+    then 5.2 s after the worker started: six LEASE_EXPIRED in CI)."""
     env = {
         "JOBS_LEASE_TTL_S": str(LEASE_TTL_S),
         "JOBS_HEARTBEAT_INTERVAL_S": "0.5",
         "JOBS_SHUTDOWN_DELAY_S": "0",
     }
-    replicas = [
-        JobServiceProcess(tmp_path, f"js{n}", database_url, nats_url, free_port(), **env)
-        for n in (1, 2)
-    ]
-    both = "ipv4:" + ",".join(r.target for r in replicas)
+    ports = (free_port(), free_port())
+    both = "ipv4:" + ",".join(f"127.0.0.1:{port}" for port in ports)
+    doomed = JobServiceProcess(tmp_path, "js1", database_url, nats_url, ports[0], **env)
+    replicas = [doomed]
     worker = WorkerProcess(tmp_path, "steady", nats_url, both, **SLOTS)
     try:
-        created = [await client.create(sleep_ms=9000, key=f"steady-{n}") for n in range(6)]
+        await eventually(lambda: _session_on(db, "steady", "js1"), timeout=20, message="no session")
+        other = JobServiceProcess(tmp_path, "js2", database_url, nats_url, ports[1], **env)
+        replicas.append(other)
         await eventually(
-            lambda: _equals(leased_by(db, "steady"), 6), timeout=30, message="never started"
+            lambda: _serving(other), timeout=20, message="the second replica never served"
         )
-        await eventually(lambda: session_open(db, "steady"), timeout=15, message="no session")
-        on = await db.fetchval(
-            "SELECT instance_id FROM worker_sessions WHERE worker_id = 'steady'"
-            " AND closed_at IS NULL"
+        created = [await client.create(sleep_ms=9000, key=f"steady-{n}") for n in range(6)]
+        # running at the worker, not only locked: a lock whose answer the kill cuts off
+        # leaves a job the worker never heard of, to its lease (a cost of the crash)
+        await eventually(
+            lambda: _equals(_heartbeaten_by(db, "steady"), 6), timeout=30, message="never started"
         )
-        [doomed] = [r for r in replicas if r.instance_id == on]
-        [other] = [r for r in replicas if r is not doomed]
 
+        killed_at = await db.fetchval("SELECT clock_timestamp()")
         doomed.signal(signal.SIGKILL)
         await doomed.wait(5)
         await eventually(
             lambda: _session_on(db, "steady", other.instance_id),
-            timeout=5,
+            timeout=LEASE_TTL_S,
             message="the worker did not move to the other replica",
         )
+        moved_after = await db.fetchval(
+            "SELECT extract(epoch FROM opened_at - $1) FROM worker_sessions"
+            " WHERE worker_id = 'steady' AND instance_id = $2",
+            killed_at,
+            other.instance_id,
+        )
+        print(f"session on the other replica {float(moved_after):.2f} s after the kill")
         await eventually(
             lambda: _equals(_succeeded(db), 6), timeout=30, message="the jobs did not finish"
         )
@@ -249,6 +262,21 @@ async def test_a_crashed_replica_costs_no_lease(
         worker.close()
         for replica in replicas:
             replica.close()
+
+
+async def _heartbeaten_by(db: asyncpg.Connection, worker_id: str) -> int:
+    """Running jobs whose lease a heartbeat has extended (the lock gave lease TTL)."""
+    n: int = await db.fetchval(
+        "SELECT count(*) FROM jobs WHERE status = 'running' AND locked_by = $1"
+        " AND lock_until - locked_at > make_interval(secs => $2)",
+        worker_id,
+        LEASE_TTL_S + 0.2,
+    )
+    return n
+
+
+async def _serving(replica: JobServiceProcess) -> bool:
+    return "serving gRPC on" in replica.log()
 
 
 async def _session_on(db: asyncpg.Connection, worker_id: str, instance_id: str) -> bool:

@@ -49,9 +49,18 @@ MAX_CALL_BYTES = 3 * 1024 * 1024
 # options).
 KEEPALIVE_TIME_MS = 10_000
 KEEPALIVE_TIMEOUT_MS = 5_000
+# A replica the channel could not reach (not yet started, restarting) is tried again at
+# least every second, not on gRPC's default backoff (1 s growing to 2 min): when the
+# replica the worker's session and heartbeats use dies, the others must already be in the
+# rotation, or the worker's leases run out while a reconnect waits out its backoff (a
+# worker started before the second replica listened lost its six leases this way).
+INITIAL_RECONNECT_BACKOFF_MS = 100
+MAX_RECONNECT_BACKOFF_MS = 1_000
 CHANNEL_OPTIONS = (
     ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
     ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+    ("grpc.initial_reconnect_backoff_ms", INITIAL_RECONNECT_BACKOFF_MS),
+    ("grpc.max_reconnect_backoff_ms", MAX_RECONNECT_BACKOFF_MS),
 )
 
 
