@@ -41,16 +41,23 @@ from shared.settings_errors import describe as describe_settings
 
 
 def client_settings(args: argparse.Namespace) -> ClientSettings:
-    """The JOBS_* environment, with what the options say on top."""
+    """The JOBS_* environment, with what the options say on top (a token option replaces
+    both token variables)."""
+    if args.token and args.token_file:
+        raise UsageError("give --token or --token-file, not both")
     overrides: dict[str, object] = {
         "job_service_target": args.target,
-        "auth_token": SecretStr(args.token) if args.token else None,
         "tls_ca_file": Path(args.tls_ca) if args.tls_ca else None,
         "tls_client_cert_file": Path(args.tls_cert) if args.tls_cert else None,
         "tls_client_key_file": Path(args.tls_key) if args.tls_key else None,
         "user_id": args.user,
     }
-    return ClientSettings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+    chosen = {k: v for k, v in overrides.items() if v is not None}
+    if args.token:
+        chosen.update(auth_token=SecretStr(args.token), auth_token_file=None)
+    elif args.token_file:
+        chosen.update(auth_token=None, auth_token_file=Path(args.token_file))
+    return ClientSettings(**chosen)  # type: ignore[arg-type]
 
 
 async def run(args: argparse.Namespace, out: TextIO) -> Exit:

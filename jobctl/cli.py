@@ -63,6 +63,12 @@ def _common() -> argparse.ArgumentParser:
         "--target", default=s, help="job_service host:port (JOBS_JOB_SERVICE_TARGET)"
     )
     common.add_argument("--token", default=s, help="bearer token (JOBS_AUTH_TOKEN)")
+    common.add_argument(
+        "--token-file",
+        default=s,
+        metavar="PATH",
+        help="read the bearer token from this file, kept out of ps (JOBS_AUTH_TOKEN_FILE)",
+    )
     common.add_argument("--tls-ca", default=s, help="CA bundle: use TLS (JOBS_TLS_CA_FILE)")
     common.add_argument(
         "--tls-cert", default=s, help="client certificate (JOBS_TLS_CLIENT_CERT_FILE)"
@@ -102,6 +108,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     defaults: dict[str, object] = {
         "target": None,
         "token": None,
+        "token_file": None,
         "tls_ca": None,
         "tls_cert": None,
         "tls_key": None,

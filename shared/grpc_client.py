@@ -4,7 +4,8 @@ the client library, ``durable_jobs_client``, which reads the same variables).
 
 ``ChannelConfig.from_env(target)`` reads the client side of the auth/TLS contract:
 
-* ``JOBS_AUTH_TOKEN`` — sent on every call as ``authorization: Bearer <token>``;
+* ``JOBS_AUTH_TOKEN`` — sent on every call as ``authorization: Bearer <token>``; or
+  ``JOBS_AUTH_TOKEN_FILE``, the file that holds it (kept out of ``ps`` and manifests);
 * ``JOBS_TLS_CA_FILE`` — set: TLS, the server's certificate checked against this CA;
 * ``JOBS_TLS_CLIENT_CERT_FILE`` / ``JOBS_TLS_CLIENT_KEY_FILE`` — both set: mutual TLS.
 
@@ -49,6 +50,25 @@ class ClientConfigError(ValueError):
     variable."""
 
 
+def token_setting(token: str, token_file: str) -> str:
+    """The bearer token: ``token`` (JOBS_AUTH_TOKEN), or the contents of ``token_file``
+    (JOBS_AUTH_TOKEN_FILE) without surrounding whitespace. ClientConfigError when both are
+    set, or the file cannot be read or holds no token."""
+    if token and token_file:
+        raise ClientConfigError("set JOBS_AUTH_TOKEN or JOBS_AUTH_TOKEN_FILE, not both")
+    if not token_file:
+        return token.strip()
+    try:
+        from_file = Path(token_file).read_text(errors="replace").strip()
+    except OSError as error:
+        raise ClientConfigError(
+            f"JOBS_AUTH_TOKEN_FILE: cannot read {token_file}: {error.strerror}"
+        ) from None
+    if not from_file:
+        raise ClientConfigError(f"JOBS_AUTH_TOKEN_FILE: {token_file} holds no token")
+    return from_file
+
+
 @dataclass(frozen=True)
 class ChannelConfig:
     """Where job_service listens and how to prove who we are to it."""
@@ -63,7 +83,9 @@ class ChannelConfig:
     def from_env(cls, target: str, env: Mapping[str, str] = os.environ) -> ChannelConfig:
         return cls(
             target=target,
-            token=env.get("JOBS_AUTH_TOKEN", "").strip(),
+            token=token_setting(
+                env.get("JOBS_AUTH_TOKEN", ""), env.get("JOBS_AUTH_TOKEN_FILE", "")
+            ),
             ca_file=env.get("JOBS_TLS_CA_FILE", ""),
             client_cert_file=env.get("JOBS_TLS_CLIENT_CERT_FILE", ""),
             client_key_file=env.get("JOBS_TLS_CLIENT_KEY_FILE", ""),

@@ -37,10 +37,11 @@ def run() -> None:
     except ClientConfigError as error:
         print(f"worker_service: invalid configuration: {error}", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
-    if not settings.auth_token:
+    if not settings.auth_token and not settings.auth_token_file:
         print(
-            "worker_service: JOBS_AUTH_TOKEN is not set; the job service will refuse the "
-            "worker's calls unless it is given a token with the worker role",
+            "worker_service: neither JOBS_AUTH_TOKEN nor JOBS_AUTH_TOKEN_FILE is set; the job "
+            "service will refuse the worker's calls unless it is given a token with the "
+            "worker role",
             file=sys.stderr,
         )
     logs.configure(settings.log_level, settings.log_format)

@@ -5,7 +5,9 @@ says which provider, base URL, model and platform key serve it.
     JOBS_MODEL_<TIER>_BASE_URL   e.g. https://api.deepseek.com/v1 (openai only)
     JOBS_MODEL_<TIER>_MODEL      the model name sent to the provider
     JOBS_MODEL_<TIER>_API_KEY    the platform key used when a job brings none
-    JOBS_MODEL_PRICES            JSON {"<model>": [usd per 1k input tokens, per 1k output]}
+    JOBS_MODEL_PRICES            JSON {"<model>": {"input_per_million": usd,
+                                 "output_per_million": usd}} (the providers' unit), or
+                                 the older {"<model>": [usd per 1k input, per 1k output]}
     JOBS_PROVIDER_CONNECT_TIMEOUT_S, JOBS_PROVIDER_READ_TIMEOUT_S
     JOBS_FAKE_LATENCY_MS, JOBS_FAKE_FAILURE, JOBS_FAKE_FAILURE_RATE, JOBS_FAKE_FAIL_FIRST
 """
@@ -40,7 +42,7 @@ class ModelSettings(BaseSettings):
     model_cheap_base_url: str = ""
     model_cheap_model: str = "fake-cheap"
     model_cheap_api_key: SecretStr | None = None
-    # {"model": [usd per 1k input tokens, usd per 1k output tokens]}
+    # {"model": (usd per 1k input tokens, usd per 1k output tokens)}, from either form
     model_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     provider_connect_timeout_s: float = Field(default=5.0, gt=0)
     provider_read_timeout_s: float = Field(default=60.0, gt=0)
@@ -52,7 +54,20 @@ class ModelSettings(BaseSettings):
     @field_validator("model_prices", mode="before")
     @classmethod
     def _prices_from_json(cls, value: object) -> object:
-        return json.loads(value) if isinstance(value, str) else value
+        prices = json.loads(value) if isinstance(value, str) else value
+        if not isinstance(prices, dict):
+            return prices  # pydantic refuses it, naming the setting
+        return {model: _per_thousand(model, price) for model, price in prices.items()}
+
+    @field_validator("model_prices", mode="after")
+    @classmethod
+    def _prices_are_not_negative(
+        cls, prices: dict[str, tuple[float, float]]
+    ) -> dict[str, tuple[float, float]]:
+        for model, price in prices.items():
+            if min(price) < 0:
+                raise ValueError(f"JOBS_MODEL_PRICES[{model!r}]: a price is not negative")
+        return prices
 
     @model_validator(mode="after")
     def _openai_tiers_have_a_base_url(self) -> ModelSettings:
@@ -72,6 +87,27 @@ class ModelSettings(BaseSettings):
             getattr(self, prefix + "model"),
             key.get_secret_value() if key else None,
         )
+
+
+PER_MILLION_KEYS = {"input_per_million", "output_per_million"}
+
+
+def _per_thousand(model: str, price: object) -> object:
+    """A model's price in the table's unit. Providers publish prices per million tokens
+    (``{"input_per_million": 0.27, "output_per_million": 1.10}``), the form to use; a
+    two-number list is the older form, per thousand. A list given per million would cost
+    every call 1,000 times too much, so the object names its unit."""
+    if not isinstance(price, dict):
+        return price  # the older form: pydantic checks the two numbers
+    if set(price) != PER_MILLION_KEYS:
+        raise ValueError(
+            f"JOBS_MODEL_PRICES[{model!r}]: give exactly input_per_million and"
+            f" output_per_million (US dollars per million tokens), not {sorted(price)}"
+        )
+    per_million = (price["input_per_million"], price["output_per_million"])
+    if not all(isinstance(p, int | float) and not isinstance(p, bool) for p in per_million):
+        raise ValueError(f"JOBS_MODEL_PRICES[{model!r}]: prices are numbers")
+    return tuple(p / 1000 for p in per_million)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import socket
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.grpc_client import ChannelConfig
+from shared.grpc_client import ChannelConfig, token_setting
 from shared.logs import LogFormat
 from shared.metrics import port_or_disabled
 from shared.registry import Registry
@@ -34,6 +34,8 @@ class WorkerSettings(BaseSettings):
     # Bearer token with the `worker` role, and TLS towards the job service (CA set → TLS;
     # client certificate and key set → mutual TLS). See shared.grpc_client.
     auth_token: str = ""
+    # Or the file that holds it (a mounted Secret): never both.
+    auth_token_file: str = ""
     tls_ca_file: str = ""
     tls_client_cert_file: str = ""
     tls_client_key_file: str = ""
@@ -70,7 +72,7 @@ class WorkerSettings(BaseSettings):
     def channel_config(self) -> ChannelConfig:
         return ChannelConfig(
             target=self.job_service_target,
-            token=self.auth_token,
+            token=token_setting(self.auth_token, self.auth_token_file),
             ca_file=self.tls_ca_file,
             client_cert_file=self.tls_client_cert_file,
             client_key_file=self.tls_client_key_file,

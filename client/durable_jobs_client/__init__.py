@@ -13,7 +13,8 @@ channel as ``.schedules`` (``SchedulesClient`` / ``AsyncSchedulesClient``, specs
 ``schedule_spec``). ``AsyncJobsClient`` has the same methods for asyncio, and also
 ``.credentials`` (CredentialService: ``AsyncCredentialsClient``) and for operators
 ``.admin`` (AdminService: ``AsyncAdminClient``). Settings not given as arguments come
-from JOBS_JOB_SERVICE_TARGET, JOBS_AUTH_TOKEN and JOBS_TLS_* as for every engine client.
+from JOBS_JOB_SERVICE_TARGET, JOBS_AUTH_TOKEN (or JOBS_AUTH_TOKEN_FILE) and JOBS_TLS_* as
+for every engine client.
 Statuses by name and which ones end a job: ``durable_jobs_client.statuses``; the generated
 messages: ``durable_jobs_client.protos``.
 """

@@ -1,6 +1,7 @@
 """Where the job service listens and how to prove who we are: from arguments, else the same
 ``JOBS_*`` variables every client of the engine reads (JOBS_JOB_SERVICE_TARGET,
-JOBS_AUTH_TOKEN, JOBS_TLS_CA_FILE, JOBS_TLS_CLIENT_CERT_FILE, JOBS_TLS_CLIENT_KEY_FILE)."""
+JOBS_AUTH_TOKEN or JOBS_AUTH_TOKEN_FILE, JOBS_TLS_CA_FILE, JOBS_TLS_CLIENT_CERT_FILE,
+JOBS_TLS_CLIENT_KEY_FILE)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ class ClientConfig:
         """Each argument given wins over its variable."""
         return cls(
             target=target or env.get("JOBS_JOB_SERVICE_TARGET", "") or DEFAULT_TARGET,
-            token=(token if token is not None else env.get("JOBS_AUTH_TOKEN", "")).strip(),
+            token=(token if token is not None else token_from_env(env)).strip(),
             ca_file=ca_file if ca_file is not None else env.get("JOBS_TLS_CA_FILE", ""),
             client_cert_file=client_cert_file
             if client_cert_file is not None
@@ -98,6 +99,25 @@ class ClientConfig:
 
 def _merged(options: Options) -> list[tuple[str, Any]]:
     return list({**dict(CHANNEL_OPTIONS), **dict(options)}.items())
+
+
+def token_from_env(env: Mapping[str, str] = os.environ) -> str:
+    """JOBS_AUTH_TOKEN, or the token in the file JOBS_AUTH_TOKEN_FILE names (a file keeps
+    it out of ``ps`` and the shell's history). ConfigError when both are set, or the file
+    cannot be read or holds no token."""
+    token, path = env.get("JOBS_AUTH_TOKEN", ""), env.get("JOBS_AUTH_TOKEN_FILE", "")
+    if token and path:
+        raise ConfigError("set JOBS_AUTH_TOKEN or JOBS_AUTH_TOKEN_FILE, not both")
+    return read_token_file("JOBS_AUTH_TOKEN_FILE", path) if path else token
+
+
+def read_token_file(source: str, path: str) -> str:
+    """The bearer token in ``path`` (surrounding whitespace and the final newline dropped);
+    ``source`` names the setting in the ConfigError."""
+    token = _read(source, path).decode(errors="replace").strip()
+    if not token:
+        raise ConfigError(f"{source}: {path} holds no token")
+    return token
 
 
 def _read(variable: str, path: str) -> bytes:

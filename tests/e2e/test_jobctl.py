@@ -387,6 +387,21 @@ async def test_pause_asks_first_and_refuses_without_a_terminal_to_ask_on(
     assert await paused_rows() == 1
 
 
+async def test_the_token_from_a_file_is_the_one_sent(target: str, tmp_path: Path) -> None:
+    """--token-file wins over JOBS_AUTH_TOKEN (here a token with every role): the client
+    token it names is refused an admin call, which the environment's token would pass."""
+    path = tmp_path / "client.token"
+    path.write_text(CLIENT_TOKEN + "\n")
+    refused = await jobctl(target, "queues", "--token-file", str(path))
+    assert refused.status == 8, refused.err
+    assert "PERMISSION_DENIED" in refused.err
+    allowed = await jobctl(target, "queues")
+    assert allowed.status == 0, allowed.err
+    missing = await jobctl(target, "queues", "--token-file", str(tmp_path / "none.token"))
+    assert missing.status == 2
+    assert "JOBS_AUTH_TOKEN_FILE" in missing.err and "cannot read" in missing.err
+
+
 async def test_queue_controls_are_for_admins_only(target: str, db: asyncpg.Connection) -> None:
     for args in (["pause", QUEUE, "--yes"], ["resume", QUEUE], ["queues"], ["rate-limits"]):
         run = await jobctl(target, *args, "--token", CLIENT_TOKEN)
