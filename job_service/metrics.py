@@ -116,6 +116,20 @@ RATE_LIMIT_WAITING = Gauge(
 RATE_LIMIT_THROTTLED = Gauge(
     "jobs_rate_limit_throttled", "429s reported for a tier (all time, from the database).", ["tier"]
 )
+# Read from the database by every replica alike: each reports the same figure, so the
+# dashboard and the alerts take their max across replicas, never their sum (README,
+# "Metrics"; tests/unit/test_observability_files.py holds both to it).
+REPLICATED_GAUGES = (
+    QUEUE_DEPTH,
+    OUTBOX_ROWS,
+    OUTBOX_OLDEST_DUE_AGE,
+    JOBS_WITHOUT_WORKER,
+    RATE_LIMIT_FACTOR,
+    RATE_LIMIT_REQUESTS_AVAILABLE,
+    RATE_LIMIT_TOKENS_AVAILABLE,
+    RATE_LIMIT_WAITING,
+    RATE_LIMIT_THROTTLED,
+)
 CALL_PERMITS = Counter(
     "jobs_call_permits_total",
     "Provider-call permits asked for, per rate-limited tier and answer: granted (call now), "

@@ -22,7 +22,7 @@ ROWS: list[tuple[str, list[tuple[str, str, list[tuple[str, str]], str]]]] = [
             (
                 "Jobs by status (waiting and running)",
                 "short",
-                [("sum by (status) (jobs_queue_depth)", "{{status}}")],
+                [("sum by (status) (max by (queue, status) (jobs_queue_depth))", "{{status}}")],
                 "Unfinished jobs from the database, by status.",
             ),
             (
@@ -114,7 +114,7 @@ ROWS: list[tuple[str, list[tuple[str, str, list[tuple[str, str]], str]]]] = [
             (
                 "Outbox backlog",
                 "short",
-                [("sum by (status) (jobs_outbox_rows)", "{{status}}")],
+                [("max by (status) (jobs_outbox_rows)", "{{status}}")],
                 "Rows waiting to be published (pending, processing) and dead-lettered.",
             ),
             (

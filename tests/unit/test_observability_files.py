@@ -125,3 +125,67 @@ def test_the_dashboard_json_is_what_its_generator_writes() -> None:
         text=True,
     )
     assert checked.returncode == 0, checked.stderr
+
+
+# Functions over one series' samples: they keep the replica apart, the aggregation above
+# them decides.
+RANGE_FUNCTIONS = {
+    "rate", "irate", "increase", "delta", "idelta", "deriv", "changes", "resets",
+    "avg_over_time", "min_over_time", "max_over_time", "last_over_time", "predict_linear",
+    "clamp_min", "clamp_max", "abs",
+}  # fmt: skip
+
+
+def replicated() -> set[str]:
+    return {gauge.describe()[0].name for gauge in job_service.metrics.REPLICATED_GAUGES}
+
+
+def aggregations_around(expr: str, at: int) -> list[str]:
+    """The functions and aggregation operators enclosing position ``at``, innermost first
+    (a ``by (...)``/``without (...)`` clause skipped)."""
+    found, depth = [], 0
+    for i in range(at - 1, -1, -1):
+        if expr[i] == ")":
+            depth += 1
+        elif expr[i] == "(":
+            if depth:
+                depth -= 1
+                continue
+            head = expr[:i].rstrip()
+            clause = re.search(r"\b(by|without)\s*\([^()]*\)\s*$", head)
+            if clause:
+                head = head[: clause.start()].rstrip()
+            word = re.search(r"([a-z_]+)\s*$", head)
+            found.append(word.group(1) if word else "")
+    return found
+
+
+def test_the_aggregation_finder() -> None:
+    expr = 'sum by (status) (max by (queue, status) (deriv(jobs_queue_depth{a="b"}[5m])))'
+    assert aggregations_around(expr, expr.index("jobs_")) == ["deriv", "max", "sum"]
+
+
+@pytest.mark.parametrize(
+    ("source", "exprs"), [("alerts", alert_exprs), ("dashboard", dashboard_exprs)]
+)
+def test_replicated_gauges_are_taken_once_not_summed_over_replicas(source: str, exprs: Any) -> None:
+    """The README's rule: a gauge every replica reports from the database is aggregated
+    with max across replicas first (a sum counts it once per replica: the default two
+    replicas doubled the backlog on the dashboard and in JobsBacklogGrowing)."""
+    names = replicated()
+    wrong = []
+    for where, expr in exprs():
+        for name in names:
+            for match in re.finditer(rf"\b{name}\b", expr):
+                outer = [f for f in aggregations_around(expr, match.start()) if f]
+                first = next((f for f in outer if f not in RANGE_FUNCTIONS), None)
+                if first != "max":
+                    wrong.append((where, expr))
+    assert not wrong, f"{source}: replicated gauges not taken with max first: {wrong}"
+
+
+def test_the_readme_marks_exactly_the_replicated_gauges() -> None:
+    readme = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| (`jobs_[^|]*) \|.*\(database\) \|$", readme, re.M)
+    marked = {name for row in rows for name in re.findall(r"`(jobs_\w+)`", row)}
+    assert marked == replicated()
