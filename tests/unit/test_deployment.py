@@ -318,6 +318,27 @@ def test_k8s_every_workload_has_a_disruption_budget_and_spreads(
             assert constraint["labelSelector"]["matchLabels"].items() <= labels.items(), name
 
 
+@pytest.mark.parametrize("name", ["job-service", "worker-service"])
+def test_k8s_liveness_waits_for_start_up(manifests: list[dict[str, Any]], name: str) -> None:
+    """A startup probe longer than the process's own start-up timeout holds liveness off:
+    without it, liveness could kill a pod still waiting for PostgreSQL or NATS."""
+    [container] = containers(by_kind(manifests, "Deployment", name))
+    startup = container["startupProbe"]
+    allowed = float(env_of(container, manifests)["JOBS_STARTUP_TIMEOUT_S"])
+    assert startup["periodSeconds"] * startup["failureThreshold"] > allowed
+    assert {k: v for k, v in startup.items() if k in ("grpc", "httpGet")} == {
+        k: v for k, v in container["livenessProbe"].items() if k in ("grpc", "httpGet")
+    }
+
+
+def test_k8s_scaled_workloads_leave_the_replica_count_to_keda(
+    manifests: list[dict[str, Any]],
+) -> None:
+    scaled = by_kind(manifests, "ScaledObject", "worker-service")
+    target = by_kind(manifests, "Deployment", scaled["spec"]["scaleTargetRef"]["name"])
+    assert "replicas" not in target["spec"]
+
+
 def test_k8s_worker_is_probed_on_its_health_endpoints(manifests: list[dict[str, Any]]) -> None:
     [container] = containers(by_kind(manifests, "Deployment", "worker-service"))
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
