@@ -331,6 +331,24 @@ def test_k8s_liveness_waits_for_start_up(manifests: list[dict[str, Any]], name: 
     }
 
 
+def test_the_readme_names_every_secret_the_manifests_need(
+    manifests: list[dict[str, Any]],
+) -> None:
+    """A Secret a pod cannot start without, and the README does not say to create, is a
+    deployment that never starts (the console's `jobs-console` was one)."""
+    needed = {
+        ref["name"]
+        for workload in manifests
+        if workload["kind"] in ("Deployment", "Job")
+        for container in containers(workload)
+        for variable in container.get("env", [])
+        for ref in [variable.get("valueFrom", {}).get("secretKeyRef")]
+        if ref and not ref.get("optional")
+    }
+    readme = (ROOT / "README.md").read_text()
+    assert needed and all(f"kubectl create secret generic {name} " in readme for name in needed)
+
+
 def test_k8s_scaled_workloads_leave_the_replica_count_to_keda(
     manifests: list[dict[str, Any]],
 ) -> None:
