@@ -35,6 +35,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 if TYPE_CHECKING:  # the SDK is imported only when tracing is turned on
+    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
 
@@ -69,12 +70,11 @@ def configure(service_name: str, exporter: SpanExporter | None = None) -> bool:
     global _provider, _tracer
     if exporter is None and not wanted():
         return False
-    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
     shutdown()
-    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    provider = TracerProvider(resource=_resource(service_name))
     if exporter is None:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
@@ -83,6 +83,17 @@ def configure(service_name: str, exporter: SpanExporter | None = None) -> bool:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     _provider, _tracer = provider, provider.get_tracer("durable-jobs")
     return True
+
+
+def _resource(service_name: str) -> Resource:
+    """The process's resource: the standard variables' (OTEL_SERVICE_NAME,
+    OTEL_RESOURCE_ATTRIBUTES), with ``service_name`` only where they name no service."""
+    from opentelemetry.sdk.resources import Resource
+
+    detected = Resource.create({})
+    if str(detected.attributes.get("service.name", "")).startswith("unknown_service"):
+        return Resource.create({"service.name": service_name})
+    return detected
 
 
 def shutdown() -> None:
