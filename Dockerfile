@@ -9,8 +9,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 
 # Dependencies first, so that a code change does not reinstall them: exactly the versions
-# and hashes of requirements.lock (`make lock`), nothing resolved at build time. The
-# embedded PostgreSQL and NATS (the `embedded` extra) are not in it.
+# and hashes of requirements.lock (`make lock`), nothing resolved at build time: the lock
+# holds the build backend too (setuptools), and the project and the client library are
+# built with it (--no-build-isolation), not with one pip would fetch. The embedded
+# PostgreSQL and NATS (the `embedded` extra) are not in it.
 COPY requirements.lock ./
 RUN pip install --require-hashes --no-deps -r requirements.lock
 
@@ -25,11 +27,11 @@ COPY devstack ./devstack
 # the web console (python -m console), with its templates and static files
 COPY console ./console
 COPY pyproject.toml ./
-RUN pip install --no-deps . && rm -rf build *.egg-info
+RUN pip install --no-deps --no-build-isolation . && rm -rf build *.egg-info
 # the client library (durable-jobs-client), which jobctl calls the service through; its
 # three dependencies (grpcio, protobuf, googleapis-common-protos) are in the lock above
 COPY client ./client
-RUN pip install --no-deps ./client && rm -rf client
+RUN pip install --no-deps --no-build-isolation ./client && rm -rf client
 
 RUN useradd --system --uid 10001 --no-create-home jobs
 USER jobs

@@ -127,10 +127,13 @@ chaos: $(STAMP)
 ## (pip-tools, pinned in the dev extra); check-lock fails when pyproject.toml moved on
 lock: $(STAMP)
 	$(VENV)/bin/pip-compile --quiet --strip-extras --generate-hashes --allow-unsafe \
+		--build-deps-for wheel \
 		--no-emit-index-url --no-emit-find-links --output-file requirements.lock pyproject.toml
 
 check-lock: $(STAMP)
+	cp requirements.lock /tmp/requirements.lock.check
 	$(VENV)/bin/pip-compile --quiet --strip-extras --generate-hashes --allow-unsafe \
+		--build-deps-for wheel \
 		--no-emit-index-url --no-emit-find-links --output-file /tmp/requirements.lock.check pyproject.toml
 	diff -u requirements.lock /tmp/requirements.lock.check
 

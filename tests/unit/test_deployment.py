@@ -156,7 +156,7 @@ def test_the_image_installs_the_client_library_with_dependencies_from_the_lock()
     anything there (its dependencies come pinned and hashed from requirements.lock)."""
     text = (ROOT / "Dockerfile").read_text()
     assert "COPY client ./client" in text
-    assert re.search(r"^RUN pip install --no-deps \./client\b", text, re.M)
+    assert re.search(r"^RUN pip install --no-deps --no-build-isolation \./client\b", text, re.M)
     lock = (ROOT / "requirements.lock").read_text()
     pinned = dict(re.findall(r"^([a-z0-9][a-z0-9._-]*)==(\S+) \\$", lock, re.M))
     client = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text())["project"]
@@ -438,3 +438,9 @@ def test_the_image_installs_exactly_the_lock_file_without_the_embedded_servers()
     for requirement in project["optional-dependencies"]["embedded"]:
         assert _requirement_name(requirement) not in pinned, requirement
     assert "--find-links" not in lock and "--index-url" not in lock
+    # the build backend too: a local build fetches nothing (no build isolation)
+    for source in ("pyproject.toml", "client/pyproject.toml"):
+        for requirement in tomllib.loads((ROOT / source).read_text())["build-system"]["requires"]:
+            assert _requirement_name(requirement) in pinned, (source, requirement)
+    local = re.findall(r"^RUN pip install (.*?) (\.|\./client) ", dockerfile, re.M)
+    assert [options for options, _ in local] == ["--no-deps --no-build-isolation"] * 2
