@@ -3,9 +3,10 @@ watch bookkeeping."""
 
 from __future__ import annotations
 
+import random as _random
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,12 +34,19 @@ class RetryPolicy:
     """UNAVAILABLE and RESOURCE_EXHAUSTED are retried, up to ``attempts`` calls in all:
     after the server's RetryInfo delay when it gives one (if not longer than
     ``max_wait`` seconds: a quota that resets at midnight is raised at once), else after
-    an exponential backoff."""
+    an exponential backoff, of which a random share up to ``jitter`` is left out, so that
+    the clients a restarting service turned away do not all come back at once."""
 
     attempts: int = 5
     initial_backoff: float = 0.2
     max_backoff: float = 5.0
     max_wait: float = 30.0
+    jitter: float = 0.5
+    random: Callable[[], float] = field(default=_random.random, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.jitter <= 1.0:
+            raise ValueError(f"jitter is a share from 0 to 1, not {self.jitter}")
 
     def delay(self, error: JobsError, attempt: int, replay_safe: bool = True) -> float | None:
         """Seconds to wait before call ``attempt + 1``, or None to raise ``error``. A call
@@ -54,7 +62,8 @@ class RetryPolicy:
         if isinstance(error, TooManyJobs | QuotaExceeded):
             return None
         if isinstance(error, Unavailable) or error.code == grpc.StatusCode.UNAVAILABLE:
-            return min(self.max_backoff, self.initial_backoff * 2.0 ** (attempt - 1))
+            backoff = min(self.max_backoff, self.initial_backoff * 2.0 ** (attempt - 1))
+            return backoff * (1.0 - self.jitter * self.random())
         return None
 
 

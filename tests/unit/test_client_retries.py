@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 import pytest
-from durable_jobs_client import JobsClient, QuotaExceeded, RetryPolicy
+from durable_jobs_client import JobsClient, QuotaExceeded, RetryPolicy, Unavailable
 from durable_jobs_client._pb.jobs.v1 import job_pb2, job_service_pb2_grpc
 from durable_jobs_client._pb.jobs.v1 import job_service_pb2 as pb
 
@@ -71,3 +71,17 @@ def test_a_quota_resetting_later_than_the_policy_waits_is_raised(serve: Any) -> 
 
     assert raised.value.retry_after == pytest.approx(timedelta(hours=1).total_seconds())
     assert [key for _, key in servicer.calls] == ["mine"]
+
+
+def test_backoff_is_jittered_within_its_share() -> None:
+    """Clients a restarting service turned away spread their retries over the lower half
+    of the backoff (the default share) instead of coming back in step."""
+    unavailable = Unavailable("down", code=grpc.StatusCode.UNAVAILABLE)
+    draws = iter([0.0, 1.0, 0.5])
+    policy = RetryPolicy(initial_backoff=1.0, max_backoff=8.0, random=lambda: next(draws))
+    assert [policy.delay(unavailable, 3) for _ in range(3)] == [4.0, 2.0, 3.0]
+    assert RetryPolicy(jitter=0).delay(unavailable, 1) == 0.2
+    spread = {RetryPolicy().delay(unavailable, 2) for _ in range(50)}
+    assert len(spread) > 40 and all(0.2 <= d <= 0.4 for d in spread if d is not None)
+    with pytest.raises(ValueError, match="jitter"):
+        RetryPolicy(jitter=1.5)
