@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
@@ -23,12 +24,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 @pytest.fixture(scope="module")
 def client_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtualenv holding durable-jobs-client and its dependencies only."""
+    """A virtualenv holding durable-jobs-client and its dependencies only, installed by
+    this environment's pip (``--python``: no pip of its own to bootstrap, ~8 s less)."""
     home = tmp_path_factory.mktemp("client-venv")
-    venv.create(home, with_pip=True)
+    venv.create(home, with_pip=False)
     python = home / "bin" / "python"
     subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", str(ROOT / "client")],
+        [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", ROOT / "client"],
         check=True,
         timeout=500,
     )

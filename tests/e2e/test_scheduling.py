@@ -90,7 +90,7 @@ async def test_high_priority_jobs_created_after_a_backlog_start_before_it(
     database_url: str, nats_url: str, db: asyncpg.Connection, workers: Callable[..., WorkerProcess]
 ) -> None:
     async with service(database_url, nats_url) as (app, client):
-        low = await create_many(client, 2000, user="u1", priority=0)
+        low = await create_many(client, 800, user="u1", priority=0)
         high = await create_many(client, 20, user="u1", priority=5)
         for n in range(2):
             workers(f"w{n}", f"127.0.0.1:{app.port}")
