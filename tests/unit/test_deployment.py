@@ -249,6 +249,43 @@ def pod_workloads(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [m for m in manifests if m["kind"] in ("Deployment", "StatefulSet", "Job")]
 
 
+def _admits(rule: dict[str, Any], labels: dict[str, str], port: str) -> bool:
+    by_pod = any(
+        "podSelector" in peer and peer["podSelector"]["matchLabels"].items() <= labels.items()
+        for peer in rule["from"]
+    )
+    return by_pod and port in {p["port"] for p in rule["ports"]}
+
+
+def test_only_the_engine_keda_and_nats_itself_reach_nats(
+    manifests: list[dict[str, Any]],
+) -> None:
+    """NATS has no auth in these manifests: the NetworkPolicy is what keeps other pods off
+    it. Every workload that connects to NATS must still be let in, on the client port."""
+    policy = by_kind(manifests, "NetworkPolicy", "nats")
+    nats = by_kind(manifests, "StatefulSet", "nats")
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= (
+        nats["spec"]["template"]["metadata"]["labels"].items()
+    )
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    rules = policy["spec"]["ingress"]
+    clients = [
+        w
+        for w in pod_workloads(manifests)
+        if w is not nats and any("JOBS_NATS_URL" in env_of(c, manifests) for c in containers(w))
+    ]
+    assert {w["metadata"]["name"] for w in clients} >= {"job-service", "worker-service"}
+    for workload in clients:
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        assert any(_admits(r, labels, "client") for r in rules), workload["metadata"]["name"]
+    routes = nats["spec"]["template"]["metadata"]["labels"]
+    assert any(_admits(r, routes, "cluster") for r in rules)
+    keda = [r for r in rules if any("namespaceSelector" in p for p in r["from"])]
+    assert [[p["port"] for p in r["ports"]] for r in keda] == [["monitor"]]
+    # nobody else: every rule names who it admits
+    assert all(r.get("from") for r in rules)
+
+
 def test_k8s_pods_run_non_root_on_a_read_only_root_without_capabilities(
     manifests: list[dict[str, Any]],
 ) -> None:
