@@ -383,7 +383,22 @@ def test_the_readme_names_every_secret_the_manifests_need(
         if ref and not ref.get("optional")
     }
     readme = (ROOT / "README.md").read_text()
-    assert needed and all(f"kubectl create secret generic {name} " in readme for name in needed)
+    namespace = yaml.safe_load((K8S / "kustomization.yaml").read_text())["namespace"]
+    assert needed and all(
+        f"kubectl -n {namespace} create secret generic {name} " in readme for name in needed
+    )
+
+
+def test_keda_reaches_nats_in_the_namespace_the_kustomization_deploys_to(
+    manifests: list[dict[str, Any]],
+) -> None:
+    """KEDA resolves names in its own namespace: the endpoint must name NATS's."""
+    namespace = yaml.safe_load((K8S / "kustomization.yaml").read_text())["namespace"]
+    assert by_kind(manifests, "Namespace", namespace)
+    scaled = by_kind(manifests, "ScaledObject", "worker-service")
+    for trigger in scaled["spec"]["triggers"]:
+        host = trigger["metadata"]["natsServerMonitoringEndpoint"]
+        assert host == f"nats.{namespace}.svc.cluster.local:8222", host
 
 
 def test_k8s_scaled_workloads_leave_the_replica_count_to_keda(
