@@ -34,8 +34,9 @@ class RetryPolicy:
     """UNAVAILABLE and RESOURCE_EXHAUSTED are retried, up to ``attempts`` calls in all:
     after the server's RetryInfo delay when it gives one (if not longer than
     ``max_wait`` seconds: a quota that resets at midnight is raised at once), else after
-    an exponential backoff, of which a random share up to ``jitter`` is left out, so that
-    the clients a restarting service turned away do not all come back at once."""
+    an exponential backoff spread at random over ``jitter`` of its length (0.5: from 0.75
+    to 1.25 times it, the same on average), so that the clients a restarting service
+    turned away do not all come back at once."""
 
     attempts: int = 5
     initial_backoff: float = 0.2
@@ -63,7 +64,7 @@ class RetryPolicy:
             return None
         if isinstance(error, Unavailable) or error.code == grpc.StatusCode.UNAVAILABLE:
             backoff = min(self.max_backoff, self.initial_backoff * 2.0 ** (attempt - 1))
-            return backoff * (1.0 - self.jitter * self.random())
+            return backoff * (1.0 + self.jitter * (self.random() - 0.5))
         return None
 
 
