@@ -135,7 +135,7 @@ check-lock: $(STAMP)
 	$(VENV)/bin/pip-compile --quiet --strip-extras --generate-hashes --allow-unsafe \
 		--build-deps-for wheel \
 		--no-emit-index-url --no-emit-find-links --output-file /tmp/requirements.lock.check pyproject.toml
-	diff -u requirements.lock /tmp/requirements.lock.check
+	diff -u -I "^#    pip-compile" requirements.lock /tmp/requirements.lock.check
 
 clean:
 	rm -rf $(VENV) .pytest_cache
