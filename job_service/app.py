@@ -222,6 +222,7 @@ class JobServiceApp(Lifetime):
             leases,
             instance_id=self.instance_id,
             grace_s=s.worker_disconnect_grace_s,
+            reconnect_grace_s=s.worker_reconnect_grace_s,
             ping_interval_s=s.worker_session_ping_interval_s,
         )
         claims = Claims(

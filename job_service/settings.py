@@ -76,6 +76,12 @@ class JobServiceSettings(BaseSettings):
     # not after the lease. A current worker is judged by its process: only a new process
     # under its worker id ends its leases early.
     worker_disconnect_grace_s: float = Field(default=0.5, gt=0, le=60)
+    # Opt-in, for a current worker: a session that ends without a goodbye and that its
+    # process does not reopen (on any replica) within this grace has its leases ended
+    # (WORKER_DISCONNECTED), so a killed worker's jobs run again within about this instead
+    # of the lease. The price: a live worker cut off from every replica for longer loses
+    # its jobs (they run again). Unset: an interruption ends nothing (ADR 0003).
+    worker_reconnect_grace_s: float | None = Field(default=None, gt=0, le=60)
     # How often a worker pings on its session (told to it when the session opens).
     worker_session_ping_interval_s: float = Field(default=10.0, gt=0, le=3600)
 
@@ -254,6 +260,19 @@ class JobServiceSettings(BaseSettings):
         # A lease must survive one lost heartbeat, or a healthy worker loses its job.
         if self.heartbeat_interval_s * 2 > self.lease_ttl_s:
             raise ValueError("JOBS_HEARTBEAT_INTERVAL_S must be at most half of JOBS_LEASE_TTL_S")
+        return self
+
+    @model_validator(mode="after")
+    def _reconnect_grace_is_under_the_lease(self) -> JobServiceSettings:
+        # past the lease, the reaper ends a vanished worker's jobs first: the setting would
+        # only cost live workers their jobs
+        if self.worker_reconnect_grace_s is not None and (
+            self.worker_reconnect_grace_s >= self.lease_ttl_s
+        ):
+            raise ValueError(
+                "JOBS_WORKER_RECONNECT_GRACE_S must be under JOBS_LEASE_TTL_S (the lease "
+                "already ends a vanished worker's jobs by then)"
+            )
         return self
 
     @model_validator(mode="after")

@@ -31,9 +31,12 @@ from shared.constants import (
 # Publishes with the same Nats-Msg-Id inside this window are stored once.
 DUPLICATE_WINDOW_S = 120.0
 EVENTS_MAX_AGE_S = 7 * 24 * 3600.0
-# A delivered dispatch message is acked as soon as LockJob answers; this only bounds how
-# long a worker that died between fetch and LockJob holds the message.
-DISPATCH_ACK_WAIT_S = 30.0
+# A delivered dispatch message is acked as soon as LockJobs answers (the worker gives the
+# call 5 s); this bounds how long a worker that froze or died between fetch and LockJobs
+# holds the message: a work token its last fetch took just before it froze (a fetch waits
+# up to JOBS_WORKER_FETCH_TIMEOUT_S) comes back to the fleet after this (issue 29: it was
+# 30 s). A redelivered token whose first copy is acked late is harmless: claims decide.
+DISPATCH_ACK_WAIT_S = 10.0
 
 STREAMS = (
     # num_replicas is set by ensure_streams (JOBS_NATS_STREAM_REPLICAS)

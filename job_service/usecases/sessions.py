@@ -7,7 +7,9 @@ same pod): its leases end at once, in the transaction that registers the new ses
 session of the same incarnation is the process back after an interruption: nothing ends,
 however long the gap; its leases end only if they expire (the lease reaper) or a new
 process replaces it. So an interruption shorter than the lease costs nothing, and a
-process that vanished with no successor costs its lease TTL.
+process that vanished with no successor costs its lease TTL — unless the deployment
+opted in to a reconnect grace (``reconnect_grace_s``): then a session its process does
+not reopen within that grace is taken for a crash, as an older worker's is.
 
 An older worker names no process: a session of it that ends without a goodbye ends the
 worker's leases after a short grace, unless the worker opened a new session meanwhile (on
@@ -34,6 +36,10 @@ log = logging.getLogger(__name__)
 
 # A worker holds at most its slots' worth of leases; more rounds if it held more.
 END_BATCH = 256
+# A session that brings no ping for this many of its intervals has lost its worker (frozen,
+# or cut off behind a connection that stays up: the kernel still answers for a stopped
+# process) and ends as a disconnect.
+MISSED_PINGS = 3
 
 
 @dataclass(frozen=True)
@@ -64,12 +70,15 @@ class WorkerSessions:
         instance_id: str,
         grace_s: float,
         ping_interval_s: float,
+        reconnect_grace_s: float | None = None,
     ) -> None:
         self._store = store
         self._leases = leases
         self._instance_id = instance_id
         self.grace_s = grace_s
+        self.reconnect_grace_s = reconnect_grace_s
         self.ping_interval_s = ping_interval_s
+        self.silence_s = ping_interval_s * MISSED_PINGS
         self._open: set[Session] = set()
         self._deciding: set[asyncio.Task[None]] = set()
         # set when this replica stops: streams end, and their end is no disconnect
@@ -119,22 +128,28 @@ class WorkerSessions:
         if session not in self._open:
             return
         self._forget(session)
-        # a process that named itself is judged by its successor or its leases, never by
-        # an interruption
-        decide = not self.closing.is_set() and not session.incarnation
+        grace = None if self.closing.is_set() else self.grace_for(session)
         task = asyncio.create_task(
-            self._after_disconnect(session, decide=decide),
+            self._after_disconnect(session, grace),
             name=f"session-{session.id}-ended",
         )
         self._deciding.add(task)
         task.add_done_callback(self._deciding.discard)
+
+    def grace_for(self, session: Session) -> float | None:
+        """How long a session that ended without a goodbye has to come back before its
+        worker's leases end; None: they are left to the lease. A process that named itself
+        is judged by its successor or its leases, never by an interruption, unless the
+        deployment set a reconnect grace."""
+        return self.reconnect_grace_s if session.incarnation else self.grace_s
 
     async def close(self) -> None:
         """Ends every stream of this replica (their workers reconnect elsewhere) and lets
         the disconnects already seen be decided, within the grace and a margin."""
         self.closing.set()
         if self._deciding:
-            await asyncio.wait(set(self._deciding), timeout=self.grace_s + 5.0)
+            longest = max(self.grace_s, self.reconnect_grace_s or 0.0)
+            await asyncio.wait(set(self._deciding), timeout=longest + 5.0)
         for task in set(self._deciding):
             task.cancel()
 
@@ -142,18 +157,18 @@ class WorkerSessions:
         self._open.discard(session)
         metrics.worker_sessions_open(len(self._open))
 
-    async def _after_disconnect(self, session: Session, *, decide: bool) -> None:
+    async def _after_disconnect(self, session: Session, grace: float | None) -> None:
         try:
             await self._store.close(session.id, goodbye=False)
-            if not decide:
+            if grace is None:
                 return
             log.info(
                 "worker %s: session %d ended without a goodbye; waiting %.2fs for it",
                 session.worker_id,
                 session.id,
-                self.grace_s,
+                grace,
             )
-            await asyncio.sleep(self.grace_s)  # the grace itself: a new session may come
+            await asyncio.sleep(grace)  # the grace itself: a new session may come
             outcomes = await self._end_leases_unless_back(session)
         except Exception:
             # the lease reaper ends these leases when they expire

@@ -2,7 +2,8 @@
 restarted under the same worker id (a container restarted in its pod) ends its previous
 process's leases as soon as its session opens, however short the restart; a live worker
 whose session is cut for longer than the disconnect grace, but shorter than its leases,
-loses no lease and repeats no job."""
+loses no lease and repeats no job — unless the deployment set a reconnect grace shorter
+than the cut (JOBS_WORKER_RECONNECT_GRACE_S, issue 29), which ends them."""
 
 from __future__ import annotations
 
@@ -90,6 +91,13 @@ async def test_a_worker_restarted_under_its_id_ends_its_previous_processs_leases
             restarted.close()
 
 
+# with a reconnect grace (opt-in, issue 29) longer than the cut and its reconnect, too
+@pytest.mark.parametrize(
+    "job_service",
+    [{}, {"worker_reconnect_grace_s": CUT_S + 2.5}],
+    ids=["by-default", "within-a-reconnect-grace"],
+    indirect=True,
+)
 async def test_a_live_worker_whose_session_is_cut_for_less_than_its_lease_keeps_its_jobs(
     tmp_path: Path, nats_url: str, target: str, client: Client, db: asyncpg.Connection
 ) -> None:
@@ -127,6 +135,49 @@ async def test_a_live_worker_whose_session_is_cut_for_less_than_its_lease_keeps_
     )
     assert len(sessions) >= 2 and len({s["incarnation"] for s in sessions}) == 1  # one process
     assert sessions[0]["goodbye"] is False
+
+
+# The price of a reconnect grace: a live worker cut off for longer loses its jobs, which
+# run again (here on the same worker, once it is back).
+@pytest.mark.parametrize("job_service", [{"worker_reconnect_grace_s": 1.0}], indirect=True)
+async def test_a_cut_longer_than_the_reconnect_grace_ends_the_workers_leases(
+    tmp_path: Path, nats_url: str, target: str, client: Client, db: asyncpg.Connection
+) -> None:
+    async with TcpProxy(target) as proxy:
+        worker = WorkerProcess(tmp_path, "cut-off", nats_url, proxy.target, **SLOTS)
+        try:
+            for n in range(JOBS):
+                await client.create(sleep_ms=3000, key=f"cut-off-{n}")
+            await eventually(
+                lambda: _equals(_running(db, attempt=1), JOBS), timeout=20, message="never started"
+            )
+            cut_at = await db.fetchval("SELECT clock_timestamp()")
+            proxy.cut()
+            await eventually(
+                lambda: _equals(_count(_reasons(db)), JOBS),
+                timeout=10,
+                message="the leases did not end",
+            )
+            ended_after = await db.fetchval(
+                "SELECT extract(epoch FROM max(created_at) - $1) FROM job_events"
+                " WHERE reason IS NOT NULL",
+                cut_at,
+            )
+            proxy.restore()
+            await eventually(
+                lambda: _equals(_succeeded(db), JOBS), timeout=30, message="the jobs did not end"
+            )
+        finally:
+            worker.close()
+
+    assert await _reasons(db) == ["WORKER_DISCONNECTED"] * JOBS
+    assert float(ended_after) < 12.0 - 6.0  # the grace, not the lease
+    counts = await db.fetch("SELECT attempt_count FROM jobs")
+    assert [r["attempt_count"] for r in counts] == [2] * JOBS
+
+
+async def _count(items: Awaitable[list[str]]) -> int:
+    return len(await items)
 
 
 async def _running(db: asyncpg.Connection, *, attempt: int) -> int:

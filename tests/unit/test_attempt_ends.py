@@ -327,9 +327,16 @@ class SessionRegistry:
             yield None if len(self.incarnations) > session_id else tx
 
 
-def worker_sessions(store: FakeLeases, leases: Leases) -> WorkerSessions:
+def worker_sessions(
+    store: FakeLeases, leases: Leases, reconnect_grace_s: float | None = None
+) -> WorkerSessions:
     return WorkerSessions(
-        SessionRegistry(store), leases, instance_id="r", grace_s=0.0, ping_interval_s=1.0
+        SessionRegistry(store),
+        leases,
+        instance_id="r",
+        grace_s=0.0,
+        ping_interval_s=1.0,
+        reconnect_grace_s=reconnect_grace_s,
     )
 
 
@@ -365,6 +372,25 @@ async def test_an_interrupted_process_that_reconnects_keeps_its_leases() -> None
     sessions.ended(await sessions.open("worker-1", "process-a"))
     await sessions.close()  # its disconnect decided: nothing, however long it stays away
     await sessions.open("worker-1", "process-a")
+    assert store.ended == []
+
+
+async def test_with_a_reconnect_grace_a_process_not_back_within_it_loses_its_leases() -> None:
+    store, _, _, leases = use_cases()
+    store.jobs[JOB] = (JobStatus.RUNNING, TOKEN, 1)
+    sessions = worker_sessions(store, leases, reconnect_grace_s=0.01)
+    sessions.ended(await sessions.open("worker-1", "process-a"))
+    await sessions.close()
+    assert [(j, end.code) for j, end, _ in store.ended] == [(JOB, ErrorCode.WORKER_DISCONNECTED)]
+
+
+async def test_with_a_reconnect_grace_a_process_back_within_it_keeps_its_leases() -> None:
+    store, _, _, leases = use_cases()
+    store.jobs[JOB] = (JobStatus.RUNNING, TOKEN, 1)
+    sessions = worker_sessions(store, leases, reconnect_grace_s=0.2)
+    sessions.ended(await sessions.open("worker-1", "process-a"))
+    await sessions.open("worker-1", "process-a")  # back before the grace ran out
+    await sessions.close()
     assert store.ended == []
 
 

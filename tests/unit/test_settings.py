@@ -20,6 +20,20 @@ def test_a_heartbeat_slower_than_half_the_lease_is_refused() -> None:
     assert "hunter2" not in describe(raised.value)
 
 
+def test_a_reconnect_grace_is_unset_by_default_and_refused_at_the_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("JOBS_DATABASE_URL", SECRET_URL)
+    assert JobServiceSettings().worker_reconnect_grace_s is None  # type: ignore[call-arg]
+    monkeypatch.setenv("JOBS_WORKER_RECONNECT_GRACE_S", "1.5")
+    assert JobServiceSettings().worker_reconnect_grace_s == 1.5  # type: ignore[call-arg]
+
+    monkeypatch.setenv("JOBS_WORKER_RECONNECT_GRACE_S", "5")
+    with pytest.raises(ValidationError) as raised:
+        JobServiceSettings()  # type: ignore[call-arg]
+    assert "JOBS_WORKER_RECONNECT_GRACE_S must be under JOBS_LEASE_TTL_S" in describe(raised.value)
+
+
 def test_bad_values_are_named_by_their_environment_variable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

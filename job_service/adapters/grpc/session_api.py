@@ -2,11 +2,13 @@
 ``job_service.usecases.sessions``). The first message names the worker and its process
 (incarnation; none from an older worker); then pings, each
 answered; a goodbye, answered ``closed``, ends it cleanly. Any other end — the worker's
-connection closed, a malformed message — is a disconnect."""
+connection closed, a malformed message, no ping for ``MISSED_PINGS`` intervals — is a
+disconnect."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import grpc
@@ -14,6 +16,8 @@ import grpc
 from job_service.usecases.sessions import WorkerSessions
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
+
+log = logging.getLogger(__name__)
 
 _PONG = pb.WorkerSessionResponse()
 _CLOSED = pb.WorkerSessionResponse(closed=True)
@@ -36,10 +40,10 @@ async def serve_session(
     try:
         yield pb.WorkerSessionResponse(
             session_id=str(session.id),
-            disconnect_grace_ms=round(sessions.grace_s * 1000),
+            disconnect_grace_ms=round((sessions.grace_for(session) or 0.0) * 1000),
             ping_interval_ms=round(sessions.ping_interval_s * 1000),
         )
-        async for request in _until_closing(requests, sessions.closing):
+        async for request in _until_closing(requests, sessions.closing, sessions.silence_s):
             for field in ("worker_id", "incarnation"):
                 if getattr(request, field):
                     raise _misplaced(field, "only in the first message")
@@ -55,16 +59,22 @@ async def serve_session(
 
 
 async def _until_closing(
-    requests: AsyncIterator[pb.WorkerSessionRequest], closing: asyncio.Event
+    requests: AsyncIterator[pb.WorkerSessionRequest], closing: asyncio.Event, silence_s: float
 ) -> AsyncIterator[pb.WorkerSessionRequest]:
-    """The requests, until the stream ends or this replica starts stopping."""
+    """The requests, until the stream ends, this replica starts stopping, or the worker
+    sends nothing for ``silence_s`` (it is frozen, or cut off behind a connection that
+    stays up: the session ends as a disconnect)."""
     stopping = asyncio.ensure_future(closing.wait())
     try:
         while True:
             reading = asyncio.ensure_future(anext(requests, None))
-            await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {reading, stopping}, timeout=silence_s, return_when=asyncio.FIRST_COMPLETED
+            )
             if not reading.done():
                 reading.cancel()
+                if not stopping.done():
+                    log.info("a worker's session was silent for %.1fs; ended", silence_s)
                 return
             request = reading.result()
             if request is None:

@@ -179,9 +179,13 @@ class ExecutorServiceServicer:
         job service's signal that the worker is alive. The first message names the worker;
         then the worker pings (an empty message) and the job service answers each ping; the
         last message of a worker that shuts down cleanly is a goodbye, answered `closed`.
+        A session that brings no ping for three of its ping intervals has lost its worker
+        (frozen, or cut off behind a connection that stays up) and is ended as a disconnect.
         A session that names its process (`incarnation`) is interrupted at no cost: it ends
         no lease, whatever the gap before the same process opens a new one (its leases still
-        end if they expire). The first session of a new process under a worker id whose last
+        end if they expire) — unless the deployment set a reconnect grace
+        (JOBS_WORKER_RECONNECT_GRACE_S, sent as `disconnect_grace_ms`): then a session the
+        same process does not reopen within it ends the worker's leases. The first session of a new process under a worker id whose last
         session was another process's ends that process's leases at once (reason
         WORKER_DISCONNECTED): the worker was restarted. A session without `incarnation` (an
         older worker) that ends without a goodbye and that the worker does not replace, on any
