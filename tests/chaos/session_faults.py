@@ -1,8 +1,9 @@
 """Faults that worker sessions (ADR 0003) must tell apart: a worker that crashed and was
 restarted under its worker id (its new process's session ends the old one's leases: its
 jobs run again at once, not after the lease), a worker that is paused (its connection
-open: its leases are waited out, no early re-run) and a job_service replica that crashed
-(its workers move to another replica: no lease ends at all)."""
+open: its leases are waited out, no early re-run), one worker killed and another paused at
+once (issue 29: both one's jobs back within the lease's bound) and a job_service replica
+that crashed (its workers move to another replica: no lease ends at all)."""
 
 from __future__ import annotations
 
@@ -122,6 +123,40 @@ async def worker_pause_open(ctx: FaultContext) -> FaultRecord:
     return record
 
 
+async def worker_kill_and_pause(ctx: FaultContext) -> FaultRecord:
+    """SIGKILL one worker holding jobs and SIGSTOP another at the same moment, neither
+    replaced meanwhile (issue 29): the jobs of both run again on the others within the
+    lease's bound — the frozen one holds nothing the fleet needs beyond its leases (work
+    tokens its last fetch took come back after the dispatch ack wait) — then the paused
+    one resumes and the killed one is started again."""
+    killed = await _busiest_worker(ctx)
+    others = [
+        w
+        for w in ctx.cluster.workers
+        if w is not killed and w.process and w.process.process.poll() is None
+    ]
+    busy = [w for w in others if await _leased_by(ctx.cluster, w.worker_id)]
+    paused = ctx.rng.choice(busy or others)
+    target = f"{killed.worker_id}+{paused.worker_id}"
+    record = FaultRecord("worker_kill_and_pause", target, await ctx.cluster.db_now())
+    record.affected = await _leased_by(ctx.cluster, killed.worker_id) + await _leased_by(
+        ctx.cluster, paused.worker_id
+    )
+    s = ctx.cluster.settings
+    record.bound_s = s.worker_recovery_bound_s()
+    record.ai_bound_s = s.ai_recovery_bound_s()
+    assert killed.process is not None and paused.process is not None
+    paused.process.signal(signal.SIGSTOP)
+    killed.process.signal(signal.SIGKILL)
+    try:
+        await killed.process.wait(10)
+        await asyncio.sleep(s.lease_ttl_s + s.reaper_interval_s + 1.5)  # past the lease
+    finally:
+        paused.process.signal(signal.SIGCONT)
+    killed.start()
+    return record
+
+
 async def service_crash_sessions(ctx: FaultContext) -> FaultRecord:
     """SIGKILL a replica while workers hold leases (and sessions) through it: they move to
     the other replica within the grace; no lease ends, no job runs again."""
@@ -146,6 +181,7 @@ async def service_crash_sessions(ctx: FaultContext) -> FaultRecord:
 SESSION_FAULTS: dict[str, Callable[[FaultContext], Awaitable[FaultRecord]]] = {
     "worker_crash": worker_crash,
     "worker_pause_open": worker_pause_open,
+    "worker_kill_and_pause": worker_kill_and_pause,
     "service_crash_sessions": service_crash_sessions,
 }
 SESSION_FAULT_KINDS = tuple(SESSION_FAULTS)
