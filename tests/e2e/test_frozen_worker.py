@@ -24,6 +24,7 @@ from nats.js.api import ConsumerInfo
 from job_service.app import JobServiceApp
 from shared.constants import DISPATCH_STREAM, Queue, dispatch_consumer
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
+from tests.e2e.test_worker_sessions import session_open
 from tests.support.processes import WorkerProcess
 from tests.support.stack import Client, running_job_service
 from tests.support.wait import eventually
@@ -73,15 +74,6 @@ async def holding(db: asyncpg.Connection) -> dict[str, list[str]]:
 async def running(db: asyncpg.Connection) -> int:
     n: int = await db.fetchval("SELECT count(*) FROM jobs WHERE status = 'running'")
     return n
-
-
-async def session_open(db: asyncpg.Connection, worker_id: str) -> bool:
-    return bool(
-        await db.fetchval(
-            "SELECT count(*) FROM worker_sessions WHERE worker_id = $1 AND closed_at IS NULL",
-            worker_id,
-        )
-    )
 
 
 # (job_service settings, the killed worker's jobs' bound)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import asyncpg
@@ -101,30 +102,21 @@ async def test_a_worker_restarted_under_its_id_ends_its_previous_processs_leases
 async def test_a_live_worker_whose_session_is_cut_for_less_than_its_lease_keeps_its_jobs(
     tmp_path: Path, nats_url: str, target: str, client: Client, db: asyncpg.Connection
 ) -> None:
-    async with TcpProxy(target) as proxy:
-        worker = WorkerProcess(tmp_path, "steady", nats_url, proxy.target, **SLOTS)
-        try:
-            for n in range(JOBS):
-                await client.create(sleep_ms=6000, key=f"steady-{n}")
-            await eventually(
-                lambda: _equals(_running(db, attempt=1), JOBS), timeout=20, message="never started"
-            )
-            first = await db.fetchval("SELECT max(id) FROM worker_sessions")
+    async with _worker_behind_a_proxy(tmp_path, nats_url, target, client, db, "steady") as proxy:
+        first = await db.fetchval("SELECT max(id) FROM worker_sessions")
 
-            proxy.cut()
-            await eventually(
-                lambda: _session_closed(db, first), timeout=5, message="the cut was not seen"
-            )
-            await asyncio.sleep(CUT_S)  # the fault's length, not a synchronisation
-            proxy.restore()
-            await eventually(
-                lambda: _reopened(db, "steady", first), timeout=10, message="never reconnected"
-            )
-            await eventually(
-                lambda: _equals(_succeeded(db), JOBS), timeout=30, message="the jobs did not end"
-            )
-        finally:
-            worker.close()
+        proxy.cut()
+        await eventually(
+            lambda: _session_closed(db, first), timeout=5, message="the cut was not seen"
+        )
+        await asyncio.sleep(CUT_S)  # the fault's length, not a synchronisation
+        proxy.restore()
+        await eventually(
+            lambda: _reopened(db, "steady", first), timeout=10, message="never reconnected"
+        )
+        await eventually(
+            lambda: _equals(_succeeded(db), JOBS), timeout=30, message="the jobs did not end"
+        )
 
     # no lease ended, no job ran twice
     assert await _reasons(db) == []
@@ -143,37 +135,52 @@ async def test_a_live_worker_whose_session_is_cut_for_less_than_its_lease_keeps_
 async def test_a_cut_longer_than_the_reconnect_grace_ends_the_workers_leases(
     tmp_path: Path, nats_url: str, target: str, client: Client, db: asyncpg.Connection
 ) -> None:
-    async with TcpProxy(target) as proxy:
-        worker = WorkerProcess(tmp_path, "cut-off", nats_url, proxy.target, **SLOTS)
-        try:
-            for n in range(JOBS):
-                await client.create(sleep_ms=3000, key=f"cut-off-{n}")
-            await eventually(
-                lambda: _equals(_running(db, attempt=1), JOBS), timeout=20, message="never started"
-            )
-            cut_at = await db.fetchval("SELECT clock_timestamp()")
-            proxy.cut()
-            await eventually(
-                lambda: _equals(_count(_reasons(db)), JOBS),
-                timeout=10,
-                message="the leases did not end",
-            )
-            ended_after = await db.fetchval(
-                "SELECT extract(epoch FROM max(created_at) - $1) FROM job_events"
-                " WHERE reason IS NOT NULL",
-                cut_at,
-            )
-            proxy.restore()
-            await eventually(
-                lambda: _equals(_succeeded(db), JOBS), timeout=30, message="the jobs did not end"
-            )
-        finally:
-            worker.close()
+    async with _worker_behind_a_proxy(tmp_path, nats_url, target, client, db, "cut-off") as proxy:
+        cut_at = await db.fetchval("SELECT clock_timestamp()")
+        proxy.cut()
+        await eventually(
+            lambda: _equals(_count(_reasons(db)), JOBS),
+            timeout=10,
+            message="the leases did not end",
+        )
+        ended_after = await db.fetchval(
+            "SELECT extract(epoch FROM max(created_at) - $1) FROM job_events"
+            " WHERE reason IS NOT NULL",
+            cut_at,
+        )
+        proxy.restore()
+        await eventually(
+            lambda: _equals(_succeeded(db), JOBS), timeout=30, message="the jobs did not end"
+        )
 
     assert await _reasons(db) == ["WORKER_DISCONNECTED"] * JOBS
     assert float(ended_after) < 12.0 - 6.0  # the grace, not the lease
     counts = await db.fetch("SELECT attempt_count FROM jobs")
     assert [r["attempt_count"] for r in counts] == [2] * JOBS
+
+
+@asynccontextmanager
+async def _worker_behind_a_proxy(
+    tmp_path: Path,
+    nats_url: str,
+    target: str,
+    client: Client,
+    db: asyncpg.Connection,
+    worker_id: str,
+) -> AsyncIterator[TcpProxy]:
+    """A worker reaching job_service through a proxy the test can cut, running JOBS jobs
+    of 6 s, each in its first attempt."""
+    async with TcpProxy(target) as proxy:
+        worker = WorkerProcess(tmp_path, worker_id, nats_url, proxy.target, **SLOTS)
+        try:
+            for n in range(JOBS):
+                await client.create(sleep_ms=6000, key=f"{worker_id}-{n}")
+            await eventually(
+                lambda: _equals(_running(db, attempt=1), JOBS), timeout=20, message="never started"
+            )
+            yield proxy
+        finally:
+            worker.close()
 
 
 async def _count(items: Awaitable[list[str]]) -> int:
