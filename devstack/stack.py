@@ -272,10 +272,12 @@ async def run(config: DevstackConfig) -> int:
                 say("applying migrations")
                 try:
                     async with asyncio.timeout(MIGRATE_TIMEOUT_S):
+                        # one line per migration is for the migrate Job's log; here a
+                        # failure speaks (ERROR), a success is the line below
                         status = await children.run_to_completion(
                             "migrate",
                             ["-m", "job_service", "migrate"],
-                            {"JOBS_DATABASE_URL": database_url},
+                            {"JOBS_DATABASE_URL": database_url, "JOBS_LOG_LEVEL": "WARNING"},
                         )
                 except TimeoutError:
                     raise DevstackError(
@@ -283,6 +285,7 @@ async def run(config: DevstackConfig) -> int:
                     ) from None
                 if status != 0:
                     raise DevstackError(f"migrations failed (status {status})")
+                say("database schema up to date")
 
                 auth_env: dict[str, str] = {}
                 worker_token = configured_worker_token(os.environ)

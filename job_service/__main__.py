@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
 import sys
 
@@ -54,8 +53,6 @@ def main() -> int:
     if command == "migrate":
         from job_service.adapters.postgres.migrations import upgrade
         from job_service.databases import session_guards
-
-        logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
 
         upgrade(settings.database_url, server_settings=session_guards(settings).for_migrations())
         return 0

@@ -28,6 +28,9 @@ _attempt: contextvars.ContextVar[int | None] = contextvars.ContextVar("attempt",
 _worker_id: str | None = None
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# Libraries' loggers held above INFO: alembic announces each of its plugins at INFO
+# whenever it is imported (seven lines per process, nothing an operator acts on).
+QUIET_LOGGERS = {"alembic.runtime.plugins": logging.WARNING}
 
 
 class job_context:  # a context manager named like the function it stands for
@@ -90,3 +93,5 @@ def configure(level: str, fmt: LogFormat = "json", stream: Any = None) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    for name, quiet in QUIET_LOGGERS.items():
+        logging.getLogger(name).setLevel(quiet)

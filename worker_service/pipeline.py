@@ -273,12 +273,12 @@ class Pipeline:
                 await self._report_usage(job, lease, failure.usage)
             return
         log.info(
-            "job %s attempt %d on %s: %s -> %s",
+            "job %s attempt %d on %s ended %s; the job is %s",
             job.job_id,
             job.attempt,
             self._worker_id,
             failure.code,
-            status,
+            status.lower(),
         )
 
     async def _report_usage(
