@@ -43,7 +43,7 @@ async def serve_session(
             disconnect_grace_ms=round((sessions.grace_for(session) or 0.0) * 1000),
             ping_interval_ms=round(sessions.ping_interval_s * 1000),
         )
-        async for request in _until_closing(requests, sessions.closing, sessions.silence_s):
+        async for request in _until_closing(requests, sessions, session.worker_id):
             for field in ("worker_id", "incarnation"):
                 if getattr(request, field):
                     raise _misplaced(field, "only in the first message")
@@ -59,12 +59,13 @@ async def serve_session(
 
 
 async def _until_closing(
-    requests: AsyncIterator[pb.WorkerSessionRequest], closing: asyncio.Event, silence_s: float
+    requests: AsyncIterator[pb.WorkerSessionRequest], sessions: WorkerSessions, worker_id: str
 ) -> AsyncIterator[pb.WorkerSessionRequest]:
     """The requests, until the stream ends, this replica starts stopping, or the worker
-    sends nothing for ``silence_s`` (it is frozen, or cut off behind a connection that
-    stays up: the session ends as a disconnect)."""
-    stopping = asyncio.ensure_future(closing.wait())
+    sends nothing for the sessions' silence limit (it is frozen, or cut off behind a
+    connection that stays up: the session ends as a disconnect)."""
+    silence_s = sessions.silence_s
+    stopping = asyncio.ensure_future(sessions.closing.wait())
     try:
         while True:
             reading = asyncio.ensure_future(anext(requests, None))
@@ -74,7 +75,7 @@ async def _until_closing(
             if not reading.done():
                 reading.cancel()
                 if not stopping.done():
-                    log.info("a worker's session was silent for %.1fs; ended", silence_s)
+                    log.info("worker %s: no ping for %.1fs; session ended", worker_id, silence_s)
                 return
             request = reading.result()
             if request is None:
