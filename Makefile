@@ -56,7 +56,7 @@ lint: $(STAMP) lint-deploy
 
 ## lint-deploy: the Kubernetes manifests against the Kubernetes OpenAPI schemas (strict:
 ## unknown fields refused; kubernetes-validate ships the schemas, no network), the alert
-## rules with promtool (Debian's prometheus package: installed here when missing and we are
+## rules and their unit tests (alerts_test.yaml) with promtool (Debian's prometheus package: installed here when missing and we are
 ## root, else skipped with a notice), the Grafana dashboard against its generator.
 K8S_VERSION := 1.34.0
 lint-deploy: $(STAMP)
@@ -66,7 +66,8 @@ lint-deploy: $(STAMP)
 		&& (apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1 \
 			|| (apt-get update >/dev/null && apt-get install -y --no-install-recommends prometheus >/dev/null)); } \
 		|| echo "lint-deploy: promtool not found (apt-get install prometheus); alert rules not checked"
-	@if command -v promtool >/dev/null; then promtool check rules deploy/prometheus/alerts.yaml; fi
+	@if command -v promtool >/dev/null; then promtool check rules deploy/prometheus/alerts.yaml \
+		&& promtool test rules deploy/prometheus/alerts_test.yaml; fi
 	$(PY) scripts/grafana_dashboard.py --check
 
 ## lint-proto: buf lint with the STANDARD rules (exceptions documented in buf.yaml), then
