@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import asyncpg
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
@@ -149,6 +149,10 @@ def browser() -> Iterator[WebDriver]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
+# chromedriver's message for a node read after a live update replaced it
+SWAPPED_NODE = "does not belong to the document"
+
+
 def shot(driver: WebDriver, name: str) -> None:
     driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
 
@@ -159,6 +163,12 @@ def text_of(driver: WebDriver, css: str) -> str:
         return found[0].text if found else ""
     except StaleElementReferenceException:  # swapped by a live update meanwhile
         return ""
+    except WebDriverException as exc:
+        # the same race as chromedriver sometimes words it: the node it found was swapped
+        # out between the find and the read
+        if SWAPPED_NODE in str(exc.msg):
+            return ""
+        raise
 
 
 def db(stack: Stack, query: str, *args: Any) -> list[asyncpg.Record]:
