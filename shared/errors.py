@@ -309,10 +309,18 @@ class ErrorCode(StrEnum):
     WORKER_DISCONNECTED = "WORKER_DISCONNECTED"
     # A user's key was deleted, or cannot be opened with this deployment's master keys.
     CREDENTIAL_UNAVAILABLE = "CREDENTIAL_UNAVAILABLE"
+    # The job never ran: a job it depended on ended failed or cancelled, and its dependency
+    # policy is "fail" (DEPENDENCY_FAILED) or "cancel" (DEPENDENCY_CANCELLED).
+    DEPENDENCY_FAILED = "DEPENDENCY_FAILED"
+    DEPENDENCY_CANCELLED = "DEPENDENCY_CANCELLED"
 
 
 # Engine codes whose prefix does not name their class.
-_CLASS_OF = {ErrorCode.WORKER_DISCONNECTED.value: ErrorClass.LEASE}
+_CLASS_OF = {
+    ErrorCode.WORKER_DISCONNECTED.value: ErrorClass.LEASE,
+    ErrorCode.DEPENDENCY_FAILED.value: ErrorClass.JOB,
+    ErrorCode.DEPENDENCY_CANCELLED.value: ErrorClass.CANCELLED,
+}
 
 
 def classify(code: str) -> ErrorClass:

@@ -63,15 +63,40 @@ class ArtifactDraft:
     ordinal: int = 0
 
 
+class DependencyPolicy(StrEnum):
+    """What a dependency that ends failed or cancelled does to the job waiting for it."""
+
+    RUN = "run"  # counts as done: the job runs once every dependency has ended
+    FAIL = "fail"  # the job fails at once (DEPENDENCY_FAILED), without running
+    CANCEL = "cancel"  # the job is cancelled at once (DEPENDENCY_CANCELLED)
+
+
 @dataclass(frozen=True)
 class ChildJobDraft:
     """A job a projection creates, committed in the same transaction as its parent's
-    result. The idempotency key makes it at most one per (parent's user, type, key)."""
+    result. The idempotency key makes it at most one per (parent's user, type, key).
+    A join (fan-in) names the siblings it waits for by their idempotency keys."""
 
     job_type: str
     input: dict[str, Any]
     idempotency_key: str
     priority: int | None = None
+    depends_on_keys: tuple[str, ...] = ()
+    dependency_policy: DependencyPolicy = DependencyPolicy.FAIL
+
+
+@dataclass(frozen=True)
+class DependencyOutput:
+    """One dependency of a running job as it ended: its stored output when it succeeded
+    (redacted fields as GetJob shows them), its error code otherwise."""
+
+    job_id: str
+    job_type: str
+    status: str  # "succeeded", "failed" or "cancelled"
+    output: dict[str, Any] | None
+    error_code: str | None = None
+    target_type: str | None = None
+    target_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +153,12 @@ class ExecutionContext(Protocol):
     async def poll_signal(self, name: str) -> dict[str, Any] | None:
         """The payload of the next signal named ``name`` if one has arrived (each once per
         attempt, in send order), else None; never waits for one."""
+        ...
+
+    async def dependency_results(self) -> list[DependencyOutput]:
+        """The results of the jobs this one depended on (CreateJob's ``depends_on`` or a
+        join's siblings), in job id order, fetched page by page under the attempt's lease;
+        empty for a job without dependencies."""
         ...
 
 

@@ -46,7 +46,7 @@ class LockJobResponse(_message.Message):
     def __init__(self, outcome: _Optional[_Union[LockOutcome, str]] = ..., job: _Optional[_Union[LockedJob, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class LockedJob(_message.Message):
-    __slots__ = ("job_id", "job_type", "lease_token", "attempt", "input", "lease_expires_at", "lease_ttl_ms", "heartbeat_interval_ms", "user_id", "prompt_key", "prompt_version", "credential_mode", "credential_id", "recorded_steps")
+    __slots__ = ("job_id", "job_type", "lease_token", "attempt", "input", "lease_expires_at", "lease_ttl_ms", "heartbeat_interval_ms", "user_id", "prompt_key", "prompt_version", "credential_mode", "credential_id", "recorded_steps", "dependency_count")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,7 @@ class LockedJob(_message.Message):
     CREDENTIAL_MODE_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDED_STEPS_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCY_COUNT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_type: str
     lease_token: str
@@ -75,7 +76,8 @@ class LockedJob(_message.Message):
     credential_mode: _job_pb2.CredentialMode
     credential_id: str
     recorded_steps: _containers.RepeatedCompositeFieldContainer[RecordedStep]
-    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lease_token: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., user_id: _Optional[str] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., credential_mode: _Optional[_Union[_job_pb2.CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., recorded_steps: _Optional[_Iterable[_Union[RecordedStep, _Mapping]]] = ...) -> None: ...
+    dependency_count: int
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lease_token: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., user_id: _Optional[str] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., credential_mode: _Optional[_Union[_job_pb2.CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., recorded_steps: _Optional[_Iterable[_Union[RecordedStep, _Mapping]]] = ..., dependency_count: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("job_id", "lease_token", "progress")
@@ -116,16 +118,20 @@ class SubmitResultRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., artifacts: _Optional[_Iterable[_Union[_job_pb2.Artifact, _Mapping]]] = ..., child_jobs: _Optional[_Iterable[_Union[ChildJob, _Mapping]]] = ..., usage: _Optional[_Iterable[_Union[ProviderUsage, _Mapping]]] = ...) -> None: ...
 
 class ChildJob(_message.Message):
-    __slots__ = ("job_type", "input", "idempotency_key", "priority")
+    __slots__ = ("job_type", "input", "idempotency_key", "priority", "depends_on_keys", "dependency_policy")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    DEPENDS_ON_KEYS_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCY_POLICY_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     input: _struct_pb2.Struct
     idempotency_key: str
     priority: int
-    def __init__(self, job_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+    depends_on_keys: _containers.RepeatedScalarFieldContainer[str]
+    dependency_policy: _job_pb2.DependencyPolicy
+    def __init__(self, job_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., depends_on_keys: _Optional[_Iterable[str]] = ..., dependency_policy: _Optional[_Union[_job_pb2.DependencyPolicy, str]] = ...) -> None: ...
 
 class ProviderUsage(_message.Message):
     __slots__ = ("provider", "model", "credential_mode", "input_tokens", "output_tokens", "cost_usd", "latency_ms", "error_code", "call_id", "reused")
@@ -398,3 +404,41 @@ class ReportRateLimitedResponse(_message.Message):
     BLOCKED_UNTIL_FIELD_NUMBER: _ClassVar[int]
     blocked_until: _timestamp_pb2.Timestamp
     def __init__(self, blocked_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class FetchDependencyResultsRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token", "after_job_id", "page_size")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    AFTER_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    after_job_id: str
+    page_size: int
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., after_job_id: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class DependencyResult(_message.Message):
+    __slots__ = ("job_id", "job_type", "status", "output", "error_code", "target_type", "target_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    job_type: str
+    status: _job_pb2.JobStatus
+    output: _struct_pb2.Struct
+    error_code: str
+    target_type: str
+    target_id: str
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., error_code: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ...) -> None: ...
+
+class FetchDependencyResultsResponse(_message.Message):
+    __slots__ = ("results", "more")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[DependencyResult]
+    more: bool
+    def __init__(self, results: _Optional[_Iterable[_Union[DependencyResult, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...

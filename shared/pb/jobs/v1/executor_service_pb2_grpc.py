@@ -104,6 +104,11 @@ class ExecutorServiceStub:
                 request_serializer=jobs_dot_v1_dot_executor__service__pb2.ReportRateLimitedRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_executor__service__pb2.ReportRateLimitedResponse.FromString,
                 _registered_method=True)
+        self.FetchDependencyResults = channel.unary_unary(
+                '/jobs.v1.ExecutorService/FetchDependencyResults',
+                request_serializer=jobs_dot_v1_dot_executor__service__pb2.FetchDependencyResultsRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_executor__service__pb2.FetchDependencyResultsResponse.FromString,
+                _registered_method=True)
 
 
 class ExecutorServiceServicer:
@@ -260,6 +265,17 @@ class ExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchDependencyResults(self, request, context):
+        """The results of the job's dependencies (CreateJobRequest.depends_on, or a join's
+        siblings), in id order after `after_job_id`: each one's status, error code and stored
+        output (redacted as GetJob shows it). At most `page_size` (1..100; 0 means 100) and
+        about 1 MiB of output per answer; `more` says whether another call finds others. For
+        the holder of the job's current lease only (otherwise ABORTED, LEASE_LOST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -327,6 +343,11 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     servicer.ReportRateLimited,
                     request_deserializer=jobs_dot_v1_dot_executor__service__pb2.ReportRateLimitedRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_executor__service__pb2.ReportRateLimitedResponse.SerializeToString,
+            ),
+            'FetchDependencyResults': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchDependencyResults,
+                    request_deserializer=jobs_dot_v1_dot_executor__service__pb2.FetchDependencyResultsRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_executor__service__pb2.FetchDependencyResultsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -685,6 +706,33 @@ class ExecutorService:
             '/jobs.v1.ExecutorService/ReportRateLimited',
             jobs_dot_v1_dot_executor__service__pb2.ReportRateLimitedRequest.SerializeToString,
             jobs_dot_v1_dot_executor__service__pb2.ReportRateLimitedResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchDependencyResults(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.ExecutorService/FetchDependencyResults',
+            jobs_dot_v1_dot_executor__service__pb2.FetchDependencyResultsRequest.SerializeToString,
+            jobs_dot_v1_dot_executor__service__pb2.FetchDependencyResultsResponse.FromString,
             options,
             channel_credentials,
             insecure,
