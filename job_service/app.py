@@ -24,6 +24,7 @@ from job_service.adapters.postgres.bulk import BulkRepository
 from job_service.adapters.postgres.call_permits import CallPermitRepository
 from job_service.adapters.postgres.claims import ClaimRepository
 from job_service.adapters.postgres.credentials import CredentialRepository
+from job_service.adapters.postgres.dependencies import DependencyRepository
 from job_service.adapters.postgres.jobs import JobRepository, cancel_descendants_of
 from job_service.adapters.postgres.leases import AttemptTransaction, LeaseRepository
 from job_service.adapters.postgres.listing import JobListing
@@ -44,12 +45,19 @@ from job_service.domain.paging import PageTokens
 from job_service.domain.quotas import Quotas
 from job_service.domain.rate_limits import TierBudgets
 from job_service.loops import Supervisor, housekeeping
+from job_service.periodic import Periodic
 from job_service.settings import JobServiceSettings
 from job_service.usecases.admin import Admin
 from job_service.usecases.bulk import BulkActions
 from job_service.usecases.call_permits import CallPermits
 from job_service.usecases.claims import Claims
 from job_service.usecases.credentials import CredentialVault
+from job_service.usecases.dependencies import (
+    RESOLVE_BATCH,
+    RESOLVE_INTERVAL_S,
+    DependencyResolver,
+    DependencyResults,
+)
 from job_service.usecases.firing import ScheduleFiring
 from job_service.usecases.jobs import Jobs
 from job_service.usecases.leases import Leases
@@ -241,6 +249,7 @@ class JobServiceApp(Lifetime):
             dispatcher,
             reservations,
         )
+        dependency_store = DependencyRepository(hot)
         listing = JobListing(self._pool)
         page_tokens = PageTokens(await _page_token_secret(s, listing))
         admin = Admin(
@@ -251,6 +260,7 @@ class JobServiceApp(Lifetime):
             outbox_store,
             page_tokens,
             dispatcher,
+            dependency_store,
         )
         bulk = BulkActions(
             self.registry,
@@ -277,6 +287,7 @@ class JobServiceApp(Lifetime):
             results=results,
             claims=claims,
             permits=permits,
+            dependencies=DependencyResults(dependency_store),
             queues=queues,
             admin=admin,
             bulk=bulk,
@@ -295,6 +306,15 @@ class JobServiceApp(Lifetime):
             [
                 ("outbox dispatcher", dispatcher),
                 ("schedule firing", ScheduleFiring(schedules)),
+                (
+                    "dependency resolver",
+                    Periodic(
+                        "dependency resolver",
+                        DependencyResolver(dependency_store, dispatcher).resolve,
+                        interval_s=RESOLVE_INTERVAL_S,
+                        batch=RESOLVE_BATCH,
+                    ),
+                ),
                 *housekeeping(
                     s,
                     self.registry,

@@ -271,6 +271,21 @@ def signals_fetched(count: int) -> None:
         SIGNALS_FETCHED.inc(count)
 
 
+DEPENDENTS_RELEASED = Counter(
+    "jobs_dependents_released_total",
+    "Jobs waiting for dependencies that the resolver acted on: made due once their last"
+    " dependency ended (outcome=due), or ended by their dependency policy (outcome=ended).",
+    ["outcome"],
+)
+
+
+def dependencies_resolved(*, due: int, ended: int) -> None:
+    if due:
+        DEPENDENTS_RELEASED.labels("due").inc(due)
+    if ended:
+        DEPENDENTS_RELEASED.labels("ended").inc(ended)
+
+
 PARTIAL_OUTPUT_FORWARDED = Counter(
     "jobs_watch_partial_output_messages_total",
     "Partial-output pieces sent to WatchJob clients (counts only: the text is never logged).",

@@ -22,6 +22,8 @@ from pydantic import BaseModel, ValidationError
 from shared.ai.provider import ModelTier
 from shared.constants import Queue
 from shared.credentials import CredentialMode
+from shared.dependencies import DependencyOutput as DependencyOutput  # re-exported
+from shared.dependencies import DependencyPolicy as DependencyPolicy  # re-exported
 from shared.errors import FieldViolation, InvalidInput, UnknownJobType
 from shared.validation import validation_problems
 
@@ -63,14 +65,6 @@ class ArtifactDraft:
     ordinal: int = 0
 
 
-class DependencyPolicy(StrEnum):
-    """What a dependency that ends failed or cancelled does to the job waiting for it."""
-
-    RUN = "run"  # counts as done: the job runs once every dependency has ended
-    FAIL = "fail"  # the job fails at once (DEPENDENCY_FAILED), without running
-    CANCEL = "cancel"  # the job is cancelled at once (DEPENDENCY_CANCELLED)
-
-
 @dataclass(frozen=True)
 class ChildJobDraft:
     """A job a projection creates, committed in the same transaction as its parent's
@@ -83,20 +77,6 @@ class ChildJobDraft:
     priority: int | None = None
     depends_on_keys: tuple[str, ...] = ()
     dependency_policy: DependencyPolicy = DependencyPolicy.FAIL
-
-
-@dataclass(frozen=True)
-class DependencyOutput:
-    """One dependency of a running job as it ended: its stored output when it succeeded
-    (redacted fields as GetJob shows them), its error code otherwise."""
-
-    job_id: str
-    job_type: str
-    status: str  # "succeeded", "failed" or "cancelled"
-    output: dict[str, Any] | None
-    error_code: str | None = None
-    target_type: str | None = None
-    target_id: str | None = None
 
 
 @dataclass(frozen=True)

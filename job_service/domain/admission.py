@@ -11,7 +11,7 @@ caller's, between ``screen`` and ``admit``.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,12 +24,18 @@ from job_service.domain.checks import (
     require_schedule,
     require_target,
 )
+from job_service.domain.dependencies import (
+    NONE,
+    UNTIL_DEPENDENCIES_END,
+    Dependencies,
+    require_dependencies,
+)
 from job_service.domain.jobs import Job, NewJob, RetrySpec
 from shared.ai.prompts import PromptNotFound, get_prompt
 from shared.canonical import content_hash
 from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput
-from shared.registry import ChildJobDraft, JobDefinition, Registry
+from shared.registry import ChildJobDraft, DependencyPolicy, JobDefinition, Registry
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,9 @@ class CreateRequest:
     run_at: datetime | None = None
     delay_s: float | None = None
     pins: Pins = Pins()
+    # the jobs it waits for (fan-in), and what a failed one does to it (None: unset)
+    depends_on: tuple[str, ...] = ()
+    dependency_policy: DependencyPolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -71,18 +80,25 @@ class Screened:
     definition: JobDefinition
     due: datetime | None
     credential_id: str | None
+    dependencies: Dependencies = NONE
 
 
 def screen(registry: Registry, request: CreateRequest, now: datetime) -> Screened:
     """CreateJob's checks of ``request`` made ``now``, in CreateJob's order, but for the
-    input's schema (``admit``): names, job type, priority, run time, input, target,
-    pinned versions, credential mode."""
+    input's schema (``admit``): names, job type, priority, run time, dependencies, input,
+    target, pinned versions, credential mode. That the dependencies are jobs of the user is
+    the caller's to check, with the credential's."""
     require_name("user_id", request.user_id)
     if request.idempotency_key:
         require_name("idempotency_key", request.idempotency_key)
     definition = registry.get(request.job_type)
     require_priority(request.priority)
     due = require_schedule(request.run_at, request.delay_s, now)
+    dependencies = require_dependencies(
+        request.depends_on,
+        request.dependency_policy,
+        scheduled=request.run_at is not None or bool(request.delay_s),
+    )
     require_input(request.raw_input)
     pins = request.pins
     require_target(pins.target_type, pins.target_id)
@@ -93,7 +109,7 @@ def screen(registry: Registry, request: CreateRequest, now: datetime) -> Screene
         )
     _require_versions(definition, pins)
     credential_id = _credential(definition, request.credential_mode, request.credential_id)
-    return Screened(request, definition, due, credential_id)
+    return Screened(request, definition, due, credential_id, dependencies)
 
 
 def admit(screened: Screened) -> NewJob:
@@ -111,6 +127,7 @@ def admit(screened: Screened) -> NewJob:
         screened.due,
         r.pins,
         _requested_time(r.run_at, r.delay_s),
+        screened.dependencies,
     )
 
 
@@ -131,11 +148,19 @@ def admit_child(definition: JobDefinition, draft: ChildJobDraft) -> NewJob:
     """A child a result projects, held to CreateJob's checks of what it carries: its
     idempotency key (required), priority and input. Its user is its parent's (filled in
     when it is stored, as is its parent's credential when it inherits it); it is due now
-    and pins nothing."""
+    and pins nothing — a join (``depends_on_keys``) once its siblings have ended: it
+    waits like a dependent job, its siblings' ids found when it is stored."""
     require_name("idempotency_key", draft.idempotency_key)
     require_priority(draft.priority)
     require_input(draft.input)
-    return _new_job(definition, draft.input, "", draft.idempotency_key, draft.priority)
+    job = _new_job(definition, draft.input, "", draft.idempotency_key, draft.priority)
+    if not draft.depends_on_keys:
+        return job
+    return replace(
+        job,
+        next_run_at=UNTIL_DEPENDENCIES_END,
+        dependencies=Dependencies((), draft.dependency_policy),
+    )
 
 
 def readmit(registry: Registry, job: Job, stored_input: dict[str, Any]) -> RetrySpec:
@@ -246,6 +271,7 @@ def _new_job(
     next_run_at: datetime | None = None,
     pins: Pins | None = None,
     requested_time: dict[str, Any] | None = None,
+    dependencies: Dependencies = NONE,
 ) -> NewJob:
     """A job of ``definition`` with its input validated (InvalidInput naming every bad
     field), due at ``next_run_at`` (None: now), with the target and versions ``pins``
@@ -276,6 +302,10 @@ def _new_job(
         request["prompt_version"] = pins.prompt_version
     if pins.output_schema_version:
         request["output_schema_version"] = pins.output_schema_version
+    if dependencies:  # and jobs without dependencies
+        request["depends_on"] = list(dependencies.job_ids)
+        request["dependency_policy"] = dependencies.policy.value
+        next_run_at = UNTIL_DEPENDENCIES_END
     return NewJob(
         user_id=user_id,
         job_type=definition.job_type,
@@ -303,4 +333,5 @@ def _new_job(
         target_type=target[0] if target else None,
         target_id=target[1][:MAX_ID_CHARS] if target else None,
         redaction_version=definition.redaction_version,
+        dependencies=dependencies,
     )

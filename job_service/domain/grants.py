@@ -33,6 +33,8 @@ class LockGrant:
     # grant saw any, and (attached by the claims use case) the steps.
     has_steps: bool = False
     recorded_steps: tuple[RecordedStep, ...] = ()
+    # How many jobs it depended on (their results: FetchDependencyResults).
+    dependency_count: int = 0
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ class HoldReason(StrEnum):
     QUEUE_FULL = "queue_full"
     RATE_LIMITED = "rate_limited"
     NO_WORKER_FOR_VERSION = "no_worker_for_version"
+    WAITING_FOR_DEPENDENCIES = "waiting_for_dependencies"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from job_service.domain.dependencies import NONE, Dependencies
 from job_service.domain.holds import Hold
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.signals import ReceivedSignal
@@ -57,6 +58,9 @@ class NewJob:
     # A schedule's job: the schedule and the slot it is for (its trigger is "schedule").
     schedule_id: str | None = None
     scheduled_for: datetime | None = None
+    # The jobs it waits for (then it is due at UNTIL_DEPENDENCIES_END until they end). A
+    # join a result projects names its siblings by idempotency key instead (NewChild).
+    dependencies: Dependencies = NONE
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,9 @@ class NewChild:
     # The child runs with its parent's key (a user's own key too) when its type allows
     # user keys; otherwise with the platform's.
     inherits_credential: bool = False
+    # A join: the siblings (job type, idempotency key) it waits for; its policy is its
+    # job's ``dependencies.policy``.
+    siblings: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -161,7 +168,8 @@ class Job:
     # The definition version it is pinned to, and the concurrency key it counts against.
     definition_version: str = ""
     concurrency_key: str | None = None
-    # Why it waits (admin reads of a waiting job only).
+    # Why it waits (admin reads of a waiting job; every read of one waiting for
+    # dependencies).
     hold: Hold | None = None
     # What it is about; the output schema version it was created with; the provider and
     # model of its last provider call (None before any).
@@ -183,6 +191,14 @@ class Job:
     events_total: int = 0
     child_jobs_total: int = 0
     signals_total: int = 0
+    # Dependencies (GetJob): the jobs it waits for and the jobs waiting for it (the first
+    # SHOWN_EDGES of each by id), their totals, how many it still waits for, its policy.
+    depends_on: list[str] = field(default_factory=list)
+    dependencies_total: int = 0
+    dependencies_pending: int = 0
+    dependency_policy: str | None = None
+    dependent_job_ids: list[str] = field(default_factory=list)
+    dependents_total: int = 0
 
 
 @dataclass(frozen=True)

@@ -39,12 +39,14 @@ class Step(StrEnum):
     RETRY = "retry"  # a retryable failure or an expired lease, attempts left
     FAIL = "fail"  # a final failure
     CONFIRM_CANCEL = "confirm_cancel"  # the worker stopped, or its lease ran out
+    DEPENDENCY_FAILED = "dependency_failed"  # a dependency failed: the policy ends the job
 
 
 _S = JobStatus
 TRANSITIONS: dict[tuple[JobStatus, Step], JobStatus] = {
     (_S.CREATED, Step.LOCK): _S.RUNNING,
     (_S.CREATED, Step.CANCEL): _S.CANCELLED,
+    (_S.CREATED, Step.DEPENDENCY_FAILED): _S.FAILED,
     (_S.QUEUED, Step.LOCK): _S.RUNNING,
     (_S.RETRYING, Step.LOCK): _S.RUNNING,
     (_S.QUEUED, Step.CANCEL): _S.CANCELLED,

@@ -22,7 +22,12 @@ class NewJobStore(Protocol):
         """The job stored with its snapshot, timeline event and dispatch row (True), the
         job an idempotency key already names (False), or a refusal with nothing stored;
         with the outbox rows it wrote already claimed for this replica's dispatcher (a due
-        job's dispatch row), committed, to hand over (``Handoff``)."""
+        job's dispatch row), committed, to hand over (``Handoff``). A job with dependencies
+        is attached to them in the same transaction."""
+        ...
+
+    async def owned(self, job_ids: list[str], user_id: str) -> set[str]:
+        """Which of ``job_ids`` are jobs of ``user_id``."""
         ...
 
 

@@ -22,12 +22,15 @@ from job_service.domain.selection import Cursor, JobFilter
 from job_service.ports.jobs import JobStore, RerunStore
 from job_service.ports.listing import JobListingStore
 from job_service.ports.outbox import OutboxStore, Waker
+from job_service.usecases.dependencies import DependencyStore
 from shared.constants import Queue
 from shared.errors import (
     FieldViolation,
     InvalidInput,
     JobNotFound,
     JobNotRetryable,
+    LiveChildExists,
+    LiveRetryExists,
 )
 from shared.registry import Registry
 
@@ -49,7 +52,9 @@ class Admin:
         dead_letters: OutboxStore,
         tokens: PageTokens,
         outbox: Waker,
+        dependencies: DependencyStore,
     ) -> None:
+        self._dependencies = dependencies
         self._registry = registry
         self._store = store
         self._reruns = reruns
@@ -153,7 +158,23 @@ class Admin:
         if created:
             self._outbox.wake()
             log.info("job %s retried as %s (%s)", job_id, new.id, reason)
+            await self._rearm(job_id)
         return await self.get_any_job(new.id)
+
+    async def _rearm(self, job_id: str) -> None:
+        """The re-run of ``job_id`` counts again for the jobs that depended on it: those
+        still waiting wait for it too (done with the re-run), and those its end ended by
+        their policy, never run, are re-run in turn, waiting for the newest run of each of
+        their dependencies (and re-arm their own dependents)."""
+        for dependent in await self._dependencies.ended_by(job_id):
+            try:
+                await self.retry_job(
+                    dependent, f"dependency {job_id} retried"[:TIMELINE_REASON_CHARS]
+                )
+            except (JobNotRetryable, LiveRetryExists, LiveChildExists) as refused:
+                log.info(
+                    "job %s, ended by dependency %s, not re-run: %s", dependent, job_id, refused
+                )
 
     async def dead_letters(
         self, requested_size: int, token: str

@@ -4,6 +4,7 @@ quotas, and the rows the store wrote for this replica's dispatcher handed over."
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -19,6 +20,7 @@ from shared.errors import (
     FieldViolation,
     IdempotencyKeyReused,
     InvalidInput,
+    JobNotFound,
     JobsError,
     QuotaExceeded,
     TooManyJobs,
@@ -126,7 +128,13 @@ class NewJobs:
                         repeats[n] = first_of_key[key]
                         continue
                     first_of_key[key] = n
-            order = [n for n in prepared if n not in repeats]
+            # a job with dependencies is attached to them in a transaction of its own
+            dependent = [n for n in prepared if n not in repeats and prepared[n].dependencies]
+            for n in dependent:
+                outcome, handed_one = await self._store.create(prepared[n], self._quotas)
+                self._handoff.hand_over(handed_one)
+                answers[n] = self._answer(prepared[n], outcome)
+            order = [n for n in prepared if n not in repeats and n not in dependent]
             if order:
                 stored, handed = await self._batches.create_many(
                     [prepared[n] for n in order], self._quotas, tracing.carrier()
@@ -154,7 +162,27 @@ class NewJobs:
             credential, request.user_id
         ):
             raise unknown_credential()
+        if screened.dependencies:
+            await self._require_owned(screened.dependencies.job_ids, request)
         return admit(screened)
+
+    async def _require_owned(self, job_ids: Sequence[str], request: CreateRequest) -> None:
+        """Every dependency is a job of the request's user (another user's is not found
+        either): so no cycle can be built, as a job can only wait for jobs older than it."""
+        owned = await self._store.owned(list(job_ids), request.user_id)
+        if len(owned) == len(job_ids):
+            return
+        given = {str(uuid.UUID(j)): i for i, j in enumerate(request.depends_on)}
+        missing = sorted((given[j], j) for j in job_ids if j not in owned)
+        job_id = missing[0][1]
+        raise JobNotFound(
+            f"no job {job_id} of this user to depend on ({len(missing)} not found)",
+            [
+                FieldViolation(f"depends_on[{index}]", "a job of this user")
+                for index, _ in missing[:100]
+            ],
+            metadata={"job_id": job_id},
+        )
 
     def settle(self, new: NewJob, stored: Stored) -> Created:
         """``_settle`` for a job stored inside a caller's transaction: the dispatcher is

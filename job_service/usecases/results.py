@@ -15,6 +15,7 @@ from job_service import metrics
 from job_service.domain.admission import admit_child
 from job_service.domain.attempts import Refusal, Submission, refusal
 from job_service.domain.checks import MAX_ID_CHARS, not_json, require_batch, require_uuid
+from job_service.domain.dependencies import MAX_DEPENDENCIES
 from job_service.domain.jobs import (
     MAX_ARTIFACT_BYTES_PER_JOB,
     MAX_ARTIFACTS_PER_JOB,
@@ -180,7 +181,10 @@ class Results:
             keys.add((draft.job_type, draft.idempotency_key))
             inherits = CredentialMode.USER in self._registry.get(draft.job_type).credential_modes
             children.append(NewChild(submission.job_id, self._new_child(draft), inherits))
-        return children
+        return [
+            _joined(child, draft, submission.children)
+            for child, draft in zip(children, submission.children, strict=True)
+        ]
 
     def _new_child(self, draft: ChildJobDraft) -> NewJob:
         """A projection's child, admitted as CreateJob admits a job (its user is the
@@ -279,3 +283,20 @@ def _submission_problem(submission: Submission, seen: set[str]) -> JobsError | N
             [FieldViolation("artifacts", "each (artifact_type, artifact_id) once")],
         )
     return None
+
+
+def _joined(child: NewChild, draft: ChildJobDraft, drafts: Sequence[ChildJobDraft]) -> NewChild:
+    """A join waits for the siblings its ``depends_on_keys`` name (each an idempotency key
+    of another child of the same result, named once), found by (job type, key)."""
+    if not draft.depends_on_keys:
+        return child
+    types = {d.idempotency_key: d.job_type for d in drafts if d is not draft}
+    named = set(draft.depends_on_keys)
+    if len(named) != len(draft.depends_on_keys) or not named <= types.keys():
+        raise InvalidInput(
+            "a join's depends_on_keys must name other children of the same result, once each"
+        )
+    if len(named) > MAX_DEPENDENCIES:
+        raise InvalidInput(f"a join waits for at most {MAX_DEPENDENCIES} jobs")
+    siblings = tuple(sorted((types[key], key) for key in named))
+    return replace(child, siblings=siblings)

@@ -41,6 +41,8 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("created", "lock"): "running",
     # created -> cancelled: CancelJob while it waits for its time
     ("created", "cancel"): "cancelled",
+    # created -> failed: a dependency failed and the job's policy fails it (never run)
+    ("created", "dependency_failed"): "failed",
     # running -> succeeded: SubmitResult with the current lease token
     ("running", "succeed"): "succeeded",
     # running -> retrying: retryable failure or expired lease, attempts left
@@ -63,7 +65,7 @@ ALL_STATUSES = {
     "cancelled",
 }
 TERMINAL_STATUSES = {"succeeded", "failed", "cancelled"}
-ALL_STEPS = {"lock", "cancel", "succeed", "retry", "fail", "confirm_cancel"}
+ALL_STEPS = {"lock", "cancel", "succeed", "retry", "fail", "confirm_cancel", "dependency_failed"}
 
 PAIRS = list(itertools.product(JobStatus, Step))
 
@@ -154,8 +156,8 @@ def test_sources_of_the_main_steps() -> None:
         assert sources(step) == {JobStatus.RUNNING}
 
 
-def test_a_delayed_job_can_only_be_locked_or_cancelled() -> None:
-    for step in set(Step) - {Step.LOCK, Step.CANCEL}:
+def test_a_waiting_created_job_can_only_be_locked_cancelled_or_failed_by_a_dependency() -> None:
+    for step in set(Step) - {Step.LOCK, Step.CANCEL, Step.DEPENDENCY_FAILED}:
         assert JobStatus.CREATED not in sources(step)
         with pytest.raises(IllegalTransition):
             transition(JobStatus.CREATED, step)

@@ -74,7 +74,8 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         self, request: pb.AdminGetJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.AdminGetJobResponse:
         job = await self._admin.get_any_job(request.job_id)
-        job = replace(job, hold=await self._queues.hold(job))
+        if job.hold is None:  # a job waiting for its dependencies says so already
+            job = replace(job, hold=await self._queues.hold(job))
         return pb.AdminGetJobResponse(job=job_to_pb(job, internal=True))
 
     async def RetryJob(

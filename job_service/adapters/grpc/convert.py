@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from job_service.domain.dependencies import UNTIL_DEPENDENCIES_END
 from job_service.domain.holds import Hold, HoldReason
 from job_service.domain.jobs import Job
 from job_service.domain.lifecycle import JobStatus
@@ -10,6 +11,7 @@ from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import job_pb2
 from shared.pbconv import artifact_to_pb, timestamp
+from shared.registry import DependencyPolicy
 
 STATUS_TO_PB: dict[JobStatus, int] = {
     status: job_pb2.JobStatus.Value(f"JOB_STATUS_{status.name}") for status in JobStatus
@@ -33,6 +35,27 @@ def credential_mode_from_pb(number: int) -> CredentialMode:
         raise InvalidInput(
             "credential_mode is not a known mode",
             [FieldViolation("credential_mode", "CREDENTIAL_MODE_PLATFORM or CREDENTIAL_MODE_USER")],
+        ) from None
+
+
+DEPENDENCY_POLICY_TO_PB: dict[DependencyPolicy, int] = {
+    policy: job_pb2.DependencyPolicy.Value(f"DEPENDENCY_POLICY_{policy.name}")
+    for policy in DependencyPolicy
+}
+_DEPENDENCY_POLICY_FROM_PB = {number: policy for policy, number in DEPENDENCY_POLICY_TO_PB.items()}
+
+
+def dependency_policy_from_pb(number: int) -> DependencyPolicy | None:
+    """A request's dependency_policy (None: unspecified); InvalidInput for a number this
+    build does not know."""
+    if number == job_pb2.DEPENDENCY_POLICY_UNSPECIFIED:
+        return None
+    try:
+        return _DEPENDENCY_POLICY_FROM_PB[number]
+    except KeyError:
+        raise InvalidInput(
+            "dependency_policy is not a known policy",
+            [FieldViolation("dependency_policy", "RUN, FAIL or CANCEL")],
         ) from None
 
 
@@ -71,7 +94,10 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         updated_at=timestamp(job.updated_at),
         started_at=timestamp(job.started_at),
         finished_at=timestamp(job.finished_at),
-        next_run_at=timestamp(job.next_run_at),
+        # a job waiting for its dependencies has no due time yet
+        next_run_at=timestamp(
+            None if job.next_run_at == UNTIL_DEPENDENCIES_END else job.next_run_at
+        ),
         artifacts=[artifact_to_pb(a) for a in job.artifacts],
         events=[
             job_pb2.JobEvent(
@@ -111,10 +137,20 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         events_total=job.events_total,
         artifacts_total=job.artifacts_total,
         child_jobs_total=job.child_jobs_total,
+        depends_on=job.depends_on,
+        dependencies_total=job.dependencies_total,
+        dependencies_pending=job.dependencies_pending,
+        dependent_job_ids=job.dependent_job_ids,
+        dependents_total=job.dependents_total,
     )
+    if job.dependency_policy:
+        policy = DependencyPolicy(job.dependency_policy)
+        message.dependency_policy = DEPENDENCY_POLICY_TO_PB[policy]  # type: ignore[assignment]
     if internal:
         message.created_by = job.created_by or ""
-    if internal and job.hold is not None:
+    if job.hold is not None and (
+        internal or job.hold.reason is HoldReason.WAITING_FOR_DEPENDENCIES
+    ):
         message.hold.CopyFrom(hold_to_pb(job.hold))
     if job.validated_output is not None:
         message.output.update(job.validated_output)

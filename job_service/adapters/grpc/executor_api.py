@@ -9,13 +9,19 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from job_service.adapters.grpc.convert import CREDENTIAL_MODE_TO_PB, STATUS_TO_PB
+from job_service.adapters.grpc.convert import (
+    CREDENTIAL_MODE_TO_PB,
+    STATUS_TO_PB,
+    dependency_policy_from_pb,
+)
 from job_service.adapters.grpc.session_api import serve_session
 from job_service.domain.attempts import Submission
 from job_service.domain.grants import LockGrant, LockRefusal
+from job_service.domain.lifecycle import JobStatus
 from job_service.usecases.call_permits import CallPermits
 from job_service.usecases.claims import Claims
 from job_service.usecases.credentials import CredentialVault
+from job_service.usecases.dependencies import DependencyResults
 from job_service.usecases.leases import Leases
 from job_service.usecases.results import Results
 from job_service.usecases.sessions import WorkerSessions
@@ -34,7 +40,7 @@ from shared.pbconv import (
     timestamp,
     usage_from_pb,
 )
-from shared.registry import ChildJobDraft
+from shared.registry import ChildJobDraft, DependencyPolicy
 from shared.rpc_errors import status_proto_for
 
 # The ErrorInfo domain of a refused SubmitResults item (the interceptor's, for one call).
@@ -55,7 +61,9 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         steps: Steps,
         signals: Signals,
         permits: CallPermits,
+        dependencies: DependencyResults,
     ):
+        self._dependencies = dependencies
         self._permits = permits
         self._signals = signals
         self._leases = leases
@@ -113,6 +121,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
                     credential_mode=CREDENTIAL_MODE_TO_PB[answer.credential_mode],  # type: ignore[arg-type]
                     credential_id=answer.credential_id or "",
                     recorded_steps=[recorded_step_to_pb(s) for s in answer.recorded_steps],
+                    dependency_count=answer.dependency_count,
                 ),
             )
         if answer.retry_after is not None:
@@ -268,6 +277,28 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
             more=more,
         )
 
+    async def FetchDependencyResults(
+        self, request: pb.FetchDependencyResultsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.FetchDependencyResultsResponse:
+        results, more = await self._dependencies.fetch(
+            request.job_id, request.lease_token, request.after_job_id, request.page_size
+        )
+        return pb.FetchDependencyResultsResponse(
+            results=[
+                pb.DependencyResult(
+                    job_id=r.job_id,
+                    job_type=r.job_type,
+                    status=STATUS_TO_PB[JobStatus(r.status)],  # type: ignore[arg-type]
+                    output=struct_from_dict(r.output) if r.output is not None else None,
+                    error_code=r.error_code or "",
+                    target_type=r.target_type or "",
+                    target_id=r.target_id or "",
+                )
+                for r in results
+            ],
+            more=more,
+        )
+
 
 def _submission(request: pb.SubmitResultRequest) -> Submission:
     return Submission(
@@ -282,6 +313,9 @@ def _submission(request: pb.SubmitResultRequest) -> Submission:
                 input=dict_from_struct(c.input),
                 idempotency_key=c.idempotency_key,
                 priority=c.priority if c.HasField("priority") else None,
+                depends_on_keys=tuple(c.depends_on_keys),
+                dependency_policy=dependency_policy_from_pb(c.dependency_policy)
+                or DependencyPolicy.FAIL,
             )
             for c in request.child_jobs
         ],

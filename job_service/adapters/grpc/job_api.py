@@ -12,6 +12,7 @@ from google.protobuf.message import DecodeError
 from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.convert import (
     credential_mode_from_pb,
+    dependency_policy_from_pb,
     job_to_pb,
     received_signal_to_pb,
 )
@@ -176,6 +177,8 @@ def _create_request(request: pb.CreateJobRequest) -> CreateRequest:
             prompt_version=request.prompt_version,
             output_schema_version=request.output_schema_version,
         ),
+        depends_on=tuple(request.depends_on),
+        dependency_policy=dependency_policy_from_pb(request.dependency_policy),
     )
 
 

@@ -24,6 +24,7 @@ from job_service.usecases.bulk import BulkActions
 from job_service.usecases.call_permits import CallPermits
 from job_service.usecases.claims import Claims
 from job_service.usecases.credentials import CredentialVault
+from job_service.usecases.dependencies import DependencyResults
 from job_service.usecases.jobs import Jobs
 from job_service.usecases.leases import Leases
 from job_service.usecases.new_jobs import NewJobs
@@ -95,6 +96,7 @@ def build_server(
     schedules: Schedules,
     signals: Signals,
     permits: CallPermits,
+    dependencies: DependencyResults,
 ) -> grpc.aio.Server:
     server = grpc.aio.server(
         # outermost first: the metrics see the final code, the error interceptor translates
@@ -131,6 +133,7 @@ def build_server(
             steps=steps,
             signals=signals,
             permits=permits,
+            dependencies=dependencies,
         ),
         server,
     )

@@ -130,7 +130,9 @@ WITH prior AS ({prior}
 )
 SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
        l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s,
-       EXISTS (SELECT 1 FROM job_steps st WHERE st.job_id = l.id) AS has_steps
+       EXISTS (SELECT 1 FROM job_steps st WHERE st.job_id = l.id) AS has_steps,
+       (SELECT count(*) FROM job_dependencies dep WHERE dep.job_id = l.id)::int
+           AS dependency_count
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
 ORDER BY l.sched_key
 """
@@ -370,5 +372,6 @@ def _granted(row: asyncpg.Record) -> Granted:
         credential_mode=CredentialMode(row["credential_mode"]),
         credential_id=row["credential_id"],
         has_steps=row["has_steps"],
+        dependency_count=row["dependency_count"],
     )
     return Granted(grant, row["waited_s"] or 0.0)

@@ -19,6 +19,8 @@ from job_service.adapters.postgres.vocabulary.statuses import (
     sql_status,
     timeline_event,
 )
+from job_service.domain.dependencies import SHOWN_EDGES, waiting_hold
+from job_service.domain.holds import Hold
 from job_service.domain.jobs import SHOWN, Artifact, Job
 from job_service.domain.lifecycle import (
     TERMINAL,
@@ -60,6 +62,14 @@ SELECT {JOB_COLUMNS},
      FROM (SELECT seq, name, sent_at FROM job_signals WHERE job_id = j.id
            ORDER BY seq DESC LIMIT $6) s) AS signals,
     j.signal_seq AS signals_total,
+    ARRAY(SELECT d.depends_on_id::text FROM job_dependencies d WHERE d.job_id = j.id
+          ORDER BY d.depends_on_id LIMIT {SHOWN_EDGES}) AS depends_on,
+    (SELECT count(*) FROM job_dependencies d WHERE d.job_id = j.id)::int AS dependencies_total,
+    ARRAY(SELECT d.job_id::text FROM job_dependencies d WHERE d.depends_on_id = j.id
+          ORDER BY d.job_id LIMIT {SHOWN_EDGES}) AS dependent_job_ids,
+    (SELECT count(*) FROM job_dependencies d WHERE d.depends_on_id = j.id)::int
+        AS dependents_total,
+    j.dependencies_pending, j.dependency_policy,
     usage.*
 FROM jobs j
 CROSS JOIN LATERAL (
@@ -173,6 +183,13 @@ class JobRepository:
             events_total=row["events_total"],
             child_jobs_total=row["child_jobs_total"],
             signals_total=row["signals_total"],
+            depends_on=list(row["depends_on"]),
+            dependencies_total=row["dependencies_total"],
+            dependencies_pending=row["dependencies_pending"] or 0,
+            dependency_policy=row["dependency_policy"],
+            dependent_job_ids=list(row["dependent_job_ids"]),
+            dependents_total=row["dependents_total"],
+            hold=_dependency_hold(row),
         )
 
     async def cancel(
@@ -229,3 +246,10 @@ async def cancel_descendants_of(
         public_message(ErrorCode.CANCELLED),
     )
     return [(r["id"], JobStatus(r["status"])) for r in rows]
+
+
+def _dependency_hold(row: asyncpg.Record) -> Hold | None:
+    """What a job waiting for its dependencies waits for; None for any other job."""
+    if row["status"] != JobStatus.CREATED.value or not row["dependencies_pending"]:
+        return None
+    return waiting_hold(row["dependencies_pending"], row["dependencies_total"])

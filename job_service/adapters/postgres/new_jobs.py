@@ -5,9 +5,12 @@ rows it is stored with are the vocabulary's (``vocabulary/new_job.py``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import asyncpg
 
 from job_service.adapters.postgres.rows import job_from_row
+from job_service.adapters.postgres.vocabulary.dependencies import OWNED, attach, attach_retrying
 from job_service.adapters.postgres.vocabulary.line import (
     LOCK_LINES,
     lines_of,
@@ -28,6 +31,7 @@ from job_service.adapters.postgres.vocabulary.new_job import (
     user_keys,
 )
 from job_service.adapters.postgres.vocabulary.outbox_rows import handed, handed_messages
+from job_service.domain.dependencies import SHOWN_EDGES
 from job_service.domain.jobs import NewJob
 from job_service.domain.lifecycle import ACTIVE, statuses_sql
 from job_service.domain.outbox import OutboxMessage
@@ -172,5 +176,41 @@ class NewJobRepository:
         (claimed for the owner's dispatcher when due: returned to hand over). Returns the
         existing job instead when the idempotency key was used before (even at a quota
         limit), and a QuotaRefusal (nothing stored) when the user is at a limit."""
+        if new.dependencies:
+            return await attach_retrying(
+                self._pool, lambda conn: _create_dependent(conn, new, quotas, self._owner)
+            )
         async with self._pool.acquire() as conn:
             return await create_job(conn, new, quotas, self._owner)
+
+    async def owned(self, job_ids: list[str], user_id: str) -> set[str]:
+        """Which of ``job_ids`` are jobs of ``user_id``."""
+        rows = await self._pool.fetch(OWNED, job_ids, user_id)
+        return {r["id"] for r in rows}
+
+
+async def _create_dependent(
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
+    new: NewJob,
+    quotas: Quotas,
+    owner: str | None,
+) -> tuple[Stored, list[OutboxMessage]]:
+    """A job that waits for its dependencies, created and attached to them in the caller's
+    transaction (it is not due: it takes no place in line, and its dispatch row waits)."""
+    stored, handed = await _create_job(conn, new, quotas, owner)
+    if isinstance(stored, QuotaRefusal) or not stored[1]:
+        return stored, handed
+    job = stored[0]
+    deps = new.dependencies
+    attached, pending = await attach(conn, job.id, deps.job_ids, deps.policy, new.user_id)
+    if attached != len(deps.job_ids):
+        # a dependency was deleted (retention) since it was checked: nothing is written
+        raise LookupError(f"{len(deps.job_ids) - attached} dependencies are gone")
+    shown = replace(
+        job,
+        depends_on=list(deps.job_ids[:SHOWN_EDGES]),
+        dependencies_total=attached,
+        dependencies_pending=pending,
+        dependency_policy=deps.policy.value,
+    )
+    return (shown, True), handed

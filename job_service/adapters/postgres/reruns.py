@@ -11,18 +11,27 @@ insert only names the live retry in the refusal. An admin RetryJob's idempotency
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
+from job_service.adapters.postgres.vocabulary.dependencies import (
+    ATTACH_BACKOFF_S,
+    ATTACH_TRIES,
+    MOVE_WAITING,
+    attach,
+)
 from job_service.adapters.postgres.vocabulary.line import LOCK_RERUN_LINE, place_in_line
 from job_service.adapters.postgres.vocabulary.new_job import new_job_rows, snapshot_row
 from job_service.adapters.postgres.vocabulary.statuses import sql_status
+from job_service.domain.dependencies import UNTIL_DEPENDENCIES_END
 from job_service.domain.jobs import Job, RetrySpec
 from job_service.domain.lifecycle import RERUNNABLE, JobStatus, status_values
 from shared.errors import IdempotencyKeyReused, JobNotRetryable, LiveChildExists, LiveRetryExists
+from shared.registry import DependencyPolicy
 
 _ONE_LIVE_RETRY = "jobs_one_live_retry"
 
@@ -39,7 +48,10 @@ _RERUN = {
     **_same("queue", "priority", "request_hash"),
     "retried_from_job_id": "id",
     "parent_job_id": "parent_job_id",
-    "status": sql_status(JobStatus.QUEUED),
+    # a re-run of a job with dependencies waits for them again (attached by ``_rerun``)
+    "status": f"CASE WHEN dependency_policy IS NULL THEN {sql_status(JobStatus.QUEUED)}"
+    f" ELSE {sql_status(JobStatus.CREATED)} END",
+    "next_run_at": "CASE WHEN dependency_policy IS NOT NULL THEN $9::timestamptz END",
     "max_attempts": "$3::int",
     "timeout_ms": "$4::int",
     **_same("input_schema_version", "output_schema_version"),
@@ -75,9 +87,10 @@ WITH src AS (
         _RERUN,
         "FROM src",
         snapshot=snapshot_row("inserted.id::uuid", _RERUN_SNAPSHOT, "FROM inserted, src"),
-        status=JobStatus.QUEUED,
+        status="status",
         reason="$7::varchar",
         trace="NULL::jsonb",
+        due="coalesce(src.next_run_at, now())",
         idempotent=False,
     )
 }
@@ -85,8 +98,20 @@ SELECT * FROM inserted
 """
 
 RERUN_SOURCE = """
-SELECT parent_job_id::text AS parent_job_id, job_type, coalesce(retry_root_id, id) AS root
+SELECT parent_job_id::text AS parent_job_id, job_type, coalesce(retry_root_id, id) AS root,
+       user_id, dependency_policy
 FROM jobs WHERE id = $1
+"""
+
+# What a re-run of job $1 waits for: the newest run of each of its dependencies (the
+# dependency, or its newest re-run).
+LATEST_RUNS = """
+SELECT coalesce(
+    (SELECT r.id::text FROM jobs r WHERE r.retry_root_id = coalesce(d.retry_root_id, d.id)
+     ORDER BY r.created_at DESC LIMIT 1),
+    e.depends_on_id::text) AS id
+FROM job_dependencies e LEFT JOIN jobs d ON d.id = e.depends_on_id
+WHERE e.job_id = $1
 """
 
 # The original of job $1's lineage.
@@ -157,8 +182,7 @@ class RerunRepository:
             if key is not None and (known := await _keyed(conn, key, job_id)) is not None:
                 return known, False
             try:
-                async with conn.transaction():
-                    row = await _rerun(conn, job_id, spec, reason, key, since)
+                row = await _rerun_retrying(conn, job_id, spec, reason, key, since)
             except (asyncpg.UniqueViolationError, LiveRetryExists) as error:
                 # A concurrent retry committed first: answer as if it had come before. The
                 # same key's retry may have committed since the key was looked up (the
@@ -196,6 +220,27 @@ async def _refusal(
     return _live_retry(live["id"] if live else "made concurrently")
 
 
+async def _rerun_retrying(
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
+    job_id: str,
+    spec: RetrySpec,
+    reason: str,
+    key: str | None,
+    since: datetime | None,
+) -> asyncpg.Record | None:
+    """``_rerun`` in a transaction, again while a dependency it attaches is being ended
+    (``attach_retrying``'s reason)."""
+    for attempt in range(ATTACH_TRIES):
+        try:
+            async with conn.transaction():
+                return await _rerun(conn, job_id, spec, reason, key, since)
+        except asyncpg.LockNotAvailableError:
+            if attempt == ATTACH_TRIES - 1:
+                raise
+            await asyncio.sleep(ATTACH_BACKOFF_S)
+    raise AssertionError("unreachable")
+
+
 async def _rerun(
     conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
     job_id: str,
@@ -213,7 +258,7 @@ async def _rerun(
     if live is not None:
         raise _live_retry(live["id"], made_since=JobStatus(live["status"]) in RERUNNABLE)
     await conn.execute(LOCK_RERUN_LINE, job_id)  # its place, as a create's
-    return await conn.fetchrow(
+    row = await conn.fetchrow(
         RERUN_JOB,
         job_id,
         status_values(RERUNNABLE),
@@ -223,7 +268,17 @@ async def _rerun(
         spec.snapshot_ttl_s,
         reason,
         key,
+        UNTIL_DEPENDENCIES_END,
     )
+    if row is None:
+        return None
+    if source["dependency_policy"] is not None:
+        runs = sorted({r["id"] for r in await conn.fetch(LATEST_RUNS, job_id)})
+        policy = DependencyPolicy(source["dependency_policy"])
+        await attach(conn, row["id"], runs, policy, source["user_id"])
+    # the jobs still waiting for the job wait for its re-run too
+    await conn.execute(MOVE_WAITING, job_id, row["id"])
+    return row
 
 
 async def _require_no_live_sibling(

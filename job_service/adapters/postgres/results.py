@@ -9,6 +9,7 @@ from typing import Any
 
 import asyncpg
 
+from job_service.adapters.postgres.vocabulary.dependencies import SIBLINGS, attach, attach_retrying
 from job_service.adapters.postgres.vocabulary.line import place_in_line, released_slot_tokens
 from job_service.adapters.postgres.vocabulary.new_job import (
     KEY_COLUMNS,
@@ -17,6 +18,7 @@ from job_service.adapters.postgres.vocabulary.new_job import (
     NewJobCtes,
     new_job_record,
     new_job_rows,
+    queued_or_created,
     record_type,
     record_values,
     snapshot_row,
@@ -87,13 +89,14 @@ WITH input AS (
 
 
 _CHILDREN = NewJobCtes("children", "child_snapshots", "child_events", "child_dispatch")
-_CHILD_STATUS = JobStatus.QUEUED
 # A child's snapshot: its item's, found by the child's idempotency key.
 _CHILD_SNAPSHOT_SOURCE = """FROM children ch JOIN children_in c
         ON c.parent_job_id = ch.parent_job_id AND c.job_type = ch.job_type
        AND c.idempotency_key = ch.idempotency_key"""
 # Child jobs (each with its snapshot, timeline event and dispatch row; a child whose
-# idempotency key exists already is left as it is) and usage rows of the results `done`;
+# idempotency key exists already is left as it is; a join is created waiting, and attached
+# to its siblings after this statement, in its transaction) and usage rows of the results
+# `done`;
 # $5 names the replica whose dispatcher publishes the outbox rows.
 _PROJECTION = f"""
 ), children_in AS (
@@ -113,17 +116,20 @@ _PROJECTION = f"""
             **record_values("c"),
             "trigger_type": "'child_job'",
             "parent_job_id": "c.parent_job_id",
-            "status": sql_status(_CHILD_STATUS),
+            "status": queued_or_created("c"),
             "queued_at": "now()",
             "sched_key": place_in_line("c"),
         },
         "FROM children_keyed c",
         snapshot=snapshot_row("ch.id", snapshot_values("c"), _CHILD_SNAPSHOT_SOURCE),
-        status=_CHILD_STATUS,
+        status="status",
         reason="'child_job'",
         trace="NULL::jsonb",
         owner="$5::text",
-        returning="j.id, j.queue, j.parent_job_id, j.job_type, j.idempotency_key",
+        due="coalesce(src.next_run_at, now())",
+        returning=(
+            "j.id, j.queue, j.parent_job_id, j.job_type, j.idempotency_key, j.status, j.next_run_at"
+        ),
         ctes=_CHILDREN,
     )
 }, usage AS (
@@ -142,6 +148,13 @@ SUBMIT_RESULTS_PROJECTED = (
     + _PROJECTION
     + _DONE.format(handed(_FIRST, "release", "domain_event", _CHILDREN.dispatch))
 )
+
+# A join parent $1's result created just now (type $2, key $3): not yet attached.
+JOIN_CREATED = """
+SELECT id::text AS id, user_id FROM jobs
+WHERE parent_job_id = $1 AND job_type = $2 AND idempotency_key = $3
+  AND dependency_policy IS NULL
+"""
 
 JOB_TYPES = "SELECT id::text AS id, job_type FROM jobs WHERE id = ANY($1::text[]::uuid[])"
 
@@ -190,14 +203,46 @@ class ResultRepository:
         ]
         child_rows = [_child_row(c) for c in children]
         usage = [usage_row(r.job_id, u) for r in results for u in r.usage]
-        async with self._pool.acquire() as conn:
-            if child_rows or usage:
+        joins = [c for c in children if c.siblings]
+        if joins:
+            # the joins are attached to their siblings in the result's transaction
+            async def projected(
+                conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
+            ) -> list[asyncpg.Record]:
                 rows = await conn.fetch(
                     SUBMIT_RESULTS_PROJECTED, items, artifacts, child_rows, usage, self._owner
                 )
-            else:
-                rows = await conn.fetch(SUBMIT_RESULTS, items, artifacts, self._owner)
+                committed = {row["id"] for row in rows}
+                for join in joins:
+                    if join.parent_job_id in committed:
+                        await _attach_join(conn, join)
+                return rows
+
+            rows = await attach_retrying(self._pool, projected)
+        else:
+            async with self._pool.acquire() as conn:
+                if child_rows or usage:
+                    rows = await conn.fetch(
+                        SUBMIT_RESULTS_PROJECTED, items, artifacts, child_rows, usage, self._owner
+                    )
+                else:
+                    rows = await conn.fetch(SUBMIT_RESULTS, items, artifacts, self._owner)
         return Committed({row["id"]: row["job_type"] for row in rows}, handed_messages(rows))
+
+
+async def _attach_join(
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], join: NewChild
+) -> None:
+    """Attaches a join this result created to its siblings (found by type and key among
+    the parent's user's jobs); a join whose key named an existing job is left as it is."""
+    found = await conn.fetchrow(
+        JOIN_CREATED, join.parent_job_id, join.job.job_type, join.job.idempotency_key
+    )
+    if found is None:
+        return
+    types, keys = [t for t, _ in join.siblings], [k for _, k in join.siblings]
+    siblings = [r["id"] for r in await conn.fetch(SIBLINGS, found["user_id"], types, keys)]
+    await attach(conn, found["id"], siblings, join.job.dependencies.policy, found["user_id"])
 
 
 def _child_row(child: NewChild) -> dict[str, Any]:

@@ -299,7 +299,9 @@ WITH prior AS (
 )
 SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
        l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s,
-       EXISTS (SELECT 1 FROM job_steps st WHERE st.job_id = l.id) AS has_steps
+       EXISTS (SELECT 1 FROM job_steps st WHERE st.job_id = l.id) AS has_steps,
+       (SELECT count(*) FROM job_dependencies dep WHERE dep.job_id = l.id)::int
+           AS dependency_count
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
 ORDER BY l.sched_key;
 
@@ -332,7 +334,9 @@ WITH prior AS (
 )
 SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
        l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s,
-       EXISTS (SELECT 1 FROM job_steps st WHERE st.job_id = l.id) AS has_steps
+       EXISTS (SELECT 1 FROM job_steps st WHERE st.job_id = l.id) AS has_steps,
+       (SELECT count(*) FROM job_dependencies dep WHERE dep.job_id = l.id)::int
+           AS dependency_count
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
 ORDER BY l.sched_key;
 
@@ -436,6 +440,89 @@ WHERE key_id <> $1 ORDER BY id LIMIT $2;
 UPDATE credentials SET key_id = $3, nonce = $4, ciphertext = $5, updated_at = now()
 WHERE id = $1 AND key_id = $2;
 
+-- dependencies.OWNED
+SELECT id::text AS id FROM jobs WHERE id = ANY($1::text[]::uuid[]) AND user_id = $2;
+
+-- dependencies.RELEASE
+WITH picked AS (
+    DELETE FROM dependency_releases r
+    WHERE r.job_id IN (SELECT job_id FROM dependency_releases ORDER BY created_at
+                       LIMIT $1 FOR UPDATE SKIP LOCKED)
+    RETURNING r.job_id, r.reason
+), ready AS (
+    SELECT j.id, j.queue, j.priority, j.fairness_key, NULL::timestamptz AS next_run_at
+    FROM jobs j JOIN picked p ON p.job_id = j.id
+    WHERE p.reason = 'ready' AND j.status = 'created' AND j.dependencies_pending = 0
+), due AS (
+    UPDATE jobs j SET next_run_at = now(), updated_at = now(), sched_key = greatest(
+        extract(epoch FROM coalesce(src.next_run_at, now()))::float8
+            - src.priority * coalesce(nullif(current_setting('jobs.priority_step_s', true), '')::float8, 10.0),
+        (SELECT max(w.sched_key) FROM jobs w
+         WHERE w.queue = src.queue AND w.fairness_key = src.fairness_key
+           AND w.priority = src.priority AND w.status IN ('created', 'queued', 'retrying')
+           AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05))
+    FROM ready src
+    WHERE j.id = src.id AND j.status = 'created'
+    RETURNING j.id
+), dispatch AS (
+    UPDATE outbox_events o SET available_at = now()
+    FROM due WHERE o.dedupe_key = 'job.dispatch:' || due.id::text || ':create' AND o.status = 'pending'
+    RETURNING o.id
+), ended AS (
+    UPDATE jobs j SET
+        status = CASE WHEN j.dependency_policy = 'cancel'
+                      THEN 'cancelled'
+                      ELSE 'failed' END,
+        error_code = CASE WHEN j.dependency_policy = 'cancel'
+                          THEN 'DEPENDENCY_CANCELLED'
+                          ELSE 'DEPENDENCY_FAILED' END,
+        public_error_message = 'A job it depends on failed or was cancelled.',
+        next_run_at = NULL, finished_at = now(), updated_at = now()
+    FROM picked p
+    WHERE j.id = p.job_id AND p.reason = 'broken' AND j.status = 'created'
+    RETURNING j.id, j.job_type, j.status, j.attempt_count, j.error_code
+), undispatched AS (
+    DELETE FROM outbox_events o USING ended
+    WHERE o.dedupe_key = 'job.dispatch:' || ended.id::text || ':create' AND o.status = 'pending'
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id, 'created', ended.status, attempt_count, lower(ended.error_code) FROM ended
+), domain_event AS (
+
+    INSERT INTO outbox_events (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at)
+    SELECT 'job.' || src.status, 'job', src.id::text, 'job.' || src.status || ':' || src.id,
+           'jobs.events.' || src.job_type || '.' || src.status,
+           jsonb_build_object('job_id', src.id::text, 'job_type', src.job_type,
+                              'status', src.status),
+           now()
+    FROM ended src
+
+)
+SELECT (SELECT count(*) FROM picked) AS picked, (SELECT count(*) FROM due) AS due,
+       (SELECT count(*) FROM dispatch) AS dispatched, (SELECT count(*) FROM ended) AS ended;
+
+-- dependencies.RESULTS
+SELECT d.id::text AS id, d.job_type, d.status, d.validated_output, d.error_code,
+       d.target_type, d.target_id
+FROM jobs j
+JOIN job_dependencies e ON e.job_id = j.id
+JOIN jobs d ON d.id = e.depends_on_id
+WHERE j.id = $1::uuid AND j.lease_token = $2::uuid AND j.status = ANY($5::text[])
+  AND e.depends_on_id > $3::uuid
+ORDER BY e.depends_on_id
+LIMIT $4 + 1;
+
+-- dependencies.LEASE_HELD
+SELECT 1 FROM jobs WHERE id = $1::uuid AND lease_token = $2::uuid AND status = ANY($3::text[]);
+
+-- dependencies.ENDED_BY
+SELECT j.id::text AS id
+FROM job_dependencies e JOIN jobs j ON j.id = e.job_id
+WHERE e.depends_on_id = $1::uuid AND j.attempt_count = 0
+  AND j.error_code IN ('DEPENDENCY_FAILED',
+                       'DEPENDENCY_CANCELLED')
+ORDER BY j.id;
+
 -- gauges.QUEUE_DEPTH
 SELECT queue, status, count(*) AS n FROM jobs
 WHERE status = ANY($1::text[])
@@ -479,6 +566,14 @@ SELECT
      FROM (SELECT seq, name, sent_at FROM job_signals WHERE job_id = j.id
            ORDER BY seq DESC LIMIT $6) s) AS signals,
     j.signal_seq AS signals_total,
+    ARRAY(SELECT d.depends_on_id::text FROM job_dependencies d WHERE d.job_id = j.id
+          ORDER BY d.depends_on_id LIMIT 1000) AS depends_on,
+    (SELECT count(*) FROM job_dependencies d WHERE d.job_id = j.id)::int AS dependencies_total,
+    ARRAY(SELECT d.job_id::text FROM job_dependencies d WHERE d.depends_on_id = j.id
+          ORDER BY d.job_id LIMIT 1000) AS dependent_job_ids,
+    (SELECT count(*) FROM job_dependencies d WHERE d.depends_on_id = j.id)::int
+        AS dependents_total,
+    j.dependencies_pending, j.dependency_policy,
     usage.*
 FROM jobs j
 CROSS JOIN LATERAL (
@@ -701,6 +796,9 @@ WHERE id = ANY($1::text[]::uuid[]);
 
 -- listing.PAGE_TOKEN_SECRET
 SELECT secret FROM api_secrets WHERE name = 'page_token';
+
+-- new_jobs.OWNED
+SELECT id::text AS id FROM jobs WHERE id = ANY($1::text[]::uuid[]) AND user_id = $2;
 
 -- new_jobs.LOCK_LINES
 SELECT pg_advisory_xact_lock(h) FROM (
@@ -1025,6 +1123,26 @@ SELECT r.key, r.requests_available, r.tokens_available, r.factor, r.blocked_unti
           AND (j.next_run_at IS NULL OR j.next_run_at <= now())) AS waiting
 FROM rate_limits r WHERE r.key = ANY($1::text[]) ORDER BY r.key;
 
+-- reruns.MOVE_WAITING
+WITH rerun AS (
+    SELECT id, status FROM jobs WHERE id = $2::uuid FOR SHARE NOWAIT
+), waiting AS (
+    SELECT e.job_id FROM job_dependencies e JOIN jobs j ON j.id = e.job_id
+    WHERE e.depends_on_id = $1::uuid AND j.status = 'created'
+    ORDER BY e.job_id FOR UPDATE OF j
+), edges AS (
+    INSERT INTO job_dependencies (job_id, depends_on_id, ended_status, ended_at)
+    SELECT w.job_id, rerun.id, CASE WHEN rerun.status IN ('succeeded', 'failed', 'cancelled') THEN rerun.status END,
+           CASE WHEN rerun.status IN ('succeeded', 'failed', 'cancelled') THEN now() END
+    FROM waiting w, rerun
+    ON CONFLICT DO NOTHING
+    RETURNING job_id, ended_status
+), counted AS (
+    UPDATE jobs j SET dependencies_pending = j.dependencies_pending + 1
+    FROM edges WHERE j.id = edges.job_id AND edges.ended_status IS NULL
+)
+SELECT count(*) FROM edges;
+
 -- reruns.LOCK_RERUN_LINE
 SELECT pg_advisory_xact_lock(hashtextextended('line' || chr(31) || queue || chr(31) || coalesce(fairness_key, user_id) || chr(31) || priority, 0)) FROM jobs WHERE id = $1;
 
@@ -1035,16 +1153,18 @@ WITH src AS (
     WHERE j.id = $1 AND j.status = ANY($2::text[])
 ), inserted AS (
     INSERT INTO jobs AS j (user_id, job_type, trigger_type, queue, priority, request_hash,
-                           retried_from_job_id, parent_job_id, status, max_attempts,
-                           timeout_ms, input_schema_version, output_schema_version,
-                           definition_version, queued_at, credential_mode, credential_id,
-                           prompt_key, prompt_version, model_tier, fairness_key,
-                           concurrency_key, concurrency_limit, sched_key, target_type,
-                           target_id, retry_root_id, retry_key)
+                           retried_from_job_id, parent_job_id, status, next_run_at,
+                           max_attempts, timeout_ms, input_schema_version,
+                           output_schema_version, definition_version, queued_at,
+                           credential_mode, credential_id, prompt_key, prompt_version,
+                           model_tier, fairness_key, concurrency_key, concurrency_limit,
+                           sched_key, target_type, target_id, retry_root_id, retry_key)
     SELECT user_id, job_type, 'retry', queue, priority, request_hash, id, parent_job_id,
-           'queued', $3::int, $4::int, input_schema_version, output_schema_version,
-           $5::varchar, now(), credential_mode, credential_id, prompt_key, prompt_version,
-           model_tier, coalesce(fairness_key, user_id), concurrency_key, concurrency_limit,
+           CASE WHEN dependency_policy IS NULL THEN 'queued' ELSE 'created' END,
+           CASE WHEN dependency_policy IS NOT NULL THEN $9::timestamptz END, $3::int, $4::int,
+           input_schema_version, output_schema_version, $5::varchar, now(), credential_mode,
+           credential_id, prompt_key, prompt_version, model_tier,
+           coalesce(fairness_key, user_id), concurrency_key, concurrency_limit,
            greatest(
         extract(epoch FROM coalesce(src.next_run_at, now()))::float8
             - src.priority * coalesce(nullif(current_setting('jobs.priority_step_s', true), '')::float8, 10.0),
@@ -1074,7 +1194,7 @@ WITH src AS (
     FROM inserted, src
 ), event AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
-    SELECT id::uuid, NULL, 'queued', 0, $7::varchar FROM inserted
+    SELECT id::uuid, NULL, status, 0, $7::varchar FROM inserted
 ), dispatch AS (
 
     INSERT INTO outbox_events (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at)
@@ -1082,15 +1202,24 @@ WITH src AS (
            'jobs.dispatch.' || src.queue,
            jsonb_strip_nulls(jsonb_build_object('job_id', src.id::text, 'attempt', 1,
                                                 'trace', NULL::jsonb)),
-           now()
+           coalesce(src.next_run_at, now())
     FROM inserted src
 
 )
 SELECT * FROM inserted;
 
 -- reruns.RERUN_SOURCE
-SELECT parent_job_id::text AS parent_job_id, job_type, coalesce(retry_root_id, id) AS root
+SELECT parent_job_id::text AS parent_job_id, job_type, coalesce(retry_root_id, id) AS root,
+       user_id, dependency_policy
 FROM jobs WHERE id = $1;
+
+-- reruns.LATEST_RUNS
+SELECT coalesce(
+    (SELECT r.id::text FROM jobs r WHERE r.retry_root_id = coalesce(d.retry_root_id, d.id)
+     ORDER BY r.created_at DESC LIMIT 1),
+    e.depends_on_id::text) AS id
+FROM job_dependencies e LEFT JOIN jobs d ON d.id = e.depends_on_id
+WHERE e.job_id = $1;
 
 -- reruns.RERUN_ROOT
 SELECT coalesce(retry_root_id, id) FROM jobs WHERE id = $1;
@@ -1124,6 +1253,11 @@ SELECT
     j.model_provider, j.model_name, j.created_by,
     j.schedule_id::text AS schedule_id, j.scheduled_for
  FROM jobs j WHERE j.retry_key = $1;
+
+-- results.SIBLINGS
+SELECT j.id::text AS id FROM unnest($2::text[], $3::text[]) AS s(job_type, idempotency_key)
+JOIN jobs j ON j.user_id = $1 AND j.job_type = s.job_type
+           AND j.idempotency_key = s.idempotency_key;
 
 -- results._DONE
 SELECT id::text AS id, job_type, {} FROM done;
@@ -1264,7 +1398,8 @@ WITH input AS (
            c.definition_version, c.prompt_key, c.prompt_version, c.model_tier,
            c.credential_mode, c.credential_id, c.fairness_key, c.concurrency_key,
            c.concurrency_limit, c.next_run_at, c.target_type, c.target_id, c.created_by,
-           c.schedule_id, c.scheduled_for, 'child_job', c.parent_job_id, 'queued', now(),
+           c.schedule_id, c.scheduled_for, 'child_job', c.parent_job_id,
+           CASE WHEN c.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
            greatest(
         extract(epoch FROM coalesce(c.next_run_at, now()))::float8
             - c.priority * coalesce(nullif(current_setting('jobs.priority_step_s', true), '')::float8, 10.0),
@@ -1275,7 +1410,7 @@ WITH input AS (
     FROM children_keyed c
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
-    RETURNING j.id, j.queue, j.parent_job_id, j.job_type, j.idempotency_key
+    RETURNING j.id, j.queue, j.parent_job_id, j.job_type, j.idempotency_key, j.status, j.next_run_at
 ), child_snapshots AS (
     INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
                                redaction_version)
@@ -1286,7 +1421,7 @@ WITH input AS (
        AND c.idempotency_key = ch.idempotency_key
 ), child_events AS (
     INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
-    SELECT id, NULL, 'queued', 0, 'child_job' FROM children
+    SELECT id, NULL, status, 0, 'child_job' FROM children
 ), child_dispatch AS (
 
     INSERT INTO outbox_events (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at, status, locked_by, locked_at, attempt_count)
@@ -1294,11 +1429,11 @@ WITH input AS (
            'jobs.dispatch.' || src.queue,
            jsonb_strip_nulls(jsonb_build_object('job_id', src.id::text, 'attempt', 1,
                                                 'trace', NULL::jsonb)),
-           now(),
-           CASE WHEN ($5::text IS NOT NULL AND now() <= now()) THEN 'processing' ELSE 'pending' END,
-           CASE WHEN ($5::text IS NOT NULL AND now() <= now()) THEN $5::text END,
-           CASE WHEN ($5::text IS NOT NULL AND now() <= now()) THEN now() END,
-           CASE WHEN ($5::text IS NOT NULL AND now() <= now()) THEN 1 ELSE 0 END
+           coalesce(src.next_run_at, now()),
+           CASE WHEN ($5::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN 'processing' ELSE 'pending' END,
+           CASE WHEN ($5::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN $5::text END,
+           CASE WHEN ($5::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN now() END,
+           CASE WHEN ($5::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN 1 ELSE 0 END
     FROM children src
     RETURNING id, subject, dedupe_key, payload, attempt_count, status
 
@@ -1317,6 +1452,11 @@ WITH input AS (
 
 )
 SELECT id::text AS id, job_type, CASE WHEN row_number() OVER () = 1 THEN (SELECT jsonb_agg(to_jsonb(h)) FROM (SELECT id, subject, dedupe_key, payload, attempt_count FROM release WHERE status = 'processing' UNION ALL SELECT id, subject, dedupe_key, payload, attempt_count FROM domain_event WHERE status = 'processing' UNION ALL SELECT id, subject, dedupe_key, payload, attempt_count FROM child_dispatch WHERE status = 'processing') h) END AS handed FROM done;
+
+-- results.JOIN_CREATED
+SELECT id::text AS id, user_id FROM jobs
+WHERE parent_job_id = $1 AND job_type = $2 AND idempotency_key = $3
+  AND dependency_policy IS NULL;
 
 -- results.JOB_TYPES
 SELECT id::text AS id, job_type FROM jobs WHERE id = ANY($1::text[]::uuid[]);

@@ -1,0 +1,172 @@
+"""Dependencies on PostgreSQL: which jobs a user may depend on, the resolver's round over
+the releases the trigger wrote (migration 0021), the results a leased dependent reads, and
+the jobs a failed dependency ended. Attaching a new job's edges is the vocabulary's
+(``vocabulary/dependencies.py``), as every statement creating jobs does it; GetJob's read
+of the edges is ``jobs.py``'s. How an ended dependency is counted exactly once: ADR 0008.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+
+from job_service.adapters.postgres.vocabulary.dependencies import OWNED
+from job_service.adapters.postgres.vocabulary.line import place_in_line
+from job_service.adapters.postgres.vocabulary.outbox_rows import dispatch_key, domain_event_rows
+from job_service.adapters.postgres.vocabulary.statuses import (
+    sql_status,
+    statuses_sql,
+    timeline_event,
+)
+from job_service.domain.lifecycle import (
+    LEASED,
+    TERMINAL,
+    JobStatus,
+    Step,
+    status_values,
+    transition,
+)
+from shared.errors import ErrorCode
+from shared.registry import DependencyOutput, DependencyPolicy
+
+_TERMINAL = statuses_sql(TERMINAL)
+_BROKEN = statuses_sql(TERMINAL - {JobStatus.SUCCEEDED})
+_CREATED = sql_status(JobStatus.CREATED)
+_RUN = f"'{DependencyPolicy.RUN.value}'"
+_CANCEL = f"'{DependencyPolicy.CANCEL.value}'"
+_FAILED_BY_DEPENDENCY = transition(JobStatus.CREATED, Step.DEPENDENCY_FAILED)
+_CANCELLED_BY_DEPENDENCY = transition(JobStatus.CREATED, Step.CANCEL)
+
+# The resolver's round: up to $1 releases, taken (SKIP LOCKED: replicas share the work)
+# and deleted. A ready job still waiting with nothing pending becomes due now, in its
+# line, its dispatch row with it; a broken one ends without running (its policy's status,
+# timeline event and domain event), which counts it in turn for the jobs waiting for it.
+RELEASE = f"""
+WITH picked AS (
+    DELETE FROM dependency_releases r
+    WHERE r.job_id IN (SELECT job_id FROM dependency_releases ORDER BY created_at
+                       LIMIT $1 FOR UPDATE SKIP LOCKED)
+    RETURNING r.job_id, r.reason
+), ready AS (
+    SELECT j.id, j.queue, j.priority, j.fairness_key, NULL::timestamptz AS next_run_at
+    FROM jobs j JOIN picked p ON p.job_id = j.id
+    WHERE p.reason = 'ready' AND j.status = {_CREATED} AND j.dependencies_pending = 0
+), due AS (
+    UPDATE jobs j SET next_run_at = now(), updated_at = now(), sched_key = {place_in_line("src")}
+    FROM ready src
+    WHERE j.id = src.id AND j.status = {_CREATED}
+    RETURNING j.id
+), dispatch AS (
+    UPDATE outbox_events o SET available_at = now()
+    FROM due WHERE o.dedupe_key = {dispatch_key("due.id::text", "create")} AND o.status = 'pending'
+    RETURNING o.id
+), ended AS (
+    UPDATE jobs j SET
+        status = CASE WHEN j.dependency_policy = {_CANCEL}
+                      THEN {sql_status(_CANCELLED_BY_DEPENDENCY)}
+                      ELSE {sql_status(_FAILED_BY_DEPENDENCY)} END,
+        error_code = CASE WHEN j.dependency_policy = {_CANCEL}
+                          THEN '{ErrorCode.DEPENDENCY_CANCELLED.value}'
+                          ELSE '{ErrorCode.DEPENDENCY_FAILED.value}' END,
+        public_error_message = 'A job it depends on failed or was cancelled.',
+        next_run_at = NULL, finished_at = now(), updated_at = now()
+    FROM picked p
+    WHERE j.id = p.job_id AND p.reason = 'broken' AND j.status = {_CREATED}
+    RETURNING j.id, j.job_type, j.status, j.attempt_count, j.error_code
+), undispatched AS (
+    DELETE FROM outbox_events o USING ended
+    WHERE o.dedupe_key = {dispatch_key("ended.id::text", "create")} AND o.status = 'pending'
+), event AS (
+    {timeline_event("ended", JobStatus.CREATED, "ended.status", reason="lower(ended.error_code)")}
+), domain_event AS (
+    {domain_event_rows("ended")}
+)
+SELECT (SELECT count(*) FROM picked) AS picked, (SELECT count(*) FROM due) AS due,
+       (SELECT count(*) FROM dispatch) AS dispatched, (SELECT count(*) FROM ended) AS ended
+"""
+
+# The results of leased job $1's (lease token $2) dependencies after id $3, $4 + 1 of
+# them, in id order (a dependency retention deleted is left out).
+RESULTS = """
+SELECT d.id::text AS id, d.job_type, d.status, d.validated_output, d.error_code,
+       d.target_type, d.target_id
+FROM jobs j
+JOIN job_dependencies e ON e.job_id = j.id
+JOIN jobs d ON d.id = e.depends_on_id
+WHERE j.id = $1::uuid AND j.lease_token = $2::uuid AND j.status = ANY($5::text[])
+  AND e.depends_on_id > $3::uuid
+ORDER BY e.depends_on_id
+LIMIT $4 + 1
+"""
+LEASE_HELD = (
+    "SELECT 1 FROM jobs WHERE id = $1::uuid AND lease_token = $2::uuid AND status = ANY($3::text[])"
+)
+_LEASED = status_values(LEASED)
+_NIL = "00000000-0000-0000-0000-000000000000"
+
+# The jobs ended because job $1 failed or was cancelled (their policy's error, never run).
+ENDED_BY = f"""
+SELECT j.id::text AS id
+FROM job_dependencies e JOIN jobs j ON j.id = e.job_id
+WHERE e.depends_on_id = $1::uuid AND j.attempt_count = 0
+  AND j.error_code IN ('{ErrorCode.DEPENDENCY_FAILED.value}',
+                       '{ErrorCode.DEPENDENCY_CANCELLED.value}')
+ORDER BY j.id
+"""
+
+# What the results of one answer may hold in all (output JSON as stored): about 1 MiB.
+MAX_RESULT_BYTES = 1024 * 1024
+
+
+def _output(row: asyncpg.Record) -> DependencyOutput:
+    return DependencyOutput(
+        job_id=row["id"],
+        job_type=row["job_type"],
+        status=row["status"],
+        output=row["validated_output"],
+        error_code=row["error_code"],
+        target_type=row["target_type"],
+        target_id=row["target_id"],
+    )
+
+
+class DependencyRepository:
+    """Dependencies between jobs, on one asyncpg pool."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def owned(self, job_ids: Sequence[str], user_id: str) -> set[str]:
+        rows = await self._pool.fetch(OWNED, list(job_ids), user_id)
+        return {r["id"] for r in rows}
+
+    async def release(self, limit: int) -> dict[str, int]:
+        """One round of the resolver: counts of releases taken, jobs made due, dispatch
+        rows made due, jobs ended by their policy."""
+        row = await self._pool.fetchrow(RELEASE, limit)
+        assert row is not None
+        return dict(row)
+
+    async def results(
+        self, job_id: str, lease_token: str, after_job_id: str, limit: int
+    ) -> tuple[list[DependencyOutput], bool] | None:
+        """Up to ``limit`` dependency results after ``after_job_id`` (and within
+        MAX_RESULT_BYTES), and whether there are more; None when the lease is not held."""
+        after = after_job_id or _NIL
+        rows = await self._pool.fetch(RESULTS, job_id, lease_token, after, limit, _LEASED)
+        if not rows:
+            held = await self._pool.fetchval(LEASE_HELD, job_id, lease_token, _LEASED)
+            return None if held is None else ([], False)
+        results: list[DependencyOutput] = []
+        size = 0
+        for row in rows[:limit]:
+            size += len(str(row["validated_output"] or ""))
+            if results and size > MAX_RESULT_BYTES:
+                return results, True
+            results.append(_output(row))
+        return results, len(rows) > limit
+
+    async def ended_by(self, job_id: str) -> list[str]:
+        """The jobs that ``job_id``'s end ended by their policy (never run)."""
+        return [r["id"] for r in await self._pool.fetch(ENDED_BY, job_id)]

@@ -1,0 +1,130 @@
+"""Attaching a job to the jobs it depends on, as the statements that create jobs do it
+(CreateJob, a result's join, an operator's re-run): the edges, the count of those not yet
+ended, and the release when nothing is left to wait for. The resolver and the reads are
+``dependencies.py``'s; the trigger that counts an ending dependency is migration 0021's.
+
+Attaching locks the dependencies' rows FOR SHARE NOWAIT: a dependency is either ended
+(committed) when it is attached, and counted as ended then, or ends after the attach has
+committed, when the trigger sees the edge. NOWAIT makes an attach never wait for (so never
+deadlock with) a statement ending a dependency: a busy row fails the attach, whose
+transaction is run again (``attach_retrying``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import asyncpg
+
+from job_service.adapters.postgres.vocabulary.statuses import sql_status, statuses_sql
+from job_service.domain.lifecycle import TERMINAL, JobStatus
+from shared.registry import DependencyPolicy
+
+_TERMINAL = statuses_sql(TERMINAL)
+_BROKEN = statuses_sql(TERMINAL - {JobStatus.SUCCEEDED})
+_CREATED = sql_status(JobStatus.CREATED)
+_RUN = f"'{DependencyPolicy.RUN.value}'"
+
+# Which of $1 (job ids) are jobs of user $2.
+OWNED = "SELECT id::text AS id FROM jobs WHERE id = ANY($1::text[]::uuid[]) AND user_id = $2"
+
+# Attaches job $1's dependencies $2 (jobs of user $4) with policy $3, in the transaction
+# that created it: locks them (FOR SHARE NOWAIT: a dependency ending now fails the
+# statement), counts those not yet ended, and writes the release at once when none is
+# left or one already failed under a policy that ends the job.
+ATTACH = f"""
+WITH deps AS (
+    SELECT d.id, d.status FROM jobs d
+    WHERE d.id = ANY($2::text[]::uuid[]) AND d.user_id = $4
+    ORDER BY d.id FOR SHARE NOWAIT
+), edges AS (
+    INSERT INTO job_dependencies (job_id, depends_on_id, ended_status, ended_at)
+    SELECT $1::uuid, d.id, CASE WHEN d.status IN {_TERMINAL} THEN d.status END,
+           CASE WHEN d.status IN {_TERMINAL} THEN now() END
+    FROM deps d
+    RETURNING ended_status
+), facts AS (
+    SELECT count(*) AS attached, count(*) FILTER (WHERE ended_status IS NULL) AS pending,
+           $3::text <> {_RUN} AND bool_or(ended_status IN {_BROKEN}) AS broken
+    FROM edges
+), counted AS (
+    UPDATE jobs j SET dependency_policy = $3::text, dependencies_pending = facts.pending
+    FROM facts WHERE j.id = $1::uuid
+), released AS (
+    INSERT INTO dependency_releases (job_id, reason)
+    SELECT $1::uuid, CASE WHEN facts.broken THEN 'broken' ELSE 'ready' END FROM facts
+    WHERE facts.pending = 0 OR facts.broken
+)
+SELECT attached, pending FROM facts
+"""
+
+# A join's siblings: the jobs of user $1 with job types $2 and idempotency keys $3, pair
+# by pair (a sibling whose key named an existing job is that job).
+SIBLINGS = """
+SELECT j.id::text AS id FROM unnest($2::text[], $3::text[]) AS s(job_type, idempotency_key)
+JOIN jobs j ON j.user_id = $1 AND j.job_type = s.job_type
+           AND j.idempotency_key = s.idempotency_key
+"""
+
+# An operator re-ran job $1 as job $2: each job still waiting for $1 waits for $2 too (one
+# more pending, unless the re-run has ended already; a release written for the job no
+# longer applies). The re-run's row is locked as an attach locks a dependency's.
+MOVE_WAITING = f"""
+WITH rerun AS (
+    SELECT id, status FROM jobs WHERE id = $2::uuid FOR SHARE NOWAIT
+), waiting AS (
+    SELECT e.job_id FROM job_dependencies e JOIN jobs j ON j.id = e.job_id
+    WHERE e.depends_on_id = $1::uuid AND j.status = {_CREATED}
+    ORDER BY e.job_id FOR UPDATE OF j
+), edges AS (
+    INSERT INTO job_dependencies (job_id, depends_on_id, ended_status, ended_at)
+    SELECT w.job_id, rerun.id, CASE WHEN rerun.status IN {_TERMINAL} THEN rerun.status END,
+           CASE WHEN rerun.status IN {_TERMINAL} THEN now() END
+    FROM waiting w, rerun
+    ON CONFLICT DO NOTHING
+    RETURNING job_id, ended_status
+), counted AS (
+    UPDATE jobs j SET dependencies_pending = j.dependencies_pending + 1
+    FROM edges WHERE j.id = edges.job_id AND edges.ended_status IS NULL
+)
+SELECT count(*) FROM edges
+"""
+# How often a new job's attach is tried while a dependency's row is busy being ended.
+ATTACH_TRIES = 50
+ATTACH_BACKOFF_S = 0.02
+
+T = TypeVar("T")
+
+
+async def attach_retrying(
+    pool: asyncpg.Pool,
+    work: Callable[[asyncpg.pool.PoolConnectionProxy[asyncpg.Record]], Awaitable[T]],
+) -> T:
+    """Runs ``work`` in a transaction of its own, again (from the start) while an attach in
+    it finds a dependency's row locked by the statement ending it: that statement commits
+    in milliseconds, and the next try then counts the dependency as ended."""
+    for attempt in range(ATTACH_TRIES):
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                return await work(conn)
+        except asyncpg.LockNotAvailableError:
+            if attempt == ATTACH_TRIES - 1:
+                raise
+            await asyncio.sleep(ATTACH_BACKOFF_S * (1 + attempt % 5))
+    raise AssertionError("unreachable")
+
+
+async def attach(
+    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
+    job_id: str,
+    depends_on: Sequence[str],
+    policy: DependencyPolicy,
+    user_id: str,
+) -> tuple[int, int]:
+    """Attaches ``job_id``'s dependencies (in the caller's transaction): how many were
+    found (the user's jobs among ``depends_on``), and how many of them have not ended."""
+    row = await conn.fetchrow(ATTACH, job_id, list(depends_on), policy.value, user_id)
+    assert row is not None
+    return int(row["attached"]), int(row["pending"])
