@@ -1,17 +1,14 @@
-"""Dependencies on PostgreSQL: which jobs a user may depend on, the resolver's round over
-the releases the trigger wrote (migration 0021), the results a leased dependent reads, and
-the jobs a failed dependency ended. Attaching a new job's edges is the vocabulary's
+"""Dependencies on PostgreSQL: the resolver's round over the releases the trigger wrote
+(migration 0021), the results a leased dependent reads, and the jobs a failed dependency
+ended. Attaching a new job's edges is the vocabulary's
 (``vocabulary/dependencies.py``), as every statement creating jobs does it; GetJob's read
 of the edges is ``jobs.py``'s. How an ended dependency is counted exactly once: ADR 0008.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import asyncpg
 
-from job_service.adapters.postgres.vocabulary.dependencies import OWNED
 from job_service.adapters.postgres.vocabulary.line import place_in_line
 from job_service.adapters.postgres.vocabulary.outbox_rows import dispatch_key, domain_event_rows
 from job_service.adapters.postgres.vocabulary.statuses import (
@@ -136,10 +133,6 @@ class DependencyRepository:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
-
-    async def owned(self, job_ids: Sequence[str], user_id: str) -> set[str]:
-        rows = await self._pool.fetch(OWNED, list(job_ids), user_id)
-        return {r["id"] for r in rows}
 
     async def release(self, limit: int) -> dict[str, int]:
         """One round of the resolver: counts of releases taken, jobs made due, dispatch

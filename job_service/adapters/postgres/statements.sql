@@ -441,7 +441,8 @@ UPDATE credentials SET key_id = $3, nonce = $4, ciphertext = $5, updated_at = no
 WHERE id = $1 AND key_id = $2;
 
 -- dependencies.OWNED
-SELECT id::text AS id FROM jobs WHERE id = ANY($1::text[]::uuid[]) AND user_id = $2;
+SELECT d.id::text AS id FROM unnest($1::text[]::uuid[]) AS x(id) JOIN jobs d ON d.id = x.id
+WHERE d.user_id = $2;
 
 -- dependencies.RELEASE
 WITH picked AS (
@@ -798,7 +799,8 @@ WHERE id = ANY($1::text[]::uuid[]);
 SELECT secret FROM api_secrets WHERE name = 'page_token';
 
 -- new_jobs.OWNED
-SELECT id::text AS id FROM jobs WHERE id = ANY($1::text[]::uuid[]) AND user_id = $2;
+SELECT d.id::text AS id FROM unnest($1::text[]::uuid[]) AS x(id) JOIN jobs d ON d.id = x.id
+WHERE d.user_id = $2;
 
 -- new_jobs.LOCK_LINES
 SELECT pg_advisory_xact_lock(h) FROM (

@@ -28,7 +28,12 @@ _CREATED = sql_status(JobStatus.CREATED)
 _RUN = f"'{DependencyPolicy.RUN.value}'"
 
 # Which of $1 (job ids) are jobs of user $2.
-OWNED = "SELECT id::text AS id FROM jobs WHERE id = ANY($1::text[]::uuid[]) AND user_id = $2"
+# (Each id looked up by the primary key: a generic plan of ``id = ANY($1)`` may scan the
+# user's jobs and compare each with every id, quadratic for a wide join.)
+OWNED = """
+SELECT d.id::text AS id FROM unnest($1::text[]::uuid[]) AS x(id) JOIN jobs d ON d.id = x.id
+WHERE d.user_id = $2
+"""
 
 # Attaches job $1's dependencies $2 (jobs of user $4) with policy $3, in the transaction
 # that created it: locks them (FOR SHARE NOWAIT: a dependency ending now fails the
@@ -36,9 +41,9 @@ OWNED = "SELECT id::text AS id FROM jobs WHERE id = ANY($1::text[]::uuid[]) AND 
 # left or one already failed under a policy that ends the job.
 ATTACH = f"""
 WITH deps AS (
-    SELECT d.id, d.status FROM jobs d
-    WHERE d.id = ANY($2::text[]::uuid[]) AND d.user_id = $4
-    ORDER BY d.id FOR SHARE NOWAIT
+    SELECT d.id, d.status FROM unnest($2::text[]::uuid[]) AS x(id) JOIN jobs d ON d.id = x.id
+    WHERE d.user_id = $4
+    ORDER BY d.id FOR SHARE OF d NOWAIT
 ), edges AS (
     INSERT INTO job_dependencies (job_id, depends_on_id, ended_status, ended_at)
     SELECT $1::uuid, d.id, CASE WHEN d.status IN {_TERMINAL} THEN d.status END,
