@@ -440,10 +440,6 @@ WHERE key_id <> $1 ORDER BY id LIMIT $2;
 UPDATE credentials SET key_id = $3, nonce = $4, ciphertext = $5, updated_at = now()
 WHERE id = $1 AND key_id = $2;
 
--- dependencies.OWNED
-SELECT d.id::text AS id FROM unnest($1::text[]::uuid[]) AS x(id) JOIN jobs d ON d.id = x.id
-WHERE d.user_id = $2;
-
 -- dependencies.RELEASE
 WITH picked AS (
     DELETE FROM dependency_releases r
