@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from durable_jobs_client.protos import job_pb2
 from durable_jobs_client.statuses import (
     RETRYABLE,
     STATUS_NAMES,
@@ -65,6 +66,16 @@ def hold_label(reason: int) -> str:
     return hold_name(reason).replace("_", " ")
 
 
+def policy_label(value: int) -> str:
+    """``DEPENDENCY_POLICY_FAIL`` -> ``fail``; unset -> ``fail`` (the service's default)."""
+    if not value:
+        return "fail"
+    try:
+        return str(job_pb2.DependencyPolicy.Name(value)).removeprefix("DEPENDENCY_POLICY_").lower()
+    except ValueError:
+        return str(value)
+
+
 def ago(at: datetime) -> str:
     return at.strftime("%H:%M:%SZ")
 
@@ -84,6 +95,7 @@ def environment() -> Environment:
         clock=ago,
         hold=hold_label,
         ahead=ahead,
+        policy=policy_label,
     )
     env.globals.update(
         is_terminal=is_terminal,

@@ -4,6 +4,8 @@
     jobctl get <job id>          jobctl cancel <job id>       jobctl watch <job id>
     jobctl list                  jobctl list --admin --status failed -o jsonl
     jobctl retry <job id>        jobctl definitions           jobctl dev
+    jobctl create synthetic --depends-on <job id> --depends-on <job id> --dependency-policy run
+    jobctl tree <job id>         jobctl tree <job id> --admin --depth 3 -o json
     jobctl create synthetic --delay 5m        jobctl create synthetic --run-at 2030-01-31T09:00:00Z
     jobctl queues                jobctl pause <queue>         jobctl resume <queue>
     jobctl rate-limits           jobctl dead-letters list     jobctl dead-letters redrive --all

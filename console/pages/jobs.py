@@ -1,5 +1,6 @@
 """Jobs: every user's jobs, filtered and paged, with a live table; one job, following its
-``WatchJob`` stream while it runs; cancel and retry, each behind a confirmation page."""
+``WatchJob`` stream while it runs, with the graph of the jobs linked to it
+(``console.graph``); cancel and retry, each behind a confirmation page."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from starlette.routing import Route
 
 from console.backend import code_of, describe
 from console.forms import DEFAULT_PAGE_SIZE, page_size_of, parse_time
+from console.graph import neighbourhood
 from console.live import RECONNECT, refreshed, sse
 from console.sessions import Session
 from console.site import Site
@@ -97,8 +99,10 @@ async def jobs_live(site: Site, request: Request) -> Response:
 
 
 async def job_page(site: Site, request: Request, session: Session) -> Response:
-    job = await site.jobs(session.token).admin.get_job(request.path_params["job_id"])
-    return site.page("job.html", session, nav="jobs", job=job)
+    admin = site.jobs(session.token).admin
+    job = await admin.get_job(request.path_params["job_id"])
+    drawn = await neighbourhood(job, admin.get_job)
+    return site.page("job.html", session, nav="jobs", job=job, graph=drawn)
 
 
 async def job_live(site: Site, request: Request) -> Response:

@@ -1,5 +1,5 @@
 """jobctl's commands, one module per group: ``jobs`` (create, get, cancel, list, watch,
-retry), ``queues`` (queues, pause, resume, rate limits, definitions), ``bulk``
+retry, tree), ``queues`` (queues, pause, resume, rate limits, definitions), ``bulk``
 (cancel-many, retry-many), ``dead_letters``, ``credentials``, ``schedules`` (schedule
 create, get, list, update, pause, resume, delete, trigger), ``signals`` (signal),
 ``usage``. Each module's

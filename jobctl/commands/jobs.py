@@ -1,4 +1,4 @@
-"""A job's life: create, get, cancel, list, watch, retry."""
+"""A job's life: create, get, cancel, list, watch, retry, and its graph: tree."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from durable_jobs_client import AsyncJobsClient, Partial, RetryPolicy
-from durable_jobs_client.protos import job_pb2
+from durable_jobs_client import AsyncJobsClient, JobsError, Partial, RetryPolicy, create_request
+from durable_jobs_client.protos import job_pb2, job_service_pb2
 
-from jobctl import render, timespec
+from jobctl import graph, render, timespec
 from jobctl.commands import Commands
 from jobctl.exits import Exit, UsageError
 from jobctl.output import for_machines, show
@@ -23,6 +23,13 @@ _ENDED = {
     job_pb2.JOB_STATUS_SUCCEEDED: Exit.OK,
     job_pb2.JOB_STATUS_FAILED: Exit.JOB_FAILED,
     job_pb2.JOB_STATUS_CANCELLED: Exit.JOB_CANCELLED,
+}
+
+# --dependency-policy: what a dependency that fails or is cancelled does to the job.
+POLICIES = {
+    "run": job_pb2.DEPENDENCY_POLICY_RUN,
+    "fail": job_pb2.DEPENDENCY_POLICY_FAIL,
+    "cancel": job_pb2.DEPENDENCY_POLICY_CANCEL,
 }
 
 
@@ -40,6 +47,20 @@ def register(commands: Commands) -> None:
     )
     p.add_argument("--credential", help="run on your own stored provider key (its id)")
     p.add_argument("--watch", action="store_true", help="then watch it until it ends")
+    p.add_argument(
+        "--depends-on",
+        action="append",
+        default=[],
+        metavar="JOB_ID",
+        help="wait (created) until this job of yours has ended; repeat for each job it "
+        "waits for (fan-in); not with --run-at or --delay",
+    )
+    p.add_argument(
+        "--dependency-policy",
+        choices=sorted(POLICIES),
+        help="with --depends-on, when a dependency fails or is cancelled: run anyway, fail "
+        "(the default) or cancel this job without running it",
+    )
     later = p.add_mutually_exclusive_group()
     later.add_argument(
         "--run-at",
@@ -57,6 +78,28 @@ def register(commands: Commands) -> None:
     p = commands.add("get", get, "show a job with its output and timeline")
     p.add_argument("job_id")
     p.add_argument("--admin", action="store_true", help="any user's job (AdminService)")
+
+    p = commands.add(
+        "tree",
+        tree,
+        "draw a job's graph: the jobs it depends on, its children and the jobs that depend "
+        "on it, and theirs (short ids; -o json for the whole ids)",
+    )
+    p.add_argument("job_id")
+    p.add_argument("--admin", action="store_true", help="any user's jobs (AdminService)")
+    p.add_argument(
+        "--depth",
+        type=_at_least_one,
+        default=graph.DEFAULT_DEPTH,
+        help=f"links to follow from the job (default {graph.DEFAULT_DEPTH})",
+    )
+    p.add_argument(
+        "--max-jobs",
+        type=_at_least_one,
+        default=graph.DEFAULT_MAX_JOBS,
+        help=f"jobs to read at most (default {graph.DEFAULT_MAX_JOBS}); the last line says "
+        "what was left out",
+    )
 
     commands.add("cancel", cancel, "cancel a job").add_argument("job_id")
 
@@ -90,6 +133,13 @@ def register(commands: Commands) -> None:
     )
 
 
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least 1")
+    return value
+
+
 def _input(args: argparse.Namespace) -> dict[str, Any]:
     text = args.input
     if args.input_file is not None:
@@ -104,21 +154,59 @@ def _input(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def create(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:
-    response = await client.create(
-        args.job_type,
-        _input(args),
-        idempotency_key=args.key,
-        priority=args.priority,
-        run_at=args.run_at,
-        delay=args.delay,
-        credential_id=args.credential or "",
-    )
+    if args.depends_on:
+        response = await _create_after(args, client)
+    else:
+        if args.dependency_policy:
+            raise UsageError("--dependency-policy goes with --depends-on")
+        response = await client.create(
+            args.job_type,
+            _input(args),
+            idempotency_key=args.key,
+            priority=args.priority,
+            run_at=args.run_at,
+            delay=args.delay,
+            credential_id=args.credential or "",
+        )
     verb = "created" if response.created else "exists"
     if args.watch:
         if not for_machines(args):
             print(f"{verb} {response.job.id}", file=out)
         return await follow(args, client, out, response.job.id)
     show(args, out, response, f"{verb}\n{render.job_detail(response.job)}")
+    return Exit.OK
+
+
+async def _create_after(
+    args: argparse.Namespace, client: AsyncJobsClient
+) -> job_service_pb2.CreateJobResponse:
+    """``create --depends-on``: the client library's ``create`` takes no dependencies, so
+    the request is built here and sent as a batch of one (CreateJobs judges each item
+    exactly as CreateJob does)."""
+    if args.run_at or args.delay:
+        raise UsageError("--depends-on cannot go with --run-at or --delay")
+    request = create_request(
+        client.user_id,
+        args.job_type,
+        _input(args),
+        idempotency_key=args.key,
+        priority=args.priority,
+        credential_id=args.credential or "",
+    )
+    request.depends_on.extend(args.depends_on)
+    if args.dependency_policy:
+        request.dependency_policy = POLICIES[args.dependency_policy]
+    [answer] = await client.create_many([request])
+    if isinstance(answer, JobsError):
+        raise answer
+    return answer
+
+
+async def tree(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:
+    read = client.admin.get_job if args.admin else client.get
+    walked = await graph.walk(read, args.job_id, args.depth, args.max_jobs)
+    jobs = [render.tree_job(job) for job in walked.jobs.values()]
+    show(args, out, render.tree_json(walked), render.job_tree(walked), items=jobs)
     return Exit.OK
 
 

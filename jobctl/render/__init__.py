@@ -1,7 +1,7 @@
 """How jobctl shows things: aligned tables and key/value blocks for people, JSON for
 scripts, and the one-line live view of ``watch``. One module per concern (``text``: the
-shapes they share; ``jobs``, ``operators``, ``schedules``, ``usage``); this package names
-them all, so that a command writes ``render.jobs_table``."""
+shapes they share; ``jobs``, ``tree``, ``operators``, ``schedules``, ``usage``); this
+package names them all, so that a command writes ``render.jobs_table``."""
 
 from durable_jobs_client.statuses import STATUS_NAMES as STATUSES
 from durable_jobs_client.statuses import hold_name, is_terminal, status_name, status_value
@@ -27,6 +27,7 @@ from jobctl.render.operators import (
 )
 from jobctl.render.schedules import schedule_detail, schedule_state, schedules_table
 from jobctl.render.text import as_dict, as_json, table, when
+from jobctl.render.tree import job_tree, tree_job, tree_json
 from jobctl.render.usage import usage_table
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "hold_name",
     "is_terminal",
     "job_detail",
+    "job_tree",
     "jobs_table",
     "payload_summary",
     "progress_line",
@@ -56,6 +58,8 @@ __all__ = [
     "status_name",
     "status_value",
     "table",
+    "tree_job",
+    "tree_json",
     "usage_table",
     "when",
 ]

@@ -1,7 +1,7 @@
 """Jobs as jobctl shows them: the table of a listing, one job's detail (its hold,
-artifacts and timeline), the live lines of ``watch``, the failed jobs of the dead letters.
-Status names and the terminal set are the client library's (``durable_jobs_client.
-statuses``)."""
+dependencies, artifacts and timeline), the live lines of ``watch``, the failed jobs of the
+dead letters. Status names and the terminal set are the client library's
+(``durable_jobs_client.statuses``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from durable_jobs_client.protos import job_pb2
 from durable_jobs_client.statuses import has_hold, hold_name, status_name
 from google.protobuf import json_format
 
-from jobctl.render.text import as_json, table, when
+from jobctl.render.text import as_json, enum_name, table, when
 
 BAR_WIDTH = 24
 PAYLOAD_WIDTH = 72
@@ -73,6 +73,18 @@ def job_detail(job: job_pb2.Job) -> str:
         more = left_out(len(job.child_job_ids), job.child_jobs_total)
         fields.append(
             ("children", " ".join(job.child_job_ids) + (f" (+{more} more)" if more else ""))
+        )
+    if job.depends_on:
+        more = left_out(len(job.depends_on), job.dependencies_total)
+        fields.append(
+            ("depends on", " ".join(job.depends_on) + (f" (+{more} more)" if more else ""))
+        )
+        policy = enum_name(job_pb2.DependencyPolicy, job.dependency_policy, "DEPENDENCY_POLICY_")
+        fields.append(("if one fails", policy))
+    if job.dependent_job_ids:
+        more = left_out(len(job.dependent_job_ids), job.dependents_total)
+        fields.append(
+            ("dependents", " ".join(job.dependent_job_ids) + (f" (+{more} more)" if more else ""))
         )
     if job.total_input_tokens or job.total_output_tokens or job.total_cost_usd:
         fields.append(
