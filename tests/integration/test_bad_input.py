@@ -6,6 +6,7 @@ The table below is the contract; README "Errors" documents the same codes."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from job_service.domain.checks import MAX_INPUT_BYTES
 from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import credential_service_pb2 as cpb
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
+from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pb.jobs.v1 import usage_service_pb2 as upb
 from shared.pbconv import struct_from_dict
@@ -1127,6 +1129,93 @@ CASES: dict[str, Case] = {
     "fetch signals: client role": Case(
         EXEC + "FetchSignals",
         lambda s: epb.FetchSignalsRequest(job_id=s.running, lease_token=s.lease_token),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
+    # --- dependencies: CreateJob's depends_on, FetchDependencyResults
+    "create: a dependency that is no job id": Case(
+        JOB + "CreateJob", create(depends_on=[SQL]), INVALID, "INVALID_INPUT"
+    ),
+    "create: another user's job as a dependency": Case(
+        JOB + "CreateJob",
+        lambda s: jpb.CreateJobRequest(user_id="bob", job_type="synthetic", depends_on=[s.running]),
+        grpc.StatusCode.NOT_FOUND,
+        "JOB_NOT_FOUND",
+    ),
+    "create: a dependency named twice": Case(
+        JOB + "CreateJob",
+        lambda s: jpb.CreateJobRequest(
+            user_id="alice", job_type="synthetic", depends_on=[s.running, s.running.upper()]
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create: dependencies and a delay": Case(
+        JOB + "CreateJob",
+        lambda s: jpb.CreateJobRequest(
+            user_id="alice",
+            job_type="synthetic",
+            depends_on=[s.running],
+            delay=Duration(seconds=5),
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create: a dependency policy without dependencies": Case(
+        JOB + "CreateJob",
+        create(dependency_policy=job_pb2.DEPENDENCY_POLICY_RUN),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create: an unknown dependency policy": Case(
+        JOB + "CreateJob",
+        lambda s: jpb.CreateJobRequest(
+            user_id="alice", job_type="synthetic", depends_on=[s.running], dependency_policy=99
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create: 10,001 dependencies": Case(
+        JOB + "CreateJob",
+        create(depends_on=[str(uuid.UUID(int=n)) for n in range(10_001)]),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "fetch dependency results: without the lease": Case(
+        EXEC + "FetchDependencyResults",
+        lambda s: epb.FetchDependencyResultsRequest(job_id=s.running, lease_token=UNKNOWN_ID),
+        grpc.StatusCode.ABORTED,
+        "LEASE_LOST",
+    ),
+    "fetch dependency results: malformed token": Case(
+        EXEC + "FetchDependencyResults",
+        lambda s: epb.FetchDependencyResultsRequest(job_id=s.running, lease_token=SQL),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "fetch dependency results: malformed after_job_id": Case(
+        EXEC + "FetchDependencyResults",
+        lambda s: epb.FetchDependencyResultsRequest(
+            job_id=s.running, lease_token=s.lease_token, after_job_id=SQL
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    **{
+        f"fetch dependency results: page size {size}": Case(
+            EXEC + "FetchDependencyResults",
+            lambda s, size=size: epb.FetchDependencyResultsRequest(
+                job_id=s.running, lease_token=s.lease_token, page_size=size
+            ),
+            INVALID,
+            "INVALID_INPUT",
+        )
+        for size in (-1, 101)
+    },
+    "fetch dependency results: client role": Case(
+        EXEC + "FetchDependencyResults",
+        lambda s: epb.FetchDependencyResultsRequest(job_id=s.running, lease_token=s.lease_token),
         grpc.StatusCode.PERMISSION_DENIED,
         "PERMISSION_DENIED",
         token=CLIENT_TOKEN,
