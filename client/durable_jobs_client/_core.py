@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random as _random
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -126,6 +126,13 @@ def struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
     return message
 
 
+_POLICIES = {
+    "run": job_pb2.DEPENDENCY_POLICY_RUN,
+    "fail": job_pb2.DEPENDENCY_POLICY_FAIL,
+    "cancel": job_pb2.DEPENDENCY_POLICY_CANCEL,
+}
+
+
 def create_request(
     user_id: str,
     job_type: str,
@@ -140,10 +147,14 @@ def create_request(
     prompt_version: str = "",
     output_schema_version: str = "",
     credential_id: str = "",
+    depends_on: Sequence[str] = (),
+    dependency_policy: str = "",
 ) -> pb.CreateJobRequest:
     """A CreateJobRequest; without an idempotency key one is made here, so that a retried
     create can never make two jobs. ``credential_id``: run on the user's own stored provider
-    key (CredentialService) instead of the platform's."""
+    key (CredentialService) instead of the platform's. ``depends_on``: ids of the user's
+    jobs this one waits for; ``dependency_policy`` ("run", "fail" — the server's default
+    — or "cancel"): what a failed or cancelled one does to it."""
     request = pb.CreateJobRequest(
         user_id=user_id,
         job_type=job_type,
@@ -163,6 +174,11 @@ def create_request(
         request.run_at.FromDatetime(run_at)
     if delay is not None:
         request.delay.FromTimedelta(delay)
+    request.depends_on.extend(depends_on)
+    if dependency_policy:
+        if dependency_policy not in _POLICIES:
+            raise ValueError(f"dependency_policy is one of {', '.join(_POLICIES)}")
+        request.dependency_policy = _POLICIES[dependency_policy]
     return request
 
 

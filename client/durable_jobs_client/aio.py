@@ -132,6 +132,8 @@ class AsyncJobsClient(ClientBase):
         prompt_version: str = "",
         output_schema_version: str = "",
         credential_id: str = "",
+        depends_on: Sequence[str] = (),
+        dependency_policy: str = "",
     ) -> Created:
         request = self._request(
             job_type,
@@ -146,6 +148,8 @@ class AsyncJobsClient(ClientBase):
             prompt_version=prompt_version,
             output_schema_version=output_schema_version,
             credential_id=credential_id,
+            depends_on=depends_on,
+            dependency_policy=dependency_policy,
         )
         return await self._call(self._stub.CreateJob, request, pb.CreateJobResponse)
 

@@ -121,6 +121,8 @@ class JobsClient(ClientBase):
         prompt_version: str = "",
         output_schema_version: str = "",
         credential_id: str = "",
+        depends_on: Sequence[str] = (),
+        dependency_policy: str = "",
     ) -> Created:
         """Creates a job (``.job``; ``.created`` False when the key's job already existed)."""
         request = self._request(
@@ -136,6 +138,8 @@ class JobsClient(ClientBase):
             prompt_version=prompt_version,
             output_schema_version=output_schema_version,
             credential_id=credential_id,
+            depends_on=depends_on,
+            dependency_policy=dependency_policy,
         )
         return self._call(self._stub.CreateJob, request, pb.CreateJobResponse)
 

@@ -183,3 +183,13 @@ def test_a_schedule_update_changes_only_the_flags_given() -> None:
     assert spec.overlap_policy == spb.OVERLAP_POLICY_ALLOW
     spec = schedules._apply(spec, parser.parse_args(["--input", '{"fail": "fatal"}']))
     assert dict(spec.job_template.input) == {"fail": "fatal"}  # replaced, not merged
+
+
+def test_a_create_request_carries_its_dependencies_and_policy() -> None:
+    from durable_jobs_client._core import create_request
+
+    request = create_request("u1", "synthetic", {}, depends_on=["a", "b"], dependency_policy="run")
+    assert list(request.depends_on) == ["a", "b"]
+    assert request.dependency_policy == job_pb2.DEPENDENCY_POLICY_RUN
+    plain = create_request("u1", "synthetic", {})
+    assert (list(plain.depends_on), plain.dependency_policy) == ([], 0)
