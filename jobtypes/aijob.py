@@ -162,15 +162,15 @@ def ai_job_definition(
         return validate_model(output_model, raw)
 
     async def execute(job_input: BaseModel, ctx: ExecutionContext) -> JobResult:
-        rendered = _template(prompt, ctx).render(variables(job_input))
+        rendered = template_for(prompt, ctx).render(variables(job_input))
         if content_safety is not None:
             for message in rendered.messages:
-                _check(content_safety, message.content, "prompt")
+                check_content(content_safety, message.content, "prompt")
         output = await run_step(
             ctx, step, model_tier, rendered, lambda response: validated(response, job_input)
         )
         if content_safety is not None:
-            _check(content_safety, canonical_json(output.model_dump(mode="json")), "output")
+            check_content(content_safety, canonical_json(output.model_dump(mode="json")), "output")
         projection = (
             projector(ProjectionInput(ctx.job_id, ctx.user_id, ctx.attempt, job_input, output))
             if projector is not None
@@ -215,9 +215,10 @@ def repair_prompt(
     )
 
 
-def _template(default: PromptTemplate, ctx: ExecutionContext) -> PromptTemplate:
+def template_for(default: PromptTemplate, ctx: ExecutionContext) -> PromptTemplate:
     """The version the job was created with: a job queued before a prompt change still
-    runs with the prompt it recorded."""
+    runs with the prompt it recorded (a job type that calls ``run_step`` itself uses it
+    too)."""
     key, version = ctx.prompt
     if not key or (key, version) == (default.key, default.version):
         return default
@@ -229,7 +230,8 @@ def _template(default: PromptTemplate, ctx: ExecutionContext) -> PromptTemplate:
         ) from None
 
 
-def _check(checker: SafetyChecker, text: str, where: str) -> None:
+def check_content(checker: SafetyChecker, text: str, where: str) -> None:
+    """CONTENT_SAFETY_BLOCKED naming the rule ``text`` broke (never the text itself)."""
     rule = checker.check(text)
     if rule is not None:
         raise ExecutionError(ErrorCode.CONTENT_SAFETY_BLOCKED, f"{where} broke rule {rule}")

@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared.ai.prompts import RenderedPrompt
 from shared.ai.provider import ModelTier, ProviderResponse, UsageRecord
+from shared.dependencies import DependencyOutput
 from shared.errors import ErrorCode, ExecutionError
 from worker_service import metrics
 from worker_service.credentials import CredentialResolver
+from worker_service.dependencies import PAGE_SIZE, DependencyResults
 from worker_service.domain.errors import means_lease_lost
 from worker_service.domain.model import CancelCause, LockedJob, Signal
 from worker_service.signals import AttemptSignals
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
 NO_PROGRESS = -1.0
 FETCH_SIGNALS_TIMEOUT_S = 5.0
+FETCH_DEPENDENCIES_TIMEOUT_S = 10.0
 T = TypeVar("T")
 
 
@@ -35,6 +38,7 @@ class Attempt:
         "_api_key",
         "_checkpoints",
         "_credentials",
+        "_dependencies",
         "_executor",
         "_gateway",
         "_progress",
@@ -57,10 +61,10 @@ class Attempt:
         executor: ExecutorApi | None = None,
         relays_partial_output: bool = False,
     ) -> None:
-        """``executor``: where signals are fetched from (None: job code asking for a
-        signal fails the attempt). ``relays_partial_output``: the provider calls stream
-        their text to the job's watchers (never for a type that redacts its output:
-        ``shared.redaction``)."""
+        """``executor``: where signals and dependency results are fetched from (None: job
+        code asking for either fails the attempt). ``relays_partial_output``: the provider
+        calls stream their text to the job's watchers (never for a type that redacts its
+        output: ``shared.redaction``)."""
         self.job = job
         self.cause: CancelCause | None = None
         # One record per provider call of this attempt, submitted with its outcome.
@@ -77,6 +81,7 @@ class Attempt:
         self._executor = executor
         # created when job code first asks for a signal: attempts that never do cost nothing
         self._signals: AttemptSignals | None = None
+        self._dependencies: DependencyResults | None = None
 
     # --- ExecutionContext ---------------------------------------------------------------
 
@@ -158,6 +163,13 @@ class Attempt:
         """The payload of the next signal named ``name`` if one has arrived, else None."""
         return await self._lease_guarded(self._inbox().poll(name))
 
+    async def dependency_results(self) -> list[DependencyOutput]:
+        """How the jobs this one waited for ended, in job id order; [] without a call for
+        a job that waited for none."""
+        if self.job.dependency_count <= 0:
+            return []
+        return await self._lease_guarded(self._dependency_results().all())
+
     # --- control ------------------------------------------------------------------------
 
     def announce_signals(self, seq: int) -> None:
@@ -210,6 +222,27 @@ class Attempt:
 
             self._signals = AttemptSignals(fetch, delivered=delivered)
         return self._signals
+
+    def _dependency_results(self) -> DependencyResults:
+        if self._dependencies is None:
+            executor = self._executor
+            if executor is None:
+                raise ExecutionError(
+                    ErrorCode.INTERNAL_ERROR, "this worker cannot fetch dependency results"
+                )
+            job = self.job
+
+            async def fetch_page(after_job_id: str) -> tuple[Sequence[DependencyOutput], bool]:
+                return await executor.fetch_dependency_results(
+                    job.job_id,
+                    job.lease_token,
+                    after_job_id,
+                    PAGE_SIZE,
+                    timeout_s=FETCH_DEPENDENCIES_TIMEOUT_S,
+                )
+
+            self._dependencies = DependencyResults(fetch_page, job.dependency_count)
+        return self._dependencies
 
     async def _lease_guarded(self, call: Awaitable[T]) -> T:
         try:

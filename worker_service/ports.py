@@ -16,6 +16,7 @@ from typing import Protocol
 
 from shared.ai.provider import UsageRecord
 from shared.ai.steps import StepResponse
+from shared.dependencies import DependencyOutput
 from worker_service.domain.model import (
     CallPermit,
     HeartbeatReply,
@@ -126,6 +127,14 @@ class ExecutorApi(Protocol):
         self, job_id: str, lease_token: str, after_seq: int, *, timeout_s: float
     ) -> tuple[Sequence[Signal], bool]:
         """The job's signals after ``after_seq`` in send order, and whether there are more,
+        while ``lease_token`` is the job's current lease (else ``LeaseLost``)."""
+        ...
+
+    async def fetch_dependency_results(
+        self, job_id: str, lease_token: str, after_job_id: str, page_size: int, *, timeout_s: float
+    ) -> tuple[Sequence[DependencyOutput], bool]:
+        """The results of the job's dependencies with an id after ``after_job_id`` ("":
+        from the first), in id order, at most ``page_size``, and whether there are more,
         while ``lease_token`` is the job's current lease (else ``LeaseLost``)."""
         ...
 

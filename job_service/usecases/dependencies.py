@@ -1,6 +1,6 @@
-"""Dependencies between jobs: the resolver that acts on what the database counted (a job
-whose last dependency ended becomes due; one whose dependency failed under a policy that
-ends it ends), and the results a leased dependent reads. Attaching a new job's
+"""Dependencies between jobs: the resolver that counts the ended dependencies the database
+marked (a job whose last dependency ended becomes due; one whose dependency failed under a
+policy that ends it ends), and the results a leased dependent reads. Attaching a new job's
 dependencies is part of creating it (``new_jobs.py``); an operator's re-run re-arms
 the jobs waiting for the job it re-runs (``admin.py``). ADR 0008."""
 
@@ -18,7 +18,7 @@ from shared.registry import DependencyOutput
 
 log = logging.getLogger(__name__)
 
-# Releases one resolver round takes; a full round runs again at once.
+# Ended edges one resolver round counts; a full round runs again at once.
 RESOLVE_BATCH = 500
 # How often each replica looks for releases: the latency from a join's last dependency
 # ending to the join being due.
@@ -28,7 +28,7 @@ RESULTS_PAGE = 100
 
 
 class DependencyStore(Protocol):
-    async def release(self, limit: int) -> dict[str, int]: ...
+    async def count(self, limit: int) -> dict[str, int]: ...
 
     async def results(
         self, job_id: str, lease_token: str, after_job_id: str, limit: int
@@ -38,19 +38,19 @@ class DependencyStore(Protocol):
 
 
 class DependencyResolver:
-    """Each replica's round over the releases the database wrote (SKIP LOCKED)."""
+    """Each replica's round over the ended edges the database marked (SKIP LOCKED)."""
 
     def __init__(self, store: DependencyStore, outbox: Waker) -> None:
         self._store = store
         self._outbox = outbox
 
     async def resolve(self) -> int:
-        """One round: how many releases it took."""
-        counts = await self._store.release(RESOLVE_BATCH)
+        """One round: how many ended edges it counted."""
+        counts = await self._store.count(RESOLVE_BATCH)
         if counts["dispatched"] or counts["ended"]:
             self._outbox.wake()  # their dispatch rows and domain events are due now
         metrics.dependencies_resolved(due=counts["due"], ended=counts["ended"])
-        return counts["picked"]
+        return counts["counted"]
 
 
 class DependencyResults:

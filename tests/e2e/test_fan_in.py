@@ -200,13 +200,13 @@ async def test_a_join_created_while_its_dependencies_finish_counts_each_once(
 
 async def _assert_ran_once_after(db: asyncpg.Connection, join_id: str, children: list[str]) -> None:
     """The join ran once, after the last of ``children`` finished, every edge counted once
-    as succeeded, nothing left to release, one dispatch row."""
+    as succeeded, nothing left to count, one dispatch row."""
     job = await db.fetchrow(
-        "SELECT status, attempt_count, started_at, dependencies_pending FROM jobs WHERE id = $1",
+        "SELECT status, attempt_count, started_at, dependencies_uncounted FROM jobs WHERE id = $1",
         join_id,
     )
     assert job is not None
-    assert (job["status"], job["attempt_count"], job["dependencies_pending"]) == (
+    assert (job["status"], job["attempt_count"], job["dependencies_uncounted"]) == (
         "succeeded",
         1,
         0,
@@ -225,12 +225,12 @@ async def _assert_ran_once_after(db: asyncpg.Connection, join_id: str, children:
     assert job["started_at"] >= last_child["finished_at"]
     assert running[0]["created_at"] >= last_child["finished_at"]
     edges = await db.fetch(
-        "SELECT ended_status, count(*) AS n, count(ended_at) AS stamped FROM job_dependencies"
+        "SELECT ended_status, count(*) AS n, count(ended_at) AS stamped,"
+        " count(*) FILTER (WHERE counted) AS counted FROM job_dependencies"
         " WHERE job_id = $1 GROUP BY ended_status",
         join_id,
     )
-    assert [tuple(e) for e in edges] == [("succeeded", len(children), len(children))]
-    assert await db.fetchval("SELECT count(*) FROM dependency_releases") == 0
+    assert [tuple(e) for e in edges] == [("succeeded", *[len(children)] * 3)]
     dispatches = await db.fetchval(
         "SELECT count(*) FROM outbox_events WHERE event_type = 'job.dispatch'"
         " AND aggregate_id = $1",
@@ -256,7 +256,7 @@ async def _wait_succeeded(db: asyncpg.Connection, stack: Stack, job_ids: list[st
         await eventually(all_succeeded, timeout=JOIN_DEADLINE_S, interval=0.05)
     except AssertionError:
         rows = await db.fetch(
-            "SELECT id, status, attempt_count, dependencies_pending, error_code FROM jobs"
+            "SELECT id, status, attempt_count, dependencies_uncounted, error_code FROM jobs"
             " WHERE id = ANY($1::uuid[])",
             job_ids,
         )

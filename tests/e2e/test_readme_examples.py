@@ -21,7 +21,8 @@ How a block is run, command by command, as a reader would type it:
   A command that forgets its token therefore fails here as it would for a reader.
 - Placeholders stand for what a reader copies from an earlier answer: ``<id>`` is the job id
   the last create (``CreateJob``, ``jobctl create``) printed, ``<child id>`` the first child
-  job id a job's answer listed, ``<credential id>`` the id ``PutCredential`` (or ``jobctl
+  job id a job's answer listed, ``<plan id>`` the id on the first ``study_plan`` line of
+  ``jobctl list``, ``<credential id>`` the id ``PutCredential`` (or ``jobctl
   credentials put``) returned, ``<schedule id>`` the id ``CreateSchedule`` (or ``jobctl
   schedule create``) returned.
 - Every command must exit 0. The tests below then check what the reader sees: the jobs
@@ -95,6 +96,7 @@ EXPECTED_BLOCKS = {
     "signals-jobctl",
     "usage-jobctl",
     "partial-output-jobctl",
+    "knowledge-base-jobctl",
 }
 
 
@@ -181,7 +183,7 @@ class Reader:
             command = command.replace(address, self.target)
         for placeholder, value in self.placeholders.items():
             command = command.replace(placeholder, value)
-        left = re.findall(r"<(?:id|child id|credential id|schedule id)>", command)
+        left = re.findall(r"<(?:id|child id|plan id|credential id|schedule id)>", command)
         assert not left, f"{left[0]} used before any answer gave it: {command}"
         return command
 
@@ -230,6 +232,9 @@ class Reader:
         )
         if children:
             self.placeholders["<child id>"] = children.group(1) or children.group(2)
+        plan = re.search(rf"^({UUID})\s+study_plan\s", run.out, re.MULTILINE)
+        if plan:
+            self.placeholders["<plan id>"] = plan.group(1)
 
 
 @pytest.fixture
@@ -633,3 +638,43 @@ async def test_partial_output_with_jobctl(
     assert lines[-1].split()[1] == "succeeded"
     text = [line for line in lines if not status.match(line)]
     assert text, "no partial output reached the reader"
+
+
+async def test_a_knowledge_base_review_with_jobctl(
+    blocks: dict[str, list[str]], reader: Reader, worker: WorkerApp, db: asyncpg.Connection
+) -> None:
+    runs = await reader.run_block(blocks["knowledge-base-jobctl"])
+
+    review_id, plan_id = reader.placeholders["<id>"], reader.placeholders["<plan id>"]
+    assert run_of(runs, "jobctl create").out.splitlines()[-1].split()[1] == "succeeded"
+    tree = run_of(runs, "jobctl tree").out.splitlines()
+    assert tree[0].split() == [review_id[-8:], "knowledge_base_review", "succeeded"]
+    children = [re.search(r"\bchild\s+[0-9a-f]{8}\s+([a-z_]+)", line) for line in tree]
+    assert sorted(m.group(1) for m in children if m) == sorted(
+        ["feynman_evaluation"] * 3 + ["review_card_generation"] * 3 + ["study_plan"]
+    )
+    assert sum("needs" in line for line in tree) == 3  # the plan's three dependencies
+    assert run_of(runs, "jobctl watch <plan id>").out.splitlines()[-1].split()[1] == "succeeded"
+    plan = run_of(runs, "jobctl get <plan id>").out
+    line = re.search(r"^output\s+(\{.*\})$", plan, re.MULTILINE)
+    assert line is not None
+    output = json.loads(line.group(1))
+    assert (output["items_reviewed"], output["items_failed"]) == (3, 0)
+    items = {"ki-photo", "ki-resp", "ki-osmo"}
+    assert {w["knowledge_item_id"] for w in output["weakest_items"]} <= items
+    assert output["plan"] and {s["knowledge_item_id"] for s in output["plan"]} <= items
+    evaluations = await db.fetch(
+        "SELECT id::text FROM jobs WHERE parent_job_id = $1 AND job_type = 'feynman_evaluation'",
+        review_id,
+    )
+    depends_on = re.search(r"^depends on\s+(.+)$", plan, re.MULTILINE)
+    assert depends_on is not None
+    assert sorted(depends_on.group(1).split()) == sorted(r["id"] for r in evaluations)
+    # the plan never ran before the last evaluation ended
+    last_ended = await db.fetchval(
+        "SELECT max(finished_at) FROM jobs WHERE parent_job_id = $1 AND job_type = $2",
+        review_id,
+        "feynman_evaluation",
+    )
+    started = await db.fetchval("SELECT started_at FROM jobs WHERE id = $1", plan_id)
+    assert started >= last_ended

@@ -171,7 +171,13 @@ async def test_dead_letters_list_failed_jobs_and_dead_events_and_redrive(
 async def test_job_definitions_as_data(client: Client) -> None:
     answer = await client.admin.ListJobDefinitions(apb.ListJobDefinitionsRequest())
     by_type = {d.job_type: d for d in answer.definitions}
-    assert sorted(by_type) == ["feynman_evaluation", "review_card_generation", "synthetic"]
+    assert sorted(by_type) == [
+        "feynman_evaluation",
+        "knowledge_base_review",
+        "review_card_generation",
+        "study_plan",
+        "synthetic",
+    ]
     assert by_type["review_card_generation"].queue == "ai-background"
     synthetic = by_type["synthetic"]
     assert synthetic.queue == "ai-interactive"

@@ -112,8 +112,11 @@ async def test_a_join_waits_for_every_dependency_then_runs_once(
     assert (await client.get(join.id)).dependencies_pending == 0
     locked = (await client.lock(join.id)).job
     assert (locked.job_id, locked.dependency_count) == (join.id, 2)
-    releases = await db.fetchval("SELECT count(*) FROM dependency_releases")
-    assert releases == 0
+    uncounted = await db.fetchval(
+        "SELECT count(*) FROM job_dependencies WHERE job_id = $1 AND NOT counted", join.id
+    )
+    assert uncounted == 0
+    assert await db.fetchval("SELECT dependencies_uncounted FROM jobs WHERE id = $1", join.id) == 0
     dispatch = await db.fetch(
         "SELECT status FROM outbox_events WHERE aggregate_id = $1 AND event_type = 'job.dispatch'",
         join.id,

@@ -183,10 +183,12 @@ def test_get_of_an_unknown_type_raises_unknown_job_type_on_the_job_type_field(
 def test_default_registry_ships_synthetic_and_the_plugged_in_reference_types() -> None:
     registry = default_registry({})
     assert registry.get("synthetic") is synthetic.DEFINITION
-    # feynman_evaluation and review_card_generation come through the entry-point group
+    # the other shipped types come through the entry-point group
     assert sorted(d.job_type for d in registry) == [
         "feynman_evaluation",
+        "knowledge_base_review",
         "review_card_generation",
+        "study_plan",
         "synthetic",
     ]
 

@@ -8,6 +8,7 @@ import grpc
 
 from shared.ai.steps import RecordedStep
 from shared.credentials import CredentialMode
+from shared.dependencies import DependencyOutput, DependencyPolicy
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pbconv import (
@@ -17,6 +18,7 @@ from shared.pbconv import (
     struct_from_dict,
     usage_to_pb,
 )
+from shared.registry import ChildJobDraft
 from shared.rpc_errors import error_from_rpc, error_from_status
 from worker_service.domain.errors import ExecutorCallFailed, ExecutorUnreachable
 from worker_service.domain.model import LockedJob, LockOutcome, LockResult, ResultSubmission
@@ -37,6 +39,11 @@ _OUTCOMES = {
     pb.LOCK_OUTCOME_UNAVAILABLE: LockOutcome.UNAVAILABLE,
 }
 _STATUS_PREFIX = "JOB_STATUS_"
+_POLICIES = {
+    DependencyPolicy.RUN: job_pb2.DEPENDENCY_POLICY_RUN,
+    DependencyPolicy.FAIL: job_pb2.DEPENDENCY_POLICY_FAIL,
+    DependencyPolicy.CANCEL: job_pb2.DEPENDENCY_POLICY_CANCEL,
+}
 
 
 def result_message(submission: ResultSubmission) -> pb.SubmitResultRequest:
@@ -48,16 +55,39 @@ def result_message(submission: ResultSubmission) -> pb.SubmitResultRequest:
         output=struct_from_dict(result.output),
         output_hash=result.output_hash,
         artifacts=[artifact_to_pb(a) for a in result.artifacts],
-        child_jobs=[
-            pb.ChildJob(
-                job_type=c.job_type,
-                input=struct_from_dict(c.input),
-                idempotency_key=c.idempotency_key,
-                priority=c.priority,
-            )
-            for c in result.children
-        ],
+        child_jobs=[child_message(c) for c in result.children],
         usage=[usage_to_pb(u) for u in result.usage],
+    )
+
+
+def child_message(child: ChildJobDraft) -> pb.ChildJob:
+    """A projection's child job; a join names its siblings by their idempotency keys."""
+    return pb.ChildJob(
+        job_type=child.job_type,
+        input=struct_from_dict(child.input),
+        idempotency_key=child.idempotency_key,
+        priority=child.priority,
+        depends_on_keys=list(child.depends_on_keys),
+        # a child that waits for nothing leaves the policy unset, as it was before joins
+        dependency_policy=(
+            _POLICIES[child.dependency_policy]
+            if child.depends_on_keys
+            else job_pb2.DEPENDENCY_POLICY_UNSPECIFIED
+        ),
+    )
+
+
+def dependency_output(result: pb.DependencyResult) -> DependencyOutput:
+    """One FetchDependencyResults item as job code sees it: the status in lower case
+    ("succeeded", "failed", "cancelled"), unset fields as None."""
+    return DependencyOutput(
+        job_id=result.job_id,
+        job_type=result.job_type,
+        status=status_name(result.status).lower(),
+        output=dict_from_struct(result.output) if result.HasField("output") else None,
+        error_code=result.error_code or None,
+        target_type=result.target_type or None,
+        target_id=result.target_id or None,
     )
 
 
@@ -108,6 +138,7 @@ def _locked_job(job: pb.LockedJob) -> LockedJob:
         ),
         credential_id=job.credential_id,
         recorded_steps=_recorded_steps(job),
+        dependency_count=job.dependency_count,
     )
 
 

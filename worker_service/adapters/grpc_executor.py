@@ -14,11 +14,13 @@ import grpc
 
 from shared.ai.provider import UsageRecord
 from shared.ai.steps import StepResponse
+from shared.dependencies import DependencyOutput
 from shared.grpc_client import ChannelConfig, aio_channel
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc
 from shared.pbconv import dict_from_struct, step_response_to_pb, usage_to_pb
 from worker_service.adapters.executor_messages import (
+    dependency_output,
     error_from_call,
     lock_result,
     result_answer,
@@ -272,6 +274,18 @@ class GrpcExecutorClient:
             for s in response.signals
         ]
         return signals, response.more
+
+    async def fetch_dependency_results(
+        self, job_id: str, lease_token: str, after_job_id: str, page_size: int, *, timeout_s: float
+    ) -> tuple[list[DependencyOutput], bool]:
+        request = pb.FetchDependencyResultsRequest(
+            job_id=job_id, lease_token=lease_token, after_job_id=after_job_id, page_size=page_size
+        )
+        try:
+            response = await self._stub.FetchDependencyResults(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_call(exc) from exc
+        return [dependency_output(r) for r in response.results], response.more
 
     async def hold_session(
         self,

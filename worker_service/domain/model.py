@@ -46,6 +46,8 @@ class LockedJob:
     credential_id: str = ""
     # The steps earlier attempts recorded (worker_service.steps): reused, not called again.
     recorded_steps: tuple[RecordedStep, ...] = ()
+    # How many jobs this one waited for (worker_service.dependencies): 0 spares the fetch.
+    dependency_count: int = 0
 
     @property
     def lease_ttl_s(self) -> float:

@@ -3,6 +3,7 @@ causes and job results to ``Succeeded`` / ``Failed``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -10,7 +11,7 @@ from pydantic_core import to_jsonable_python
 
 from shared.errors import ErrorCode, ExecutionError
 from shared.output_hash import output_hash
-from shared.registry import ArtifactDraft, ChildJobDraft, JobDefinition, JobResult
+from shared.registry import ArtifactDraft, JobDefinition, JobResult
 from shared.validation import describe_validation_error
 from worker_service.domain.model import CancelCause, Failed, Succeeded
 
@@ -80,15 +81,9 @@ def succeeded(definition: JobDefinition, result: JobResult) -> Succeeded:
         )
         for a in result.artifacts
     ]
-    children = [
-        ChildJobDraft(
-            job_type=c.job_type,
-            input=to_jsonable_python(c.input),
-            idempotency_key=c.idempotency_key,
-            priority=c.priority,
-        )
-        for c in result.children
-    ]
+    # replace(), not a new draft: every other field (a join's depends_on_keys and policy)
+    # goes through as the job type set it
+    children = [replace(c, input=to_jsonable_python(c.input)) for c in result.children]
     return Succeeded(
         output=data, output_hash=output_hash(data), artifacts=artifacts, children=children
     )

@@ -1,6 +1,6 @@
-"""Dependencies on PostgreSQL: the resolver's round over the releases the trigger wrote
-(migration 0021), the results a leased dependent reads, and the jobs a failed dependency
-ended. Attaching a new job's edges is the vocabulary's
+"""Dependencies on PostgreSQL: the resolver's round over the edges the trigger marked
+ended (migration 0021), the results a leased dependent reads, and the jobs a failed
+dependency ended. Attaching a new job's edges is the vocabulary's
 (``vocabulary/dependencies.py``), as every statement creating jobs does it; GetJob's read
 of the edges is ``jobs.py``'s. How an ended dependency is counted exactly once: ADR 0008.
 """
@@ -35,42 +35,64 @@ _CANCEL = f"'{DependencyPolicy.CANCEL.value}'"
 _FAILED_BY_DEPENDENCY = transition(JobStatus.CREATED, Step.DEPENDENCY_FAILED)
 _CANCELLED_BY_DEPENDENCY = transition(JobStatus.CREATED, Step.CANCEL)
 
-# The resolver's round: up to $1 releases, taken (SKIP LOCKED: replicas share the work)
-# and deleted. A ready job still waiting with nothing pending becomes due now, in its
-# line, its dispatch row with it; a broken one ends without running (its policy's status,
-# timeline event and domain event), which counts it in turn for the jobs waiting for it.
-RELEASE = f"""
-WITH picked AS (
-    DELETE FROM dependency_releases r
-    WHERE r.job_id IN (SELECT job_id FROM dependency_releases ORDER BY created_at
-                       LIMIT $1 FOR UPDATE SKIP LOCKED)
-    RETURNING r.job_id, r.reason
-), ready AS (
-    SELECT j.id, j.queue, j.priority, j.fairness_key, NULL::timestamptz AS next_run_at
-    FROM jobs j JOIN picked p ON p.job_id = j.id
-    WHERE p.reason = 'ready' AND j.status = {_CREATED} AND j.dependencies_pending = 0
-), due AS (
-    UPDATE jobs j SET next_run_at = now(), updated_at = now(), sched_key = {place_in_line("src")}
-    FROM ready src
-    WHERE j.id = src.id AND j.status = {_CREATED}
-    RETURNING j.id
-), dispatch AS (
-    UPDATE outbox_events o SET available_at = now()
-    FROM due WHERE o.dedupe_key = {dispatch_key("due.id::text", "create")} AND o.status = 'pending'
-    RETURNING o.id
-), ended AS (
+# The resolver's round: up to $1 ended edges not yet counted, taken (SKIP LOCKED: replicas
+# share the work) and marked counted; their jobs locked in id order (two rounds never
+# deadlock) and counted down by them. A job still waiting that a failed or cancelled
+# dependency breaks (its policy not "run") ends without running — its policy's status,
+# timeline event and domain event; its dispatch row deleted — which the trigger marks in
+# turn on the jobs waiting for it. One with nothing left to count becomes due now, in its
+# line, its dispatch row with it. Either happens once: the count reaches 0 once, and an
+# ended job waits no more.
+COUNT = f"""
+WITH taken AS (
+    SELECT e.job_id, e.depends_on_id, e.ended_status FROM job_dependencies e
+    WHERE e.ended_status IS NOT NULL AND NOT e.counted
+    ORDER BY e.job_id LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), marked AS (
+    UPDATE job_dependencies e SET counted = true FROM taken t
+    WHERE e.job_id = t.job_id AND e.depends_on_id = t.depends_on_id
+), per_job AS (
+    SELECT job_id, count(*) AS n, bool_or(ended_status IN {_BROKEN}) AS failed
+    FROM taken GROUP BY job_id
+), locked AS (
+    SELECT j.id, j.queue, j.priority, j.fairness_key, NULL::timestamptz AS next_run_at, p.n,
+           j.status = {_CREATED} AND p.failed AND j.dependency_policy <> {_RUN} AS broken,
+           j.status = {_CREATED} AND j.dependencies_uncounted = p.n
+               AND NOT (p.failed AND j.dependency_policy <> {_RUN}) AS ready
+    FROM jobs j JOIN per_job p ON p.job_id = j.id
+    ORDER BY j.id FOR UPDATE OF j
+), decided AS (
+    SELECT src.*, CASE WHEN src.ready THEN {place_in_line("src")} END AS place FROM locked src
+), counted AS (
     UPDATE jobs j SET
-        status = CASE WHEN j.dependency_policy = {_CANCEL}
+        dependencies_uncounted = j.dependencies_uncounted - d.n,
+        status = CASE WHEN NOT d.broken THEN j.status
+                      WHEN j.dependency_policy = {_CANCEL}
                       THEN {sql_status(_CANCELLED_BY_DEPENDENCY)}
                       ELSE {sql_status(_FAILED_BY_DEPENDENCY)} END,
-        error_code = CASE WHEN j.dependency_policy = {_CANCEL}
+        error_code = CASE WHEN NOT d.broken THEN j.error_code
+                          WHEN j.dependency_policy = {_CANCEL}
                           THEN '{ErrorCode.DEPENDENCY_CANCELLED.value}'
                           ELSE '{ErrorCode.DEPENDENCY_FAILED.value}' END,
-        public_error_message = 'A job it depends on failed or was cancelled.',
-        next_run_at = NULL, finished_at = now(), updated_at = now()
-    FROM picked p
-    WHERE j.id = p.job_id AND p.reason = 'broken' AND j.status = {_CREATED}
-    RETURNING j.id, j.job_type, j.status, j.attempt_count, j.error_code
+        public_error_message = CASE WHEN d.broken
+            THEN 'A job it depends on failed or was cancelled.'
+            ELSE j.public_error_message END,
+        next_run_at = CASE WHEN d.broken THEN NULL WHEN d.ready THEN now()
+                           ELSE j.next_run_at END,
+        sched_key = CASE WHEN d.ready THEN d.place ELSE j.sched_key END,
+        finished_at = CASE WHEN d.broken THEN now() ELSE j.finished_at END,
+        updated_at = CASE WHEN d.broken OR d.ready THEN now() ELSE j.updated_at END
+    FROM decided d WHERE j.id = d.id
+    RETURNING j.id, j.job_type, j.status, j.attempt_count, j.error_code, d.broken, d.ready
+), ended AS (
+    SELECT * FROM counted WHERE broken
+), dispatch AS (
+    UPDATE outbox_events o SET available_at = now()
+    FROM counted c
+    WHERE c.ready AND o.dedupe_key = {dispatch_key("c.id::text", "create")}
+      AND o.status = 'pending'
+    RETURNING o.id
 ), undispatched AS (
     DELETE FROM outbox_events o USING ended
     WHERE o.dedupe_key = {dispatch_key("ended.id::text", "create")} AND o.status = 'pending'
@@ -79,7 +101,8 @@ WITH picked AS (
 ), domain_event AS (
     {domain_event_rows("ended")}
 )
-SELECT (SELECT count(*) FROM picked) AS picked, (SELECT count(*) FROM due) AS due,
+SELECT (SELECT count(*) FROM taken) AS counted,
+       (SELECT count(*) FROM counted WHERE ready) AS due,
        (SELECT count(*) FROM dispatch) AS dispatched, (SELECT count(*) FROM ended) AS ended
 """
 
@@ -134,10 +157,10 @@ class DependencyRepository:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def release(self, limit: int) -> dict[str, int]:
-        """One round of the resolver: counts of releases taken, jobs made due, dispatch
-        rows made due, jobs ended by their policy."""
-        row = await self._pool.fetchrow(RELEASE, limit)
+    async def count(self, limit: int) -> dict[str, int]:
+        """One round of the resolver: how many ended edges it counted, jobs it made due,
+        dispatch rows it made due, jobs it ended by their policy."""
+        row = await self._pool.fetchrow(COUNT, limit)
         assert row is not None
         return dict(row)
 

@@ -69,7 +69,9 @@ SELECT {JOB_COLUMNS},
           ORDER BY d.job_id LIMIT {SHOWN_EDGES}) AS dependent_job_ids,
     (SELECT count(*) FROM job_dependencies d WHERE d.depends_on_id = j.id)::int
         AS dependents_total,
-    j.dependencies_pending, j.dependency_policy,
+    (SELECT count(*) FROM job_dependencies d WHERE d.job_id = j.id AND d.ended_status IS NULL)
+        ::int AS dependencies_pending,
+    j.dependency_policy,
     usage.*
 FROM jobs j
 CROSS JOIN LATERAL (
@@ -185,7 +187,7 @@ class JobRepository:
             signals_total=row["signals_total"],
             depends_on=list(row["depends_on"]),
             dependencies_total=row["dependencies_total"],
-            dependencies_pending=row["dependencies_pending"] or 0,
+            dependencies_pending=row["dependencies_pending"],
             dependency_policy=row["dependency_policy"],
             dependent_job_ids=list(row["dependent_job_ids"]),
             dependents_total=row["dependents_total"],

@@ -10,7 +10,12 @@ from dataclasses import replace
 import asyncpg
 
 from job_service.adapters.postgres.rows import job_from_row
-from job_service.adapters.postgres.vocabulary.dependencies import OWNED, attach, attach_retrying
+from job_service.adapters.postgres.vocabulary.dependencies import (
+    CUSTOM_PLANS,
+    OWNED,
+    attach,
+    attach_retrying,
+)
 from job_service.adapters.postgres.vocabulary.line import (
     LOCK_LINES,
     lines_of,
@@ -185,7 +190,9 @@ class NewJobRepository:
 
     async def owned(self, job_ids: list[str], user_id: str) -> set[str]:
         """Which of ``job_ids`` are jobs of ``user_id``."""
-        rows = await self._pool.fetch(OWNED, job_ids, user_id)
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(CUSTOM_PLANS)  # as the attach's (vocabulary/dependencies.py)
+            rows = await conn.fetch(OWNED, job_ids, user_id)
         return {r["id"] for r in rows}
 
 

@@ -246,8 +246,12 @@ async def _attach_join(
 
 
 def _child_row(child: NewChild) -> dict[str, Any]:
+    record = new_job_record(child.job, {**_CHILD_COLUMNS, **SNAPSHOT_FIELDS})
+    # the rows travel as JSON: a join's next_run_at (it waits for its siblings) as text
+    if record.get("next_run_at") is not None:
+        record["next_run_at"] = record["next_run_at"].isoformat()
     return {
         "parent_job_id": child.parent_job_id,
-        **new_job_record(child.job, {**_CHILD_COLUMNS, **SNAPSHOT_FIELDS}),
+        **record,
         "inherits_credential": child.inherits_credential,
     }

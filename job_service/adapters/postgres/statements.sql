@@ -440,44 +440,62 @@ WHERE key_id <> $1 ORDER BY id LIMIT $2;
 UPDATE credentials SET key_id = $3, nonce = $4, ciphertext = $5, updated_at = now()
 WHERE id = $1 AND key_id = $2;
 
--- dependencies.RELEASE
-WITH picked AS (
-    DELETE FROM dependency_releases r
-    WHERE r.job_id IN (SELECT job_id FROM dependency_releases ORDER BY created_at
-                       LIMIT $1 FOR UPDATE SKIP LOCKED)
-    RETURNING r.job_id, r.reason
-), ready AS (
-    SELECT j.id, j.queue, j.priority, j.fairness_key, NULL::timestamptz AS next_run_at
-    FROM jobs j JOIN picked p ON p.job_id = j.id
-    WHERE p.reason = 'ready' AND j.status = 'created' AND j.dependencies_pending = 0
-), due AS (
-    UPDATE jobs j SET next_run_at = now(), updated_at = now(), sched_key = greatest(
+-- dependencies.COUNT
+WITH taken AS (
+    SELECT e.job_id, e.depends_on_id, e.ended_status FROM job_dependencies e
+    WHERE e.ended_status IS NOT NULL AND NOT e.counted
+    ORDER BY e.job_id LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), marked AS (
+    UPDATE job_dependencies e SET counted = true FROM taken t
+    WHERE e.job_id = t.job_id AND e.depends_on_id = t.depends_on_id
+), per_job AS (
+    SELECT job_id, count(*) AS n, bool_or(ended_status IN ('failed', 'cancelled')) AS failed
+    FROM taken GROUP BY job_id
+), locked AS (
+    SELECT j.id, j.queue, j.priority, j.fairness_key, NULL::timestamptz AS next_run_at, p.n,
+           j.status = 'created' AND p.failed AND j.dependency_policy <> 'run' AS broken,
+           j.status = 'created' AND j.dependencies_uncounted = p.n
+               AND NOT (p.failed AND j.dependency_policy <> 'run') AS ready
+    FROM jobs j JOIN per_job p ON p.job_id = j.id
+    ORDER BY j.id FOR UPDATE OF j
+), decided AS (
+    SELECT src.*, CASE WHEN src.ready THEN greatest(
         extract(epoch FROM coalesce(src.next_run_at, now()))::float8
             - src.priority * coalesce(nullif(current_setting('jobs.priority_step_s', true), '')::float8, 10.0),
         (SELECT max(w.sched_key) FROM jobs w
          WHERE w.queue = src.queue AND w.fairness_key = src.fairness_key
            AND w.priority = src.priority AND w.status IN ('created', 'queued', 'retrying')
-           AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05))
-    FROM ready src
-    WHERE j.id = src.id AND j.status = 'created'
-    RETURNING j.id
-), dispatch AS (
-    UPDATE outbox_events o SET available_at = now()
-    FROM due WHERE o.dedupe_key = 'job.dispatch:' || due.id::text || ':create' AND o.status = 'pending'
-    RETURNING o.id
-), ended AS (
+           AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05)) END AS place FROM locked src
+), counted AS (
     UPDATE jobs j SET
-        status = CASE WHEN j.dependency_policy = 'cancel'
+        dependencies_uncounted = j.dependencies_uncounted - d.n,
+        status = CASE WHEN NOT d.broken THEN j.status
+                      WHEN j.dependency_policy = 'cancel'
                       THEN 'cancelled'
                       ELSE 'failed' END,
-        error_code = CASE WHEN j.dependency_policy = 'cancel'
+        error_code = CASE WHEN NOT d.broken THEN j.error_code
+                          WHEN j.dependency_policy = 'cancel'
                           THEN 'DEPENDENCY_CANCELLED'
                           ELSE 'DEPENDENCY_FAILED' END,
-        public_error_message = 'A job it depends on failed or was cancelled.',
-        next_run_at = NULL, finished_at = now(), updated_at = now()
-    FROM picked p
-    WHERE j.id = p.job_id AND p.reason = 'broken' AND j.status = 'created'
-    RETURNING j.id, j.job_type, j.status, j.attempt_count, j.error_code
+        public_error_message = CASE WHEN d.broken
+            THEN 'A job it depends on failed or was cancelled.'
+            ELSE j.public_error_message END,
+        next_run_at = CASE WHEN d.broken THEN NULL WHEN d.ready THEN now()
+                           ELSE j.next_run_at END,
+        sched_key = CASE WHEN d.ready THEN d.place ELSE j.sched_key END,
+        finished_at = CASE WHEN d.broken THEN now() ELSE j.finished_at END,
+        updated_at = CASE WHEN d.broken OR d.ready THEN now() ELSE j.updated_at END
+    FROM decided d WHERE j.id = d.id
+    RETURNING j.id, j.job_type, j.status, j.attempt_count, j.error_code, d.broken, d.ready
+), ended AS (
+    SELECT * FROM counted WHERE broken
+), dispatch AS (
+    UPDATE outbox_events o SET available_at = now()
+    FROM counted c
+    WHERE c.ready AND o.dedupe_key = 'job.dispatch:' || c.id::text || ':create'
+      AND o.status = 'pending'
+    RETURNING o.id
 ), undispatched AS (
     DELETE FROM outbox_events o USING ended
     WHERE o.dedupe_key = 'job.dispatch:' || ended.id::text || ':create' AND o.status = 'pending'
@@ -495,7 +513,8 @@ WITH picked AS (
     FROM ended src
 
 )
-SELECT (SELECT count(*) FROM picked) AS picked, (SELECT count(*) FROM due) AS due,
+SELECT (SELECT count(*) FROM taken) AS counted,
+       (SELECT count(*) FROM counted WHERE ready) AS due,
        (SELECT count(*) FROM dispatch) AS dispatched, (SELECT count(*) FROM ended) AS ended;
 
 -- dependencies.RESULTS
@@ -570,7 +589,9 @@ SELECT
           ORDER BY d.job_id LIMIT 1000) AS dependent_job_ids,
     (SELECT count(*) FROM job_dependencies d WHERE d.depends_on_id = j.id)::int
         AS dependents_total,
-    j.dependencies_pending, j.dependency_policy,
+    (SELECT count(*) FROM job_dependencies d WHERE d.job_id = j.id AND d.ended_status IS NULL)
+        ::int AS dependencies_pending,
+    j.dependency_policy,
     usage.*
 FROM jobs j
 CROSS JOIN LATERAL (
@@ -1134,10 +1155,10 @@ WITH rerun AS (
            CASE WHEN rerun.status IN ('succeeded', 'failed', 'cancelled') THEN now() END
     FROM waiting w, rerun
     ON CONFLICT DO NOTHING
-    RETURNING job_id, ended_status
+    RETURNING job_id
 ), counted AS (
-    UPDATE jobs j SET dependencies_pending = j.dependencies_pending + 1
-    FROM edges WHERE j.id = edges.job_id AND edges.ended_status IS NULL
+    UPDATE jobs j SET dependencies_uncounted = j.dependencies_uncounted + 1
+    FROM edges WHERE j.id = edges.job_id
 )
 SELECT count(*) FROM edges;
 

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from shared.constants import Queue
+from shared.dependencies import DependencyOutput
 from shared.errors import CredentialUnavailable, ExecutionError
 from shared.registry import ArtifactDraft, ExecutionContext, JobDefinition, JobResult
 from worker_service.domain.model import (
@@ -174,6 +175,12 @@ class FakeExecutor:
     # job id -> the signals FetchSignals finds for it (append to send one)
     signals: dict[str, list[Signal]] = field(default_factory=dict)
     signal_fetches: list[tuple[str, int]] = field(default_factory=list)
+    # job id -> its dependencies' results in id order, as FetchDependencyResults pages them
+    dependencies: dict[str, list[DependencyOutput]] = field(default_factory=dict)
+    # Raised by the next FetchDependencyResults calls, in order.
+    dependency_errors: list[Exception] = field(default_factory=list)
+    # (job id, lease token, after_job_id, page_size) per FetchDependencyResults call
+    dependency_fetches: list[tuple[str, str, str, int]] = field(default_factory=list)
 
     def lock_as(self, job: LockedJob) -> None:
         self.locks[job.job_id] = [LockResult(LockOutcome.LOCKED, job=job)]
@@ -298,6 +305,15 @@ class FakeExecutor:
     ) -> tuple[list[Signal], bool]:
         self.signal_fetches.append((job_id, after_seq))
         return [s for s in self.signals.get(job_id, []) if s.seq > after_seq], False
+
+    async def fetch_dependency_results(
+        self, job_id: str, lease_token: str, after_job_id: str, page_size: int, *, timeout_s: float
+    ) -> tuple[list[DependencyOutput], bool]:
+        self.dependency_fetches.append((job_id, lease_token, after_job_id, page_size))
+        if self.dependency_errors:
+            raise self.dependency_errors.pop(0)
+        rest = [d for d in self.dependencies.get(job_id, []) if d.job_id > after_job_id]
+        return rest[:page_size], len(rest) > page_size
 
     def _maybe_fail(self) -> None:
         self.submit_calls += 1

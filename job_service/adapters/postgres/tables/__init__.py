@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from job_service.adapters.postgres.tables.base import metadata
 from job_service.adapters.postgres.tables.credentials import api_secrets, credentials
-from job_service.adapters.postgres.tables.dependencies import dependency_releases, job_dependencies
+from job_service.adapters.postgres.tables.dependencies import job_dependencies
 from job_service.adapters.postgres.tables.jobs import (
     job_artifacts,
     job_events,
@@ -30,7 +30,6 @@ __all__ = [
     "api_secrets",
     "call_permits",
     "credentials",
-    "dependency_releases",
     "job_artifacts",
     "job_dependencies",
     "job_events",

@@ -122,10 +122,11 @@ jobs = Table(
     # made it; NULL for jobs that are no retry
     Column("retry_root_id", UUID(as_uuid=False)),
     Column("retry_key", String(255)),
-    # dependencies (migration 0021): how many of the jobs this one depends on have not
-    # ended, and what a failed or cancelled one does to it ("run", "fail", "cancel");
-    # both NULL for a job without dependencies (job_dependencies holds the edges)
-    Column("dependencies_pending", Integer),
+    # dependencies (migration 0021): how many of its edges the dependency resolver has not
+    # yet counted as ended (0: every dependency ended), and what a failed or cancelled one
+    # does to it ("run", "fail", "cancel"); both NULL for a job without dependencies
+    # (job_dependencies holds the edges)
+    Column("dependencies_uncounted", Integer),
     Column("dependency_policy", String(8)),
     CheckConstraint(f"status IN ({_STATUSES})", name="jobs_status_known"),
     CheckConstraint(
