@@ -56,6 +56,11 @@ What the provider saw (tests/chaos/provider_checks.py):
                  floor(max(burst, 1 + rate x slack) + rate x w)
 - redaction      no redacted output value of a succeeded job shows in any stored row or log
 
+Joins (tests/chaos/joins.py): every join waits for exactly the jobs it was created with,
+started no attempt before its last dependency ended and left CREATED once; one its policy
+lets run succeeded, one its policy ended (a failed or cancelled dependency under FAIL or
+CANCEL) never ran and carries its policy's error.
+
 Stale submits refused are counted from the workers' logs (the job service answers a stale
 submit LEASE_LOST and changes nothing, so the database cannot show them); the checker also
 proves none was applied (duplicated = 0).
@@ -77,7 +82,7 @@ import asyncpg
 
 from job_service.domain.rate_limits import RateLimit
 from shared.registry import Registry
-from tests.chaos import signals
+from tests.chaos import joins, signals
 from tests.chaos.faults import FaultRecord
 from tests.chaos.provider_checks import TierWindows, provider_rate, redaction_leaks
 from tests.chaos.step_faults import calls_per_job
@@ -245,6 +250,9 @@ class Report:
     provider_tiers: dict[str, TierWindows] = field(default_factory=dict)
     # redacted output values: jobs checked and where any showed
     redaction: str = ""
+    # joins judged (tests/chaos/joins.py), and how they ended
+    joins: int = 0
+    joins_detail: str = ""
     recoveries: list[Recovery] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -343,6 +351,7 @@ class Report:
                 + ", ".join(w.detail(tier) for tier, w in self.provider_tiers.items()),
             ),
             ("redaction", "", self.redaction),
+            ("joins", f"{self.joins}", self.joins_detail),
             (
                 "longest recovery",
                 f"{longest.seconds:.1f} s" if longest and longest.seconds is not None else "-",
@@ -419,6 +428,7 @@ async def check(
         report.child_retries_refused.update(sub.child_retries_refused)
     report.retried_children = await pool.fetchval(RETRIED_CHILDREN)
     await signals.check(pool, submissions, report)
+    await joins.check(pool, submissions, report)
     keyed_events = await pool.fetch(KEYED_EVENTS)
     report.keys, breaches = key_breaches(keyed_events)
     report.violations += breaches

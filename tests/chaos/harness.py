@@ -20,6 +20,7 @@ import asyncpg
 
 from job_service.domain.rate_limits import parse_rate_limits
 from shared.registry import MODULES_ENV, default_registry
+from tests.chaos import joins
 from tests.chaos.checker import RECOVERED_AT, TERMINAL, Report, check
 from tests.chaos.cluster import Cluster
 from tests.chaos.cluster_faults import CLUSTER_FAULTS
@@ -67,7 +68,7 @@ async def run(
         say(f"chaos: starting the stack in {root}")
         await cluster.start()
         client = ChaosClient(cluster.targets)
-        workload = Workload(client, rng, profile.rate)
+        workload = Workload(client, rng, profile.rate, joins.load(profile.join_every_s, seed))
         # a 1-second schedule through every fault: no slot may fire twice or be missed
         scheduled = ScheduledLoad(cluster.targets)
         try:

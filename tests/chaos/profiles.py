@@ -162,6 +162,9 @@ class Profile:
     pg_standby: bool = False
     # the kinds a profile without a schedule draws from (None: FAULT_KINDS)
     random_kinds: tuple[str, ...] | None = None
+    # a join and the group it waits for created this often (tests/chaos/joins.py); None:
+    # no joins
+    join_every_s: float | None = None
 
     def stack_settings(self) -> StackSettings:
         """The stack's settings, the cheap tier's limit sized to this profile's load."""
@@ -194,6 +197,7 @@ PROFILES = {
         duration_s=0.0,
         settle_s=2.0,
         quiesce_timeout_s=60.0,
+        join_every_s=3.0,
     ),
     "long": Profile(
         name="long",
@@ -202,6 +206,7 @@ PROFILES = {
         duration_s=600.0,
         settle_s=3.0,
         quiesce_timeout_s=120.0,
+        join_every_s=3.0,
     ),
     # the long profile's load (a backlog) and fault kinds, each twice, in about 2 minutes:
     # a liveness regression under a backlog fails CI (`make test-chaos`), not only the

@@ -29,3 +29,6 @@ async def test_a_chaos_profile_loses_duplicates_and_strands_nothing(name: str) -
     assert (report.lost, report.duplicated, report.stuck) == ([], [], []), report.table()
     assert report.violations == [], report.table()
     assert sum(report.terminal.values()) == report.submitted
+    if profile.join_every_s is not None:  # the join rule judged joins of every policy
+        assert report.joins > 10, report.table()
+        assert all(p in report.joins_detail for p in ("run: ran", "fail: ")), report.table()

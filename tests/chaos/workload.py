@@ -15,6 +15,9 @@ and feynman's children on the cheap tier, held to its fleet-wide rate limit
 (profiles.rate_limits, sized to the profile's create rate); a share of every kind is
 delayed (``run_at`` a few seconds ahead) and a share has a priority other than its type's
 default.
+
+Fan-in (``tests/chaos/joins.py``): a side load of joins, each created with ``depends_on``
+the jobs of a group created just before it in one CreateJobs.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,13 +41,15 @@ from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import admin_service_pb2_grpc, job_pb2, job_service_pb2_grpc
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
-from shared.rpc_errors import error_from_rpc
+from shared.registry import DependencyPolicy
+from shared.rpc_errors import error_from_rpc, error_from_status
 from tests.chaos import signals
 from tests.support.processes import client_config
 
 log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 3.0
+BATCH_ITEM_TIMEOUT_S = 0.02
 RETRY_START_S = 0.1
 RETRY_MAX_S = 1.0
 # A create or cancel is given up (never acknowledged) after this long.
@@ -209,6 +214,11 @@ ENDED = (job_pb2.JOB_STATUS_SUCCEEDED, job_pb2.JOB_STATUS_FAILED, job_pb2.JOB_ST
 # RetryJob refusals that are the service deciding (one live child per parent and type)
 RETRY_REFUSALS = {"LIVE_CHILD_EXISTS", "LIVE_RETRY_EXISTS", "JOB_NOT_RETRYABLE"}
 PROBE = JobKind("probe", 0, "synthetic", _quick, frozenset({"succeeded"}))
+POLICIES = {
+    DependencyPolicy.RUN: job_pb2.DEPENDENCY_POLICY_RUN,
+    DependencyPolicy.FAIL: job_pb2.DEPENDENCY_POLICY_FAIL,
+    DependencyPolicy.CANCEL: job_pb2.DEPENDENCY_POLICY_CANCEL,
+}
 
 
 @dataclass
@@ -233,6 +243,9 @@ class Submission:
     child_retries_refused: dict[str, int] = field(default_factory=dict)
     # signals a replica acknowledged: name -> (payload value, wall-clock time)
     signals: dict[str, tuple[int, float]] = field(default_factory=dict)
+    # a join: the acknowledged jobs it was created to wait for, and its policy
+    depends_on: tuple[str, ...] = ()
+    policy: DependencyPolicy | None = None
 
 
 class ChaosClient:
@@ -253,18 +266,7 @@ class ChaosClient:
         return self._stub()
 
     async def create(self, sub: Submission, job_input: dict[str, Any]) -> bool:
-        request = jpb.CreateJobRequest(
-            user_id=sub.user_id,
-            job_type=sub.kind.job_type,
-            input=struct_from_dict(job_input),
-            idempotency_key=sub.key,
-            priority=sub.priority,
-        )
-        if sub.run_at is not None:
-            micros = (sub.run_at - EPOCH) // timedelta(microseconds=1)
-            request.run_at.CopyFrom(
-                Timestamp(seconds=micros // 1_000_000, nanos=micros % 1_000_000 * 1000)
-            )
+        request = _create_request(sub, job_input)
 
         async def call(stub: job_service_pb2_grpc.JobServiceStub) -> None:
             response = await stub.CreateJob(request, timeout=CALL_TIMEOUT_S)
@@ -272,6 +274,47 @@ class ChaosClient:
             sub.acked_at = time.monotonic()
 
         return await self._retrying(sub, call, "create")
+
+    async def create_many(
+        self, subs: Sequence[Submission], inputs: Sequence[dict[str, Any]]
+    ) -> int:
+        """One CreateJobs of them all, sent again (the same keys) for the items without an
+        answer until each has one or GIVE_UP_S has passed; how many were acknowledged."""
+        left = dict(zip((s.key for s in subs), zip(subs, inputs, strict=True), strict=True))
+        deadline = time.monotonic() + GIVE_UP_S
+        delay = RETRY_START_S
+        while left:
+            batch = list(left.values())
+            request = jpb.CreateJobsRequest(requests=[_create_request(s, i) for s, i in batch])
+            for sub, _ in batch:
+                sub.create_calls += 1
+            try:
+                # a batch of 200 takes its replica longer than one job
+                timeout = CALL_TIMEOUT_S + BATCH_ITEM_TIMEOUT_S * len(batch)
+                response = await self._stub().CreateJobs(request, timeout=timeout)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                    raise  # the workload is wrong, not the platform
+                error = error_from_rpc(exc)
+                reason = error.reason.value if error is not None else exc.code().name
+                for sub, _ in batch:
+                    sub.errors.append(f"create: {reason}")
+            else:
+                for (sub, _), result in zip(batch, response.results, strict=True):
+                    if result.HasField("response"):
+                        sub.job_id = result.response.job.id
+                        sub.acked_at = time.monotonic()
+                        del left[sub.key]
+                        continue
+                    if result.error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]:
+                        raise RuntimeError(f"create {sub.key} refused: {result.error.message}")
+                    error = error_from_status(result.error)
+                    sub.errors.append(f"create: {error.reason.value if error else result.error}")
+            if not left or time.monotonic() + delay > deadline:
+                break
+            await asyncio.sleep(delay)  # backoff between tries of a failed call
+            delay = min(delay * 2, RETRY_MAX_S)
+        return len(subs) - len(left)
 
     async def cancel(self, sub: Submission) -> bool:
         assert sub.job_id is not None
@@ -361,19 +404,65 @@ class ChaosClient:
             await channel.close()
 
 
-class Workload:
-    """Creates jobs at ``rate`` per second until stopped; remembers every one it tried."""
+def _create_request(sub: Submission, job_input: dict[str, Any]) -> jpb.CreateJobRequest:
+    request = jpb.CreateJobRequest(
+        user_id=sub.user_id,
+        job_type=sub.kind.job_type,
+        input=struct_from_dict(job_input),
+        idempotency_key=sub.key,
+        priority=sub.priority,
+        depends_on=sub.depends_on,
+    )
+    if sub.policy is not None:
+        request.dependency_policy = POLICIES[sub.policy]
+    if sub.run_at is not None:
+        micros = (sub.run_at - EPOCH) // timedelta(microseconds=1)
+        request.run_at.CopyFrom(
+            Timestamp(seconds=micros // 1_000_000, nanos=micros % 1_000_000 * 1000)
+        )
+    return request
 
-    def __init__(self, client: ChaosClient, rng: random.Random, rate: float) -> None:
+
+# A load beside the steady creates (joins.py's), run with the workload until it stops.
+SideLoad = Callable[["Workload"], Awaitable[None]]
+
+
+class Workload:
+    """Creates jobs at ``rate`` per second until stopped, and runs its side loads;
+    remembers every job it tried."""
+
+    def __init__(
+        self,
+        client: ChaosClient,
+        rng: random.Random,
+        rate: float,
+        side_loads: Sequence[SideLoad] = (),
+    ) -> None:
         self.client = client
         self.rng = rng
         self.rate = rate
         self.submissions: list[Submission] = []
+        self._side_loads = side_loads
         self._tasks: set[asyncio.Task[None]] = set()
         self._stop = asyncio.Event()
         self._weights = [k.weight for k in KINDS]
 
     async def run(self) -> None:
+        await asyncio.gather(self._steady(), *(load(self) for load in self._side_loads))
+
+    async def stopped_within(self, seconds: float) -> bool:
+        """Waits ``seconds`` or until the workload is stopped; whether it is."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        return self._stop.is_set()
+
+    def track(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        """Runs ``coro`` as one of the workload's calls: drained and abandoned with them."""
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _steady(self) -> None:
         n = 0
         started = time.monotonic()
         while not self._stop.is_set():
@@ -401,9 +490,7 @@ class Workload:
             # a datetime holds whole microseconds, as the database does: compared exactly
             sub.run_at = datetime.now(UTC) + timedelta(seconds=delay_s)
         self.submissions.append(sub)
-        task = asyncio.create_task(self._drive(sub), name=f"submit-{key}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.track(self._drive(sub), f"submit-{key}")
         return sub
 
     async def probe(self, key: str, timeout_s: float) -> float | None:
@@ -421,6 +508,10 @@ class Workload:
         if not await self.client.create(sub, sub.kind.draw_input(self.rng)):
             log.warning("create %s never acknowledged", sub.key)
             return
+        await self.follow_up(sub)
+
+    async def follow_up(self, sub: Submission) -> None:
+        """What the client does once a job's create was acknowledged (its kind says)."""
         if sub.kind.after_create is not None:
             await sub.kind.after_create(self.client.next_stub, sub, self.rng)
         if sub.kind.cancel_after is not None:
