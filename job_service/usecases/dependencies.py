@@ -6,7 +6,6 @@ the jobs waiting for the job it re-runs (``admin.py``). ADR 0008."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -16,12 +15,10 @@ from job_service.ports.outbox import Waker
 from shared.errors import FieldViolation, InvalidInput, LeaseLost
 from shared.registry import DependencyOutput
 
-log = logging.getLogger(__name__)
-
 # Ended edges one resolver round counts; a full round runs again at once.
 RESOLVE_BATCH = 500
-# How often each replica looks for releases: the latency from a join's last dependency
-# ending to the join being due.
+# How often each replica counts ended dependencies: the latency from a join's last
+# dependency ending to the join being due.
 RESOLVE_INTERVAL_S = 0.2
 # FetchDependencyResults' page: at most this many results (0 asks for this many).
 RESULTS_PAGE = 100

@@ -17,6 +17,7 @@ from shared.canonical import content_hash
 from shared.errors import InvalidInput
 from shared.output_hash import output_hash
 from shared.pb.jobs.v1 import admin_service_pb2 as apb
+from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import dict_from_struct, struct_from_dict
@@ -30,6 +31,7 @@ from tests.support.stack import (
     result_request,
     running_job_service,
 )
+from tests.support.wait import eventually
 
 SECRET = "SECRET-model-reasoning-0xC0FFEE"
 
@@ -87,6 +89,42 @@ async def test_redacted_output_fields_are_never_stored_nor_shown_to_the_owner(
     admin = await redacting.admin.GetJob(apb.AdminGetJobRequest(job_id=job.id))
     assert SECRET not in str(admin)
     assert SECRET not in caplog.text
+
+
+async def test_a_dependents_worker_reads_a_redacted_field_redacted(
+    redacting: Client, db: asyncpg.Connection
+) -> None:
+    """FetchDependencyResults hands the worker of a join its dependencies' outputs as
+    stored: a redacted field is its hash there too (issue 30, results passed on)."""
+    job = (await redacting.create(sleep_ms=1)).job
+    locked = (await redacting.lock(job.id)).job
+    await redacting.executor.SubmitResult(
+        result_request(job.id, locked.lease_token, {"attempt": 1, "data": SECRET})
+    )
+    join = (
+        await redacting.jobs.CreateJob(
+            jpb.CreateJobRequest(
+                user_id="user-1",
+                job_type="synthetic",
+                input=struct_from_dict({"sleep_ms": 1}),
+                depends_on=[job.id],
+            )
+        )
+    ).job
+    due = "SELECT next_run_at <= now() FROM jobs WHERE id = $1"
+    await eventually(lambda: db.fetchval(due, join.id), message="the join becomes due")
+    lease = (await redacting.lock(join.id)).job.lease_token
+
+    page = await redacting.executor.FetchDependencyResults(
+        epb.FetchDependencyResultsRequest(job_id=join.id, lease_token=lease)
+    )
+
+    [result] = page.results
+    assert dict_from_struct(result.output) == {
+        "attempt": 1,
+        "data": f"sha256:{content_hash(SECRET)}",
+    }
+    assert SECRET not in str(page)
 
 
 async def test_snapshots_record_the_redaction_version_they_were_built_under(
