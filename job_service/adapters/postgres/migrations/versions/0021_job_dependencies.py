@@ -31,8 +31,11 @@ COUNT_ENDED_DEPENDENCY = """
 CREATE OR REPLACE FUNCTION jobs_mark_ended_dependency() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE job_dependencies SET ended_status = NEW.status, ended_at = now()
-    WHERE depends_on_id = NEW.id AND ended_status IS NULL;
+    -- EXECUTE: planned for each end, never from a plan cached while the table was small
+    -- (a scan of every edge per completion)
+    EXECUTE 'UPDATE job_dependencies SET ended_status = $1, ended_at = now()
+             WHERE depends_on_id = $2 AND ended_status IS NULL'
+        USING NEW.status, NEW.id;
     RETURN NULL;
 END $$
 """
