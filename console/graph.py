@@ -23,6 +23,8 @@ from durable_jobs_client import JobsError
 from durable_jobs_client.protos import job_pb2
 from durable_jobs_client.statuses import status_name
 
+from console.ids import short_id
+
 PER_LAYER = 50
 CONCURRENCY = 8
 READ_BUDGET_S = 2.0
@@ -30,7 +32,6 @@ READ_BUDGET_S = 2.0
 BOX_W, BOX_H = 190, 52
 GAP_X, GAP_Y = 80, 10
 TYPE_CHARS = 26  # a job type longer than this is cut (the box's tooltip has it whole)
-SHORT_ID = 8
 
 Read = Callable[[str], Awaitable[job_pb2.Job]]
 
@@ -64,9 +65,8 @@ class Box:
 
     @property
     def short_id(self) -> str:
-        """The id's end: job ids are version-7 UUIDs, whose first characters are the
-        creation time and so shared by a fan-out's children."""
-        return self.job_id[-SHORT_ID:]
+        """The id's random tail (``console.ids``)."""
+        return short_id(self.job_id)
 
     @property
     def label(self) -> str:

@@ -26,6 +26,8 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from console.ids import short_id
+
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 
@@ -96,6 +98,7 @@ def environment() -> Environment:
         hold=hold_label,
         ahead=ahead,
         policy=policy_label,
+        short_id=short_id,
     )
     env.globals.update(
         is_terminal=is_terminal,

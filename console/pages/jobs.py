@@ -1,6 +1,7 @@
 """Jobs: every user's jobs, filtered and paged, with a live table; one job, following its
 ``WatchJob`` stream while it runs, with the graph of the jobs linked to it
-(``console.graph``); cancel and retry, each behind a confirmation page."""
+(``console.graph``); cancel and retry, each behind a confirmation page; the header's "go
+to job" box."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from starlette.routing import Route
 from console.backend import code_of, describe
 from console.forms import DEFAULT_PAGE_SIZE, page_size_of, parse_time
 from console.graph import neighbourhood
+from console.ids import parse_job_id
 from console.live import RECONNECT, refreshed, sse
 from console.sessions import Session
 from console.site import Site
@@ -98,9 +100,31 @@ async def jobs_live(site: Site, request: Request) -> Response:
     return refreshed(render, site.settings.console_live_interval_s, site.stream_max_s)
 
 
+async def go_to_job(site: Site, request: Request, session: Session) -> Response:
+    """The header's "go to job" box: a whole job id opens its page (which says when there
+    is no such job); anything else is a 400 page saying why, the box keeping what was typed."""
+    given = request.query_params.get("id", "")
+    try:
+        job_id = parse_job_id(given)
+    except ValueError as error:
+        return not_a_job_id(site, session, given, error)
+    return RedirectResponse(f"/jobs/{job_id}", status_code=303)
+
+
+def not_a_job_id(site: Site, session: Session, given: str, error: ValueError) -> Response:
+    return site.page(
+        "error.html", session, 400, title="Not a job id", message=str(error), goto=given
+    )
+
+
 async def job_page(site: Site, request: Request, session: Session) -> Response:
     admin = site.jobs(session.token).admin
-    job = await admin.get_job(request.path_params["job_id"])
+    given = request.path_params["job_id"]
+    try:
+        parse_job_id(given)
+    except ValueError as error:  # a mistyped or cut address: say so before asking the service
+        return not_a_job_id(site, session, given, error)
+    job = await admin.get_job(given)
     drawn = await neighbourhood(job, admin.get_job)
     return site.page("job.html", session, nav="jobs", job=job, graph=drawn)
 
@@ -200,6 +224,7 @@ def routes(site: Site) -> list[Route]:
     return [
         Route("/jobs", site.guarded(jobs_page)),
         Route("/jobs/live", site.open(jobs_live)),
+        Route("/jobs/go", site.guarded(go_to_job)),
         Route("/jobs/{job_id}", site.guarded(job_page)),
         Route("/jobs/{job_id}/live", site.open(job_live)),
         Route("/jobs/{job_id}/cancel", site.guarded(confirm_cancel), methods=["GET"]),

@@ -1,6 +1,8 @@
 // Live parts of a page: an element with data-live="<url>" is replaced by each Server-Sent
 // Event from that url. Event "done": the job ended, reload for the final state.
 // Event "signed-out": the session ended, reload to reach the sign-in page.
+// Copy buttons: a button with data-copy="<input id>" copies that input's value (a job's
+// whole id). Hidden without script: the read-only input can still be selected by hand.
 "use strict";
 document.addEventListener("DOMContentLoaded", function () {
   document.querySelectorAll("[data-live]").forEach(function (element) {
@@ -15,5 +17,25 @@ document.addEventListener("DOMContentLoaded", function () {
       });
     });
     window.addEventListener("pagehide", function () { source.close(); });
+  });
+  document.querySelectorAll("button[data-copy]").forEach(function (button) {
+    var input = document.getElementById(button.dataset.copy);
+    var done = document.getElementById(button.id + "-done");
+    if (!input) { return; }
+    button.hidden = false;
+    button.addEventListener("click", function () {
+      input.select();
+      var say = function (text) { if (done) { done.textContent = text; } };
+      // The clipboard API needs a secure context (https or localhost); elsewhere the older
+      // command copies the selection.
+      var fallback = function () {
+        say(document.execCommand("copy") ? "Copied." : "Selected: press Ctrl+C to copy.");
+      };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(input.value).then(function () { say("Copied."); }, fallback);
+      } else {
+        fallback();
+      }
+    });
   });
 });
