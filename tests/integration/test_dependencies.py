@@ -6,11 +6,13 @@ with nothing written."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
 import grpc
 import pytest
+from google.protobuf.duration_pb2 import Duration
 
 from shared.errors import InvalidInput, JobNotFound, LeaseLost
 from shared.pb.jobs.v1 import admin_service_pb2 as apb
@@ -284,29 +286,31 @@ async def test_an_admin_retry_makes_a_waiting_join_wait_for_the_re_run_too(
     await eventually(lambda: due(db, join.id), message="the join becomes due")
 
 
-@pytest.mark.parametrize(
-    ("change", "error", "field"),
-    [
-        ({"depends_on": ["not-a-uuid"]}, InvalidInput, "depends_on[1]"),
-        ({"dependency_policy": RUN, "depends_on": []}, InvalidInput, "dependency_policy"),
-        ({"delay": {"seconds": 5}}, InvalidInput, "depends_on"),
-        ({"depends_on": ["twice"]}, InvalidInput, "depends_on[1]"),
-        ({"user_id": "user-2"}, JobNotFound, "depends_on[0]"),
-    ],
-)
-async def test_a_bad_dependency_is_refused_with_nothing_written(
-    client: Client, database_url: str, change: dict[str, Any], error: type, field: str
-) -> None:
-    a = await create(client)
-    request: dict[str, Any] = {"depends_on": [a.id], "user_id": "user-1", **change}
-    if request["depends_on"] == ["not-a-uuid"]:
-        request["depends_on"] = [a.id, "not-a-uuid"]
-    if request["depends_on"] == ["twice"]:
-        request["depends_on"] = [a.id, a.id.upper()]
-    if "delay" in request:
-        from google.protobuf.duration_pb2 import Duration
+# Each bad request, given the id of an existing job of user-1.
+BAD: dict[str, tuple[Callable[[str], dict[str, Any]], type, str]] = {
+    "not a uuid": (lambda a: {"depends_on": [a, "not-a-uuid"]}, InvalidInput, "depends_on[1]"),
+    "policy alone": (lambda a: {"dependency_policy": RUN}, InvalidInput, "dependency_policy"),
+    "with a delay": (
+        lambda a: {"depends_on": [a], "delay": Duration(seconds=5)},
+        InvalidInput,
+        "depends_on",
+    ),
+    "named twice": (lambda a: {"depends_on": [a, a.upper()]}, InvalidInput, "depends_on[1]"),
+    "another user's": (
+        lambda a: {"depends_on": [a], "user_id": "user-2"},
+        JobNotFound,
+        "depends_on[0]",
+    ),
+}
 
-        request["delay"] = Duration(seconds=5)
+
+@pytest.mark.parametrize("case", sorted(BAD))
+async def test_a_bad_dependency_is_refused_with_nothing_written(
+    client: Client, database_url: str, case: str
+) -> None:
+    change, error, field = BAD[case]
+    a = await create(client)
+    request: dict[str, Any] = {"user_id": "user-1", **change(a.id)}
     before = await count_rows(database_url)
 
     with pytest.raises(grpc.aio.AioRpcError) as refused:
