@@ -59,6 +59,7 @@ from durable_jobs_client.schedules import (
     schedule_spec,
 )
 from durable_jobs_client.usage import Usage, UsageGroup, UsageTotals
+from durable_jobs_client.values import plain, to_python
 
 __all__ = [
     "AsyncAdminClient",
@@ -105,5 +106,7 @@ __all__ = [
     "UsageTotals",
     "create_request",
     "job_selection",
+    "plain",
     "schedule_spec",
+    "to_python",
 ]

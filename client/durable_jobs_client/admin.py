@@ -87,6 +87,7 @@ class AsyncAdminClient:
         created_before: datetime | None = None,
         page_size: int = 0,
         page_token: str = "",
+        id_suffix: str = "",
     ) -> apb.AdminListJobsResponse:
         """One page of every user's jobs, newest first, filtered (a ``status`` of 0,
         JOB_STATUS_UNSPECIFIED, filters nothing, as None does)."""
@@ -98,6 +99,7 @@ class AsyncAdminClient:
             target_id=target_id,
             page_size=page_size,
             page_token=page_token,
+            id_suffix=id_suffix,
         )
         if status is not None:
             request.status = status
@@ -206,6 +208,13 @@ class AsyncAdminClient:
         """A paused queue's jobs are granted again."""
         request = apb.ResumeQueueRequest(queue=queue)
         return (await self._call(self._stub.ResumeQueue, request, apb.ResumeQueueResponse)).queue
+
+    async def list_workers(self) -> list[apb.Worker]:
+        """The workers connected now, by worker id, with what each runs."""
+        request = apb.ListWorkersRequest()
+        return list(
+            (await self._call(self._stub.ListWorkers, request, apb.ListWorkersResponse)).workers
+        )
 
     async def list_rate_limits(self) -> list[apb.RateLimitInfo]:
         """The fleet-wide provider rate limits per model tier."""

@@ -166,14 +166,18 @@ class JobsClient(ClientBase):
         page_token: str = "",
         target_type: str = "",
         target_id: str = "",
+        id_suffix: str = "",
     ) -> pb.ListJobsResponse:
-        """One page of the user's jobs and the token of the next (empty: the last page)."""
+        """One page of the user's jobs and the token of the next (empty: the last page);
+        ``id_suffix`` (6 to 32 hex digits) keeps the jobs whose id ends with it: a short id
+        names one job when the page holds one."""
         request = pb.ListJobsRequest(
             user_id=user_id or self.user_id,
             page_size=page_size,
             page_token=page_token,
             target_type=target_type,
             target_id=target_id,
+            id_suffix=id_suffix,
         )
         return self._call(self._stub.ListJobs, request, pb.ListJobsResponse)
 

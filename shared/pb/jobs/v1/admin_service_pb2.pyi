@@ -12,6 +12,28 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ListWorkersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Worker(_message.Message):
+    __slots__ = ("worker_id", "connected_at", "definitions", "running_jobs")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_AT_FIELD_NUMBER: _ClassVar[int]
+    DEFINITIONS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    connected_at: _timestamp_pb2.Timestamp
+    definitions: _containers.RepeatedScalarFieldContainer[str]
+    running_jobs: int
+    def __init__(self, worker_id: _Optional[str] = ..., connected_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., definitions: _Optional[_Iterable[str]] = ..., running_jobs: _Optional[int] = ...) -> None: ...
+
+class ListWorkersResponse(_message.Message):
+    __slots__ = ("workers",)
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    workers: _containers.RepeatedCompositeFieldContainer[Worker]
+    def __init__(self, workers: _Optional[_Iterable[_Union[Worker, _Mapping]]] = ...) -> None: ...
+
 class JobSelection(_message.Message):
     __slots__ = ("job_ids", "job_type", "status", "queue", "user_id", "created_after", "created_before", "target_type", "target_id")
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -99,7 +121,7 @@ class RetryJobsResponse(_message.Message):
     def __init__(self, retried: _Optional[int] = ..., matched: _Optional[int] = ..., outcomes: _Optional[_Iterable[_Union[RetryJobOutcome, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class AdminListJobsRequest(_message.Message):
-    __slots__ = ("job_type", "status", "queue", "user_id", "created_after", "created_before", "page_size", "page_token", "target_type", "target_id")
+    __slots__ = ("job_type", "status", "queue", "user_id", "created_after", "created_before", "page_size", "page_token", "target_type", "target_id", "id_suffix")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +132,7 @@ class AdminListJobsRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TARGET_TYPE_FIELD_NUMBER: _ClassVar[int]
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    ID_SUFFIX_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     status: _job_pb2.JobStatus
     queue: str
@@ -120,7 +143,8 @@ class AdminListJobsRequest(_message.Message):
     page_token: str
     target_type: str
     target_id: str
-    def __init__(self, job_type: _Optional[str] = ..., status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., queue: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ...) -> None: ...
+    id_suffix: str
+    def __init__(self, job_type: _Optional[str] = ..., status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., queue: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., id_suffix: _Optional[str] = ...) -> None: ...
 
 class AdminListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")

@@ -96,6 +96,11 @@ class AdminServiceStub:
                 request_serializer=jobs_dot_v1_dot_admin__service__pb2.RetryJobsRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_admin__service__pb2.RetryJobsResponse.FromString,
                 _registered_method=True)
+        self.ListWorkers = channel.unary_unary(
+                '/jobs.v1.AdminService/ListWorkers',
+                request_serializer=jobs_dot_v1_dot_admin__service__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_admin__service__pb2.ListWorkersResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -212,6 +217,14 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListWorkers(self, request, context):
+        """The workers connected now (an open session with any replica), by worker id, with what
+        each runs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -274,6 +287,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RetryJobs,
                     request_deserializer=jobs_dot_v1_dot_admin__service__pb2.RetryJobsRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_admin__service__pb2.RetryJobsResponse.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=jobs_dot_v1_dot_admin__service__pb2.ListWorkersRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_admin__service__pb2.ListWorkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -602,6 +620,33 @@ class AdminService:
             '/jobs.v1.AdminService/RetryJobs',
             jobs_dot_v1_dot_admin__service__pb2.RetryJobsRequest.SerializeToString,
             jobs_dot_v1_dot_admin__service__pb2.RetryJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.AdminService/ListWorkers',
+            jobs_dot_v1_dot_admin__service__pb2.ListWorkersRequest.SerializeToString,
+            jobs_dot_v1_dot_admin__service__pb2.ListWorkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -85,18 +85,20 @@ class CancelJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("user_id", "page_size", "page_token", "target_type", "target_id")
+    __slots__ = ("user_id", "page_size", "page_token", "target_type", "target_id", "id_suffix")
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TARGET_TYPE_FIELD_NUMBER: _ClassVar[int]
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    ID_SUFFIX_FIELD_NUMBER: _ClassVar[int]
     user_id: str
     page_size: int
     page_token: str
     target_type: str
     target_id: str
-    def __init__(self, user_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ...) -> None: ...
+    id_suffix: str
+    def __init__(self, user_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., id_suffix: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")

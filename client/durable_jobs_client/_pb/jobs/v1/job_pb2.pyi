@@ -30,6 +30,13 @@ class CredentialMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CREDENTIAL_MODE_PLATFORM: _ClassVar[CredentialMode]
     CREDENTIAL_MODE_USER: _ClassVar[CredentialMode]
 
+class InputState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    INPUT_STATE_UNSPECIFIED: _ClassVar[InputState]
+    INPUT_STATE_SHOWN: _ClassVar[InputState]
+    INPUT_STATE_TOO_LARGE: _ClassVar[InputState]
+    INPUT_STATE_REMOVED: _ClassVar[InputState]
+
 class DependencyPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DEPENDENCY_POLICY_UNSPECIFIED: _ClassVar[DependencyPolicy]
@@ -48,13 +55,17 @@ JOB_STATUS_CANCELLED: JobStatus
 CREDENTIAL_MODE_UNSPECIFIED: CredentialMode
 CREDENTIAL_MODE_PLATFORM: CredentialMode
 CREDENTIAL_MODE_USER: CredentialMode
+INPUT_STATE_UNSPECIFIED: InputState
+INPUT_STATE_SHOWN: InputState
+INPUT_STATE_TOO_LARGE: InputState
+INPUT_STATE_REMOVED: InputState
 DEPENDENCY_POLICY_UNSPECIFIED: DependencyPolicy
 DEPENDENCY_POLICY_RUN: DependencyPolicy
 DEPENDENCY_POLICY_FAIL: DependencyPolicy
 DEPENDENCY_POLICY_CANCEL: DependencyPolicy
 
 class Job(_message.Message):
-    __slots__ = ("id", "user_id", "job_type", "status", "queue", "priority", "attempt_count", "max_attempts", "idempotency_key", "progress", "output", "output_hash", "error_code", "error_message", "created_at", "updated_at", "started_at", "finished_at", "next_run_at", "artifacts", "events", "parent_job_id", "child_job_ids", "total_input_tokens", "total_output_tokens", "total_cost_usd", "prompt_key", "prompt_version", "model_tier", "credential_mode", "credential_id", "retried_from_job_id", "trigger", "internal_error_message", "hold", "definition_version", "concurrency_key", "target_type", "target_id", "model_provider", "model_name", "output_schema_version", "usage_unknown_attempts", "created_by", "schedule_id", "scheduled_for", "signals", "signals_total", "events_total", "artifacts_total", "child_jobs_total", "depends_on", "dependencies_total", "dependencies_pending", "dependency_policy", "dependent_job_ids", "dependents_total")
+    __slots__ = ("id", "user_id", "job_type", "status", "queue", "priority", "attempt_count", "max_attempts", "idempotency_key", "progress", "output", "output_hash", "error_code", "error_message", "created_at", "updated_at", "started_at", "finished_at", "next_run_at", "artifacts", "events", "parent_job_id", "child_job_ids", "total_input_tokens", "total_output_tokens", "total_cost_usd", "prompt_key", "prompt_version", "model_tier", "credential_mode", "credential_id", "retried_from_job_id", "trigger", "internal_error_message", "hold", "definition_version", "concurrency_key", "target_type", "target_id", "model_provider", "model_name", "output_schema_version", "usage_unknown_attempts", "created_by", "schedule_id", "scheduled_for", "signals", "signals_total", "events_total", "artifacts_total", "child_jobs_total", "depends_on", "dependencies_total", "dependencies_pending", "dependency_policy", "dependent_job_ids", "dependents_total", "input", "input_state", "input_bytes", "input_withheld_fields", "retried_as_job_ids", "error_attempt", "worker_id")
     ID_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +123,13 @@ class Job(_message.Message):
     DEPENDENCY_POLICY_FIELD_NUMBER: _ClassVar[int]
     DEPENDENT_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     DEPENDENTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    INPUT_STATE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    INPUT_WITHHELD_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    RETRIED_AS_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     user_id: str
     job_type: str
@@ -169,7 +187,14 @@ class Job(_message.Message):
     dependency_policy: DependencyPolicy
     dependent_job_ids: _containers.RepeatedScalarFieldContainer[str]
     dependents_total: int
-    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., queue: _Optional[str] = ..., priority: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., progress: _Optional[float] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ..., parent_job_id: _Optional[str] = ..., child_job_ids: _Optional[_Iterable[str]] = ..., total_input_tokens: _Optional[int] = ..., total_output_tokens: _Optional[int] = ..., total_cost_usd: _Optional[float] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_tier: _Optional[str] = ..., credential_mode: _Optional[_Union[CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., trigger: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., hold: _Optional[_Union[JobHold, _Mapping]] = ..., definition_version: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., model_provider: _Optional[str] = ..., model_name: _Optional[str] = ..., output_schema_version: _Optional[str] = ..., usage_unknown_attempts: _Optional[int] = ..., created_by: _Optional[str] = ..., schedule_id: _Optional[str] = ..., scheduled_for: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., signals: _Optional[_Iterable[_Union[ReceivedSignal, _Mapping]]] = ..., signals_total: _Optional[int] = ..., events_total: _Optional[int] = ..., artifacts_total: _Optional[int] = ..., child_jobs_total: _Optional[int] = ..., depends_on: _Optional[_Iterable[str]] = ..., dependencies_total: _Optional[int] = ..., dependencies_pending: _Optional[int] = ..., dependency_policy: _Optional[_Union[DependencyPolicy, str]] = ..., dependent_job_ids: _Optional[_Iterable[str]] = ..., dependents_total: _Optional[int] = ...) -> None: ...
+    input: _struct_pb2.Struct
+    input_state: InputState
+    input_bytes: int
+    input_withheld_fields: _containers.RepeatedScalarFieldContainer[str]
+    retried_as_job_ids: _containers.RepeatedScalarFieldContainer[str]
+    error_attempt: int
+    worker_id: str
+    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[JobStatus, str]] = ..., queue: _Optional[str] = ..., priority: _Optional[int] = ..., attempt_count: _Optional[int] = ..., max_attempts: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., progress: _Optional[float] = ..., output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., output_hash: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[Artifact, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[JobEvent, _Mapping]]] = ..., parent_job_id: _Optional[str] = ..., child_job_ids: _Optional[_Iterable[str]] = ..., total_input_tokens: _Optional[int] = ..., total_output_tokens: _Optional[int] = ..., total_cost_usd: _Optional[float] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., model_tier: _Optional[str] = ..., credential_mode: _Optional[_Union[CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., retried_from_job_id: _Optional[str] = ..., trigger: _Optional[str] = ..., internal_error_message: _Optional[str] = ..., hold: _Optional[_Union[JobHold, _Mapping]] = ..., definition_version: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., model_provider: _Optional[str] = ..., model_name: _Optional[str] = ..., output_schema_version: _Optional[str] = ..., usage_unknown_attempts: _Optional[int] = ..., created_by: _Optional[str] = ..., schedule_id: _Optional[str] = ..., scheduled_for: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., signals: _Optional[_Iterable[_Union[ReceivedSignal, _Mapping]]] = ..., signals_total: _Optional[int] = ..., events_total: _Optional[int] = ..., artifacts_total: _Optional[int] = ..., child_jobs_total: _Optional[int] = ..., depends_on: _Optional[_Iterable[str]] = ..., dependencies_total: _Optional[int] = ..., dependencies_pending: _Optional[int] = ..., dependency_policy: _Optional[_Union[DependencyPolicy, str]] = ..., dependent_job_ids: _Optional[_Iterable[str]] = ..., dependents_total: _Optional[int] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., input_state: _Optional[_Union[InputState, str]] = ..., input_bytes: _Optional[int] = ..., input_withheld_fields: _Optional[_Iterable[str]] = ..., retried_as_job_ids: _Optional[_Iterable[str]] = ..., error_attempt: _Optional[int] = ..., worker_id: _Optional[str] = ...) -> None: ...
 
 class JobHold(_message.Message):
     __slots__ = ("reason", "key", "until", "detail")
@@ -216,18 +241,20 @@ class Artifact(_message.Message):
     def __init__(self, artifact_type: _Optional[str] = ..., artifact_id: _Optional[str] = ..., ordinal: _Optional[int] = ..., payload: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class JobEvent(_message.Message):
-    __slots__ = ("from_status", "to_status", "attempt", "reason", "at")
+    __slots__ = ("from_status", "to_status", "attempt", "reason", "at", "worker_id")
     FROM_STATUS_FIELD_NUMBER: _ClassVar[int]
     TO_STATUS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     AT_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     from_status: JobStatus
     to_status: JobStatus
     attempt: int
     reason: str
     at: _timestamp_pb2.Timestamp
-    def __init__(self, from_status: _Optional[_Union[JobStatus, str]] = ..., to_status: _Optional[_Union[JobStatus, str]] = ..., attempt: _Optional[int] = ..., reason: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    worker_id: str
+    def __init__(self, from_status: _Optional[_Union[JobStatus, str]] = ..., to_status: _Optional[_Union[JobStatus, str]] = ..., attempt: _Optional[int] = ..., reason: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ...) -> None: ...
 
 class ReceivedSignal(_message.Message):
     __slots__ = ("seq", "name", "sent_at")
