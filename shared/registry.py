@@ -241,18 +241,21 @@ class JobDefinition:
     def snapshot(self, validated: BaseModel) -> dict[str, Any]:
         """What the executor may see: the allow-listed declared fields only, secrets
         (by marking or by name) dropped; undeclared extras never enter."""
-        allowed = set(self.input_model.model_fields)
-        if self.snapshot_fields is not None:
-            allowed &= self.snapshot_fields
-        excluded = {
+        excluded = set(self.withheld_fields())
+        data = validated.model_dump(mode="json", exclude=excluded)
+        return {k: v for k, v in data.items() if k in self.input_model.model_fields}
+
+    def withheld_fields(self) -> tuple[str, ...]:
+        """The declared input fields a snapshot never holds, in declaration order: those
+        outside ``snapshot_fields`` and those named or marked secret."""
+        allowed = self.snapshot_fields
+        return tuple(
             name
             for name, info in self.input_model.model_fields.items()
-            if name not in allowed
+            if (allowed is not None and name not in allowed)
             or SECRET_NAME.search(name)
             or (isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("secret"))
-        }
-        data = validated.model_dump(mode="json", exclude=excluded)
-        return {k: v for k, v in data.items() if k in allowed}
+        )
 
 
 KEY_SPEC = re.compile(r"user|input\.[A-Za-z_][A-Za-z0-9_]{0,63}")

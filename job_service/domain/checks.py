@@ -47,6 +47,25 @@ def require_name(name: str, value: str) -> None:
         )
 
 
+# ListJobs' id_suffix: the end of an id's hex digits, long enough to mean something (the
+# short id shown is 8) and no longer than an id.
+ID_SUFFIX = re.compile(r"[0-9a-f]{6,32}")
+
+
+def id_suffix(value: str) -> str | None:
+    """A request's id_suffix as a filter: lower case without dashes (None: not given);
+    InvalidInput unless it is 6 to 32 hexadecimal digits."""
+    if not value:
+        return None
+    digits = value.replace("-", "").lower()
+    if not ID_SUFFIX.fullmatch(digits):
+        raise InvalidInput(
+            "id_suffix is not the end of a job id",
+            [FieldViolation("id_suffix", "6 to 32 hexadecimal digits (dashes ignored)")],
+        )
+    return digits
+
+
 # A target type is a short name like "knowledge_item" (seed 003: VARCHAR(32)).
 TARGET_TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from job_service.domain.dependencies import NONE, Dependencies
@@ -81,6 +82,11 @@ class ShownLists:
     child_jobs: int = 1000
     # the newest, in send order
     signals: int = 200
+    # the input, whole when its JSON text (as PostgreSQL prints jsonb) is at most this
+    # long; otherwise only its size (Job.input_state TOO_LARGE)
+    input_bytes: int = 64 * 1024
+    # the oldest retries made from the job
+    retries: int = 100
 
 
 SHOWN = ShownLists()
@@ -114,6 +120,15 @@ class Artifact:
     payload: dict[str, Any]
 
 
+class InputState(StrEnum):
+    """Whether a read of a job shows its input (its snapshot), and why not."""
+
+    SHOWN = "shown"
+    TOO_LARGE = "too_large"
+    # removed with its snapshot, the type's snapshot TTL after the job was created
+    REMOVED = "removed"
+
+
 @dataclass(frozen=True)
 class JobEvent:
     from_status: JobStatus | None
@@ -121,6 +136,8 @@ class JobEvent:
     attempt: int
     reason: str | None
     at: datetime
+    # the worker whose lease it happened under (None: no worker's step)
+    worker_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +216,17 @@ class Job:
     dependency_policy: str | None = None
     dependent_job_ids: list[str] = field(default_factory=list)
     dependents_total: int = 0
+    # The worker that holds its lease or held it last (None before any attempt).
+    worker_id: str | None = None
+    # The operator's view (GetJob): its input (the snapshot; None unless SHOWN), whether it
+    # is shown, its size, and the declared input fields never stored (from its type); the
+    # retries made from it (the first ``SHOWN.retries``); the attempt its error is of.
+    input: dict[str, Any] | None = None
+    input_state: InputState | None = None
+    input_bytes: int = 0
+    input_withheld_fields: tuple[str, ...] = ()
+    retried_as_job_ids: list[str] = field(default_factory=list)
+    error_attempt: int = 0
 
 
 @dataclass(frozen=True)

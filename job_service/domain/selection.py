@@ -23,6 +23,8 @@ class JobFilter:
     # what the jobs are about: a type, or a type and an id
     target_type: str | None = None
     target_id: str | None = None
+    # jobs whose id's hex digits end with these (lower case, no dashes)
+    id_suffix: str | None = None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from job_service.domain import checks
 from job_service.domain.admission import readmit
 from job_service.domain.checks import require_name, require_target, require_uuid
 from job_service.domain.jobs import Job
@@ -19,10 +20,12 @@ from job_service.domain.lifecycle import RERUNNABLE, JobStatus
 from job_service.domain.outbox import DeadEvent
 from job_service.domain.paging import PageTokens, page_size
 from job_service.domain.selection import Cursor, JobFilter
+from job_service.domain.workers import LiveWorker
 from job_service.ports.jobs import JobStore, RerunStore
 from job_service.ports.listing import JobListingStore
 from job_service.ports.outbox import OutboxStore, Waker
 from job_service.usecases.dependencies import DependencyStore
+from job_service.usecases.jobs import with_withheld_fields
 from shared.constants import Queue
 from shared.errors import (
     FieldViolation,
@@ -73,12 +76,16 @@ class Admin:
         *,
         target_type: str = "",
         target_id: str = "",
+        id_suffix: str = "",
     ) -> tuple[list[Job], str]:
-        """One user's jobs (about a target, when named), newest first; the token of the
-        next page ('' at the end)."""
+        """One user's jobs (about a target, whose id ends with ``id_suffix``, when named),
+        newest first; the token of the next page ('' at the end)."""
         require_name("user_id", user_id)
         where = JobFilter(
-            user_id=user_id, target_type=target_type or None, target_id=target_id or None
+            user_id=user_id,
+            target_type=target_type or None,
+            target_id=target_id or None,
+            id_suffix=checks.id_suffix(id_suffix),
         )
         return await self.list_jobs(where, requested_size, token)
 
@@ -119,12 +126,16 @@ class Admin:
 
     # --- operators ---------------------------------------------------------------------
 
+    async def live_workers(self) -> list[LiveWorker]:
+        """The workers connected now, by worker id."""
+        return await self._listing.live_workers()
+
     async def get_any_job(self, job_id: str) -> Job:
         require_uuid("job_id", job_id)
         job = await self._store.get(job_id, None)
         if job is None:
             raise JobNotFound("no such job")
-        return job
+        return with_withheld_fields(self._registry, job)
 
     async def retry_job(
         self,
@@ -228,4 +239,5 @@ def scope_of(where: JobFilter) -> dict[str, Any]:
         # absent when unset: tokens issued before these filters existed stay valid
         **({"target_type": where.target_type} if where.target_type else {}),
         **({"target_id": where.target_id} if where.target_id else {}),
+        **({"id_suffix": where.id_suffix} if where.id_suffix else {}),
     }

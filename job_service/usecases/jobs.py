@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 from job_service import metrics
 from job_service.domain.checks import require_name, require_uuid
@@ -13,11 +14,21 @@ from job_service.domain.lifecycle import JobStatus
 from job_service.ports.jobs import CancelNotifier, JobStore
 from job_service.ports.outbox import Waker
 from shared.errors import JobAlreadyCancelled, JobNotCancellable, JobNotFound
+from shared.redaction import definition_of
 from shared.registry import Registry
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_CLEAN_BATCH = 500
+
+
+def with_withheld_fields(registry: Registry, job: Job) -> Job:
+    """The job naming the input fields its type never stores (none for a type this
+    deployment no longer knows: its fields cannot be named)."""
+    definition = definition_of(registry, job.job_type)
+    if definition is None:
+        return job
+    return replace(job, input_withheld_fields=definition.withheld_fields())
 
 
 class Jobs:
@@ -35,7 +46,7 @@ class Jobs:
         job = await self._store.get(job_id, user_id)
         if job is None:
             raise JobNotFound("no such job")
-        return job
+        return with_withheld_fields(self._registry, job)
 
     async def find_job(self, job_id: str, user_id: str) -> Job | None:
         """The job, or None when it is gone (ids already checked by get_job)."""

@@ -360,6 +360,30 @@ CASES: dict[str, Case] = {
         INVALID,
         "INVALID_INPUT",
     ),
+    "list: id suffix too short": Case(
+        JOB + "ListJobs",
+        lambda s: jpb.ListJobsRequest(user_id="alice", id_suffix="abc12"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "list: id suffix not hexadecimal": Case(
+        JOB + "ListJobs",
+        lambda s: jpb.ListJobsRequest(user_id="alice", id_suffix="zz1234"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "list: SQL id suffix": Case(
+        JOB + "ListJobs",
+        lambda s: jpb.ListJobsRequest(user_id="alice", id_suffix=SQL),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "admin list: id suffix longer than an id": Case(
+        ADMIN + "ListJobs",
+        lambda s: apb.AdminListJobsRequest(id_suffix="0" * 33),
+        INVALID,
+        "INVALID_INPUT",
+    ),
     "list: no user": Case(
         JOB + "ListJobs", lambda s: jpb.ListJobsRequest(), INVALID, "INVALID_INPUT"
     ),
@@ -867,6 +891,20 @@ CASES: dict[str, Case] = {
     "queues: worker role": Case(
         ADMIN + "ListQueues",
         lambda s: apb.ListQueuesRequest(),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=WORKER_TOKEN,
+    ),
+    "workers: client role": Case(
+        ADMIN + "ListWorkers",
+        lambda s: apb.ListWorkersRequest(),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
+    "workers: worker role": Case(
+        ADMIN + "ListWorkers",
+        lambda s: apb.ListWorkersRequest(),
         grpc.StatusCode.PERMISSION_DENIED,
         "PERMISSION_DENIED",
         token=WORKER_TOKEN,

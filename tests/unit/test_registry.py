@@ -322,6 +322,14 @@ def test_snapshot_drops_fields_marked_secret() -> None:
     assert "sk-live-123" not in repr(snap)
 
 
+def test_withheld_fields_name_what_a_snapshot_never_holds() -> None:
+    marked = definition(input_model=_WithSecret)
+    assert marked.withheld_fields() == ("api_key",)
+    allow_listed = definition(input_model=_WithSecret, snapshot_fields=frozenset({"prompt"}))
+    assert allow_listed.withheld_fields() == ("api_key", "count", "mode", "inner", "public_hint")
+    assert synthetic.DEFINITION.withheld_fields() == ()
+
+
 def test_snapshot_keeps_every_field_when_none_is_secret() -> None:
     d = synthetic.DEFINITION
     assert d.snapshot(d.validate_input({"fail": "fatal"})) == {

@@ -13,6 +13,7 @@ import grpc
 
 from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.convert import STATUS_TO_PB, job_to_pb
+from job_service.domain.checks import id_suffix
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.queues import QueueState
 from job_service.domain.selection import JobFilter, JobSelection
@@ -64,6 +65,7 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
             created_before=_time(request, "created_before"),
             target_type=request.target_type or None,
             target_id=request.target_id or None,
+            id_suffix=id_suffix(request.id_suffix),
         )
         jobs, token = await self._admin.list_jobs(where, request.page_size, request.page_token)
         return pb.AdminListJobsResponse(
@@ -170,6 +172,21 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         self, request: pb.ListQueuesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListQueuesResponse:
         return pb.ListQueuesResponse(queues=[_queue_to_pb(q) for q in await self._queues.states()])
+
+    async def ListWorkers(
+        self, request: pb.ListWorkersRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListWorkersResponse:
+        return pb.ListWorkersResponse(
+            workers=[
+                pb.Worker(
+                    worker_id=w.worker_id,
+                    connected_at=timestamp(w.connected_at),
+                    definitions=w.definitions,
+                    running_jobs=w.running_jobs,
+                )
+                for w in await self._admin.live_workers()
+            ]
+        )
 
     async def ListRateLimits(
         self, request: pb.ListRateLimitsRequest, context: grpc.aio.ServicerContext

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from job_service.domain.dependencies import UNTIL_DEPENDENCIES_END
 from job_service.domain.holds import Hold, HoldReason
-from job_service.domain.jobs import Job
+from job_service.domain.jobs import InputState, Job
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.signals import ReceivedSignal
 from shared.credentials import CredentialMode
@@ -59,6 +59,10 @@ def dependency_policy_from_pb(number: int) -> DependencyPolicy | None:
         ) from None
 
 
+INPUT_STATE_TO_PB = {
+    state: job_pb2.InputState.Value(f"INPUT_STATE_{state.name}") for state in InputState
+}
+
 HOLD_TO_PB = {
     reason: job_pb2.JobHold.Reason.Value(f"REASON_{reason.name}") for reason in HoldReason
 }
@@ -106,6 +110,7 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
                 attempt=e.attempt,
                 reason=e.reason or "",
                 at=timestamp(e.at),
+                worker_id=e.worker_id or "",
             )
             for e in job.events
         ],
@@ -142,6 +147,11 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         dependencies_pending=job.dependencies_pending,
         dependent_job_ids=job.dependent_job_ids,
         dependents_total=job.dependents_total,
+        worker_id=job.worker_id or "",
+        input_bytes=job.input_bytes,
+        input_withheld_fields=job.input_withheld_fields,
+        retried_as_job_ids=job.retried_as_job_ids,
+        error_attempt=job.error_attempt,
     )
     if job.dependency_policy:
         policy = DependencyPolicy(job.dependency_policy)
@@ -154,6 +164,10 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         message.hold.CopyFrom(hold_to_pb(job.hold))
     if job.validated_output is not None:
         message.output.update(job.validated_output)
+    if job.input_state is not None:
+        message.input_state = INPUT_STATE_TO_PB[job.input_state]  # type: ignore[assignment]
+    if job.input is not None:
+        message.input.update(job.input)
     return message
 
 

@@ -117,6 +117,7 @@ class JobServicer(job_service_pb2_grpc.JobServiceServicer):
             request.page_token,
             target_type=request.target_type,
             target_id=request.target_id,
+            id_suffix=request.id_suffix,
         )
         return pb.ListJobsResponse(jobs=[job_to_pb(j) for j in jobs], next_page_token=token)
 

@@ -21,7 +21,7 @@ from job_service.adapters.postgres.vocabulary.statuses import (
 )
 from job_service.domain.dependencies import SHOWN_EDGES, waiting_hold
 from job_service.domain.holds import Hold
-from job_service.domain.jobs import SHOWN, Artifact, Job
+from job_service.domain.jobs import SHOWN, Artifact, InputState, Job
 from job_service.domain.lifecycle import (
     TERMINAL,
     JobStatus,
@@ -32,9 +32,12 @@ from job_service.domain.lifecycle import (
 )
 from shared.errors import ErrorCode, public_message
 
-# One job with the newest/first few of each of its lists ($3..$7: how many, ``SHOWN``)
+# One job with the newest/first few of each of its lists ($3..$7, $9: how many, ``SHOWN``)
 # and each list's full length; signals are counted by ``signal_seq`` (gap-free, and they
-# leave only with their job), the others by their indexes (job_id / parent_job_id).
+# leave only with their job), the others by their indexes (job_id / parent_job_id). Its
+# input is its snapshot when that is at most $8 bytes of JSON; its retries are found by
+# their lineage (jobs_retry_lineage); its error's attempt is that of the newest step into
+# one of the statuses $10 (where an attempt's failure or a cancel leaves a job).
 GET_JOB = f"""
 SELECT {JOB_COLUMNS},
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -47,7 +50,8 @@ SELECT {JOB_COLUMNS},
     (SELECT count(*) FROM job_artifacts a WHERE a.job_id = j.id)::int AS artifacts_total,
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'from', e.from_status, 'to', e.to_status, 'attempt', e.attempt,
-                'reason', e.reason, 'at', e.created_at) ORDER BY e.id), '[]')
+                'reason', e.reason, 'at', e.created_at, 'worker', e.worker_id)
+                ORDER BY e.id), '[]')
      FROM (SELECT * FROM job_events WHERE job_id = j.id ORDER BY id DESC LIMIT $4) e)
         AS events,
     (SELECT count(*) FROM job_events e WHERE e.job_id = j.id)::int AS events_total,
@@ -72,8 +76,20 @@ SELECT {JOB_COLUMNS},
     (SELECT count(*) FROM job_dependencies d WHERE d.job_id = j.id AND d.ended_status IS NULL)
         ::int AS dependencies_pending,
     j.dependency_policy,
+    CASE WHEN snapshot.bytes <= $8 THEN snapshot.payload END AS input,
+    snapshot.bytes AS input_bytes,
+    ARRAY(SELECT r.id::text FROM jobs r
+          WHERE r.retry_root_id = coalesce(j.retry_root_id, j.id) AND r.retried_from_job_id = j.id
+          ORDER BY r.created_at, r.id LIMIT $9) AS retried_as_job_ids,
+    (SELECT e.attempt FROM job_events e
+     WHERE j.error_code IS NOT NULL AND e.job_id = j.id AND e.to_status = ANY($10::text[])
+     ORDER BY e.id DESC LIMIT 1) AS error_attempt,
     usage.*
 FROM jobs j
+LEFT JOIN LATERAL (
+    SELECT s.payload, octet_length(s.payload::text) AS bytes
+    FROM job_snapshots s WHERE s.job_id = j.id
+) snapshot ON true
 CROSS JOIN LATERAL (
     SELECT coalesce(sum(u.input_tokens), 0)::bigint AS total_input_tokens,
            coalesce(sum(u.output_tokens), 0)::bigint AS total_output_tokens,
@@ -89,6 +105,8 @@ WHERE id = $1 AND user_id = $2 FOR UPDATE
 """
 
 _CANCELLED = sql_status(JobStatus.CANCELLED)
+# Where a job's step sets its error: an attempt's failure (retrying, failed) or a cancel.
+ERROR_ENDS = frozenset({JobStatus.RETRYING, JobStatus.FAILED, JobStatus.CANCELLED})
 
 # queued/retrying -> cancelled at once, or running -> cancel_requested.
 CANCEL = f"""
@@ -166,6 +184,9 @@ class JobRepository:
             SHOWN.child_jobs,
             SHOWN.signals,
             SHOWN.artifact_bytes,
+            SHOWN.input_bytes,
+            SHOWN.retries,
+            status_values(ERROR_ENDS),
         )
         if row is None:
             return None
@@ -192,6 +213,11 @@ class JobRepository:
             dependent_job_ids=list(row["dependent_job_ids"]),
             dependents_total=row["dependents_total"],
             hold=_dependency_hold(row),
+            input=row["input"],
+            input_state=_input_state(row),
+            input_bytes=row["input_bytes"] or 0,
+            retried_as_job_ids=list(row["retried_as_job_ids"]),
+            error_attempt=row["error_attempt"] or 0,
         )
 
     async def cancel(
@@ -248,6 +274,12 @@ async def cancel_descendants_of(
         public_message(ErrorCode.CANCELLED),
     )
     return [(r["id"], JobStatus(r["status"])) for r in rows]
+
+
+def _input_state(row: asyncpg.Record) -> InputState:
+    if row["input_bytes"] is None:
+        return InputState.REMOVED
+    return InputState.SHOWN if row["input"] is not None else InputState.TOO_LARGE
 
 
 def _dependency_hold(row: asyncpg.Record) -> Hold | None:

@@ -12,12 +12,27 @@ import asyncpg
 from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
 from job_service.adapters.postgres.vocabulary.filters import bind, filter_conditions
 from job_service.domain.jobs import Job
+from job_service.domain.lifecycle import LEASED, statuses_sql
 from job_service.domain.selection import Cursor, JobFilter
+from job_service.domain.workers import LiveWorker
 
 # What WatchJob compares: any change of these is a change the watcher is told about.
 FINGERPRINTS = """
 SELECT id::text AS id, status, progress, attempt_count, updated_at FROM jobs
 WHERE id = ANY($1::text[]::uuid[])
+"""
+
+# The workers with an open session, each with what it runs and the jobs it holds a lease
+# on (found through jobs_lease_expiry, which holds only leased jobs).
+LIVE_WORKERS = f"""
+SELECT s.worker_id, min(s.opened_at) AS connected_at,
+       coalesce((SELECT d.definitions FROM worker_definitions d
+                 WHERE d.worker_id = s.worker_id), '{{}}') AS definitions,
+       (SELECT count(*) FROM jobs j
+        WHERE j.status IN {statuses_sql(LEASED)} AND j.locked_by = s.worker_id)::int
+           AS running_jobs
+FROM worker_sessions s WHERE s.closed_at IS NULL
+GROUP BY s.worker_id ORDER BY s.worker_id
 """
 
 PAGE_TOKEN_SECRET = "SELECT secret FROM api_secrets WHERE name = 'page_token'"
@@ -56,6 +71,18 @@ class JobListing:
         return {
             r["id"]: (r["status"], r["progress"], r["attempt_count"], r["updated_at"]) for r in rows
         }
+
+    async def live_workers(self) -> list[LiveWorker]:
+        rows = await self._pool.fetch(LIVE_WORKERS)
+        return [
+            LiveWorker(
+                worker_id=r["worker_id"],
+                connected_at=r["connected_at"],
+                definitions=tuple(r["definitions"]),
+                running_jobs=r["running_jobs"],
+            )
+            for r in rows
+        ]
 
     async def page_token_secret(self) -> bytes | None:
         secret = await self._pool.fetchval(PAGE_TOKEN_SECRET)

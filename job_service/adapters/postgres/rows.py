@@ -23,7 +23,7 @@ JOB_COLUMNS = """
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
 """
 
 
@@ -75,6 +75,7 @@ def job_from_row(
         created_by=row["created_by"],
         schedule_id=row["schedule_id"],
         scheduled_for=row["scheduled_for"],
+        worker_id=row["worker_id"],
     )
 
 
@@ -86,6 +87,7 @@ def event_from_json(raw: dict[str, Any]) -> JobEvent:
         attempt=raw["attempt"],
         reason=raw["reason"],
         at=datetime.fromisoformat(raw["at"]),
+        worker_id=raw.get("worker"),
     )
 
 

@@ -17,7 +17,7 @@ SELECT
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
  FROM jobs j
 WHERE j.user_id = $1 AND j.job_type = $2 AND j.idempotency_key = $3;
 
@@ -94,7 +94,7 @@ WITH new AS (
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
 
 ), snapshot AS (
     INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
@@ -555,7 +555,7 @@ SELECT
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
 ,
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'artifact_type', a.artifact_type, 'artifact_id', a.artifact_id,
@@ -567,7 +567,8 @@ SELECT
     (SELECT count(*) FROM job_artifacts a WHERE a.job_id = j.id)::int AS artifacts_total,
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'from', e.from_status, 'to', e.to_status, 'attempt', e.attempt,
-                'reason', e.reason, 'at', e.created_at) ORDER BY e.id), '[]')
+                'reason', e.reason, 'at', e.created_at, 'worker', e.worker_id)
+                ORDER BY e.id), '[]')
      FROM (SELECT * FROM job_events WHERE job_id = j.id ORDER BY id DESC LIMIT $4) e)
         AS events,
     (SELECT count(*) FROM job_events e WHERE e.job_id = j.id)::int AS events_total,
@@ -592,8 +593,20 @@ SELECT
     (SELECT count(*) FROM job_dependencies d WHERE d.job_id = j.id AND d.ended_status IS NULL)
         ::int AS dependencies_pending,
     j.dependency_policy,
+    CASE WHEN snapshot.bytes <= $8 THEN snapshot.payload END AS input,
+    snapshot.bytes AS input_bytes,
+    ARRAY(SELECT r.id::text FROM jobs r
+          WHERE r.retry_root_id = coalesce(j.retry_root_id, j.id) AND r.retried_from_job_id = j.id
+          ORDER BY r.created_at, r.id LIMIT $9) AS retried_as_job_ids,
+    (SELECT e.attempt FROM job_events e
+     WHERE j.error_code IS NOT NULL AND e.job_id = j.id AND e.to_status = ANY($10::text[])
+     ORDER BY e.id DESC LIMIT 1) AS error_attempt,
     usage.*
 FROM jobs j
+LEFT JOIN LATERAL (
+    SELECT s.payload, octet_length(s.payload::text) AS bytes
+    FROM job_snapshots s WHERE s.job_id = j.id
+) snapshot ON true
 CROSS JOIN LATERAL (
     SELECT coalesce(sum(u.input_tokens), 0)::bigint AS total_input_tokens,
            coalesce(sum(u.output_tokens), 0)::bigint AS total_output_tokens,
@@ -812,6 +825,16 @@ SELECT count(*) FROM stored;
 SELECT id::text AS id, status, progress, attempt_count, updated_at FROM jobs
 WHERE id = ANY($1::text[]::uuid[]);
 
+-- listing.LIVE_WORKERS
+SELECT s.worker_id, min(s.opened_at) AS connected_at,
+       coalesce((SELECT d.definitions FROM worker_definitions d
+                 WHERE d.worker_id = s.worker_id), '{}') AS definitions,
+       (SELECT count(*) FROM jobs j
+        WHERE j.status IN ('running', 'cancel_requested') AND j.locked_by = s.worker_id)::int
+           AS running_jobs
+FROM worker_sessions s WHERE s.closed_at IS NULL
+GROUP BY s.worker_id ORDER BY s.worker_id;
+
 -- listing.PAGE_TOKEN_SECRET
 SELECT secret FROM api_secrets WHERE name = 'page_token';
 
@@ -836,7 +859,7 @@ SELECT
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
  FROM jobs j
 WHERE j.user_id = $1 AND j.job_type = $2 AND j.idempotency_key = $3;
 
@@ -903,7 +926,7 @@ WITH new AS (
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
 
 ), snapshot AS (
     INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
@@ -1203,7 +1226,7 @@ WITH src AS (
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
 
 ), snapshot AS (
     INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
@@ -1270,7 +1293,7 @@ SELECT
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
  FROM jobs j WHERE j.retry_key = $1;
 
 -- results.SIBLINGS

@@ -218,6 +218,9 @@ jobs = Table(
         unique=True,
         postgresql_where=text("retry_key IS NOT NULL"),
     ),
+    # ListJobs' id_suffix: the id's hex digits reversed, so "ends with" is a prefix range
+    # (migration 0022)
+    Index("jobs_id_tail", text("(reverse(replace(id::text, '-', '')) COLLATE \"C\")")),
     # retention: a type's finished jobs, oldest first (migration 0009)
     Index(
         "jobs_finished",

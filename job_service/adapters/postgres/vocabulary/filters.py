@@ -34,6 +34,12 @@ def filter_conditions(where: JobFilter, args: list[Any]) -> list[str]:
         conditions.append(f"j.target_type = {arg(where.target_type)}")
     if where.target_id is not None:
         conditions.append(f"j.target_id = {arg(where.target_id)}")
+    if where.id_suffix is not None:
+        # a prefix range on the reversed digits: jobs_id_tail's expression, exactly
+        tail = "(reverse(replace(j.id::text, '-', '')) COLLATE \"C\")"
+        start = where.id_suffix[::-1]
+        end = start[:-1] + chr(ord(start[-1]) + 1)
+        conditions.append(f"{tail} >= {arg(start)} AND {tail} < {arg(end)}")
     if where.created_after is not None:
         conditions.append(f"j.created_at >= {arg(where.created_after)}")
     if where.created_before is not None:
