@@ -25,6 +25,8 @@ class JobFilter:
     target_id: str | None = None
     # jobs whose id's hex digits end with these (lower case, no dashes)
     id_suffix: str | None = None
+    # False: only jobs no retry was made from (RetryJob); None: either
+    retried: bool | None = None
 
 
 @dataclass(frozen=True)

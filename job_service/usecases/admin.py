@@ -190,7 +190,8 @@ class Admin:
     async def dead_letters(
         self, requested_size: int, token: str
     ) -> tuple[list[Job], list[DeadEvent], str]:
-        """Failed jobs and dead outbox events, newest first, a page of each at a time."""
+        """Failed jobs no retry was made from, and dead outbox events, newest first, a
+        page of each at a time."""
         size = page_size(requested_size)
         scope = {"listing": "dead_letters"}
         start = self._tokens.read(token, scope, _DEAD_LETTERS)
@@ -199,7 +200,7 @@ class Admin:
         if start["failed"] is not None:
             after = None if start["failed"] == "start" else start["failed"]
             rows = await self._listing.list_jobs(
-                JobFilter(status=JobStatus.FAILED), after, size + 1
+                JobFilter(status=JobStatus.FAILED, retried=False), after, size + 1
             )
             failed = rows[:size]
             if len(rows) > size:
@@ -240,4 +241,5 @@ def scope_of(where: JobFilter) -> dict[str, Any]:
         **({"target_type": where.target_type} if where.target_type else {}),
         **({"target_id": where.target_id} if where.target_id else {}),
         **({"id_suffix": where.id_suffix} if where.id_suffix else {}),
+        **({"retried": where.retried} if where.retried is not None else {}),
     }

@@ -6,7 +6,8 @@ A walk is pinned to its first call: its token carries that call's time, a filter
 only jobs created before it (never a job the walk made), and a RetryJobs walk retries each
 original job at most once (a job whose original was retried since the walk began is
 answered LIVE_RETRY_EXISTS), on top of the one live retry per original that every retry
-is held to.
+is held to. A RetryJobs filter matches only jobs no retry was made from: of a lineage that
+failed twice, the newest failure, so that a dry run counts each piece of work once.
 
 Each action keeps its single-job semantics: a cancel moves each job as CancelJob does (a
 running job is asked to stop at once over NATS, unfinished descendants are cancelled with
@@ -142,6 +143,8 @@ class BulkActions:
         """Retries the next page of the selection (or, with dry_run, counts): one new job
         per failed or cancelled job, each refusal answered for its job alone."""
         limit, scope, after, selection = await self._check(request, "retry")
+        if not selection.job_ids:  # a filter matches the newest failure of each lineage
+            selection = replace(selection, where=replace(selection.where, retried=False))
         actionable = Actionable(RERUNNABLE)
         page, more = await self._store.page(selection, actionable, after, limit)
         # ids that name no job are answered on the first page (later pages hold only jobs)

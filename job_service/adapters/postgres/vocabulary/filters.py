@@ -40,6 +40,13 @@ def filter_conditions(where: JobFilter, args: list[Any]) -> list[str]:
         start = where.id_suffix[::-1]
         end = start[:-1] + chr(ord(start[-1]) + 1)
         conditions.append(f"{tail} >= {arg(start)} AND {tail} < {arg(end)}")
+    if where.retried is not None:
+        # a job's retries are found through its lineage (jobs_retry_lineage)
+        made = (
+            "EXISTS (SELECT 1 FROM jobs r WHERE r.retry_root_id = coalesce(j.retry_root_id, j.id)"
+            " AND r.retried_from_job_id = j.id)"
+        )
+        conditions.append(made if where.retried else f"NOT {made}")
     if where.created_after is not None:
         conditions.append(f"j.created_at >= {arg(where.created_after)}")
     if where.created_before is not None:

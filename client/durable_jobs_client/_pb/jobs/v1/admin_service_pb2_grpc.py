@@ -142,8 +142,9 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListDeadLetters(self, request, context):
-        """Failed jobs and dead outbox events, newest first; a page holds up to `page_size` of
-        each, and one token continues both.
+        """Failed jobs no retry was made from (a retried job is dealt with: its retry stands for
+        it) and dead outbox events, newest first; a page holds up to `page_size` of each, and
+        one token continues both.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -205,7 +206,9 @@ class AdminServiceServicer:
     def RetryJobs(self, request, context):
         """Retries (as RetryJob, one new job each) the failed or cancelled jobs that match a
         filter or a list of ids, at most `limit` per call; a job RetryJob would refuse is
-        answered with its own status and the others go on. `dry_run` only counts.
+        answered with its own status and the others go on. `dry_run` only counts. A filter
+        matches only jobs no retry was made from: of an original and its failed retry, only
+        the retry (the newest failure of the lineage), so a dry run counts the work once.
         A walk (a first call and the calls its tokens continue) acts on the jobs that existed
         at its first call: a filter never matches a job created since (a retry the walk made
         that failed at once is not retried again), and each original job is retried at most
