@@ -36,7 +36,9 @@ async def test_migrated_schema_matches_the_table_metadata(database_url: str) -> 
             defined = dict(
                 (
                     await conn.execute(
-                        text("SELECT indexname, indexdef FROM pg_indexes WHERE indexname = ANY(:n)"),
+                        text(
+                            "SELECT indexname, indexdef FROM pg_indexes WHERE indexname = ANY(:n)"
+                        ),
                         {"n": list(EXPRESSION_INDEXES)},
                     )
                 ).all()
