@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, Protocol
 
 from google.protobuf import struct_pb2, timestamp_pb2
@@ -101,7 +102,8 @@ def usage_to_pb(usage: UsageRecord) -> executor_service_pb2.ProviderUsage:
         credential_mode=usage.credential_mode,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
-        cost_usd=usage.cost_usd,
+        cost_usd=float(usage.cost_usd),
+        cost_usd_decimal=str(usage.cost_usd),
         latency_ms=usage.latency_ms,
         error_code=usage.error_code,
         call_id=usage.call_id,
@@ -119,14 +121,30 @@ def usage_from_pb(message: executor_service_pb2.ProviderUsage) -> UsageRecord:
         credential_mode=message.credential_mode[:16] or "platform",
         input_tokens=max(0, min(message.input_tokens, _INT32_MAX)),
         output_tokens=max(0, min(message.output_tokens, _INT32_MAX)),
-        cost_usd=message.cost_usd if 0 <= message.cost_usd < 1e8 else 0.0,
+        cost_usd=_cost(message),
         latency_ms=max(0, min(message.latency_ms, _INT32_MAX)),
         error_code=message.error_code[:100],
         call_id=message.call_id[:64],
     )
     if message.reused:
-        return replace(record, input_tokens=0, output_tokens=0, cost_usd=0.0, reused=True)
+        return replace(record, input_tokens=0, output_tokens=0, cost_usd=Decimal(0), reused=True)
     return record
+
+
+_MICRODOLLAR = Decimal("0.000001")
+_MAX_COST = Decimal(100_000_000)
+
+
+def _cost(message: executor_service_pb2.ProviderUsage) -> Decimal:
+    """A call's cost to six decimals: ``cost_usd_decimal``, else the older double; zero
+    when malformed, negative or implausibly large (nothing a worker sends fails a call)."""
+    try:
+        cost = Decimal(message.cost_usd_decimal or repr(message.cost_usd))
+    except ArithmeticError:  # decimal.InvalidOperation: not a number
+        return Decimal(0)
+    if not cost.is_finite() or not 0 <= cost < _MAX_COST:
+        return Decimal(0)
+    return cost.quantize(_MICRODOLLAR)
 
 
 def step_response_to_pb(response: StepResponse) -> executor_service_pb2.StepResponse:

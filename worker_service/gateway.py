@@ -90,7 +90,7 @@ class ModelGateway:
                 duration_s=elapsed_s,
                 input_tokens=tokens_in,
                 output_tokens=tokens_out,
-                cost_usd=cost_usd,
+                cost_usd=float(cost_usd),
                 error_code=error_code or None,
             )
 

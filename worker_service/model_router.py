@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -114,9 +115,12 @@ def _per_thousand(model: str, price: object) -> object:
 class PriceTable:
     prices: dict[str, tuple[float, float]]
 
-    def cost_usd(self, model: str, input_tokens: int, output_tokens: int) -> float:
-        per_in, per_out = self.prices.get(model, (0.0, 0.0))
-        return round((input_tokens * per_in + output_tokens * per_out) / 1000, 6)
+    def cost_usd(self, model: str, input_tokens: int, output_tokens: int) -> Decimal:
+        """Exact to the microdollar: the configured prices as written (their shortest
+        decimal form), never summed as binary doubles."""
+        per_in, per_out = (Decimal(repr(p)) for p in self.prices.get(model, (0.0, 0.0)))
+        cost = (input_tokens * per_in + output_tokens * per_out) / 1000
+        return cost.quantize(Decimal("0.000001"))
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -171,7 +172,7 @@ class Job:
     child_job_ids: list[str] = field(default_factory=list)
     total_input_tokens: int = 0
     total_output_tokens: int = 0
-    total_cost_usd: float = 0.0
+    total_cost_usd: Decimal = Decimal(0)
     # attempts ended by lease expiry whose provider calls were not reported (GetJob only)
     usage_unknown_attempts: int = 0
     prompt_key: str | None = None

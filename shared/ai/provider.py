@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -85,7 +86,8 @@ class UsageRecord:
     credential_mode: str
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    # US dollars, exact (at most six decimals)
+    cost_usd: Decimal = Decimal(0)
     latency_ms: int = 0
     # Empty when the call succeeded.
     error_code: str = ""

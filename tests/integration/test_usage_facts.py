@@ -90,6 +90,7 @@ async def test_usage_of_an_attempt_that_lost_its_lease_is_recorded_and_billed(
     assert sorted((r["attempt"], float(r["cost_usd"])) for r in rows) == [(1, 0.001), (1, 0.002)]
     job = await client.get(job_id)
     assert job.total_cost_usd == pytest.approx(0.003)
+    assert job.total_cost_usd_decimal == "0.003000"  # exact, as the rows hold it
     assert job.usage_unknown_attempts == 0  # the late report filled it in
 
 

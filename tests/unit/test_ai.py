@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -148,7 +149,9 @@ def test_model_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatc
         "sk-from-env",
     )
     assert "sk-from-env" not in repr(settings)
-    assert PriceTable(settings.model_prices).cost_usd("deepseek-chat", 1000, 2000) == 2.47
+    assert PriceTable(settings.model_prices).cost_usd("deepseek-chat", 1000, 2000) == Decimal(
+        "2.47"
+    )
 
 
 # --- the AI pipeline ----------------------------------------------------------------------
@@ -300,8 +303,8 @@ async def test_the_gateway_records_a_usage_row_per_call_failed_ones_included() -
         "platform",
     )
     assert ok.input_tokens == response.input_tokens
-    expected = (response.input_tokens * 1.0 + response.output_tokens * 2.0) / 1000
-    assert ok.cost_usd == pytest.approx(expected)
+    expected = Decimal(response.input_tokens * 1 + response.output_tokens * 2) / 1000
+    assert ok.cost_usd == expected.quantize(Decimal("0.000001"))
 
 
 async def test_the_gateway_moves_the_provider_metrics_by_provider_and_model() -> None:
@@ -339,7 +342,7 @@ async def test_the_gateway_moves_the_provider_metrics_by_provider_and_model() ->
     assert after[0] - before[0] == 1
     assert after[1] - before[1] == 1
     assert after[2] - before[2] == response.output_tokens
-    assert after[3] - before[3] == pytest.approx(usage[1].cost_usd)
+    assert after[3] - before[3] == pytest.approx(float(usage[1].cost_usd))
 
 
 async def test_a_call_abandoned_by_cancellation_is_recorded() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -26,14 +27,14 @@ def test_the_readme_example_prices_a_call_as_the_provider_does(
     """DeepSeek publishes deepseek-chat at $0.27 per million input tokens and $1.10 per
     million output tokens: a call of 1,000 in and 2,000 out costs $0.00247."""
     [example] = re.findall(r"export JOBS_MODEL_PRICES='([^']*)'", README.read_text())
-    assert table(monkeypatch, example).cost_usd("deepseek-chat", 1000, 2000) == 0.00247
-    assert table(monkeypatch, example).cost_usd("deepseek-chat", 1_000_000, 0) == 0.27
+    assert table(monkeypatch, example).cost_usd("deepseek-chat", 1000, 2000) == Decimal("0.00247")
+    assert table(monkeypatch, example).cost_usd("deepseek-chat", 1_000_000, 0) == Decimal("0.27")
 
 
 def test_the_older_list_form_is_still_per_thousand(monkeypatch: pytest.MonkeyPatch) -> None:
     prices = table(monkeypatch, '{"m": [0.27, 1.1]}')
-    assert prices.cost_usd("m", 1000, 2000) == 2.47
-    assert prices.cost_usd("unlisted", 1000, 2000) == 0.0
+    assert prices.cost_usd("m", 1000, 2000) == Decimal("2.47")
+    assert prices.cost_usd("unlisted", 1000, 2000) == 0
 
 
 @pytest.mark.parametrize(

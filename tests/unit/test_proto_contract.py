@@ -12,9 +12,11 @@ import pytest
 from google.api import field_behavior_pb2
 from google.protobuf.descriptor import Descriptor, FileDescriptor
 
+from shared.errors import Reason
 from shared.pb.jobs.v1 import (
     admin_service_pb2,
     credential_service_pb2,
+    errors_pb2,
     executor_service_pb2,
     job_pb2,
     job_service_pb2,
@@ -33,11 +35,11 @@ FILES: list[FileDescriptor] = [
         executor_service_pb2,
         usage_service_pb2,
         schedule_service_pb2,
+        errors_pb2,
     )
 ]
 LANGUAGE_OPTIONS = (
     "csharp_namespace",
-    "go_package",
     "java_multiple_files",
     "java_package",
     "php_namespace",
@@ -89,7 +91,30 @@ def test_every_file_names_its_package_for_every_language(file: FileDescriptor) -
     missing = [o for o in LANGUAGE_OPTIONS if not options.HasField(o)]
     assert missing == []
     assert options.java_multiple_files
-    assert options.go_package.endswith(";jobsv1")
+
+
+@pytest.mark.parametrize("file", FILES, ids=lambda f: f.name)
+def test_no_file_claims_a_go_import_path(file: FileDescriptor) -> None:
+    """No Go module of ours exists to import from: a team generating Go code names its own
+    (buf managed mode's go_package_prefix)."""
+    assert not file.GetOptions().HasField("go_package")
+
+
+def test_error_reasons_in_the_proto_are_every_reason_the_service_sends() -> None:
+    names = {
+        v.name.removeprefix("ERROR_REASON_")
+        for v in errors_pb2.ErrorReason.DESCRIPTOR.values
+        if v.number
+    }
+    assert names == {r.value for r in Reason}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "proto").rglob("*.proto")), ids=lambda p: p.name)
+def test_public_comments_stand_alone(path: Path) -> None:
+    """Teams read these protos without this repository: no comment may send them to a
+    document they do not have."""
+    cited = re.findall(r"//.*\b(README|seed \d|docs/|ADR \d|adr/)", path.read_text())
+    assert cited == []
 
 
 @pytest.mark.parametrize("name", ["google/rpc/status.proto", "google/api/field_behavior.proto"])

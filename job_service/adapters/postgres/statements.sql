@@ -610,7 +610,7 @@ LEFT JOIN LATERAL (
 CROSS JOIN LATERAL (
     SELECT coalesce(sum(u.input_tokens), 0)::bigint AS total_input_tokens,
            coalesce(sum(u.output_tokens), 0)::bigint AS total_output_tokens,
-           coalesce(sum(u.cost_usd), 0)::float8 AS total_cost_usd
+           coalesce(sum(u.cost_usd), 0) AS total_cost_usd
     FROM usage_logs u WHERE u.job_id = j.id
 ) usage
 WHERE j.id = $1 AND ($2::text IS NULL OR j.user_id = $2);

@@ -33,4 +33,5 @@ def insert_usage(records: str, attempt: str, join: str = "") -> str:
 
 def usage_row(job_id: str, usage: UsageRecord) -> dict[str, Any]:
     """A provider call's usage as an element of ``insert_usage``'s array."""
-    return {"job_id": job_id, **asdict(usage)}
+    # the cost as its decimal text: jsonb_to_recordset reads it into numeric exactly
+    return {"job_id": job_id, **asdict(usage), "cost_usd": str(usage.cost_usd)}

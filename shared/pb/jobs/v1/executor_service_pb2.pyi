@@ -134,7 +134,7 @@ class ChildJob(_message.Message):
     def __init__(self, job_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., depends_on_keys: _Optional[_Iterable[str]] = ..., dependency_policy: _Optional[_Union[_job_pb2.DependencyPolicy, str]] = ...) -> None: ...
 
 class ProviderUsage(_message.Message):
-    __slots__ = ("provider", "model", "credential_mode", "input_tokens", "output_tokens", "cost_usd", "latency_ms", "error_code", "call_id", "reused")
+    __slots__ = ("provider", "model", "credential_mode", "input_tokens", "output_tokens", "cost_usd", "latency_ms", "error_code", "call_id", "reused", "cost_usd_decimal")
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_MODE_FIELD_NUMBER: _ClassVar[int]
@@ -145,6 +145,7 @@ class ProviderUsage(_message.Message):
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     REUSED_FIELD_NUMBER: _ClassVar[int]
+    COST_USD_DECIMAL_FIELD_NUMBER: _ClassVar[int]
     provider: str
     model: str
     credential_mode: str
@@ -155,7 +156,8 @@ class ProviderUsage(_message.Message):
     error_code: str
     call_id: str
     reused: bool
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_mode: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency_ms: _Optional[int] = ..., error_code: _Optional[str] = ..., call_id: _Optional[str] = ..., reused: _Optional[bool] = ...) -> None: ...
+    cost_usd_decimal: str
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., credential_mode: _Optional[str] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency_ms: _Optional[int] = ..., error_code: _Optional[str] = ..., call_id: _Optional[str] = ..., reused: _Optional[bool] = ..., cost_usd_decimal: _Optional[str] = ...) -> None: ...
 
 class SubmitResultResponse(_message.Message):
     __slots__ = ("status",)

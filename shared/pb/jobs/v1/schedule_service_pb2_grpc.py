@@ -26,7 +26,7 @@ if _version_not_supported:
 
 
 class ScheduleServiceStub:
-    """ScheduleService creates jobs on a cron schedule (docs/adr/0005-schedules.md). Callers
+    """ScheduleService creates jobs on a cron schedule. Callers
     need the `client` (or `admin`) role and act for the `user_id` in their request, as with
     JobService: another user's schedule is NOT_FOUND (SCHEDULE_NOT_FOUND). Each slot of a
     schedule fires exactly once across every job_service replica: its job is created with
@@ -83,7 +83,7 @@ class ScheduleServiceStub:
 
 
 class ScheduleServiceServicer:
-    """ScheduleService creates jobs on a cron schedule (docs/adr/0005-schedules.md). Callers
+    """ScheduleService creates jobs on a cron schedule. Callers
     need the `client` (or `admin`) role and act for the `user_id` in their request, as with
     JobService: another user's schedule is NOT_FOUND (SCHEDULE_NOT_FOUND). Each slot of a
     schedule fires exactly once across every job_service replica: its job is created with
@@ -205,7 +205,7 @@ def add_ScheduleServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class ScheduleService:
-    """ScheduleService creates jobs on a cron schedule (docs/adr/0005-schedules.md). Callers
+    """ScheduleService creates jobs on a cron schedule. Callers
     need the `client` (or `admin`) role and act for the `user_id` in their request, as with
     JobService: another user's schedule is NOT_FOUND (SCHEDULE_NOT_FOUND). Each slot of a
     schedule fires exactly once across every job_service replica: its job is created with

@@ -1,0 +1,52 @@
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from typing import ClassVar as _ClassVar
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ERROR_REASON_UNSPECIFIED: _ClassVar[ErrorReason]
+    ERROR_REASON_INVALID_INPUT: _ClassVar[ErrorReason]
+    ERROR_REASON_UNKNOWN_JOB_TYPE: _ClassVar[ErrorReason]
+    ERROR_REASON_JOB_NOT_FOUND: _ClassVar[ErrorReason]
+    ERROR_REASON_CREDENTIAL_NOT_FOUND: _ClassVar[ErrorReason]
+    ERROR_REASON_SCHEDULE_NOT_FOUND: _ClassVar[ErrorReason]
+    ERROR_REASON_CREDENTIAL_UNAVAILABLE: _ClassVar[ErrorReason]
+    ERROR_REASON_JOB_NOT_CANCELLABLE: _ClassVar[ErrorReason]
+    ERROR_REASON_JOB_ALREADY_CANCELLED: _ClassVar[ErrorReason]
+    ERROR_REASON_JOB_NOT_RETRYABLE: _ClassVar[ErrorReason]
+    ERROR_REASON_LIVE_CHILD_EXISTS: _ClassVar[ErrorReason]
+    ERROR_REASON_LIVE_RETRY_EXISTS: _ClassVar[ErrorReason]
+    ERROR_REASON_IDEMPOTENCY_KEY_REUSED: _ClassVar[ErrorReason]
+    ERROR_REASON_JOB_FINISHED: _ClassVar[ErrorReason]
+    ERROR_REASON_TOO_MANY_JOBS: _ClassVar[ErrorReason]
+    ERROR_REASON_QUOTA_EXCEEDED: _ClassVar[ErrorReason]
+    ERROR_REASON_SIGNAL_LIMIT_REACHED: _ClassVar[ErrorReason]
+    ERROR_REASON_LEASE_LOST: _ClassVar[ErrorReason]
+    ERROR_REASON_UNAUTHENTICATED: _ClassVar[ErrorReason]
+    ERROR_REASON_PERMISSION_DENIED: _ClassVar[ErrorReason]
+    ERROR_REASON_PLATFORM_UNAVAILABLE: _ClassVar[ErrorReason]
+    ERROR_REASON_INTERNAL: _ClassVar[ErrorReason]
+ERROR_REASON_UNSPECIFIED: ErrorReason
+ERROR_REASON_INVALID_INPUT: ErrorReason
+ERROR_REASON_UNKNOWN_JOB_TYPE: ErrorReason
+ERROR_REASON_JOB_NOT_FOUND: ErrorReason
+ERROR_REASON_CREDENTIAL_NOT_FOUND: ErrorReason
+ERROR_REASON_SCHEDULE_NOT_FOUND: ErrorReason
+ERROR_REASON_CREDENTIAL_UNAVAILABLE: ErrorReason
+ERROR_REASON_JOB_NOT_CANCELLABLE: ErrorReason
+ERROR_REASON_JOB_ALREADY_CANCELLED: ErrorReason
+ERROR_REASON_JOB_NOT_RETRYABLE: ErrorReason
+ERROR_REASON_LIVE_CHILD_EXISTS: ErrorReason
+ERROR_REASON_LIVE_RETRY_EXISTS: ErrorReason
+ERROR_REASON_IDEMPOTENCY_KEY_REUSED: ErrorReason
+ERROR_REASON_JOB_FINISHED: ErrorReason
+ERROR_REASON_TOO_MANY_JOBS: ErrorReason
+ERROR_REASON_QUOTA_EXCEEDED: ErrorReason
+ERROR_REASON_SIGNAL_LIMIT_REACHED: ErrorReason
+ERROR_REASON_LEASE_LOST: ErrorReason
+ERROR_REASON_UNAUTHENTICATED: ErrorReason
+ERROR_REASON_PERMISSION_DENIED: ErrorReason
+ERROR_REASON_PLATFORM_UNAVAILABLE: ErrorReason
+ERROR_REASON_INTERNAL: ErrorReason
