@@ -25,15 +25,29 @@ class AsyncCredentialsClient:
         self.user_id = user_id
 
     async def put(
-        self, provider: str, api_key: str, *, label: str = "", user_id: str | None = None
+        self,
+        provider: str,
+        api_key: str,
+        *,
+        label: str = "",
+        user_id: str | None = None,
+        idempotency_key: str = "",
     ) -> Credential:
-        """Stores a key; the answer has its id and fingerprint. Not replayed after
-        UNAVAILABLE: the first call may have stored it (a second would store it twice)."""
+        """Stores a key; the answer has its id and fingerprint. With an ``idempotency_key``
+        the call is replayed after UNAVAILABLE (the key makes a second call answer what the
+        first stored); without one it is not: a second call would store it twice."""
         request = cpb.PutCredentialRequest(
-            user_id=user_id or self.user_id, provider=provider, api_key=api_key, label=label
+            user_id=user_id or self.user_id,
+            provider=provider,
+            api_key=api_key,
+            label=label,
+            idempotency_key=idempotency_key,
         )
         response = await self._call(
-            self._stub.PutCredential, request, cpb.PutCredentialResponse, replay_safe=False
+            self._stub.PutCredential,
+            request,
+            cpb.PutCredentialResponse,
+            replay_safe=bool(idempotency_key),
         )
         return response.credential
 

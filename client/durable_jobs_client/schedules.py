@@ -17,7 +17,7 @@ Answers are the generated messages (``durable_jobs_client.protos.schedule_servic
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, TypeVar, cast
@@ -142,10 +142,17 @@ class _Requests:
         )
         return _Call("ListSchedules", request, spb.ListSchedulesResponse)
 
-    def _update(self, schedule_id: str, spec: spb.ScheduleSpec, user_id: str | None) -> _Call:
+    def _update(
+        self,
+        schedule_id: str,
+        spec: spb.ScheduleSpec,
+        user_id: str | None,
+        fields: Sequence[str] = (),
+    ) -> _Call:
         request = spb.UpdateScheduleRequest(
             schedule_id=schedule_id, user_id=self._user(user_id), spec=spec
         )
+        request.update_mask.paths.extend(fields)
         return _Call("UpdateSchedule", request, spb.UpdateScheduleResponse)
 
     def _by_id(self, verb: str, schedule_id: str, user_id: str | None) -> _Call:
@@ -212,10 +219,16 @@ class AsyncSchedulesClient(_Requests):
                 return
 
     async def update(
-        self, schedule_id: str, spec: spb.ScheduleSpec, *, user_id: str | None = None
+        self,
+        schedule_id: str,
+        spec: spb.ScheduleSpec,
+        *,
+        user_id: str | None = None,
+        fields: Sequence[str] = (),
     ) -> Schedule:
-        """Replaces the spec, whole; the next slot is computed anew from now."""
-        answer = await self._run(self._update(schedule_id, spec, user_id))
+        """Replaces the spec, whole, or only the ``fields`` named (paths within
+        ScheduleSpec, e.g. ``["cron"]``); the next slot is computed anew from now."""
+        answer = await self._run(self._update(schedule_id, spec, user_id, fields))
         return cast(Schedule, answer.schedule)
 
     async def pause(self, schedule_id: str, *, user_id: str | None = None) -> Schedule:
@@ -290,10 +303,16 @@ class SchedulesClient(_Requests):
                 return
 
     def update(
-        self, schedule_id: str, spec: spb.ScheduleSpec, *, user_id: str | None = None
+        self,
+        schedule_id: str,
+        spec: spb.ScheduleSpec,
+        *,
+        user_id: str | None = None,
+        fields: Sequence[str] = (),
     ) -> Schedule:
         """As ``AsyncSchedulesClient.update``."""
-        return cast(Schedule, self._run(self._update(schedule_id, spec, user_id)).schedule)
+        call = self._update(schedule_id, spec, user_id, fields)
+        return cast(Schedule, self._run(call).schedule)
 
     def pause(self, schedule_id: str, *, user_id: str | None = None) -> Schedule:
         """As ``AsyncSchedulesClient.pause``."""

@@ -4,8 +4,8 @@ A job's input, output and artifact payloads travel as ``google.protobuf.Struct``
 holds every number as a double: an output's ``"score": 29`` arrives as ``29.0``. The rule
 (README "Numbers in inputs and outputs"): a number with no fractional part whose magnitude
 is at most 2**53 (where a double still counts every integer exactly) is an integer; any
-other number is a float. Every page and command of this project shows values through ``plain``, so ``29``
-reads ``29`` wherever it is shown, and ``29.5`` stays ``29.5``.
+other number is a float. Every page and command of this project shows values through
+``plain``, so ``29`` reads ``29`` wherever it is shown, and ``29.5`` stays ``29.5``.
 """
 
 from __future__ import annotations

@@ -74,6 +74,9 @@ class NewCredential:
     label: str
     fingerprint: str
     sealed: Sealed
+    # PutCredential's idempotency key (None: none) and the hash of what it asked to store
+    idempotency_key: str | None = None
+    request_hash: str = ""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,10 @@ from job_service.domain.credentials import (
 
 
 class CredentialStore(Protocol):
-    async def insert(self, new: NewCredential) -> CredentialRecord: ...
+    async def insert(self, new: NewCredential) -> tuple[CredentialRecord, str | None]:
+        """The credential stored and None; or, when ``new.idempotency_key`` stored one
+        already, that one and the hash of the request that stored it."""
+        ...
 
     async def for_user(self, user_id: str) -> list[CredentialRecord]: ...
 

@@ -8,6 +8,8 @@ here contains it; errors name fields and ids, never values.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import uuid
 
@@ -27,6 +29,7 @@ from shared.errors import (
     CredentialNotFound,
     CredentialUnavailable,
     FieldViolation,
+    IdempotencyKeyReused,
     InvalidInput,
     LeaseLost,
 )
@@ -35,6 +38,13 @@ log = logging.getLogger(__name__)
 
 MAX_LABEL_CHARS = 200
 RESEAL_BATCH = 100
+
+
+def _request_hash(provider: str, label: str, api_key: str) -> str:
+    """What PutCredential asked for, as a hash kept with an idempotency key: the key only
+    through its own sha256, so nothing stored opens it."""
+    key_digest = hashlib.sha256(api_key.encode()).hexdigest()
+    return hashlib.sha256(f"{provider}\n{label}\n{key_digest}".encode()).hexdigest()
 
 
 class MasterKeyMissing(RuntimeError):
@@ -50,8 +60,14 @@ class CredentialVault:
 
     # --- CredentialService -------------------------------------------------------------
 
-    async def put(self, user_id: str, provider: str, api_key: str, label: str) -> CredentialRecord:
+    async def put(
+        self, user_id: str, provider: str, api_key: str, label: str, idempotency_key: str = ""
+    ) -> CredentialRecord:
+        """Stores the key; with ``idempotency_key``, once: the same key and request answer
+        the credential stored (while it exists), another request IDEMPOTENCY_KEY_REUSED."""
         require_name("user_id", user_id)
+        if idempotency_key:
+            require_name("idempotency_key", idempotency_key)
         _check_provider(provider)
         _check_api_key(api_key)
         if len(label) > MAX_LABEL_CHARS or not label.isprintable():
@@ -61,7 +77,8 @@ class CredentialVault:
             )
         keyring = self._require_keyring()
         credential_id = str(uuid.uuid4())
-        record = await self._store.insert(
+        asked = _request_hash(provider, label, api_key)
+        record, stored_for = await self._store.insert(
             NewCredential(
                 id=credential_id,
                 user_id=user_id,
@@ -69,9 +86,17 @@ class CredentialVault:
                 label=label,
                 fingerprint=fingerprint(api_key),
                 sealed=keyring.seal(api_key, binding(user_id, credential_id, provider)),
+                idempotency_key=idempotency_key or None,
+                request_hash=asked if idempotency_key else "",
             )
         )
-        log.info("credential %s stored for provider %s", record.id, provider)
+        if stored_for is None:
+            log.info("credential %s stored for provider %s", record.id, provider)
+        elif not hmac.compare_digest(stored_for, asked):
+            raise IdempotencyKeyReused(
+                "this idempotency key stored another credential",
+                [FieldViolation("idempotency_key", "already used with other parameters")],
+            )
         return record
 
     async def list_for(self, user_id: str) -> list[CredentialRecord]:

@@ -16,7 +16,12 @@ from job_service.databases import reseal_credentials
 from job_service.domain.credentials import key_id, new_master_key, parse_master_key
 from job_service.usecases.credentials import MasterKeyMissing
 from shared.credentials import fingerprint
-from shared.errors import CredentialNotFound, CredentialUnavailable, InvalidInput
+from shared.errors import (
+    CredentialNotFound,
+    CredentialUnavailable,
+    IdempotencyKeyReused,
+    InvalidInput,
+)
 from shared.pb.jobs.v1 import credential_service_pb2 as cpb
 from shared.rpc_errors import error_from_rpc
 from tests.support.stack import (
@@ -108,9 +113,37 @@ async def test_delete_removes_only_the_owners_credential(
     assert again.code() == grpc.StatusCode.NOT_FOUND
 
 
+async def test_a_put_with_an_idempotency_key_stores_once_and_refuses_another_request(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    first, again = await asyncio.gather(
+        put(client, idempotency_key="rotate-2026-12"), put(client, idempotency_key="rotate-2026-12")
+    )
+    assert first.id == again.id
+    assert (await put(client, idempotency_key="rotate-2026-12")).id == first.id
+    assert await db.fetchval("SELECT count(*) FROM credentials") == 1
+
+    for other in ({"api_key": API_KEY + "-other"}, {"label": "renamed"}, {"provider": "openai"}):
+        reused = await refused(put(client, idempotency_key="rotate-2026-12", **other))
+        assert reused.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert isinstance(error_from_rpc(reused), IdempotencyKeyReused)
+        assert API_KEY not in (reused.details() or "")
+    assert await db.fetchval("SELECT count(*) FROM credentials") == 1
+    # keys are per user; a deleted credential frees its key
+    assert (await put(client, user_id="user-2", idempotency_key="rotate-2026-12")).id != first.id
+    await client.credentials.DeleteCredential(
+        cpb.DeleteCredentialRequest(user_id="user-1", credential_id=first.id)
+    )
+    assert (await put(client, idempotency_key="rotate-2026-12")).id != first.id
+    stored = await db.fetchval("SELECT request_hash FROM credentials WHERE user_id = 'user-1'")
+    assert API_KEY not in stored and fingerprint(API_KEY).removeprefix("sha256:") not in stored
+
+
 @pytest.mark.parametrize(
     ("fields", "field"),
     [
+        ({"idempotency_key": "k\n"}, "idempotency_key"),
+        ({"idempotency_key": "k" * 256}, "idempotency_key"),
         ({"user_id": ""}, "user_id"),
         ({"provider": ""}, "provider"),
         ({"provider": "Deep Seek"}, "provider"),

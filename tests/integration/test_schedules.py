@@ -13,12 +13,14 @@ import asyncpg
 import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from job_service.app import JobServiceApp
 from shared.pb.jobs.v1 import schedule_service_pb2 as spb
 from shared.pb.jobs.v1 import schedule_service_pb2_grpc
 from shared.pbconv import struct_from_dict
+from shared.rpc_errors import error_from_rpc
 from tests.support.stack import open_channel, running_job_service
 from tests.support.wait import eventually
 
@@ -89,6 +91,47 @@ async def test_create_get_list_update_pause_resume_delete(schedules: Stub) -> No
     with pytest.raises(grpc.aio.AioRpcError) as gone:
         await schedules.GetSchedule(spb.GetScheduleRequest(schedule_id=made.id, user_id="alice"))
     assert gone.value.code() is grpc.StatusCode.NOT_FOUND
+
+
+async def test_an_update_mask_changes_only_the_fields_it_names(
+    schedules: Stub, db: asyncpg.Connection
+) -> None:
+    made = await create(
+        schedules, cron="30 2 * * *", time_zone="Europe/Berlin", input={"sleep_ms": 7}
+    )
+    ids = {"schedule_id": made.id, "user_id": "alice"}
+
+    # only the cron: the zone and the template stay as they were
+    updated = await schedules.UpdateSchedule(
+        spb.UpdateScheduleRequest(
+            **ids, spec=spb.ScheduleSpec(cron="0 4 * * *"), update_mask=FieldMask(paths=["cron"])
+        )
+    )
+    kept = updated.schedule.spec
+    assert (kept.cron, kept.time_zone) == ("0 4 * * *", "Europe/Berlin")
+    assert dict(kept.job_template.input) == {"sleep_ms": 7}
+
+    # a nested path: the template's input alone
+    nested = await schedules.UpdateSchedule(
+        spb.UpdateScheduleRequest(
+            **ids,
+            spec=spec("ignored", input={"sleep_ms": 9}),
+            update_mask=FieldMask(paths=["job_template.input"]),
+        )
+    )
+    assert nested.schedule.spec.cron == "0 4 * * *"
+    assert dict(nested.schedule.spec.job_template.input) == {"sleep_ms": 9}
+
+    before = await db.fetchrow("SELECT * FROM schedules WHERE id = $1", made.id)
+    with pytest.raises(grpc.aio.AioRpcError) as bad:
+        await schedules.UpdateSchedule(
+            spb.UpdateScheduleRequest(
+                **ids, spec=spec("0 5 * * *"), update_mask=FieldMask(paths=["cron", "colour"])
+            )
+        )
+    assert bad.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "update_mask" in str(error_from_rpc(bad.value).violations)
+    assert await db.fetchrow("SELECT * FROM schedules WHERE id = $1", made.id) == before
 
 
 async def test_create_is_idempotent_by_key(schedules: Stub, db: asyncpg.Connection) -> None:

@@ -20,7 +20,11 @@ class CredentialServicer(credential_service_pb2_grpc.CredentialServiceServicer):
         self, request: pb.PutCredentialRequest, context: grpc.aio.ServicerContext
     ) -> pb.PutCredentialResponse:
         record = await self._vault.put(
-            request.user_id, request.provider, request.api_key, request.label
+            request.user_id,
+            request.provider,
+            request.api_key,
+            request.label,
+            idempotency_key=request.idempotency_key,
         )
         return pb.PutCredentialResponse(credential=credential_to_pb(record))
 

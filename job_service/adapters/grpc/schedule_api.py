@@ -93,10 +93,29 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
     async def UpdateSchedule(
         self, request: pb.UpdateScheduleRequest, context: grpc.aio.ServicerContext
     ) -> pb.UpdateScheduleResponse:
+        spec = request.spec
+        if request.update_mask.paths:
+            spec = await self._masked(request)
         schedule = await self._schedules.update_schedule(
-            request.schedule_id, request.user_id, _spec_request(request.spec)
+            request.schedule_id, request.user_id, _spec_request(spec)
         )
         return pb.UpdateScheduleResponse(schedule=schedule_to_pb(schedule))
+
+    async def _masked(self, request: pb.UpdateScheduleRequest) -> pb.ScheduleSpec:
+        """The schedule's current spec with the fields ``update_mask`` names taken from
+        the request (AIP-134's partial update)."""
+        mask = request.update_mask
+        if not mask.IsValidForDescriptor(pb.ScheduleSpec.DESCRIPTOR):  # type: ignore[arg-type]
+            raise InvalidInput(
+                "update_mask names a field a schedule spec does not have",
+                [FieldViolation("update_mask", "paths of ScheduleSpec, e.g. cron, time_zone")],
+            )
+        view = await self._schedules.get_schedule(request.schedule_id, request.user_id)
+        spec = schedule_to_pb(view.schedule).spec
+        mask.MergeMessage(
+            request.spec, spec, replace_message_field=True, replace_repeated_field=True
+        )
+        return spec
 
     async def PauseSchedule(
         self, request: pb.PauseScheduleRequest, context: grpc.aio.ServicerContext

@@ -20,10 +20,18 @@ from shared.credentials import CredentialMode
 
 _RECORD = "id::text AS id, user_id, provider, label, fingerprint, created_at, last_used_at"
 
+# A key stored under an idempotency key already is not stored again (no row returned).
 INSERT = f"""
-INSERT INTO credentials (id, user_id, provider, label, fingerprint, key_id, nonce, ciphertext)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO credentials (id, user_id, provider, label, fingerprint, key_id, nonce, ciphertext,
+                         idempotency_key, request_hash)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT (user_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING {_RECORD}
+"""
+
+# What an idempotency key stored, with the hash of the request that stored it.
+BY_KEY = f"""
+SELECT {_RECORD}, request_hash FROM credentials WHERE user_id = $1 AND idempotency_key = $2
 """
 
 LIST = f"""
@@ -72,20 +80,29 @@ class CredentialRepository:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def insert(self, new: NewCredential) -> CredentialRecord:
-        row = await self._pool.fetchrow(
-            INSERT,
-            new.id,
-            new.user_id,
-            new.provider,
-            new.label,
-            new.fingerprint,
-            new.sealed.key_id,
-            new.sealed.nonce,
-            new.sealed.ciphertext,
-        )
-        assert row is not None
-        return _record(row)
+    async def insert(self, new: NewCredential) -> tuple[CredentialRecord, str | None]:
+        """The credential stored, and None; or, when its idempotency key stored one
+        already, that one and the hash of the request that stored it."""
+        while True:
+            row = await self._pool.fetchrow(
+                INSERT,
+                new.id,
+                new.user_id,
+                new.provider,
+                new.label,
+                new.fingerprint,
+                new.sealed.key_id,
+                new.sealed.nonce,
+                new.sealed.ciphertext,
+                new.idempotency_key,
+                new.request_hash or None,
+            )
+            if row is not None:
+                return _record(row), None
+            found = await self._pool.fetchrow(BY_KEY, new.user_id, new.idempotency_key)
+            if found is not None:
+                return _record(found), found["request_hash"] or ""
+            # deleted between the two statements: the key is free again
 
     async def for_user(self, user_id: str) -> list[CredentialRecord]:
         return [_record(row) for row in await self._pool.fetch(LIST, user_id)]

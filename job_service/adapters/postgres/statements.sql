@@ -402,9 +402,14 @@ ON CONFLICT (worker_id) DO UPDATE SET seen_at = now(), definitions = ARRAY(
 ) || EXCLUDED.definitions;
 
 -- credentials.INSERT
-INSERT INTO credentials (id, user_id, provider, label, fingerprint, key_id, nonce, ciphertext)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO credentials (id, user_id, provider, label, fingerprint, key_id, nonce, ciphertext,
+                         idempotency_key, request_hash)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT (user_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id::text AS id, user_id, provider, label, fingerprint, created_at, last_used_at;
+
+-- credentials.BY_KEY
+SELECT id::text AS id, user_id, provider, label, fingerprint, created_at, last_used_at, request_hash FROM credentials WHERE user_id = $1 AND idempotency_key = $2;
 
 -- credentials.LIST
 SELECT id::text AS id, user_id, provider, label, fingerprint, created_at, last_used_at FROM credentials WHERE user_id = $1 ORDER BY created_at DESC, id;

@@ -11,6 +11,7 @@ from sqlalchemy import (
     Table,
     Text,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import UUID
 
@@ -33,7 +34,17 @@ credentials = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("last_used_at", DateTime(timezone=True)),
+    # PutCredential's idempotency key and the hash of the request it stored (migration 0023)
+    Column("idempotency_key", String(255)),
+    Column("request_hash", String(64)),
     Index("credentials_user_created", "user_id", "created_at"),
+    Index(
+        "credentials_idempotency_unique",
+        "user_id",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("idempotency_key IS NOT NULL"),
+    ),
 )
 
 

@@ -29,16 +29,18 @@ class Credential(_message.Message):
     def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., provider: _Optional[str] = ..., label: _Optional[str] = ..., fingerprint: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_used_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class PutCredentialRequest(_message.Message):
-    __slots__ = ("user_id", "provider", "api_key", "label")
+    __slots__ = ("user_id", "provider", "api_key", "label", "idempotency_key")
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     API_KEY_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     user_id: str
     provider: str
     api_key: str
     label: str
-    def __init__(self, user_id: _Optional[str] = ..., provider: _Optional[str] = ..., api_key: _Optional[str] = ..., label: _Optional[str] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, user_id: _Optional[str] = ..., provider: _Optional[str] = ..., api_key: _Optional[str] = ..., label: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class PutCredentialResponse(_message.Message):
     __slots__ = ("credential",)

@@ -2,6 +2,7 @@ import datetime
 
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from shared.pb.jobs.v1 import job_pb2 as _job_pb2
@@ -177,14 +178,16 @@ class ListSchedulesResponse(_message.Message):
     def __init__(self, schedules: _Optional[_Iterable[_Union[Schedule, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class UpdateScheduleRequest(_message.Message):
-    __slots__ = ("schedule_id", "user_id", "spec")
+    __slots__ = ("schedule_id", "user_id", "spec", "update_mask")
     SCHEDULE_ID_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
     schedule_id: str
     user_id: str
     spec: ScheduleSpec
-    def __init__(self, schedule_id: _Optional[str] = ..., user_id: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ...) -> None: ...
+    update_mask: _field_mask_pb2.FieldMask
+    def __init__(self, schedule_id: _Optional[str] = ..., user_id: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
 
 class UpdateScheduleResponse(_message.Message):
     __slots__ = ("schedule",)

@@ -26,7 +26,7 @@ from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior_
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n jobs/v1/credential_service.proto\x12\x07jobs.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x01\n\nCredential\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x16\n\x08provider\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x13\n\x05label\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0b\x66ingerprint\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x36\n\x0clast_used_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"q\n\x14PutCredentialRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08provider\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07\x61pi_key\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x05label\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\"F\n\x15PutCredentialResponse\x12-\n\ncredential\x18\x01 \x01(\x0b\x32\x13.jobs.v1.CredentialB\x04\xe2\x41\x01\x03\"/\n\x16ListCredentialsRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"I\n\x17ListCredentialsResponse\x12.\n\x0b\x63redentials\x18\x01 \x03(\x0b\x32\x13.jobs.v1.CredentialB\x04\xe2\x41\x01\x03\"M\n\x17\x44\x65leteCredentialRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1b\n\rcredential_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"\x1a\n\x18\x44\x65leteCredentialResponse2\x92\x02\n\x11\x43redentialService\x12N\n\rPutCredential\x12\x1d.jobs.v1.PutCredentialRequest\x1a\x1e.jobs.v1.PutCredentialResponse\x12T\n\x0fListCredentials\x12\x1f.jobs.v1.ListCredentialsRequest\x1a .jobs.v1.ListCredentialsResponse\x12W\n\x10\x44\x65leteCredential\x12 .jobs.v1.DeleteCredentialRequest\x1a!.jobs.v1.DeleteCredentialResponseB}\n\x17\x64\x65v.durablejobs.jobs.v1B\x16\x43redentialServiceProtoP\x01\xa2\x02\x03JXX\xaa\x02\x13\x44urableJobs.Jobs.V1\xca\x02\x13\x44urableJobs\\Jobs\\V1\xea\x02\x15\x44urableJobs::Jobs::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n jobs/v1/credential_service.proto\x12\x07jobs.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x01\n\nCredential\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12\x16\n\x08provider\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x13\n\x05label\x18\x04 \x01(\tB\x04\xe2\x41\x01\x03\x12\x19\n\x0b\x66ingerprint\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x36\n\x0clast_used_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"\x90\x01\n\x14PutCredentialRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08provider\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07\x61pi_key\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x05label\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\x12\x1d\n\x0fidempotency_key\x18\x05 \x01(\tB\x04\xe2\x41\x01\x01\"F\n\x15PutCredentialResponse\x12-\n\ncredential\x18\x01 \x01(\x0b\x32\x13.jobs.v1.CredentialB\x04\xe2\x41\x01\x03\"/\n\x16ListCredentialsRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"I\n\x17ListCredentialsResponse\x12.\n\x0b\x63redentials\x18\x01 \x03(\x0b\x32\x13.jobs.v1.CredentialB\x04\xe2\x41\x01\x03\"M\n\x17\x44\x65leteCredentialRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1b\n\rcredential_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"\x1a\n\x18\x44\x65leteCredentialResponse2\x92\x02\n\x11\x43redentialService\x12N\n\rPutCredential\x12\x1d.jobs.v1.PutCredentialRequest\x1a\x1e.jobs.v1.PutCredentialResponse\x12T\n\x0fListCredentials\x12\x1f.jobs.v1.ListCredentialsRequest\x1a .jobs.v1.ListCredentialsResponse\x12W\n\x10\x44\x65leteCredential\x12 .jobs.v1.DeleteCredentialRequest\x1a!.jobs.v1.DeleteCredentialResponseB}\n\x17\x64\x65v.durablejobs.jobs.v1B\x16\x43redentialServiceProtoP\x01\xa2\x02\x03JXX\xaa\x02\x13\x44urableJobs.Jobs.V1\xca\x02\x13\x44urableJobs\\Jobs\\V1\xea\x02\x15\x44urableJobs::Jobs::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -56,6 +56,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PUTCREDENTIALREQUEST'].fields_by_name['api_key']._serialized_options = b'\342A\001\002'
   _globals['_PUTCREDENTIALREQUEST'].fields_by_name['label']._loaded_options = None
   _globals['_PUTCREDENTIALREQUEST'].fields_by_name['label']._serialized_options = b'\342A\001\001'
+  _globals['_PUTCREDENTIALREQUEST'].fields_by_name['idempotency_key']._loaded_options = None
+  _globals['_PUTCREDENTIALREQUEST'].fields_by_name['idempotency_key']._serialized_options = b'\342A\001\001'
   _globals['_PUTCREDENTIALRESPONSE'].fields_by_name['credential']._loaded_options = None
   _globals['_PUTCREDENTIALRESPONSE'].fields_by_name['credential']._serialized_options = b'\342A\001\003'
   _globals['_LISTCREDENTIALSREQUEST'].fields_by_name['user_id']._loaded_options = None
@@ -68,18 +70,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DELETECREDENTIALREQUEST'].fields_by_name['credential_id']._serialized_options = b'\342A\001\002'
   _globals['_CREDENTIAL']._serialized_start=112
   _globals['_CREDENTIAL']._serialized_end=347
-  _globals['_PUTCREDENTIALREQUEST']._serialized_start=349
-  _globals['_PUTCREDENTIALREQUEST']._serialized_end=462
-  _globals['_PUTCREDENTIALRESPONSE']._serialized_start=464
-  _globals['_PUTCREDENTIALRESPONSE']._serialized_end=534
-  _globals['_LISTCREDENTIALSREQUEST']._serialized_start=536
-  _globals['_LISTCREDENTIALSREQUEST']._serialized_end=583
-  _globals['_LISTCREDENTIALSRESPONSE']._serialized_start=585
-  _globals['_LISTCREDENTIALSRESPONSE']._serialized_end=658
-  _globals['_DELETECREDENTIALREQUEST']._serialized_start=660
-  _globals['_DELETECREDENTIALREQUEST']._serialized_end=737
-  _globals['_DELETECREDENTIALRESPONSE']._serialized_start=739
-  _globals['_DELETECREDENTIALRESPONSE']._serialized_end=765
-  _globals['_CREDENTIALSERVICE']._serialized_start=768
-  _globals['_CREDENTIALSERVICE']._serialized_end=1042
+  _globals['_PUTCREDENTIALREQUEST']._serialized_start=350
+  _globals['_PUTCREDENTIALREQUEST']._serialized_end=494
+  _globals['_PUTCREDENTIALRESPONSE']._serialized_start=496
+  _globals['_PUTCREDENTIALRESPONSE']._serialized_end=566
+  _globals['_LISTCREDENTIALSREQUEST']._serialized_start=568
+  _globals['_LISTCREDENTIALSREQUEST']._serialized_end=615
+  _globals['_LISTCREDENTIALSRESPONSE']._serialized_start=617
+  _globals['_LISTCREDENTIALSRESPONSE']._serialized_end=690
+  _globals['_DELETECREDENTIALREQUEST']._serialized_start=692
+  _globals['_DELETECREDENTIALREQUEST']._serialized_end=769
+  _globals['_DELETECREDENTIALRESPONSE']._serialized_start=771
+  _globals['_DELETECREDENTIALRESPONSE']._serialized_end=797
+  _globals['_CREDENTIALSERVICE']._serialized_start=800
+  _globals['_CREDENTIALSERVICE']._serialized_end=1074
 # @@protoc_insertion_point(module_scope)

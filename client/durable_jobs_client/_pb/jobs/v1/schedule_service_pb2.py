@@ -24,12 +24,13 @@ _sym_db = _symbol_database.Default()
 
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from google.protobuf import field_mask_pb2 as google_dot_protobuf_dot_field__mask__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from durable_jobs_client._pb.jobs.v1 import job_pb2 as jobs_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ejobs/v1/schedule_service.proto\x12\x07jobs.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11jobs/v1/job.proto\"\x86\x02\n\x0bJobTemplate\x12\x16\n\x08job_type\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12,\n\x05input\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x01\x12\x1b\n\x08priority\x18\x03 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x36\n\x0f\x63redential_mode\x18\x04 \x01(\x0e\x32\x17.jobs.v1.CredentialModeB\x04\xe2\x41\x01\x01\x12\x1b\n\rcredential_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x01\x12\x19\n\x0btarget_type\x18\x06 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\ttarget_id\x18\x07 \x01(\tB\x04\xe2\x41\x01\x01\x42\x0b\n\t_priority\"\xf6\x02\n\x0cScheduleSpec\x12\x12\n\x04\x63ron\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\ttime_zone\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\x12\x30\n\x0cjob_template\x18\x03 \x01(\x0b\x32\x14.jobs.v1.JobTemplateB\x04\xe2\x41\x01\x02\x12\x34\n\x0eoverlap_policy\x18\x04 \x01(\x0e\x32\x16.jobs.v1.OverlapPolicyB\x04\xe2\x41\x01\x01\x12\x38\n\x0f\x63\x61tch_up_window\x18\x05 \x01(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x12\x31\n\rcatch_up_mode\x18\x06 \x01(\x0e\x32\x14.jobs.v1.CatchUpModeB\x04\xe2\x41\x01\x01\x12\x32\n\x08start_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x01\x12\x30\n\x06\x65nd_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x01\"\xb7\x02\n\x08Schedule\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12)\n\x04spec\x18\x03 \x01(\x0b\x32\x15.jobs.v1.ScheduleSpecB\x04\xe2\x41\x01\x03\x12\x14\n\x06paused\x18\x04 \x01(\x08\x42\x04\xe2\x41\x01\x03\x12\x1d\n\x0fidempotency_key\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x36\n\x0cnext_fire_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x34\n\nupdated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"\xf2\x02\n\x0bScheduleRun\x12.\n\x04slot\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x33\n\x07outcome\x18\x02 \x01(\x0e\x32\x1c.jobs.v1.ScheduleRun.OutcomeB\x04\xe2\x41\x01\x03\x12\x14\n\x06job_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x35\n\x0brecorded_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x14\n\x06\x64\x65tail\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\"\x9a\x01\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x11\n\rOUTCOME_FIRED\x10\x01\x12\x1a\n\x16OUTCOME_SKIPPED_MISSED\x10\x02\x12\x1b\n\x17OUTCOME_SKIPPED_OVERLAP\x10\x03\x12\x13\n\x0fOUTCOME_REFUSED\x10\x04\x12\x15\n\x11OUTCOME_TRIGGERED\x10\x05\"\x8e\x01\n\x15\x43reateScheduleRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12)\n\x04spec\x18\x02 \x01(\x0b\x32\x15.jobs.v1.ScheduleSpecB\x04\xe2\x41\x01\x02\x12\x1d\n\x0fidempotency_key\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12\x14\n\x06paused\x18\x04 \x01(\x08\x42\x04\xe2\x41\x01\x01\"Z\n\x16\x43reateScheduleResponse\x12)\n\x08schedule\x18\x01 \x01(\x0b\x32\x11.jobs.v1.ScheduleB\x04\xe2\x41\x01\x03\x12\x15\n\x07\x63reated\x18\x02 \x01(\x08\x42\x04\xe2\x41\x01\x03\"F\n\x12GetScheduleRequest\x12\x19\n\x0bschedule_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"\xac\x01\n\x13GetScheduleResponse\x12)\n\x08schedule\x18\x01 \x01(\x0b\x32\x11.jobs.v1.ScheduleB\x04\xe2\x41\x01\x03\x12\x39\n\x0fnext_fire_times\x18\x02 \x03(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12/\n\x0brecent_runs\x18\x03 \x03(\x0b\x32\x14.jobs.v1.ScheduleRunB\x04\xe2\x41\x01\x03\"`\n\x14ListSchedulesRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\tpage_size\x18\x02 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\"b\n\x15ListSchedulesResponse\x12*\n\tschedules\x18\x01 \x03(\x0b\x32\x11.jobs.v1.ScheduleB\x04\xe2\x41\x01\x03\x12\x1d\n\x0fnext_page_token\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\"t\n\x15UpdateScheduleRequest\x12\x19\n\x0bschedule_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12)\n\x04spec\x18\x03 \x01(\x0b\x32\x15.jobs.v1.ScheduleSpecB\x04\xe2\x41\x01\x02\"C\n\x16UpdateScheduleResponse\x12)\n\x08schedule\x18\x01 \x01(\x0b\x32\x11.jobs.v1.ScheduleB\x04\xe2\x41\x01\x03\"H\n\x14PauseScheduleRequest\x12\x19\n\x0bschedule_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"B\n\x15PauseScheduleResponse\x12)\n\x08schedule\x18\x01 \x01(\x0b\x32\x11.jobs.v1.ScheduleB\x04\xe2\x41\x01\x03\"I\n\x15ResumeScheduleRequest\x12\x19\n\x0bschedule_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"C\n\x16ResumeScheduleResponse\x12)\n\x08schedule\x18\x01 \x01(\x0b\x32\x11.jobs.v1.ScheduleB\x04\xe2\x41\x01\x03\"I\n\x15\x44\x65leteScheduleRequest\x12\x19\n\x0bschedule_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"\x18\n\x16\x44\x65leteScheduleResponse\"J\n\x16TriggerScheduleRequest\x12\x19\n\x0bschedule_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\":\n\x17TriggerScheduleResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03*\x86\x01\n\rOverlapPolicy\x12\x1e\n\x1aOVERLAP_POLICY_UNSPECIFIED\x10\x00\x12\x17\n\x13OVERLAP_POLICY_SKIP\x10\x01\x12\x18\n\x14OVERLAP_POLICY_ALLOW\x10\x02\x12\"\n\x1eOVERLAP_POLICY_CANCEL_PREVIOUS\x10\x03*]\n\x0b\x43\x61tchUpMode\x12\x1d\n\x19\x43\x41TCH_UP_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43\x41TCH_UP_MODE_ALL\x10\x01\x12\x18\n\x14\x43\x41TCH_UP_MODE_LATEST\x10\x02\x32\x9d\x05\n\x0fScheduleService\x12Q\n\x0e\x43reateSchedule\x12\x1e.jobs.v1.CreateScheduleRequest\x1a\x1f.jobs.v1.CreateScheduleResponse\x12H\n\x0bGetSchedule\x12\x1b.jobs.v1.GetScheduleRequest\x1a\x1c.jobs.v1.GetScheduleResponse\x12N\n\rListSchedules\x12\x1d.jobs.v1.ListSchedulesRequest\x1a\x1e.jobs.v1.ListSchedulesResponse\x12Q\n\x0eUpdateSchedule\x12\x1e.jobs.v1.UpdateScheduleRequest\x1a\x1f.jobs.v1.UpdateScheduleResponse\x12N\n\rPauseSchedule\x12\x1d.jobs.v1.PauseScheduleRequest\x1a\x1e.jobs.v1.PauseScheduleResponse\x12Q\n\x0eResumeSchedule\x12\x1e.jobs.v1.ResumeScheduleRequest\x1a\x1f.jobs.v1.ResumeScheduleResponse\x12Q\n\x0e\x44\x65leteSchedule\x12\x1e.jobs.v1.DeleteScheduleRequest\x1a\x1f.jobs.v1.DeleteScheduleResponse\x12T\n\x0fTriggerSchedule\x12\x1f.jobs.v1.TriggerScheduleRequest\x1a .jobs.v1.TriggerScheduleResponseB{\n\x17\x64\x65v.durablejobs.jobs.v1B\x14ScheduleServiceProtoP\x01\xa2\x02\x03JXX\xaa\x02\x13\x44urableJobs.Jobs.V1\xca\x02\x13\x44urableJobs\\Jobs\\V1\xea\x02\x15\x44urableJobs::Jobs::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ejobs/v1/schedule_service.proto\x12\x07jobs.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11jobs/v1/job.proto\"\x86\x02\n\x0bJobTemplate\x12\x16\n\x08job_type\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12,\n\x05input\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x01\x12\x1b\n\x08priority\x18\x03 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x36\n\x0f\x63redential_mode\x18\x04 \x01(\x0e\x32\x17.jobs.v1.CredentialModeB\x04\xe2\x41\x01\x01\x12\x1b\n\rcredential_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x01\x12\x19\n\x0btarget_type\x18\x06 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\ttarget_id\x18\x07 \x01(\tB\x04\xe2\x41\x01\x01\x42\x0b\n\t_priority\"\xf6\x02\n\x0cScheduleSpec\x12\x12\n\x04\x63ron\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\ttime_zone\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\x12\x30\n\x0cjob_template\x18\x03 \x01(\x0b\x32\x14.jobs.v1.JobTemplateB\x04\xe2\x41\x01\x02\x12\x34\n\x0eoverlap_policy\x18\x04 \x01(\x0e\x32\x16.jobs.v1.OverlapPolicyB\x04\xe2\x41\x01\x01\x12\x38\n\x0f\x63\x61tch_up_window\x18\x05 \x01(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x12\x31\n\rcatch_up_mode\x18\x06 \x01(\x0e\x32\x14.jobs.v1.CatchUpModeB\x04\xe2\x41\x01\x01\x12\x32\n\x08start_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x01\x12\x30\n\x06\x65nd_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x01\"\xb7\x02\n\x08Schedule\x12\x10\n\x02id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\x12)\n\x04spec\x18\x03 \x01(\x0b\x32\x15.jobs.v1.ScheduleSpecB\x04\xe2\x41\x01\x03\x12\x14\n\x06paused\x18\x04 \x01(\x08\x42\x04\xe2\x41\x01\x03\x12\x1d\n\x0fidempotency_key\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\x12\x36\n\x0cnext_fire_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x34\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x34\n\nupdated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\"\xf2\x02\n\x0bScheduleRun\x12.\n\x04slot\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x33\n\x07outcome\x18\x02 \x01(\x0e\x32\x1c.jobs.v1.ScheduleRun.OutcomeB\x04\xe2\x41\x01\x03\x12\x14\n\x06job_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x03\x12\x35\n\x0brecorded_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12\x14\n\x06\x64\x65tail\x18\x05 \x01(\tB\x04\xe2\x41\x01\x03\"\x9a\x01\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x11\n\rOUTCOME_FIRED\x10\x01\x12\x1a\n\x16OUTCOME_SKIPPED_MISSED\x10\x02\x12\x1b\n\x17OUTCOME_SKIPPED_OVERLAP\x10\x03\x12\x13\n\x0fOUTCOME_REFUSED\x10\x04\x12\x15\n\x11OUTCOME_TRIGGERED\x10\x05\"\x8e\x01\n\x15\x43reateScheduleRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12)\n\x04spec\x18\x02 \x01(\x0b\x32\x15.jobs.v1.ScheduleSpecB\x04\xe2\x41\x01\x02\x12\x1d\n\x0fidempotency_key\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12\x14\n\x06paused\x18\x04 \x01(\x08\x42\x04\xe2\x41\x01\x01\"Z\n\x16\x43reateScheduleResponse\x12)\n\x08schedule\x18\x01 \x01(\x0b\x32\x11.jobs.v1.ScheduleB\x04\xe2\x41\x01\x03\x12\x15\n\x07\x63reated\x18\x02 \x01(\x08\x42\x04\xe2\x41\x01\x03\"F\n\x12GetScheduleRequest\x12\x19\n\x0bschedule_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"\xac\x01\n\x13GetScheduleResponse\x12)\n\x08schedule\x18\x01 \x01(\x0b\x32\x11.jobs.v1.ScheduleB\x04\xe2\x41\x01\x03\x12\x39\n\x0fnext_fire_times\x18\x02 \x03(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x03\x12/\n\x0brecent_runs\x18\x03 \x03(\x0b\x32\x14.jobs.v1.ScheduleRunB\x04\xe2\x41\x01\x03\"`\n\x14ListSchedulesRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\tpage_size\x18\x02 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\"b\n\x15ListSchedulesResponse\x12*\n\tschedules\x18\x01 \x03(\x0b\x32\x11.jobs.v1.ScheduleB\x04\xe2\x41\x01\x03\x12\x1d\n\x0fnext_page_token\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\"\xab\x01\n\x15UpdateScheduleRequest\x12\x19\n\x0bschedule_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12)\n\x04spec\x18\x03 \x01(\x0b\x32\x15.jobs.v1.ScheduleSpecB\x04\xe2\x41\x01\x02\x12\x35\n\x0bupdate_mask\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.FieldMaskB\x04\xe2\x41\x01\x01\"C\n\x16UpdateScheduleResponse\x12)\n\x08schedule\x18\x01 \x01(\x0b\x32\x11.jobs.v1.ScheduleB\x04\xe2\x41\x01\x03\"H\n\x14PauseScheduleRequest\x12\x19\n\x0bschedule_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"B\n\x15PauseScheduleResponse\x12)\n\x08schedule\x18\x01 \x01(\x0b\x32\x11.jobs.v1.ScheduleB\x04\xe2\x41\x01\x03\"I\n\x15ResumeScheduleRequest\x12\x19\n\x0bschedule_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"C\n\x16ResumeScheduleResponse\x12)\n\x08schedule\x18\x01 \x01(\x0b\x32\x11.jobs.v1.ScheduleB\x04\xe2\x41\x01\x03\"I\n\x15\x44\x65leteScheduleRequest\x12\x19\n\x0bschedule_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"\x18\n\x16\x44\x65leteScheduleResponse\"J\n\x16TriggerScheduleRequest\x12\x19\n\x0bschedule_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\":\n\x17TriggerScheduleResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03*\x86\x01\n\rOverlapPolicy\x12\x1e\n\x1aOVERLAP_POLICY_UNSPECIFIED\x10\x00\x12\x17\n\x13OVERLAP_POLICY_SKIP\x10\x01\x12\x18\n\x14OVERLAP_POLICY_ALLOW\x10\x02\x12\"\n\x1eOVERLAP_POLICY_CANCEL_PREVIOUS\x10\x03*]\n\x0b\x43\x61tchUpMode\x12\x1d\n\x19\x43\x41TCH_UP_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43\x41TCH_UP_MODE_ALL\x10\x01\x12\x18\n\x14\x43\x41TCH_UP_MODE_LATEST\x10\x02\x32\x9d\x05\n\x0fScheduleService\x12Q\n\x0e\x43reateSchedule\x12\x1e.jobs.v1.CreateScheduleRequest\x1a\x1f.jobs.v1.CreateScheduleResponse\x12H\n\x0bGetSchedule\x12\x1b.jobs.v1.GetScheduleRequest\x1a\x1c.jobs.v1.GetScheduleResponse\x12N\n\rListSchedules\x12\x1d.jobs.v1.ListSchedulesRequest\x1a\x1e.jobs.v1.ListSchedulesResponse\x12Q\n\x0eUpdateSchedule\x12\x1e.jobs.v1.UpdateScheduleRequest\x1a\x1f.jobs.v1.UpdateScheduleResponse\x12N\n\rPauseSchedule\x12\x1d.jobs.v1.PauseScheduleRequest\x1a\x1e.jobs.v1.PauseScheduleResponse\x12Q\n\x0eResumeSchedule\x12\x1e.jobs.v1.ResumeScheduleRequest\x1a\x1f.jobs.v1.ResumeScheduleResponse\x12Q\n\x0e\x44\x65leteSchedule\x12\x1e.jobs.v1.DeleteScheduleRequest\x1a\x1f.jobs.v1.DeleteScheduleResponse\x12T\n\x0fTriggerSchedule\x12\x1f.jobs.v1.TriggerScheduleRequest\x1a .jobs.v1.TriggerScheduleResponseB{\n\x17\x64\x65v.durablejobs.jobs.v1B\x14ScheduleServiceProtoP\x01\xa2\x02\x03JXX\xaa\x02\x13\x44urableJobs.Jobs.V1\xca\x02\x13\x44urableJobs\\Jobs\\V1\xea\x02\x15\x44urableJobs::Jobs::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -131,6 +132,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_UPDATESCHEDULEREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\002'
   _globals['_UPDATESCHEDULEREQUEST'].fields_by_name['spec']._loaded_options = None
   _globals['_UPDATESCHEDULEREQUEST'].fields_by_name['spec']._serialized_options = b'\342A\001\002'
+  _globals['_UPDATESCHEDULEREQUEST'].fields_by_name['update_mask']._loaded_options = None
+  _globals['_UPDATESCHEDULEREQUEST'].fields_by_name['update_mask']._serialized_options = b'\342A\001\001'
   _globals['_UPDATESCHEDULERESPONSE'].fields_by_name['schedule']._loaded_options = None
   _globals['_UPDATESCHEDULERESPONSE'].fields_by_name['schedule']._serialized_options = b'\342A\001\003'
   _globals['_PAUSESCHEDULEREQUEST'].fields_by_name['schedule_id']._loaded_options = None
@@ -155,52 +158,52 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TRIGGERSCHEDULEREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\002'
   _globals['_TRIGGERSCHEDULERESPONSE'].fields_by_name['job']._loaded_options = None
   _globals['_TRIGGERSCHEDULERESPONSE'].fields_by_name['job']._serialized_options = b'\342A\001\003'
-  _globals['_OVERLAPPOLICY']._serialized_start=2912
-  _globals['_OVERLAPPOLICY']._serialized_end=3046
-  _globals['_CATCHUPMODE']._serialized_start=3048
-  _globals['_CATCHUPMODE']._serialized_end=3141
-  _globals['_JOBTEMPLATE']._serialized_start=191
-  _globals['_JOBTEMPLATE']._serialized_end=453
-  _globals['_SCHEDULESPEC']._serialized_start=456
-  _globals['_SCHEDULESPEC']._serialized_end=830
-  _globals['_SCHEDULE']._serialized_start=833
-  _globals['_SCHEDULE']._serialized_end=1144
-  _globals['_SCHEDULERUN']._serialized_start=1147
-  _globals['_SCHEDULERUN']._serialized_end=1517
-  _globals['_SCHEDULERUN_OUTCOME']._serialized_start=1363
-  _globals['_SCHEDULERUN_OUTCOME']._serialized_end=1517
-  _globals['_CREATESCHEDULEREQUEST']._serialized_start=1520
-  _globals['_CREATESCHEDULEREQUEST']._serialized_end=1662
-  _globals['_CREATESCHEDULERESPONSE']._serialized_start=1664
-  _globals['_CREATESCHEDULERESPONSE']._serialized_end=1754
-  _globals['_GETSCHEDULEREQUEST']._serialized_start=1756
-  _globals['_GETSCHEDULEREQUEST']._serialized_end=1826
-  _globals['_GETSCHEDULERESPONSE']._serialized_start=1829
-  _globals['_GETSCHEDULERESPONSE']._serialized_end=2001
-  _globals['_LISTSCHEDULESREQUEST']._serialized_start=2003
-  _globals['_LISTSCHEDULESREQUEST']._serialized_end=2099
-  _globals['_LISTSCHEDULESRESPONSE']._serialized_start=2101
-  _globals['_LISTSCHEDULESRESPONSE']._serialized_end=2199
-  _globals['_UPDATESCHEDULEREQUEST']._serialized_start=2201
-  _globals['_UPDATESCHEDULEREQUEST']._serialized_end=2317
-  _globals['_UPDATESCHEDULERESPONSE']._serialized_start=2319
-  _globals['_UPDATESCHEDULERESPONSE']._serialized_end=2386
-  _globals['_PAUSESCHEDULEREQUEST']._serialized_start=2388
-  _globals['_PAUSESCHEDULEREQUEST']._serialized_end=2460
-  _globals['_PAUSESCHEDULERESPONSE']._serialized_start=2462
-  _globals['_PAUSESCHEDULERESPONSE']._serialized_end=2528
-  _globals['_RESUMESCHEDULEREQUEST']._serialized_start=2530
-  _globals['_RESUMESCHEDULEREQUEST']._serialized_end=2603
-  _globals['_RESUMESCHEDULERESPONSE']._serialized_start=2605
-  _globals['_RESUMESCHEDULERESPONSE']._serialized_end=2672
-  _globals['_DELETESCHEDULEREQUEST']._serialized_start=2674
-  _globals['_DELETESCHEDULEREQUEST']._serialized_end=2747
-  _globals['_DELETESCHEDULERESPONSE']._serialized_start=2749
-  _globals['_DELETESCHEDULERESPONSE']._serialized_end=2773
-  _globals['_TRIGGERSCHEDULEREQUEST']._serialized_start=2775
-  _globals['_TRIGGERSCHEDULEREQUEST']._serialized_end=2849
-  _globals['_TRIGGERSCHEDULERESPONSE']._serialized_start=2851
-  _globals['_TRIGGERSCHEDULERESPONSE']._serialized_end=2909
-  _globals['_SCHEDULESERVICE']._serialized_start=3144
-  _globals['_SCHEDULESERVICE']._serialized_end=3813
+  _globals['_OVERLAPPOLICY']._serialized_start=3002
+  _globals['_OVERLAPPOLICY']._serialized_end=3136
+  _globals['_CATCHUPMODE']._serialized_start=3138
+  _globals['_CATCHUPMODE']._serialized_end=3231
+  _globals['_JOBTEMPLATE']._serialized_start=225
+  _globals['_JOBTEMPLATE']._serialized_end=487
+  _globals['_SCHEDULESPEC']._serialized_start=490
+  _globals['_SCHEDULESPEC']._serialized_end=864
+  _globals['_SCHEDULE']._serialized_start=867
+  _globals['_SCHEDULE']._serialized_end=1178
+  _globals['_SCHEDULERUN']._serialized_start=1181
+  _globals['_SCHEDULERUN']._serialized_end=1551
+  _globals['_SCHEDULERUN_OUTCOME']._serialized_start=1397
+  _globals['_SCHEDULERUN_OUTCOME']._serialized_end=1551
+  _globals['_CREATESCHEDULEREQUEST']._serialized_start=1554
+  _globals['_CREATESCHEDULEREQUEST']._serialized_end=1696
+  _globals['_CREATESCHEDULERESPONSE']._serialized_start=1698
+  _globals['_CREATESCHEDULERESPONSE']._serialized_end=1788
+  _globals['_GETSCHEDULEREQUEST']._serialized_start=1790
+  _globals['_GETSCHEDULEREQUEST']._serialized_end=1860
+  _globals['_GETSCHEDULERESPONSE']._serialized_start=1863
+  _globals['_GETSCHEDULERESPONSE']._serialized_end=2035
+  _globals['_LISTSCHEDULESREQUEST']._serialized_start=2037
+  _globals['_LISTSCHEDULESREQUEST']._serialized_end=2133
+  _globals['_LISTSCHEDULESRESPONSE']._serialized_start=2135
+  _globals['_LISTSCHEDULESRESPONSE']._serialized_end=2233
+  _globals['_UPDATESCHEDULEREQUEST']._serialized_start=2236
+  _globals['_UPDATESCHEDULEREQUEST']._serialized_end=2407
+  _globals['_UPDATESCHEDULERESPONSE']._serialized_start=2409
+  _globals['_UPDATESCHEDULERESPONSE']._serialized_end=2476
+  _globals['_PAUSESCHEDULEREQUEST']._serialized_start=2478
+  _globals['_PAUSESCHEDULEREQUEST']._serialized_end=2550
+  _globals['_PAUSESCHEDULERESPONSE']._serialized_start=2552
+  _globals['_PAUSESCHEDULERESPONSE']._serialized_end=2618
+  _globals['_RESUMESCHEDULEREQUEST']._serialized_start=2620
+  _globals['_RESUMESCHEDULEREQUEST']._serialized_end=2693
+  _globals['_RESUMESCHEDULERESPONSE']._serialized_start=2695
+  _globals['_RESUMESCHEDULERESPONSE']._serialized_end=2762
+  _globals['_DELETESCHEDULEREQUEST']._serialized_start=2764
+  _globals['_DELETESCHEDULEREQUEST']._serialized_end=2837
+  _globals['_DELETESCHEDULERESPONSE']._serialized_start=2839
+  _globals['_DELETESCHEDULERESPONSE']._serialized_end=2863
+  _globals['_TRIGGERSCHEDULEREQUEST']._serialized_start=2865
+  _globals['_TRIGGERSCHEDULEREQUEST']._serialized_end=2939
+  _globals['_TRIGGERSCHEDULERESPONSE']._serialized_start=2941
+  _globals['_TRIGGERSCHEDULERESPONSE']._serialized_end=2999
+  _globals['_SCHEDULESERVICE']._serialized_start=3234
+  _globals['_SCHEDULESERVICE']._serialized_end=3903
 # @@protoc_insertion_point(module_scope)
