@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-chaos test-browser lint lint-deploy lint-proto typecheck format gen check-generate bench bench-peers bench-growth bench-memory chaos install lock check-lock clean
+.PHONY: run test test-chaos test-browser test-interop lint lint-deploy lint-proto typecheck format gen check-generate bench bench-peers bench-growth bench-memory chaos install lock check-lock clean
 
 $(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,14 @@ test-browser: $(STAMP)
 	fi
 	$(PY) -m pytest -q -o addopts="--strict-markers -ra" tests/browser
 
+## test-interop: a TypeScript client generated from proto/ (protoc-gen-es run by buf, Connect's
+## gRPC transport; interop/typescript) creates, watches and is refused against `make run`'s
+## stack. Needs Node.js >= 20 and npm (npm ci of the pinned lock when it changed); not part
+## of `make test`, which stays pip-only.
+test-interop: $(STAMP)
+	@command -v npm >/dev/null || { echo "make test-interop needs Node.js and npm"; exit 1; }
+	JOBS_TEST_INTEROP=1 $(PY) -m pytest -q -o addopts="--strict-markers -ra" tests/interop
+
 lint: $(STAMP) lint-deploy
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
@@ -74,7 +82,7 @@ lint-deploy: $(STAMP)
 ## buf breaking (FILE rules) against the last release's protos kept in proto-release/.
 ## Needs Node.js (npx fetches the pinned @bufbuild/buf); kept out of `make test` and `make lint`.
 BUF_VERSION := 1.75.0
-PROTO_RELEASE := proto-release/v0.1.0
+PROTO_RELEASE := proto-release/v0.2.0
 BUF := npx --yes @bufbuild/buf@$(BUF_VERSION)
 lint-proto: $(STAMP)
 	@command -v npx >/dev/null || { echo "make lint-proto needs npx (Node.js)"; exit 1; }

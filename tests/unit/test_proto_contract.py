@@ -136,3 +136,22 @@ def test_no_other_googleapis_file_is_vendored() -> None:
         for m in re.findall(r'^import "(google/(?:api|rpc)/[^"]+)";', p.read_text(), re.M)
     }
     assert vendored == imported
+
+
+def _services(root: Path) -> set[str]:
+    return {
+        name
+        for p in root.rglob("*.proto")
+        for name in re.findall(r"^service (\w+)", p.read_text(), re.M)
+    }
+
+
+def test_the_release_buf_breaking_guards_holds_every_service() -> None:
+    """`make lint-proto` compares proto/ with the release the Makefile names: a service
+    missing from it would be guarded by nothing."""
+    [release] = re.findall(r"^PROTO_RELEASE := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    newest = max(
+        (ROOT / "proto-release").iterdir(), key=lambda p: tuple(map(int, p.name[1:].split(".")))
+    )
+    assert ROOT / release == newest
+    assert _services(ROOT / release / "proto") == _services(ROOT / "proto")
