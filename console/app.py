@@ -6,7 +6,9 @@ needs the session's CSRF token (else 403, and nothing is called). A call job_ser
 for the token (revoked, or its admin role taken away) ends the session (``console.site``).
 Live parts are Server-Sent Events that ``static/console.js`` swaps into the page
 (``console.live``): the jobs table and the overview are re-rendered every
-``JOBS_CONSOLE_LIVE_INTERVAL_S``, a running job follows its ``WatchJob`` stream.
+``JOBS_CONSOLE_LIVE_INTERVAL_S``; a job that can still change follows its ``WatchJob``
+stream, each state change re-rendering the page's changing parts (actions, state, error,
+timeline) with the page's own partials.
 """
 
 from __future__ import annotations

@@ -2,53 +2,97 @@
 services' Prometheus endpoints. There is no counting RPC, so some figures are bounded
 samples, and the page says which (``capped``):
 
-* unfinished jobs by queue and status — job_service's ``jobs_queue_depth`` gauge (exact as
-  of its last database collect, a few seconds old); absent without a metrics URL;
-* the last hour — jobs created in the last hour, read through ``AdminService.ListJobs`` up
-  to ``SAMPLE_LIMIT`` jobs: by queue and status, how many finished, the failure rate among
+* queues — every queue (``ListQueues``), a paused one flagged;
+* unfinished jobs by queue and status — job_service's ``jobs_queue_depth`` gauge for the
+  statuses it counts (exact as of its last database collect, a few seconds old; absent
+  without a metrics URL), and the CREATED jobs read through ``AdminService.ListJobs`` (up
+  to ``SAMPLE_LIMIT``), split into *delayed* (a ``next_run_at`` still to come) and *not yet
+  queued* (due: waiting for dependencies, or for dispatch);
+* the last hour — jobs created in the last hour, read through ``ListJobs`` up to
+  ``SAMPLE_LIMIT`` jobs: by queue and status now, how many finished, the failure rate among
   the finished;
 * outbox backlog — the ``jobs_outbox_rows`` and ``jobs_outbox_oldest_due_age_seconds``
   gauges;
 * dead letters — ``ListDeadLetters`` counted up to ``SAMPLE_LIMIT`` of each kind;
-* workers — each configured worker metrics endpoint that answers is a worker seen now, with
-  its slots in use.
+* workers — ``AdminService.ListWorkers``: each connected worker by its id; and, when worker
+  metrics endpoints are configured, the executor slots in use across those that answer.
+
+Both tables have fixed columns (``UNFINISHED_COLUMNS``, ``ALL_COLUMNS``: every status, zeros
+included) and a row for every queue, so the layout does not move with the data.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 from durable_jobs_client import AsyncAdminClient, JobsError
-from durable_jobs_client.protos import job_pb2
-from durable_jobs_client.statuses import TERMINAL, status_name
+from durable_jobs_client.protos import admin_service_pb2, job_pb2
+from durable_jobs_client.statuses import STATUS_NAMES, TERMINAL, status_name, status_value
 from prometheus_client.parser import text_string_to_metric_families
+
+from console.backend import describe, signed_out
 
 PAGE = 500
 SAMPLE_LIMIT = 1000
 METRICS_TIMEOUT_S = 1.0
 
+# A CREATED job whose next_run_at is still to come: it waits for its time.
+DELAYED = "delayed"
+CREATED = status_name(job_pb2.JOB_STATUS_CREATED)
+# Columns of the unfinished table (CREATED split in two) and of the last hour's.
+UNFINISHED_COLUMNS: tuple[str, ...] = (
+    DELAYED,
+    *(s for s in STATUS_NAMES if status_value(s) not in TERMINAL),
+)
+ALL_COLUMNS: tuple[str, ...] = (DELAYED, *STATUS_NAMES)
+# A column's heading: the status CREATED is not "created" here, beside "jobs created since".
+HEADINGS = {CREATED: "not yet queued"}
+EXPLAINED = {
+    DELAYED: "status created, its run time still to come",
+    CREATED: "status created and due: waiting for its dependencies or to be queued",
+}
+_FINISHED = {status_name(v) for v in TERMINAL}
+_FAILED = status_name(job_pb2.JOB_STATUS_FAILED)
+
 Samples = dict[str, list[tuple[dict[str, str], float]]]
+Counts = dict[tuple[str, str], int]
 
 
 @dataclass
-class Worker:
+class Endpoint:
+    """A worker metrics endpoint (``JOBS_CONSOLE_WORKER_METRICS_URLS``) as scraped now."""
+
     url: str
     up: bool
     slots: float = 0.0
     in_use: float = 0.0
 
 
+@dataclass(frozen=True)
+class Row:
+    queue: str
+    paused: bool
+    # per column; None: not known (no metrics endpoint)
+    cells: list[int | None]
+
+
 @dataclass
 class Overview:
     at: datetime
     since: datetime
-    # (queue, status label) -> jobs
-    unfinished: dict[tuple[str, str], int] | None = None
-    recent: dict[tuple[str, str], int] = field(default_factory=dict)
+    queues: list[admin_service_pb2.QueueInfo] = field(default_factory=list)
+    # (queue, status label) -> jobs, from the gauge; None without a metrics endpoint
+    depth: Counts | None = None
+    # (queue, DELAYED or CREATED) -> CREATED jobs, from the sample
+    waiting: Counts = field(default_factory=dict)
+    waiting_capped: bool = False
+    recent: Counts = field(default_factory=dict)
     recent_total: int = 0
     recent_capped: bool = False
     outbox: dict[str, int] | None = None
@@ -56,32 +100,72 @@ class Overview:
     failed_jobs: int = 0
     dead_events: int = 0
     dead_capped: bool = False
-    workers: list[Worker] = field(default_factory=list)
+    workers: list[admin_service_pb2.Worker] = field(default_factory=list)
+    workers_error: str = ""
+    endpoints: list[Endpoint] = field(default_factory=list)
     metrics_error: str = ""
 
     @property
+    def paused(self) -> list[admin_service_pb2.QueueInfo]:
+        return [q for q in self.queues if q.paused]
+
+    @property
     def recent_finished(self) -> int:
-        return sum(n for (_, s), n in self.recent.items() if s in _FINISHED_LABELS)
+        return sum(n for (_, s), n in self.recent.items() if s in _FINISHED)
 
     @property
     def recent_failed(self) -> int:
-        return sum(n for (_, s), n in self.recent.items() if s == "failed")
+        return sum(n for (_, s), n in self.recent.items() if s == _FAILED)
 
     @property
     def failure_rate(self) -> float | None:
         finished = self.recent_finished
         return self.recent_failed / finished if finished else None
 
-    @staticmethod
-    def table(counts: dict[tuple[str, str], int]) -> tuple[list[str], list[tuple[str, list[int]]]]:
-        """Statuses (columns) and one row per queue."""
-        statuses = sorted({s for _, s in counts}, key=_STATUS_ORDER.index)
-        queues = sorted({q for q, _ in counts})
-        return statuses, [(q, [counts.get((q, s), 0) for s in statuses]) for q in queues]
+    @property
+    def delayed(self) -> int:
+        return sum(n for (_, c), n in self.waiting.items() if c == DELAYED)
+
+    @property
+    def unfinished_total(self) -> int | None:
+        """Every unfinished job, delayed ones included; None without the gauge."""
+        if self.depth is None:
+            return None
+        return sum(self.depth.values()) + sum(self.waiting.values())
+
+    def _rows(self, columns: tuple[str, ...], count: dict[str, Counts | None]) -> list[Row]:
+        paused = {q.name for q in self.paused}
+        named = {q.name for q in self.queues}
+        for counts in count.values():
+            named |= {q for q, _ in counts or {}}
+        rows = []
+        for queue in sorted(named):
+            cells: list[int | None] = []
+            for column in columns:
+                counts = count[column]
+                cells.append(None if counts is None else counts.get((queue, column), 0))
+            rows.append(Row(queue, queue in paused, cells))
+        return rows
+
+    def unfinished_rows(self) -> list[Row]:
+        """One row per queue, a cell per ``UNFINISHED_COLUMNS`` (None: not known)."""
+        sampled = (DELAYED, CREATED)
+        return self._rows(
+            UNFINISHED_COLUMNS,
+            {c: self.waiting if c in sampled else self.depth for c in UNFINISHED_COLUMNS},
+        )
+
+    def recent_rows(self) -> list[Row]:
+        """One row per queue, a cell per ``ALL_COLUMNS``."""
+        return self._rows(ALL_COLUMNS, dict.fromkeys(ALL_COLUMNS, self.recent))
 
 
-_STATUS_ORDER = [status_name(v) for v in job_pb2.JobStatus.values()]
-_FINISHED_LABELS = {status_name(v) for v in TERMINAL}
+def column_of(job: job_pb2.Job, now: datetime) -> str:
+    """The job's status label, a CREATED job with its run time to come being DELAYED."""
+    created = job.status == job_pb2.JOB_STATUS_CREATED
+    if created and job.next_run_at.seconds and job.next_run_at.ToDatetime(tzinfo=UTC) > now:
+        return DELAYED
+    return status_name(job.status)
 
 
 def parse_metrics(text: str) -> Samples:
@@ -98,24 +182,52 @@ async def scrape(http: httpx.AsyncClient, url: str) -> Samples:
     return parse_metrics(response.text)
 
 
-async def _recent(admin: AsyncAdminClient, view: Overview) -> None:
+Pages = Callable[[str], Awaitable[admin_service_pb2.AdminListJobsResponse]]
+
+
+async def _sample(pages: Pages, now: datetime) -> tuple[Counts, int, bool]:
+    """The jobs of ``pages`` (a page token -> that page of a listing) by (queue, column), up
+    to ``SAMPLE_LIMIT``: the counts, how many were read, and whether there were more."""
     page_token = ""
     counts: Counter[tuple[str, str]] = Counter()
     seen = 0
     while True:
-        page = await admin.list_jobs(
-            created_after=view.since, page_size=PAGE, page_token=page_token
-        )
+        page = await pages(page_token)
         for job in page.jobs:
-            counts[(job.queue, status_name(job.status))] += 1
+            counts[(job.queue, column_of(job, now))] += 1
         seen += len(page.jobs)
         page_token = page.next_page_token
         if not page_token:
-            break
+            return dict(counts), seen, False
         if seen >= SAMPLE_LIMIT:
-            view.recent_capped = True
-            break
-    view.recent, view.recent_total = dict(counts), seen
+            return dict(counts), seen, True
+
+
+async def _recent(admin: AsyncAdminClient, view: Overview) -> None:
+    def pages(token: str) -> Awaitable[admin_service_pb2.AdminListJobsResponse]:
+        return admin.list_jobs(created_after=view.since, page_size=PAGE, page_token=token)
+
+    view.recent, view.recent_total, view.recent_capped = await _sample(pages, view.at)
+
+
+async def _waiting(admin: AsyncAdminClient, view: Overview) -> None:
+    def pages(token: str) -> Awaitable[admin_service_pb2.AdminListJobsResponse]:
+        return admin.list_jobs(status=job_pb2.JOB_STATUS_CREATED, page_size=PAGE, page_token=token)
+
+    view.waiting, _, view.waiting_capped = await _sample(pages, view.at)
+
+
+async def _queues(admin: AsyncAdminClient, view: Overview) -> None:
+    view.queues = await admin.list_queues()
+
+
+async def _workers(admin: AsyncAdminClient, view: Overview) -> None:
+    try:
+        view.workers = sorted(await admin.list_workers(), key=lambda w: w.worker_id)
+    except JobsError as error:
+        if signed_out(error):
+            raise
+        view.workers_error = describe(error)
 
 
 async def _dead(admin: AsyncAdminClient, view: Overview) -> None:
@@ -138,22 +250,23 @@ async def _service_metrics(http: httpx.AsyncClient, url: str, view: Overview) ->
     except (httpx.HTTPError, ValueError) as error:
         view.metrics_error = f"{url}: {error.__class__.__name__}"
         return
-    view.unfinished = {
+    view.depth = {
         (labels["queue"], labels["status"]): int(value)
         for labels, value in samples.get("jobs_queue_depth", [])
-        if value
+        # CREATED comes from the sample, split into delayed and not yet queued
+        if labels["status"] != CREATED
     }
     view.outbox = {labels["status"]: int(v) for labels, v in samples.get("jobs_outbox_rows", [])}
     oldest = samples.get("jobs_outbox_oldest_due_age_seconds", [])
     view.outbox_oldest_s = oldest[0][1] if oldest else None
 
 
-async def _worker(http: httpx.AsyncClient, url: str) -> Worker:
+async def _endpoint(http: httpx.AsyncClient, url: str) -> Endpoint:
     try:
         samples = await scrape(http, url)
     except (httpx.HTTPError, ValueError):
-        return Worker(url=url, up=False)
-    return Worker(
+        return Endpoint(url=url, up=False)
+    return Endpoint(
         url=url,
         up=True,
         slots=sum(v for _, v in samples.get("jobs_worker_slots", [])),
@@ -172,19 +285,29 @@ async def build(
     now = datetime.now(UTC)
     view = Overview(at=now, since=now - timedelta(hours=1))
     tasks: list[asyncio.Future[None]] = [
-        asyncio.ensure_future(_recent(admin, view)),
-        asyncio.ensure_future(_dead(admin, view)),
+        asyncio.ensure_future(step(admin, view))
+        for step in (_queues, _waiting, _recent, _dead, _workers)
     ]
     if metrics_url:
         tasks.append(asyncio.ensure_future(_service_metrics(http, metrics_url, view)))
-    workers = [asyncio.ensure_future(_worker(http, url)) for url in worker_urls]
+    endpoints = [asyncio.ensure_future(_endpoint(http, url)) for url in worker_urls]
     try:
         await asyncio.gather(*tasks)
-        view.workers = list(await asyncio.gather(*workers))
+        view.endpoints = list(await asyncio.gather(*endpoints))
     except JobsError:
         for task in tasks:
             task.cancel()
-        for worker in workers:
-            worker.cancel()
+        for endpoint in endpoints:
+            endpoint.cancel()
         raise
     return view
+
+
+# What _overview.html reads besides the view.
+NAMES: dict[str, Any] = {
+    "UNFINISHED_COLUMNS": UNFINISHED_COLUMNS,
+    "ALL_COLUMNS": ALL_COLUMNS,
+    "HEADINGS": HEADINGS,
+    "EXPLAINED": EXPLAINED,
+    "SAMPLE_LIMIT": SAMPLE_LIMIT,
+}

@@ -40,7 +40,7 @@ class ConsoleSettings(BaseSettings):
     console_secure_cookies: bool = False
     # job_service's Prometheus endpoint: the overview's queue depths and outbox backlog.
     console_metrics_url: str = ""
-    # Workers' Prometheus endpoints, comma-separated: the overview's "workers seen".
+    # Workers' Prometheus endpoints, comma-separated: the overview's slots in use.
     console_worker_metrics_urls: str = ""
     # How often live parts of a page are refreshed, in seconds.
     console_live_interval_s: float = Field(default=1.0, gt=0)
@@ -63,4 +63,6 @@ class ConsoleSettings(BaseSettings):
         return self.serves_tls or self.console_secure_cookies
 
     def worker_metrics_urls(self) -> list[str]:
+        """The overview's executor slots in use (workers themselves are named by
+        AdminService.ListWorkers)."""
         return [u.strip() for u in self.console_worker_metrics_urls.split(",") if u.strip()]

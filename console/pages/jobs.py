@@ -1,12 +1,13 @@
 """Jobs: every user's jobs, filtered and paged, with a live table; one job, following its
-``WatchJob`` stream while it runs, with the graph of the jobs linked to it
-(``console.graph``); cancel and retry, each behind a confirmation page; the header's "go
-to job" box."""
+``WatchJob`` stream while it can change (each state change re-renders the page's changing
+parts), with the graph of the jobs linked to it (``console.graph``); cancel and retry, each
+behind a confirmation page; the header's "go to job" box, which takes a whole id or the end
+of one."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from urllib.parse import urlencode
 
 import grpc
@@ -20,7 +21,7 @@ from starlette.routing import Route
 from console.backend import code_of, describe
 from console.forms import DEFAULT_PAGE_SIZE, page_size_of, parse_time
 from console.graph import neighbourhood
-from console.ids import parse_job_id
+from console.ids import echo, parse_id_suffix, parse_job_id, short_id
 from console.live import RECONNECT, refreshed, sse
 from console.sessions import Session
 from console.site import Site
@@ -102,19 +103,50 @@ async def jobs_live(site: Site, request: Request) -> Response:
 
 async def go_to_job(site: Site, request: Request, session: Session) -> Response:
     """The header's "go to job" box: a whole job id opens its page (which says when there
-    is no such job); anything else is a 400 page saying why, the box keeping what was typed."""
+    is no such job); the end of one (6 to 32 hex digits, as lists show the last 8) opens the
+    one job it ends, says there is none (404), or lists the jobs it ends to choose from;
+    anything else is a 400 page saying why. The box keeps what was typed."""
     given = request.query_params.get("id", "")
     try:
         job_id = parse_job_id(given)
     except ValueError as error:
-        return not_a_job_id(site, session, given, error)
+        suffix = parse_id_suffix(given)
+        if suffix is None:
+            return not_a_job_id(site, session, given, error)
+        return await find_by_suffix(site, session, given, suffix)
     return RedirectResponse(f"/jobs/{job_id}", status_code=303)
 
 
-def not_a_job_id(site: Site, session: Session, given: str, error: ValueError) -> Response:
+async def find_by_suffix(site: Site, session: Session, given: str, suffix: str) -> Response:
+    # Two are enough to know the short id is ambiguous; the page says when there are more.
+    found = await site.jobs(session.token).admin.list_jobs(id_suffix=suffix, page_size=2)
+    if len(found.jobs) == 1 and not found.next_page_token:
+        return RedirectResponse(f"/jobs/{found.jobs[0].id}", status_code=303)
+    if not found.jobs:
+        return site.page(
+            "error.html",
+            session,
+            404,
+            title="No such job",
+            message=f"No job ends with “{echo(given.strip())}”.",
+            goto=given,
+        )
     return site.page(
-        "error.html", session, 400, title="Not a job id", message=str(error), goto=given
+        "choose_job.html",
+        session,
+        nav="jobs",
+        jobs=found.jobs,
+        suffix=suffix,
+        more=bool(found.next_page_token),
+        goto=given,
     )
+
+
+def not_a_job_id(site: Site, session: Session, given: str, error: ValueError) -> Response:
+    message = str(error)
+    if parse_id_suffix(given) is None and given.strip():
+        message += " The box also takes an id's last 6 to 32 hex digits (lists show the last 8)."
+    return site.page("error.html", session, 400, title="Not a job id", message=message, goto=given)
 
 
 async def job_page(site: Site, request: Request, session: Session) -> Response:
@@ -148,8 +180,8 @@ async def job_live(site: Site, request: Request) -> Response:
         if not is_terminal(job):
             try:
                 async with asyncio.timeout(site.stream_max_s):
-                    async for state in jobs.watch(job.id, user_id=job.user_id):
-                        yield sse(site.render("_job_status.html", job=state))
+                    async for whole in followed(jobs.admin.get_job, job, jobs.watch):
+                        yield sse(site.render("_job_live.html", job=whole))
             except TimeoutError:
                 return  # the browser reconnects
             except JobsError:
@@ -157,6 +189,42 @@ async def job_live(site: Site, request: Request) -> Response:
         yield sse("", "done")  # terminal: the page reloads with the final artifacts
 
     return StreamingResponse(events(), media_type="text/event-stream")
+
+
+Watch = Callable[..., AsyncIterator[object]]
+
+
+def step_of(job: job_pb2.Job) -> tuple[int, int, str, int]:
+    """What a state change is, as against a progress report: the parts of a WatchJob
+    state after which the whole job is read again."""
+    return (job.status, job.attempt_count, job.error_code, job.error_attempt)
+
+
+async def followed(
+    read: Callable[[str], Awaitable[job_pb2.Job]], job: job_pb2.Job, watch: Watch
+) -> AsyncIterator[job_pb2.Job]:
+    """The whole job (as AdminService.GetJob answers it) after each WatchJob state: read
+    again on each state change (a new step on the timeline, a new error, started or
+    finished), and between them the last one read with the state's progress. WatchJob's
+    states are summaries (no events, no input): the page's parts need the whole job."""
+    whole, last = job, step_of(job)
+    async for state in watch(job.id, user_id=job.user_id):
+        if not isinstance(state, job_pb2.Job):
+            continue  # a partial output: the page does not show those
+        if step_of(state) != last:
+            whole = await read(job.id)
+            last = step_of(state)
+        else:
+            whole = copy_of(whole)
+            whole.progress = state.progress
+            whole.updated_at.CopyFrom(state.updated_at)
+        yield whole
+
+
+def copy_of(job: job_pb2.Job) -> job_pb2.Job:
+    copied = job_pb2.Job()
+    copied.CopyFrom(job)
+    return copied
 
 
 def confirm(
@@ -204,6 +272,10 @@ async def cancel(site: Site, request: Request, session: Session) -> Response:
 async def confirm_retry(site: Site, request: Request, session: Session) -> Response:
     job = await site.jobs(session.token).admin.get_job(request.path_params["job_id"])
     question = f"Retry job {job.id} as a new job from its snapshot?"
+    if job.retried_as_job_ids:
+        # job_service refuses a second retry while the first lives (LIVE_RETRY_EXISTS).
+        retries = ", ".join(short_id(r) for r in job.retried_as_job_ids)
+        question = f"Job {job.id} was already retried (as {retries}). Retry it again?"
     return confirm(site, session, job, "retry", question)
 
 

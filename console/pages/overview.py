@@ -24,7 +24,7 @@ async def figures(site: Site, session: Session) -> overview.Overview:
 
 async def overview_page(site: Site, request: Request, session: Session) -> Response:
     view = await figures(site, session)
-    return site.page("overview.html", session, view=view, nav="overview")
+    return site.page("overview.html", session, view=view, nav="overview", **overview.NAMES)
 
 
 async def overview_live(site: Site, request: Request) -> Response:
@@ -33,7 +33,7 @@ async def overview_live(site: Site, request: Request) -> Response:
         return Response(status_code=204)  # 204 tells EventSource to stop reconnecting
 
     async def render() -> str | None:
-        return site.render("_overview.html", view=await figures(site, session))
+        return site.render("_overview.html", view=await figures(site, session), **overview.NAMES)
 
     return refreshed(render, site.settings.console_live_interval_s * 2, site.stream_max_s)
 

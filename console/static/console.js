@@ -1,14 +1,31 @@
-// Live parts of a page: an element with data-live="<url>" is replaced by each Server-Sent
-// Event from that url. Event "done": the job ended, reload for the final state.
+// Live parts of a page: an element with data-live="<url>" follows the Server-Sent Events
+// of that url. Each message is HTML: it replaces the element's content, or, when the
+// element also has data-parts (the job page), each top-level element of the message
+// replaces the page's element of the same id (the server renders them with the page's own
+// partials). Event "done": the job ended, reload for the final state.
 // Event "signed-out": the session ended, reload to reach the sign-in page.
 // Copy buttons: a button with data-copy="<input id>" copies that input's value (a job's
-// whole id). Hidden without script: the read-only input can still be selected by hand.
+// whole id, an output hash). Hidden without script: the read-only input can still be
+// selected by hand.
 "use strict";
+function swapParts(html) {
+  var parsed = document.createElement("template");
+  parsed.innerHTML = html;
+  Array.prototype.forEach.call(parsed.content.children, function (part) {
+    var old = part.id && document.getElementById(part.id);
+    if (old) { old.replaceWith(part.cloneNode(true)); }
+  });
+}
 document.addEventListener("DOMContentLoaded", function () {
   document.querySelectorAll("[data-live]").forEach(function (element) {
     var source = new EventSource(element.dataset.live);
+    var parts = element.hasAttribute("data-parts");
     source.onmessage = function (event) {
-      element.innerHTML = event.data;
+      if (parts) {
+        swapParts(event.data);
+      } else {
+        element.innerHTML = event.data;
+      }
     };
     ["done", "signed-out"].forEach(function (name) {
       source.addEventListener(name, function () {

@@ -3,8 +3,11 @@
 (``python -m devstack`` as a user starts it).
 
 Signs in, sees a job appear live, opens it, cancels it and sees it cancelled, retries a failed
-job, redrives a dead letter, tells forty jobs created together apart by their ids, opens a job
-with the "go to job" box and copies its id. Screenshots go to ``artifacts/browser/``. Run it with
+job and finds the original linking its retry, redrives a dead letter, tells forty jobs created
+together apart by their ids, opens a job with the "go to job" box by its short id and copies
+its id, reads a job's input and output with 29 as 29, pauses a queue and sees the overview flag
+it, and watches a job's timeline, attempts and worker update live without a reload (issue 31).
+Screenshots go to ``artifacts/browser/``. Run it with
 ``make test-browser`` (which installs the two Debian packages when they are missing); plain
 ``make test`` does not collect this directory.
 """
@@ -32,7 +35,10 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from devstack.embedded import free_port
+from shared.constants import Queue
 from shared.grpc_client import ChannelConfig, sync_channel
+from shared.pb.jobs.v1 import admin_service_pb2 as apb
+from shared.pb.jobs.v1 import admin_service_pb2_grpc as agrpc
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pb.jobs.v1 import job_service_pb2_grpc as jgrpc
 from shared.pbconv import struct_from_dict
@@ -98,7 +104,7 @@ class Stack:
 
 def until(condition: Callable[[], T], timeout: float = 30, message: str = "") -> T:
     """Poll ``condition`` until it returns something truthy (selenium's wait, any callable)."""
-    result: T = WebDriverWait(None, timeout, poll_frequency=0.1).until(  # type: ignore[arg-type]
+    result: T = WebDriverWait(None, timeout, poll_frequency=0.1).until(  # type: ignore[type-var]
         lambda _: condition(), message
     )
     return result
@@ -195,6 +201,30 @@ def create(stack: Stack, user: str = USER, **job_input: Any) -> str:
     return str(response.job.id)
 
 
+def resume(stack: Stack, queue: str) -> None:
+    """AdminService.ResumeQueue with the stack's admin token (the console's page is open
+    elsewhere: the live view must show what follows without a reload)."""
+    token = (stack.data_dir / "admin.token").read_text().strip()
+    target = f"127.0.0.1:{stack.grpc_port}"
+    with sync_channel(ChannelConfig(target=target, token=token)) as channel:
+        agrpc.AdminServiceStub(channel).ResumeQueue(  # type: ignore[no-untyped-call]
+            apb.ResumeQueueRequest(queue=queue)
+        )
+
+
+def timeline(driver: WebDriver) -> list[list[str]]:
+    """The job page's timeline as shown: per row, its cells' text."""
+    try:
+        rows: list[list[str]] = driver.execute_script(
+            "return Array.from(document.querySelectorAll('#timeline tr')).slice(1)"
+            ".map(function (r) { return Array.from(r.cells).map(function (c) {"
+            " return c.textContent.trim(); }); });"
+        )
+    except WebDriverException:
+        return []
+    return rows
+
+
 def job_status(stack: Stack, job_id: str) -> str:
     rows = db(stack, "SELECT status FROM jobs WHERE id = $1", job_id)
     return str(rows[0]["status"]) if rows else ""
@@ -252,11 +282,20 @@ def test_an_operator_signs_in_follows_cancels_retries_and_redrives(
     until(lambda: text_of(browser, "#question"), message="no retry confirmation")
     browser.find_element(By.ID, "confirm").click()
     until(lambda: browser.find_elements(By.ID, "retried-from"), message="no new job page")
-    assert browser.find_element(By.ID, "retried-from").text == failing
+    back = browser.find_element(By.ID, "retried-from")
+    assert (back.text, back.get_attribute("title")) == (failing[-8:], failing)
     new_id = browser.current_url.rsplit("/", 1)[1]
     rows = db(stack, "SELECT retried_from_job_id FROM jobs WHERE id = $1", new_id)
     assert [str(r["retried_from_job_id"]) for r in rows] == [failing]
     shot(browser, "07-job-retried")
+    # The original now links its retry and offers no second "Retry…".
+    back.click()
+    until(lambda: browser.current_url.endswith(f"/jobs/{failing}"), message="original not opened")
+    note = until(lambda: browser.find_elements(By.CSS_SELECTOR, "#retried-note a"))
+    assert [(a.text, a.get_attribute("title")) for a in note] == [(new_id[-8:], new_id)]
+    assert not browser.find_elements(By.ID, "retry")
+    assert "Error of attempt 1 of" in text_of(browser, "#error-title")
+    shot(browser, "07b-original-links-its-retry")
 
     # A dead letter: an outbox event that NATS kept refusing; redrive it from the console.
     [dead] = db(
@@ -279,7 +318,15 @@ def test_an_operator_signs_in_follows_cancels_retries_and_redrives(
     # The overview and definitions render with the stack's own figures.
     browser.get(f"{console}/")
     until(lambda: text_of(browser, "#dead-count"))
-    assert browser.find_elements(By.ID, "workers")
+    # Workers by their ids (AdminService.ListWorkers), not by a metrics URL.
+    worker_rows = until(
+        lambda: browser.find_elements(By.CSS_SELECTOR, "#workers tr[id^=worker-]"),
+        message="no worker listed",
+    )
+    assert "http" not in worker_rows[0].text
+    headings = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#recent th")]
+    assert "not yet queued" in headings and "created" not in headings
+    assert "delayed" in headings and "cancelled" in headings  # every status, zeros included
     shot(browser, "10-overview")
     browser.get(f"{console}/definitions")
     assert browser.find_elements(By.ID, "def-synthetic")
@@ -300,10 +347,14 @@ def test_an_operator_signs_in_follows_cancels_retries_and_redrives(
     assert len({short for _, short in shown}) == 40
     shot(browser, "11-forty-ids")
 
-    # The header's box opens a job by its whole id; a short one is refused with a reason.
+    # The header's box opens a job by the short id a list shows, or by its whole id; what
+    # is neither is refused with a reason.
     browser.find_element(By.ID, "goto-id").send_keys(burst[0][-8:])
     browser.find_element(By.ID, "goto").click()
-    assert "short id" in until(lambda: text_of(browser, "#error-message"))
+    until(lambda: browser.current_url.endswith(f"/jobs/{burst[0]}"), message="short id not opened")
+    browser.find_element(By.ID, "goto-id").send_keys("not a job")
+    browser.find_element(By.ID, "goto").click()
+    assert "is not a job id" in until(lambda: text_of(browser, "#error-message"))
     box = browser.find_element(By.ID, "goto-id")
     box.clear()
     box.send_keys(failing)
@@ -317,6 +368,62 @@ def test_an_operator_signs_in_follows_cancels_retries_and_redrives(
     copy.click()
     assert until(lambda: text_of(browser, "#copy-job-id-done"), message="copy said nothing")
     shot(browser, "12-go-to-job")
+
+    # Input and numbers: the job's input is on its page, and a whole number reads as one.
+    counted = create(stack, sleep_ms=29)
+    until(lambda: job_status(stack, counted) == "succeeded", message="the job did not succeed")
+    browser.get(f"{console}/jobs/{counted}")
+    shown = until(lambda: text_of(browser, "#input"), message="no input shown")
+    assert '"sleep_ms": 29' in shown and "29.0" not in shown
+    browser.find_element(By.CSS_SELECTOR, "#output summary")
+    output = browser.find_element(By.ID, "output-json").text
+    assert '"attempt": 1' in output and "1.0" not in output
+    assert re.fullmatch(r"jcs:sha256:[0-9a-f]{12}…", text_of(browser, "#output-hash-label"))
+    assert "after waiting" in text_of(browser, "#started")
+    assert "after running" in text_of(browser, "#finished")
+    shot(browser, "13-input-and-numbers")
+
+    # A paused queue is flagged on the overview (paused from the queues page).
+    queue = Queue.INTERACTIVE.value
+    browser.get(f"{console}/queues")
+    browser.find_element(By.ID, f"pause-{queue}").click()
+    until(lambda: text_of(browser, "#question"), message="no pause confirmation")
+    browser.find_element(By.ID, "confirm").click()
+    until(lambda: "paused" in text_of(browser, "#notice"), message="not paused")
+    try:
+        browser.get(f"{console}/")
+        assert queue in until(lambda: text_of(browser, "#paused-queues"), message="not flagged")
+        assert browser.find_elements(By.ID, f"paused-{queue}")
+        shot(browser, "14-overview-paused-queue")
+
+        # The job page stays whole while the job moves: a job held by the paused queue,
+        # then run once the queue resumes, shows its new timeline row, attempt and worker
+        # without a reload (the marker set on the page survives).
+        held = create(stack, sleep_ms=60_000)
+        browser.get(f"{console}/jobs/{held}")
+        until(lambda: text_of(browser, "#hold-reason") == "queue paused", message="not held")
+        assert "running" not in [r[2] for r in timeline(browser)]
+        browser.execute_script("window.notReloaded = true;")
+    finally:
+        resume(stack, queue)
+    until(lambda: text_of(browser, "#job-status") == "running", message="never running")
+    started = until(
+        lambda: [r for r in timeline(browser) if r[2] == "running"], message="no running row"
+    )
+    # attempt, ran, worker
+    assert started[0][3] == "1" and started[0][4] == "running" and started[0][5]
+    assert text_of(browser, "#job-attempts").startswith("1 of ")
+    assert text_of(browser, "#worker").startswith(started[0][5])
+    assert "after waiting" in text_of(browser, "#started")
+    assert not browser.find_elements(By.ID, "hold-reason")
+    assert browser.execute_script("return window.notReloaded === true;")
+    shot(browser, "15-timeline-live")
+    browser.find_element(By.ID, "cancel").click()
+    until(lambda: text_of(browser, "#question"), message="no cancel confirmation")
+    browser.find_element(By.ID, "confirm").click()
+    # the page reloads when the job ends: wait for that before leaving it
+    until(lambda: text_of(browser, "#job-status") == "cancelled", message="not cancelled")
+    assert job_status(stack, held) == "cancelled"
 
     # Signing out ends the session.
     browser.find_element(By.ID, "signout").click()

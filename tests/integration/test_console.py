@@ -290,7 +290,15 @@ async def test_retry_creates_a_new_job_from_the_failed_one(
     new_id = response.headers["location"].removeprefix("/jobs/")
     assert new_id != failed
     page = await admin.get(f"/jobs/{new_id}")
-    assert f'id="retried-from">{failed}' in page.text
+    assert f'<a href="/jobs/{failed}" title="{failed}" id="retried-from"><code>{failed[-8:]}' in (
+        page.text
+    )
+    # the original links its retry, and offers no second one
+    original = await admin.get(f"/jobs/{failed}")
+    assert 'id="retry"' not in original.text
+    assert '<h2 id="error-title">Error of attempt 1 of ' in original.text
+    note = re.search(r'<span class="notice" id="retried-note">.*?</span>', original.text, re.S)
+    assert note is not None and f'<a href="/jobs/{new_id}" title="{new_id}"' in note.group(0)
     assert await status_in_db(shared_stack.database_url, new_id) == "queued"
     refused = await admin.post(f"/jobs/{shared_stack.queued}/retry", data={"csrf": csrf})
     assert refused.status_code == 409
@@ -344,13 +352,17 @@ async def test_overview_counts_recent_jobs_and_dead_letters(
 ) -> None:
     page = await admin.get("/")
     assert page.status_code == 200
-    total = re.search(r"Jobs created since [0-9:Z]+: <strong>(\d+)</strong>", page.text)
+    total = re.search(r"Jobs created since [0-9:]+ UTC: <strong>(\d+)</strong>", page.text)
     db = await asyncpg.connect(shared_stack.database_url)
     try:
         expected = await db.fetchval(
             "SELECT count(*) FROM jobs WHERE created_at > now() - interval '1 hour'"
         )
-        failed = await db.fetchval("SELECT count(*) FROM jobs WHERE status = 'failed'")
+        # dead letters: the failed jobs no retry was made from
+        failed = await db.fetchval(
+            "SELECT count(*) FROM jobs j WHERE status = 'failed' AND NOT EXISTS"
+            " (SELECT 1 FROM jobs r WHERE r.retried_from_job_id = j.id)"
+        )
     finally:
         await db.close()
     assert total is not None and int(total.group(1)) == expected
@@ -456,7 +468,7 @@ async def test_a_delayed_job_shows_when_it_runs_and_why_it_waits(
     page = await admin.get(f"/jobs/{job.id}")
     assert page.status_code == 200
     assert 'class="status s-created">created' in page.text
-    run_at = re.search(r'<dt>runs at</dt><dd id="next-run">([^<]+)</dd>', page.text)
+    run_at = re.search(r'<dt>runs at</dt><dd><span id="next-run">([^<]+)</span>', page.text)
     assert run_at is not None
     assert run_at.group(1).startswith(job.next_run_at.ToDatetime().strftime("%Y-%m-%d %H:%M:%S"))
     assert 'id="hold-reason">not due<' in page.text

@@ -65,7 +65,18 @@ async def test_the_go_to_box_opens_a_job_and_refuses_what_is_not_one(
     assert f'value="{job_id}" readonly' in opened.text
     assert f"<title>Job {job_id[-8:]} · " in opened.text
 
-    short = await admin.get("/jobs/go", params={"id": job_id[-8:]})
+    # the end of an id finds the one job it ends (job_service's id_suffix filter)
+    for typed in (job_id[-8:], job_id[-6:].upper(), job_id[-17:]):
+        short = await admin.get("/jobs/go", params={"id": typed})
+        assert short.status_code == 303, typed
+        assert short.headers["location"] == f"/jobs/{job_id}"
+    none = await admin.get("/jobs/go", params={"id": "000000000000"})
+    assert none.status_code == 404
+    assert "No job ends with “000000000000”." in none.text
+    bad = await admin.get("/jobs/go", params={"id": "01a2x"})
+    assert bad.status_code == 400
+    # a job's address needs the whole id
+    short = await admin.get(f"/jobs/{job_id[-8:]}")
     assert short.status_code == 400
     assert "looks like a short id" in short.text
 

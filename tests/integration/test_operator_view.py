@@ -105,6 +105,8 @@ async def test_a_running_attempt_labels_the_error_of_the_attempt_before_it_and_n
     retrying = await client.get(job.id, "labeller")
     assert retrying.status == job_pb2.JOB_STATUS_RETRYING
     assert (retrying.error_code, retrying.error_attempt) == ("PROVIDER_TIMEOUT", 1)
+    [listed] = (await client.jobs.ListJobs(jpb.ListJobsRequest(user_id="labeller"))).jobs
+    assert listed.error_attempt == 1  # a list row labels it too
 
     await db.execute("UPDATE jobs SET next_run_at = now() WHERE id = $1", job.id)  # due now
     await client.lock(job.id, "worker-b")

@@ -3,10 +3,9 @@ doubles come back as integers, and nothing else changes."""
 
 from __future__ import annotations
 
-from google.protobuf import struct_pb2
-
 from durable_jobs_client import plain, to_python
 from durable_jobs_client.protos import job_pb2
+from google.protobuf import struct_pb2
 
 
 def test_whole_numbers_become_integers_and_fractions_stay_floats() -> None:

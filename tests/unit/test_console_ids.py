@@ -1,8 +1,9 @@
 """How the console names jobs (``console.ids``): the short form is the id's random tail, so
 jobs created together (version-7 ids sharing their time prefix) stay distinguishable in the
 jobs list, the dead letters and the job page, each short form with the whole id at hand; the
-"go to job" box opens a whole id and answers anything else with a 400 page that says why,
-escaped. The pages run over HTTP (httpx's ASGI transport, no socket) against a fake
+"go to job" box opens a whole id, finds a job by the end of its id (one: opened; none: a 404
+that says so; two: both to choose from), and answers anything else with a 400 page that says
+why, escaped. The pages run over HTTP (httpx's ASGI transport, no socket) against a fake
 AdminService. (Against a real job_service: tests/integration/test_console_ids.py.)"""
 
 from __future__ import annotations
@@ -44,9 +45,21 @@ class FakeAdmin:
     failed: list[job_pb2.Job] = field(default_factory=list)
     dead: list[admin_service_pb2.DeadOutboxEvent] = field(default_factory=list)
     reads: list[str] = field(default_factory=list)
+    suffixes: list[str] = field(default_factory=list)
 
-    async def list_jobs(self, **_: Any) -> admin_service_pb2.AdminListJobsResponse:
-        return admin_service_pb2.AdminListJobsResponse(jobs=list(self.jobs.values()))
+    async def list_jobs(
+        self, id_suffix: str = "", page_size: int = 0, **_: Any
+    ) -> admin_service_pb2.AdminListJobsResponse:
+        """As job_service lists: ``id_suffix`` keeps the ids ending with it (dashes
+        ignored), ``page_size`` cuts the page and says there is more."""
+        found = list(self.jobs.values())
+        if id_suffix:
+            self.suffixes.append(id_suffix)
+            found = [j for j in found if j.id.replace("-", "").endswith(id_suffix)]
+        more = bool(page_size) and len(found) > page_size
+        return admin_service_pb2.AdminListJobsResponse(
+            jobs=found[:page_size] if page_size else found, next_page_token="next" if more else ""
+        )
 
     async def list_job_definitions(self) -> list[Any]:
         return []
@@ -186,7 +199,7 @@ async def test_the_go_to_box_opens_a_whole_id(admin: httpx.AsyncClient) -> None:
     assert went.headers["location"] == f"/jobs/{job_id}"
 
 
-@pytest.mark.parametrize("given", ["", "01a23460", "not-a-job", HOSTILE])
+@pytest.mark.parametrize("given", ["", "01a2e", "not-a-job", "01a23460x", HOSTILE])
 async def test_the_go_to_box_answers_a_malformed_id_with_a_400_page_that_says_why(
     admin: httpx.AsyncClient, fake: FakeAdmin, given: str
 ) -> None:
@@ -201,7 +214,51 @@ async def test_the_go_to_box_answers_a_malformed_id_with_a_400_page_that_says_wh
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in message.group(1)
         # what was typed stays in the box, escaped as an attribute value
         assert 'value="&#34;&gt;&lt;script&gt;' in page.text
-    assert fake.reads == []  # nothing was asked of job_service
+    assert fake.reads == [] and fake.suffixes == []  # nothing was asked of job_service
+
+
+async def test_the_go_to_box_opens_the_one_job_a_short_id_ends(
+    admin: httpx.AsyncClient, fake: FakeAdmin
+) -> None:
+    wanted, other = v7_id(), v7_id()
+    fake.jobs = {i: job(i) for i in (wanted, other)}
+
+    for typed in (wanted[-8:], f" {wanted[-8:].upper()} ", wanted[-17:], wanted[-6:]):
+        went = await admin.get("/jobs/go", params={"id": typed})
+        assert went.status_code == 303, typed
+        assert went.headers["location"] == f"/jobs/{wanted}"
+    # dashes ignored: the last 17 characters hold one
+    assert fake.suffixes[2] == wanted[-17:].replace("-", "")
+
+
+async def test_a_short_id_no_job_ends_with_is_a_404_that_says_so(
+    admin: httpx.AsyncClient, fake: FakeAdmin
+) -> None:
+    fake.jobs = {i: job(i) for i in (v7_id(), v7_id())}
+
+    page = await admin.get("/jobs/go", params={"id": "00c0ffee"})
+
+    assert page.status_code == 404
+    message = re.search(r'<p class="error" id="error-message">(.*?)</p>', page.text)
+    assert message is not None and message.group(1) == "No job ends with “00c0ffee”."
+    assert 'id="goto-id" value="00c0ffee"' in page.text  # the box keeps what was typed
+
+
+async def test_a_short_id_two_jobs_end_with_lists_both_by_their_whole_ids(
+    admin: httpx.AsyncClient, fake: FakeAdmin
+) -> None:
+    tail = "00005e1a9c3f"
+    twins = [v7_id()[:-12] + tail for _ in range(3)]
+    fake.jobs = {i: job(i) for i in [*twins, v7_id()]}
+
+    page = await admin.get("/jobs/go", params={"id": tail[-8:]})
+
+    assert page.status_code == 200
+    chosen = re.findall(
+        r'<tr id="choice-([0-9a-f-]{36})"><td><a href="/jobs/\1"><code>\1</code>', page.text
+    )
+    assert chosen == twins[:2]  # what the one call of two answered
+    assert "more end with it: type more of the id" in page.text  # a third exists
 
 
 async def test_a_malformed_job_address_is_the_same_400_page(

@@ -8,6 +8,7 @@ from dataclasses import replace
 import asyncpg
 
 from job_service.adapters.postgres.rows import (
+    ERROR_ATTEMPT,
     JOB_COLUMNS,
     event_from_json,
     job_from_row,
@@ -36,8 +37,7 @@ from shared.errors import ErrorCode, public_message
 # and each list's full length; signals are counted by ``signal_seq`` (gap-free, and they
 # leave only with their job), the others by their indexes (job_id / parent_job_id). Its
 # input is its snapshot when that is at most $8 bytes of JSON; its retries are found by
-# their lineage (jobs_retry_lineage); its error's attempt is that of the newest step into
-# one of the statuses $10 (where an attempt's failure or a cancel leaves a job).
+# their lineage (jobs_retry_lineage).
 GET_JOB = f"""
 SELECT {JOB_COLUMNS},
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -81,9 +81,7 @@ SELECT {JOB_COLUMNS},
     ARRAY(SELECT r.id::text FROM jobs r
           WHERE r.retry_root_id = coalesce(j.retry_root_id, j.id) AND r.retried_from_job_id = j.id
           ORDER BY r.created_at, r.id LIMIT $9) AS retried_as_job_ids,
-    (SELECT e.attempt FROM job_events e
-     WHERE j.error_code IS NOT NULL AND e.job_id = j.id AND e.to_status = ANY($10::text[])
-     ORDER BY e.id DESC LIMIT 1) AS error_attempt,
+    {ERROR_ATTEMPT},
     usage.*
 FROM jobs j
 LEFT JOIN LATERAL (
@@ -105,8 +103,6 @@ WHERE id = $1 AND user_id = $2 FOR UPDATE
 """
 
 _CANCELLED = sql_status(JobStatus.CANCELLED)
-# Where a job's step sets its error: an attempt's failure (retrying, failed) or a cancel.
-ERROR_ENDS = frozenset({JobStatus.RETRYING, JobStatus.FAILED, JobStatus.CANCELLED})
 
 # queued/retrying -> cancelled at once, or running -> cancel_requested.
 CANCEL = f"""
@@ -186,7 +182,6 @@ class JobRepository:
             SHOWN.artifact_bytes,
             SHOWN.input_bytes,
             SHOWN.retries,
-            status_values(ERROR_ENDS),
         )
         if row is None:
             return None
@@ -217,7 +212,6 @@ class JobRepository:
             input_state=_input_state(row),
             input_bytes=row["input_bytes"] or 0,
             retried_as_job_ids=list(row["retried_as_job_ids"]),
-            error_attempt=row["error_attempt"] or 0,
         )
 
     async def cancel(

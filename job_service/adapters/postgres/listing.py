@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
+from job_service.adapters.postgres.rows import ERROR_ATTEMPT, JOB_COLUMNS, job_from_row
 from job_service.adapters.postgres.vocabulary.filters import bind, filter_conditions
 from job_service.domain.jobs import Job
 from job_service.domain.lifecycle import LEASED, statuses_sql
@@ -60,7 +60,7 @@ class JobListing:
                 f"(j.created_at, j.id) < ({arg(after.created_at)}, {arg(after.id)}::uuid)"
             )
         sql = (
-            f"SELECT {JOB_COLUMNS} FROM jobs j"
+            f"SELECT {JOB_COLUMNS}, {ERROR_ATTEMPT} FROM jobs j"
             + (" WHERE " + " AND ".join(conditions) if conditions else "")
             + f" ORDER BY j.created_at DESC, j.id DESC LIMIT {arg(limit)}"
         )

@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 
 from job_service.domain.jobs import Artifact, Job, JobEvent
-from job_service.domain.lifecycle import JobStatus
+from job_service.domain.lifecycle import JobStatus, statuses_sql
 from job_service.domain.signals import ReceivedSignal
 from shared.credentials import CredentialMode
 
@@ -24,6 +24,20 @@ JOB_COLUMNS = """
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
     j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
+"""
+
+
+# Where a job's step sets its error: an attempt's failure (retrying, failed) or a cancel.
+ERROR_ENDS = frozenset({JobStatus.RETRYING, JobStatus.FAILED, JobStatus.CANCELLED})
+
+# The attempt a job's error is of: that of its newest step into one of ERROR_ENDS (one
+# probe of job_events' job index, made only for a job with an error). For GET_JOB and the
+# listings, beside JOB_COLUMNS.
+ERROR_ATTEMPT = f"""
+    (SELECT e.attempt FROM job_events e
+     WHERE j.error_code IS NOT NULL AND e.job_id = j.id
+       AND e.to_status IN {statuses_sql(ERROR_ENDS)}
+     ORDER BY e.id DESC LIMIT 1) AS error_attempt
 """
 
 
@@ -76,6 +90,7 @@ def job_from_row(
         schedule_id=row["schedule_id"],
         scheduled_for=row["scheduled_for"],
         worker_id=row["worker_id"],
+        error_attempt=row.get("error_attempt") or 0,
     )
 
 

@@ -603,9 +603,12 @@ SELECT
     ARRAY(SELECT r.id::text FROM jobs r
           WHERE r.retry_root_id = coalesce(j.retry_root_id, j.id) AND r.retried_from_job_id = j.id
           ORDER BY r.created_at, r.id LIMIT $9) AS retried_as_job_ids,
+
     (SELECT e.attempt FROM job_events e
-     WHERE j.error_code IS NOT NULL AND e.job_id = j.id AND e.to_status = ANY($10::text[])
-     ORDER BY e.id DESC LIMIT 1) AS error_attempt,
+     WHERE j.error_code IS NOT NULL AND e.job_id = j.id
+       AND e.to_status IN ('retrying', 'failed', 'cancelled')
+     ORDER BY e.id DESC LIMIT 1) AS error_attempt
+,
     usage.*
 FROM jobs j
 LEFT JOIN LATERAL (
