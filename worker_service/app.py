@@ -150,7 +150,13 @@ class WorkerApp(Lifetime):
         stack.push_async_callback(nc.close)
         self._nc_connected = True
         source = self._source = NatsDispatchSource(nc.jetstream())
-        await source.subscribe(self.slots)
+        # retried too: a JetStream cluster still electing its leaders (or a server still
+        # starting) times the declarations out for a while, as for the job service
+        await within_startup(
+            "JetStream dispatch consumers",
+            s.startup_timeout_s,
+            lambda: source.subscribe(self.slots),
+        )
         stack.push_async_callback(source.close)
         channel = open_channel(s.channel_config())
         stack.push_async_callback(channel.close)

@@ -37,9 +37,12 @@ class NatsDispatchSource:
         self._subs: dict[str, JetStreamContext.PullSubscription] = {}
 
     async def subscribe(self, queues: Iterable[str]) -> None:
-        """Declare the topology (idempotent) and bind one pull subscription per queue."""
+        """Declare the topology and bind one pull subscription per queue; idempotent, so a
+        call cut off half-way (a cluster still electing) can be made again."""
         await ensure_streams(self._js)
         for queue in queues:
+            if queue in self._subs:
+                continue
             await ensure_dispatch_consumer(self._js, queue)
             self._subs[queue] = await self._js.pull_subscribe(
                 dispatch_subject(queue), durable=dispatch_consumer(queue), stream=DISPATCH_STREAM

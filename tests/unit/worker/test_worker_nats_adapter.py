@@ -6,8 +6,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import nats.errors
+import nats.js.errors
 import pytest
 
+from shared.constants import dispatch_subject
+from shared.startup import within_startup
 from worker_service.adapters.nats import CancelListener, NatsDispatchSource, SignalListener
 from worker_service.domain.errors import DispatchUnavailable
 
@@ -81,3 +84,45 @@ async def test_signal_notices_reach_the_callback_and_bad_ones_are_ignored() -> N
     await listener._received(FakeMsg(b'{"job_id": "j1"}'))  # type: ignore[arg-type]
 
     assert heard == [("j1", 3)]
+
+
+class ElectingJetStream:
+    """A JetStream cluster still electing: the consumer declarations of the first
+    ``timeouts`` calls time out (one queue got through before the first one did)."""
+
+    def __init__(self, timeouts: int) -> None:
+        self.timeouts = timeouts
+        self.subscribed: list[str] = []
+
+    async def stream_info(self, name: str) -> Any:
+        raise nats.js.errors.NotFoundError
+
+    async def add_stream(self, config: Any) -> None:
+        return None
+
+    async def add_consumer(self, stream: str, config: Any) -> None:
+        if config.durable_name.endswith("batch") and self.timeouts:
+            self.timeouts -= 1
+            raise nats.errors.TimeoutError
+
+    async def pull_subscribe(self, subject: str, **options: Any) -> str:
+        self.subscribed.append(subject)
+        return subject
+
+
+async def test_a_subscribe_cut_off_by_an_election_is_retried_at_start_up_once_per_queue() -> None:
+    """A worker started while the NATS cluster elected its leaders died on its first
+    timed-out declaration (the cluster chaos profile: no worker ever ran a job)."""
+    js = ElectingJetStream(timeouts=2)
+    source = NatsDispatchSource(js)  # type: ignore[arg-type]
+
+    await within_startup(
+        "JetStream dispatch consumers",
+        5.0,
+        lambda: source.subscribe(["ai-interactive", "ai-batch"]),
+        retry_interval_s=0.01,
+    )
+
+    assert sorted(js.subscribed) == sorted(
+        [dispatch_subject("ai-interactive"), dispatch_subject("ai-batch")]
+    )
