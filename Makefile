@@ -29,10 +29,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-## test-chaos: the short and medium chaos profiles (seed 1) as tests: every fault kind
-## against the real multi-process stack, nothing lost, duplicated or stuck, every bound held
-## (the medium one under a backlog). CI runs it after `make test` (.ci/run); `make chaos`
-## (PROFILE=medium) is the same run with its report.
+## test-chaos: the short, medium, cluster-short and failover chaos profiles (seed 1) as
+## tests: every fault kind against the real multi-process stack, nothing lost, duplicated or
+## stuck, every bound held (medium under a backlog; cluster-short on a 3-server NATS cluster;
+## failover across a PostgreSQL primary's death). CI runs it after `make test` (.ci/run);
+## `make chaos PROFILE=<name>` is the same run with its report.
 test-chaos: $(STAMP)
 	$(PY) -m pytest -q -o addopts="--strict-markers -ra" tests/chaos/test_chaos.py
 
@@ -126,7 +127,8 @@ bench-memory: $(STAMP)
 ## chaos: fault injection over the real multi-process stack, then a checker of every job
 ## (PROFILE=short, the default; PROFILE=medium: the long profile's load and faults in about
 ## 2 minutes; both also run by `make test-chaos` in CI; PROFILE=long: thousands of jobs;
-## PROFILE=cluster: a three-server NATS cluster; PROFILE=failover: a PostgreSQL failover)
+## PROFILE=cluster: a three-server NATS cluster, PROFILE=cluster-short its server faults
+## once each; PROFILE=failover: a PostgreSQL failover)
 PROFILE ?= short
 SEED ?= 1
 chaos: $(STAMP)

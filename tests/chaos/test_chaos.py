@@ -1,8 +1,11 @@
-"""The short and medium chaos profiles as tests (``make test-chaos``, which CI runs after
-``make test``): every fault kind against the real multi-process stack, and the checker must
-find nothing lost, duplicated or stuck and every bound held. The short profile has every
-kind once on a light load; the medium one the long profile's kinds twice each under its
-load, a backlog (issue 32: liveness under a backlog).
+"""The short, medium, cluster-short and failover chaos profiles as tests (``make
+test-chaos``, which CI runs after ``make test``): every fault kind against the real
+multi-process stack, and the checker must find nothing lost, duplicated or stuck and every
+bound held. The short profile has every kind once on a light load; the medium one the long
+profile's kinds twice each under its load, a backlog (issue 32: liveness under a backlog);
+cluster-short a three-server NATS cluster with R3 streams losing its stream leader and a
+follower; failover a PostgreSQL primary killed and its synchronous standby promoted (about
+a minute each).
 
 The same runs are ``make chaos`` and ``make chaos PROFILE=medium``; ``make chaos
 PROFILE=long`` is the long one, by hand.
@@ -18,7 +21,7 @@ from tests.chaos.profiles import PROFILES
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("name", ["short", "medium"])
+@pytest.mark.parametrize("name", ["short", "medium", "cluster-short", "failover"])
 async def test_a_chaos_profile_loses_duplicates_and_strands_nothing(name: str) -> None:
     profile = PROFILES[name]
     report = await run(profile, seed=1, say=lambda line: None)
