@@ -19,6 +19,8 @@ Statuses by name and which ones end a job: ``durable_jobs_client.statuses``; the
 messages: ``durable_jobs_client.protos``.
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
 from durable_jobs_client._core import Partial, RetryPolicy, create_request
 from durable_jobs_client._pb.jobs.v1.job_pb2 import Job, JobStatus
 from durable_jobs_client._pb.jobs.v1.job_service_pb2 import CreateJobRequest, CreateJobResponse
@@ -60,6 +62,11 @@ from durable_jobs_client.schedules import (
 )
 from durable_jobs_client.usage import Usage, UsageGroup, UsageTotals
 from durable_jobs_client.values import plain, to_python
+
+try:
+    __version__ = version("durable-jobs-client")
+except PackageNotFoundError:  # imported from a source tree without installing it
+    __version__ = "0+unknown"
 
 __all__ = [
     "AsyncAdminClient",
