@@ -446,9 +446,14 @@ async def test_bulk_operations_with_jobctl(
 ) -> None:
     runs = await reader.run_block(blocks["bulk-jobctl"])
 
-    assert run_of(runs, "--dry-run").out.strip() == "1 jobs match; cancelled none (dry run)"
-    assert run_of(runs, "--reason").out.strip() == "cancelled 1 jobs (0 already finished, left)"
-    assert run_of(runs, "retry-many").out.strip() == "retried 1 jobs as new jobs (0 refused)"
+    job_id = await db.fetchval("SELECT id::text FROM jobs ORDER BY created_at LIMIT 1")
+    # the dry run lists what it would touch, by short id
+    assert run_of(runs, "--dry-run").out.splitlines() == [
+        "1 job matches; cancelled none (dry run)",
+        f"  {job_id[-8:]}",
+    ]
+    assert run_of(runs, "--reason").out.strip() == "cancelled 1 job (0 already finished, left)"
+    assert run_of(runs, "retry-many").out.strip() == "retried 1 job as a new job (0 refused)"
     statuses = [r["status"] for r in await db.fetch("SELECT status FROM jobs ORDER BY created_at")]
     assert len(statuses) == 2 and statuses[0] == "cancelled"  # and its retry, a new job
 
