@@ -2,12 +2,14 @@
 
     jobctl create synthetic -i '{"sleep_ms": 500}' --watch
     jobctl get <job id>          jobctl cancel <job id>       jobctl watch <job id>
-    jobctl list                  jobctl list --admin --status failed -o jsonl
+    jobctl get 1a2b3c4d          (a short id: the last 8 characters, as list and tree show)
+    jobctl list                  jobctl list --all-users --status failed -o jsonl
     jobctl retry <job id>        jobctl definitions           jobctl dev
     jobctl create synthetic --depends-on <job id> --depends-on <job id> --dependency-policy run
-    jobctl tree <job id>         jobctl tree <job id> --admin --depth 3 -o json
+    jobctl tree <job id>         jobctl tree <job id> --all-users --depth 3 -o json
     jobctl create synthetic --delay 5m        jobctl create synthetic --run-at 2030-01-31T09:00:00Z
     jobctl queues                jobctl pause <queue>         jobctl resume <queue>
+    jobctl workers
     jobctl rate-limits           jobctl dead-letters list     jobctl dead-letters redrive --all
     jobctl cancel-many --type synthetic --status queued [--dry-run] [--yes]
     jobctl retry-many --status failed --created-after 2030-01-31T00:00:00Z

@@ -17,10 +17,12 @@ from jobctl.commands import (
     credentials,
     dead_letters,
     jobs,
+    listing,
     queues,
     schedules,
     signals,
     usage,
+    watching,
 )
 from jobctl.exits import describe
 from jobctl.output import FORMATS
@@ -74,7 +76,19 @@ def _common() -> argparse.ArgumentParser:
         "--tls-cert", default=s, help="client certificate (JOBS_TLS_CLIENT_CERT_FILE)"
     )
     common.add_argument("--tls-key", default=s, help="client key (JOBS_TLS_CLIENT_KEY_FILE)")
-    common.add_argument("--user", default=s, help="user id for JobService calls (JOBS_USER_ID)")
+    common.add_argument(
+        "--user",
+        default=s,
+        help="act for this user (JOBS_USER_ID; default: your login name); an admin token may "
+        "name any user",
+    )
+    common.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        default=s,
+        help="do not ask for confirmation (accepted by every command)",
+    )
     return common
 
 
@@ -89,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands = Commands(sub, common)
-    for group in (jobs, queues, bulk, dead_letters, credentials, schedules, signals, usage):
+    groups = (jobs, listing, watching, queues, bulk, dead_letters, credentials, schedules)
+    for group in (*groups, signals, usage):
         group.register(commands)
     p = commands.add("completion", None, "print the shell completion script (bash or zsh)")
     p.add_argument("shell", choices=["bash", "zsh"])
@@ -113,6 +128,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "tls_cert": None,
         "tls_key": None,
         "user": None,
+        "yes": False,
         "output": "table",
         "timeout": DEFAULT_TIMEOUT_S,
     }

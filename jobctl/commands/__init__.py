@@ -44,3 +44,10 @@ class Commands:
         )
         sub = parser.add_subparsers(dest=f"{name}_command", required=True, metavar="COMMAND")
         return Commands(sub, self._common)
+
+
+def all_users(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--all-users``: the one name for "every user's, as an admin" (AdminService).
+    ``--admin``, its name before, still works (hidden), so that scripts keep working."""
+    parser.add_argument("--all-users", action="store_true", help=help)
+    parser.add_argument("--admin", dest="all_users", action="store_true", help=argparse.SUPPRESS)

@@ -2,7 +2,9 @@
 CancelJobs / RetryJobs).
 
 Both first count what the selection matches (a dry run), say it, and ask before acting
-(``--yes`` in scripts; ``--dry-run`` stops after the count). The service acts on at most
+(``--yes`` in scripts; ``--dry-run`` stops after the count and lists the first jobs it
+would touch, by short id). ``--id`` takes whole or short ids; ``--user`` keeps one user's
+jobs (``--user-filter``, its name before, still works). The service acts on at most
 ``--limit`` jobs per call; the command follows the continuation until nothing is left,
 with a progress line per call on stderr.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from durable_jobs_client import AsyncJobsClient, job_selection
@@ -20,10 +23,14 @@ from durable_jobs_client.protos import admin_service_pb2 as apb
 from jobctl import render, timespec
 from jobctl.commands import Commands
 from jobctl.exits import Exit, UsageError
+from jobctl.ids import short_id
+from jobctl.lookup import any_id
 from jobctl.output import fmt, show
 from jobctl.prompt import confirmed
 
 _OK = 0  # google.rpc.Code.OK
+# Jobs a dry run names (the rest are counted).
+SAMPLE = 20
 
 
 def register(commands: Commands) -> None:
@@ -32,11 +39,20 @@ def register(commands: Commands) -> None:
         ("retry-many", retry_many, "retry (as new jobs) the failed or cancelled jobs"),
     ):
         p = commands.add(name, run, f"{verb} that match the filters or ids (admin)")
-        p.add_argument("--id", action="append", default=[], dest="ids", help="a job id (repeat)")
+        p.add_argument(
+            "--id",
+            action="append",
+            default=[],
+            dest="ids",
+            metavar="JOB_ID",
+            help="a job's whole id or its last 8 characters (repeat)",
+        )
         p.add_argument("--type", help="job type")
         p.add_argument("--status", choices=render.STATUSES)
         p.add_argument("--queue")
-        p.add_argument("--user-filter", help="one user's jobs")
+        # One user's jobs: --user, as every command names a user; --user-filter was its
+        # name here before (hidden, kept for scripts).
+        p.add_argument("--user-filter", help=argparse.SUPPRESS)
         p.add_argument(
             "--created-after", type=timespec.run_at, metavar="TIME", help="RFC 3339, inclusive"
         )
@@ -47,16 +63,23 @@ def register(commands: Commands) -> None:
         p.add_argument("--target-id", help="and this target id")
         p.add_argument("--reason", default="", help="recorded on each job's timeline")
         p.add_argument("--limit", type=int, default=0, help="jobs per call (default: 100)")
-        p.add_argument("--dry-run", action="store_true", help="only count; change nothing")
-        p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+        p.add_argument(
+            "--dry-run", action="store_true", help="only count and list them; change nothing"
+        )
 
 
-def selection(args: argparse.Namespace) -> apb.JobSelection:
+def _user(args: argparse.Namespace) -> str:
+    """The one user whose jobs are selected: ``--user`` (or ``--user-filter``); none: every
+    user's."""
+    return str(args.user_filter or args.user or "")
+
+
+async def selection(args: argparse.Namespace, client: AsyncJobsClient) -> apb.JobSelection:
     filters = (
         args.type,
         args.status,
         args.queue,
-        args.user_filter,
+        _user(args),
         args.created_after,
         args.created_before,
         args.target_type,
@@ -65,11 +88,11 @@ def selection(args: argparse.Namespace) -> apb.JobSelection:
     if not args.ids and not any(filters):
         raise UsageError("name the jobs: --id, or at least one filter (--type, --status, ...)")
     return job_selection(
-        job_ids=args.ids,
+        job_ids=[await any_id(client, text) for text in args.ids],
         job_type=args.type or "",
         status=render.status_value(args.status) if args.status else None,
         queue=args.queue or "",
-        user_id=args.user_filter or "",
+        user_id=_user(args),
         created_after=args.created_after,
         created_before=args.created_before,
         target_type=args.target_type or "",
@@ -81,25 +104,49 @@ def progress(line: str) -> None:
     print(f"jobctl: {line}", file=sys.stderr, flush=True)
 
 
-def _counted(args: argparse.Namespace, out: TextIO, answer: Any, action: str) -> Exit:
-    """The dry run's answer, for --dry-run."""
-    show(args, out, answer, f"{answer.matched} jobs match; {action} none (dry run)")
+def _counted(
+    args: argparse.Namespace, out: TextIO, answer: Any, job_ids: Sequence[str], action: str
+) -> Exit:
+    """The dry run's answer, for --dry-run: the count and the first jobs it names."""
+    matched = int(answer.matched)
+    verb = "matches" if matched == 1 else "match"
+    human = f"{render.count(matched, 'job')} {verb}; {action} none (dry run)"
+    if matched:
+        human += "\n" + sample(job_ids, matched)
+    show(args, out, answer, human)
     return Exit.OK
 
 
-def _ask(verb: str, matched: int) -> bool:
-    return confirmed(f"{verb} {matched} jobs?")
+def sample(job_ids: Sequence[str], matched: int, shown: int = SAMPLE) -> str:
+    """The first ``shown`` ids, short, four to a line, and how many more match."""
+    first = [short_id(job_id) for job_id in job_ids[:shown]]
+    lines = ["  " + "  ".join(first[i : i + 4]) for i in range(0, len(first), 4)]
+    if more := matched - len(first):
+        lines.append(f"  and {more} more")
+    return "\n".join(lines)
+
+
+def _retryable(counted: apb.RetryJobsResponse) -> list[str]:
+    """The jobs a retry dry run says it would retry (an id naming no job is refused)."""
+    return [o.job_id for o in counted.outcomes if o.status.code == _OK]
+
+
+def _ask(verb: str, matched: int, job_ids: Sequence[str]) -> bool:
+    """The question, after the first jobs it is about (on stderr, as the question)."""
+    if sys.stdin.isatty():
+        print(sample(job_ids, matched), file=sys.stderr)
+    return confirmed(f"{verb} {render.count(matched, 'job')}?")
 
 
 async def cancel_many(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:
-    which = selection(args)
+    which = await selection(args, client)
     counted = await client.admin.cancel_jobs(which, dry_run=True, limit=args.limit)
     if args.dry_run:
-        return _counted(args, out, counted, "cancelled")
+        return _counted(args, out, counted, counted.job_ids, "cancelled")
     if counted.matched == 0:
         show(args, out, apb.CancelJobsResponse(), "no jobs match; nothing cancelled")
         return Exit.OK
-    if not args.yes and not _ask("Cancel", counted.matched):
+    if not args.yes and not _ask("Cancel", counted.matched, counted.job_ids):
         print("jobctl: not confirmed; nothing was cancelled", file=sys.stderr)
         return Exit.NOT_CONFIRMED
     total = apb.CancelJobsResponse(matched=counted.matched)
@@ -121,20 +168,21 @@ async def cancel_many(args: argparse.Namespace, client: AsyncJobsClient, out: Te
         if not token:
             break
     if fmt(args) != "jsonl":
-        human = f"cancelled {total.cancelled} jobs ({total.skipped} already finished, left)"
+        cancelled = render.count(total.cancelled, "job")
+        human = f"cancelled {cancelled} ({total.skipped} already finished, left)"
         show(args, out, total, human)
     return Exit.OK
 
 
 async def retry_many(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:
-    which = selection(args)
+    which = await selection(args, client)
     counted = await client.admin.retry_jobs(which, dry_run=True, limit=args.limit)
     if args.dry_run:
-        return _counted(args, out, counted, "retried")
+        return _counted(args, out, counted, _retryable(counted), "retried")
     if counted.matched == 0:
         show(args, out, apb.RetryJobsResponse(), "no jobs match; nothing retried")
         return Exit.OK
-    if not args.yes and not _ask("Retry", counted.matched):
+    if not args.yes and not _ask("Retry", counted.matched, _retryable(counted)):
         print("jobctl: not confirmed; nothing was retried", file=sys.stderr)
         return Exit.NOT_CONFIRMED
     total = apb.RetryJobsResponse(matched=counted.matched)
@@ -156,7 +204,8 @@ async def retry_many(args: argparse.Namespace, client: AsyncJobsClient, out: Tex
         error = error_from_status(outcome.status)
         print(f"  {outcome.job_id}: {error.reason}: {error}", file=sys.stderr)
     if fmt(args) != "jsonl":
-        human = f"retried {total.retried} jobs as new jobs ({len(refused)} refused)"
+        as_new = "as a new job" if total.retried == 1 else "as new jobs"
+        human = f"retried {render.count(total.retried, 'job')} {as_new} ({len(refused)} refused)"
         show(args, out, total, human)
     # a partial success is not a success for a script: it says which were refused
     return Exit.REFUSED if refused else Exit.OK

@@ -30,7 +30,6 @@ def register(commands: Commands) -> None:
     group.add("list", list_credentials, "your stored keys (fingerprints only), newest first")
     p = group.add("delete", delete, "delete a stored key for good")
     p.add_argument("credential_id")
-    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
 
 async def put(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:

@@ -1,4 +1,10 @@
-"""A job's life: create, get, cancel, list, watch, retry, and its graph: tree."""
+"""A job's life: create, get, cancel, retry, and its graph: tree. (``list`` is
+``commands.listing``, ``watch`` ``commands.watching``.)
+
+Every JOB_ID may be the whole id or its short form (``jobctl.ids``), and may name another
+user's job when the token holds the admin role (``jobctl.lookup``): ``get`` and ``tree``
+show it as AdminService does, ``cancel`` acts for its owner.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +14,17 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from durable_jobs_client import AsyncJobsClient, JobsError, Partial, RetryPolicy, create_request
+from durable_jobs_client import AsyncJobsClient, JobsError, create_request
 from durable_jobs_client.protos import job_pb2, job_service_pb2
 
 from jobctl import graph, render, timespec
-from jobctl.commands import Commands
+from jobctl.commands import Commands, all_users
+from jobctl.commands.watching import follow
 from jobctl.exits import Exit, UsageError
+from jobctl.lookup import any_id, locate, noted, own_id
 from jobctl.output import for_machines, show
 
-# A watch outlives a job service restart (a deploy): it reconnects for about a minute.
-WATCH_RECONNECT = RetryPolicy(attempts=30, initial_backoff=0.2, max_backoff=2.0)
-
-_ENDED = {
-    job_pb2.JOB_STATUS_SUCCEEDED: Exit.OK,
-    job_pb2.JOB_STATUS_FAILED: Exit.JOB_FAILED,
-    job_pb2.JOB_STATUS_CANCELLED: Exit.JOB_CANCELLED,
-}
+JOB_ID_HELP = "the whole id or its last 8 characters (as `jobctl list` shows)"
 
 # --dependency-policy: what a dependency that fails or is cancelled does to the job.
 POLICIES = {
@@ -52,8 +53,8 @@ def register(commands: Commands) -> None:
         action="append",
         default=[],
         metavar="JOB_ID",
-        help="wait (created) until this job of yours has ended; repeat for each job it "
-        "waits for (fan-in); not with --run-at or --delay",
+        help="wait (created) until this job of yours (whole or short id) has ended; repeat "
+        "for each job it waits for (fan-in); not with --run-at or --delay",
     )
     p.add_argument(
         "--dependency-policy",
@@ -75,9 +76,9 @@ def register(commands: Commands) -> None:
         help="run it this long from now: seconds, or e.g. 90s, 5m, 1h, 2d",
     )
 
-    p = commands.add("get", get, "show a job with its output and timeline")
-    p.add_argument("job_id")
-    p.add_argument("--admin", action="store_true", help="any user's job (AdminService)")
+    p = commands.add("get", get, "show a job: its input, output, retries and timeline")
+    p.add_argument("job_id", metavar="JOB_ID", help=JOB_ID_HELP)
+    all_users(p, "read it as AdminService shows it (also done for another user's job)")
 
     p = commands.add(
         "tree",
@@ -85,8 +86,8 @@ def register(commands: Commands) -> None:
         "draw a job's graph: the jobs it depends on, its children and the jobs that depend "
         "on it, and theirs (short ids; -o json for the whole ids)",
     )
-    p.add_argument("job_id")
-    p.add_argument("--admin", action="store_true", help="any user's jobs (AdminService)")
+    p.add_argument("job_id", metavar="JOB_ID", help=JOB_ID_HELP)
+    all_users(p, "read the jobs through AdminService (also done for another user's job)")
     p.add_argument(
         "--depth",
         type=_at_least_one,
@@ -101,30 +102,12 @@ def register(commands: Commands) -> None:
         "what was left out",
     )
 
-    commands.add("cancel", cancel, "cancel a job").add_argument("job_id")
+    p = commands.add("cancel", cancel, "cancel a job")
+    p.add_argument("job_id", metavar="JOB_ID", help=JOB_ID_HELP)
+    all_users(p, "look the id up among every user's jobs (also done when you have none)")
 
-    p = commands.add("list", list_jobs, "list jobs, newest first")
-    p.add_argument("--limit", type=int, default=20, help="page size")
-    p.add_argument("--page-token")
-    p.add_argument("--admin", action="store_true", help="every user's jobs (AdminService)")
-    p.add_argument("--type", help="with --admin: job type")
-    p.add_argument("--status", choices=render.STATUSES, help="with --admin")
-    p.add_argument("--queue", help="with --admin")
-    p.add_argument("--user-filter", help="with --admin: one user's jobs")
-
-    p = commands.add(
-        "watch", watch, "follow a job until it ends (exit 0/4/5); reconnects if the stream breaks"
-    )
-    p.add_argument("job_id")
-    p.add_argument(
-        "--partial",
-        action="store_true",
-        help="also print the model's text as it is generated (best effort: pieces may be "
-        "missed; the job's output is the truth)",
-    )
-
-    p = commands.add("retry", retry, "run a failed or cancelled job again, as a new job")
-    p.add_argument("job_id")
+    p = commands.add("retry", retry, "run a failed or cancelled job again, as a new job (admin)")
+    p.add_argument("job_id", metavar="JOB_ID", help=JOB_ID_HELP)
     p.add_argument("--watch", action="store_true")
     p.add_argument(
         "--idempotency-key",
@@ -193,7 +176,7 @@ async def _create_after(
         priority=args.priority,
         credential_id=args.credential or "",
     )
-    request.depends_on.extend(args.depends_on)
+    request.depends_on.extend([await own_id(client, text) for text in args.depends_on])
     if args.dependency_policy:
         request.dependency_policy = POLICIES[args.dependency_policy]
     [answer] = await client.create_many([request])
@@ -203,126 +186,34 @@ async def _create_after(
 
 
 async def tree(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:
-    read = client.admin.get_job if args.admin else client.get
-    walked = await graph.walk(read, args.job_id, args.depth, args.max_jobs)
+    located = await locate(client, args.job_id, all_users=args.all_users)
+    noted(located, args.all_users)
+    read = client.admin.get_job if located.admin_view else client.get
+    walked = await graph.walk(read, located.job.id, args.depth, args.max_jobs)
     jobs = [render.tree_job(job) for job in walked.jobs.values()]
     show(args, out, render.tree_json(walked), render.job_tree(walked), items=jobs)
     return Exit.OK
 
 
 async def get(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:
-    job = await (client.admin.get_job(args.job_id) if args.admin else client.get(args.job_id))
-    show(args, out, job, render.job_detail(job))
+    located = await locate(client, args.job_id, all_users=args.all_users)
+    noted(located, args.all_users)
+    show(args, out, located.job, render.job_detail(located.job))
     return Exit.OK
 
 
 async def cancel(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:
-    job = await client.cancel(args.job_id)
+    located = await locate(client, args.job_id, all_users=args.all_users)
+    noted(located, args.all_users)
+    job = await client.cancel(located.job.id, user_id=located.owner or None)
     show(args, out, job, f"{job.id}  {render.status_name(job.status)}")
     return Exit.OK
 
 
-async def list_jobs(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:
-    """One page (``--page-token`` for the next): a listing a person reads, not a dump."""
-    response: Any
-    if args.admin:
-        response = await client.admin.list_jobs(
-            job_type=args.type or "",
-            status=render.status_value(args.status) if args.status else None,
-            queue=args.queue or "",
-            user_id=args.user_filter or "",
-            page_size=args.limit,
-            page_token=args.page_token or "",
-        )
-    else:
-        response = await client.list_page(page_size=args.limit, page_token=args.page_token or "")
-    human = render.jobs_table(response.jobs)
-    if response.next_page_token:
-        human += f"\nmore: --page-token {response.next_page_token}"
-    show(args, out, response, human, items=response.jobs)
-    return Exit.OK
-
-
-async def watch(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:
-    if args.partial:
-        return await follow_partial(args, client, out, args.job_id)
-    return await follow(args, client, out, args.job_id)
-
-
-async def follow(
-    args: argparse.Namespace, client: AsyncJobsClient, out: TextIO, job_id: str
-) -> Exit:
-    """Until the job is terminal: for people, a line per status change and a live progress
-    bar (on a terminal); with -o json/jsonl, one JSON object per change (JSON Lines). The
-    client's watch reconnects when the stream breaks (a job service restart) and shows no
-    state twice."""
-    machines = for_machines(args)
-    live = out.isatty() and not machines
-    last: tuple[int, int] | None = None
-    job: job_pb2.Job | None = None
-    async for job in client.watch(job_id, retry=WATCH_RECONNECT):
-        key = (job.status, job.attempt_count)
-        if machines:
-            if key != last or live:
-                print(render.as_json(job), file=out, flush=True)
-        else:
-            if live:
-                print("\r\033[K", end="", file=out)
-            if key != last:
-                print(render.status_change(job), file=out)
-            if live and not render.is_terminal(job):
-                print(render.progress_line(job), end="", file=out)
-            out.flush()
-        last = key
-    if job is None or not render.is_terminal(job):
-        print("jobctl: the watch ended before the job did", file=sys.stderr)
-        return Exit.UNAVAILABLE
-    return _ENDED[job.status]
-
-
-async def follow_partial(
-    args: argparse.Namespace, client: AsyncJobsClient, out: TextIO, job_id: str
-) -> Exit:
-    """``watch --partial``: the status lines as ``follow`` prints them, with the model's
-    text inline as it arrives (no progress bar: the text is the live view); with -o
-    json/jsonl a JSON line per change and one per piece (``{"partial": {...}}``). A new
-    attempt or call starts its text on a new line."""
-    machines = for_machines(args)
-    last: tuple[int, int] | None = None
-    job: job_pb2.Job | None = None
-    text_open = False  # text printed since the last newline
-    call: tuple[int, int] | None = None
-    async for seen in client.watch(job_id, retry=WATCH_RECONNECT, partial_output=True):
-        if isinstance(seen, Partial):
-            if machines:
-                print(render.as_json({"partial": vars(seen)}), file=out, flush=True)
-                continue
-            if text_open and call != (seen.attempt, seen.call):
-                print(file=out)
-            call = (seen.attempt, seen.call)
-            print(seen.text, end="", file=out, flush=True)
-            text_open = not seen.text.endswith("\n") if seen.text else text_open
-            continue
-        job = seen
-        key = (job.status, job.attempt_count)
-        if key != last:
-            if machines:
-                print(render.as_json(job), file=out, flush=True)
-            else:
-                if text_open:
-                    print(file=out)
-                    text_open = False
-                print(render.status_change(job), file=out, flush=True)
-        last = key
-    if job is None or not render.is_terminal(job):
-        print("jobctl: the watch ended before the job did", file=sys.stderr)
-        return Exit.UNAVAILABLE
-    return _ENDED[job.status]
-
-
 async def retry(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:
-    job = await client.admin.retry_job(args.job_id, idempotency_key=args.idempotency_key)
-    show(args, out, job, f"retried as {job.id}")
+    job_id = await any_id(client, args.job_id)
+    job = await client.admin.retry_job(job_id, idempotency_key=args.idempotency_key)
+    show(args, out, job, f"retried {job_id} as {job.id}")
     if args.watch:
-        return await follow(args, client, out, job.id)
+        return await follow(args, client, out, job.id, job.user_id or None)
     return Exit.OK

@@ -1,4 +1,5 @@
-"""The fleet, for operators: queues (list, pause, resume), rate limits, job definitions."""
+"""The fleet, for operators: queues (list, pause, resume), rate limits, job definitions,
+the workers connected now."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ def register(commands: Commands) -> None:
     commands.add("queues", queues, "the queues: paused, waiting, eligible, running, limit")
     p = commands.add("pause", pause, "stop granting a queue's jobs (running ones finish; admin)")
     p.add_argument("queue")
-    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     p = commands.add("resume", resume, "grant a paused queue's jobs again (admin)")
     p.add_argument("queue")
+    commands.add("workers", workers, "the workers connected now: what each runs (admin)")
     commands.add(
         "rate-limits",
         rate_limits,
@@ -77,4 +78,11 @@ async def rate_limits(args: argparse.Namespace, client: AsyncJobsClient, out: Te
     found = await client.admin.list_rate_limits()
     answer = apb.ListRateLimitsResponse(limits=found)
     show(args, out, answer, render.rate_limits_table(found), items=found)
+    return Exit.OK
+
+
+async def workers(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:
+    found = await client.admin.list_workers()
+    answer = apb.ListWorkersResponse(workers=found)
+    show(args, out, answer, render.workers_table(found), items=found)
     return Exit.OK

@@ -13,12 +13,12 @@ import json
 import sys
 from typing import Any, TextIO
 
-from durable_jobs_client import AsyncJobsClient
+from durable_jobs_client import AsyncJobsClient, ScheduleNotFound
 from durable_jobs_client.protos import job_pb2
 from durable_jobs_client.protos import schedule_service_pb2 as spb
 
 from jobctl import render, timespec
-from jobctl.commands import Commands
+from jobctl.commands import Command, Commands
 from jobctl.exits import Exit, UsageError
 from jobctl.output import show
 from jobctl.prompt import confirmed
@@ -38,12 +38,12 @@ def register(commands: Commands) -> None:
     p.add_argument("--idempotency-key", help="default: one made for this call")
     p.add_argument("--paused", action="store_true", help="store it paused (resume to fire)")
 
-    p = group.add("get", get, "show a schedule, its next fire times and recent runs")
+    p = group.add("get", per_user(get), "show a schedule, its next fire times and recent runs")
     p.add_argument("schedule_id")
 
     group.add("list", list_schedules, "your schedules, newest first")
 
-    p = group.add("update", update, "change a schedule (only the options given)")
+    p = group.add("update", per_user(update), "change a schedule (only the options given)")
     p.add_argument("schedule_id")
     _spec_options(p, required=False)
 
@@ -52,11 +52,28 @@ def register(commands: Commands) -> None:
         ("resume", resume, "fire again from the next slot after now"),
         ("trigger", trigger, "create the schedule's job now"),
     ):
-        group.add(name, run, help).add_argument("schedule_id")
+        group.add(name, per_user(run), help).add_argument("schedule_id")
 
-    p = group.add("delete", delete, "delete a schedule and its run history (its jobs stay)")
+    p = group.add(
+        "delete", per_user(delete), "delete a schedule and its run history (its jobs stay)"
+    )
     p.add_argument("schedule_id")
-    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+
+
+def per_user(command: Command) -> Command:
+    """``command``, its SCHEDULE_NOT_FOUND saying for which user it looked: schedules are
+    read per user (no call lists every user's), so another user's needs ``--user``."""
+
+    async def run(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) -> Exit:
+        try:
+            return await command(args, client, out)
+        except ScheduleNotFound as error:
+            error.message += (
+                f" (for user {client.user_id!r}; another user's schedule: --user <its owner>)"
+            )
+            raise
+
+    return run
 
 
 def _spec_options(p: argparse.ArgumentParser, *, required: bool) -> None:
@@ -146,6 +163,12 @@ async def list_schedules(args: argparse.Namespace, client: AsyncJobsClient, out:
     found = [schedule async for schedule in client.schedules.list()]
     answer = spb.ListSchedulesResponse(schedules=found)
     show(args, out, answer, render.schedules_table(found), items=found)
+    if not found:
+        print(
+            f"jobctl: user {client.user_id!r} has no schedules; schedules are listed per user: "
+            "--user <id> lists another user's",
+            file=sys.stderr,
+        )
     return Exit.OK
 
 

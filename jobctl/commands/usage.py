@@ -1,9 +1,11 @@
 """``jobctl usage``: what provider calls cost (UsageService), over whole UTC days, as a
-table with a TOTAL row (cost in US dollars, exact to six decimals)."""
+table with a TOTAL row (cost in US dollars, exact to six decimals). The user's, or with
+``--all-users`` every user's; when the user has none, jobctl says what to add."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import TextIO
@@ -81,4 +83,10 @@ async def usage(args: argparse.Namespace, client: AsyncJobsClient, out: TextIO) 
         start, end, group_by=group_by, user_id="" if args.all_users else None
     )
     show(args, out, found.message, render.usage_table(found), items=found.message.groups)
+    if not args.all_users and not found.totals.calls:
+        print(
+            f"jobctl: no provider calls for user {client.user_id!r} from {start} to {end}; "
+            "--all-users counts every user's (the admin role), --user <id> one user's",
+            file=sys.stderr,
+        )
     return Exit.OK

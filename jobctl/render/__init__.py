@@ -1,20 +1,22 @@
 """How jobctl shows things: aligned tables and key/value blocks for people, JSON for
 scripts, and the one-line live view of ``watch``. One module per concern (``text``: the
-shapes they share; ``jobs``, ``tree``, ``operators``, ``schedules``, ``usage``); this
-package names them all, so that a command writes ``render.jobs_table``."""
+shapes they share; ``jobs``, ``detail``, ``tree``, ``operators``, ``schedules``,
+``usage``); this package names them all, so that a command writes ``render.jobs_table``."""
 
 from durable_jobs_client.statuses import STATUS_NAMES as STATUSES
 from durable_jobs_client.statuses import hold_name, is_terminal, status_name, status_value
 
-from jobctl.render.jobs import (
-    BAR_WIDTH,
+from jobctl.render.detail import (
     PAYLOAD_WIDTH,
     artifact_lines,
-    failed_jobs_table,
     hold_fields,
     job_detail,
-    jobs_table,
     payload_summary,
+)
+from jobctl.render.jobs import (
+    BAR_WIDTH,
+    failed_jobs_table,
+    jobs_table,
     progress_line,
     status_change,
 )
@@ -24,9 +26,10 @@ from jobctl.render.operators import (
     definitions_table,
     queues_table,
     rate_limits_table,
+    workers_table,
 )
 from jobctl.render.schedules import schedule_detail, schedule_state, schedules_table
-from jobctl.render.text import as_dict, as_json, table, when
+from jobctl.render.text import as_dict, as_json, count, table, when
 from jobctl.render.tree import job_tree, tree_job, tree_json
 from jobctl.render.usage import usage_table
 
@@ -37,6 +40,7 @@ __all__ = [
     "artifact_lines",
     "as_dict",
     "as_json",
+    "count",
     "credentials_table",
     "dead_events_table",
     "definitions_table",
@@ -62,4 +66,5 @@ __all__ = [
     "tree_json",
     "usage_table",
     "when",
+    "workers_table",
 ]

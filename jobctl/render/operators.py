@@ -9,6 +9,7 @@ from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from jobctl.ids import short_id
 from jobctl.render.text import table, when
 
 
@@ -72,6 +73,23 @@ def rate_limits_table(limits: Sequence[Any], now: datetime | None = None) -> str
     )
 
 
+def workers_table(workers: Sequence[Any]) -> str:
+    if not workers:
+        return "no workers connected"
+    return table(
+        ["WORKER", "CONNECTED", "RUNNING", "DEFINITIONS"],
+        [
+            [
+                w.worker_id,
+                when(w.connected_at),
+                str(w.running_jobs),
+                ",".join(w.definitions) or "-",
+            ]
+            for w in workers
+        ],
+    )
+
+
 def definitions_table(definitions: Sequence[Any]) -> str:
     return table(
         ["TYPE", "QUEUE", "TIMEOUT", "ATTEMPTS", "CONCURRENCY", "VERSION", "LABEL"],
@@ -98,7 +116,7 @@ def dead_events_table(events: Sequence[Any]) -> str:
         [
             [
                 str(e.id),
-                e.job_id,
+                short_id(e.job_id),
                 e.subject,
                 str(e.attempts),
                 when(e.created_at),

@@ -5,12 +5,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from durable_jobs_client import to_python
 from durable_jobs_client.protos import schedule_service_pb2 as spb
-from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from jobctl.render.text import as_json, enum_name, table, when
+from jobctl.render.text import as_json, enum_name, is_set, moment, table, when
+
+
+def fire_time(stamp: Timestamp, time_zone: str) -> str:
+    """``2030-01-31T08:00:00Z (09:00 Europe/Berlin)``: in UTC, and on the schedule's own
+    clock when it keeps another zone's."""
+    shown = when(stamp)
+    if not is_set(stamp) or time_zone in ("", "UTC", "Etc/UTC"):
+        return shown
+    try:
+        local = moment(stamp).astimezone(ZoneInfo(time_zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        return shown
+    return f"{shown} ({local:%Y-%m-%d %H:%M} {time_zone})"
 
 
 def schedule_state(schedule: Any) -> str:
@@ -47,14 +61,14 @@ def schedule_detail(
         ("cron", spec.cron),
         ("time zone", spec.time_zone or "UTC"),
         ("type", template.job_type),
-        ("input", as_json(json_format.MessageToDict(template.input))),
+        ("input", as_json(to_python(template.input))),
         ("state", schedule_state(schedule)),
         ("overlap", enum_name(spb.OverlapPolicy, spec.overlap_policy, "OVERLAP_POLICY_")),
         ("catch-up", f"{window:g}s" if window else "default (60s)"),
         ("catch-up mode", enum_name(spb.CatchUpMode, spec.catch_up_mode, "CATCH_UP_MODE_")),
         ("start", when(spec.start_at)),
         ("end", when(spec.end_at)),
-        ("next", when(schedule.next_fire_at)),
+        ("next", fire_time(schedule.next_fire_at, spec.time_zone)),
         ("created", when(schedule.created_at)),
     ]
     if template.HasField("priority"):
@@ -65,7 +79,7 @@ def schedule_detail(
     lines = [f"{k.ljust(width)}  {v}" for k, v in fields]
     if next_fire_times:
         lines.append("next fire times")
-        lines.extend(f"  {when(t)}" for t in next_fire_times)
+        lines.extend(f"  {fire_time(t, spec.time_zone)}" for t in next_fire_times)
     if runs:
         lines.append("recent runs")
         for run in runs:

@@ -17,16 +17,10 @@ from durable_jobs_client.protos import job_pb2
 from durable_jobs_client.statuses import status_name
 
 from jobctl.graph import REVERSE, Graph, Relation, links, unlisted
+from jobctl.ids import short_id
 from jobctl.render.text import as_dict
 
-SHORT_ID = 8
 RELATION_WIDTH = max(len(r) for r in Relation)
-
-
-def short_id(job_id: str) -> str:
-    """The id's last characters: job ids are version-7 UUIDs, whose first ones are the
-    creation time and so shared by jobs created together (a fan-out's children)."""
-    return job_id[-SHORT_ID:]
 
 
 def waits(job: job_pb2.Job) -> str:

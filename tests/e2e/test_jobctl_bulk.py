@@ -127,9 +127,14 @@ async def test_cancel_many_counts_asks_and_cancels_page_by_page(
     declined = await answer_on_a_terminal(target, b"n\n", "cancel-many", *selection)
     assert declined.status == 9, declined.err
     assert "Cancel 5 jobs? [y/N]" in declined.err
+    # the jobs it is about, named before the question
+    assert set(declined.err.split("Cancel 5 jobs?")[0].split()) == {i[-8:] for i in mine}
     assert "nothing was cancelled" in declined.err
     counted = await jobctl(target, "cancel-many", *selection, "--dry-run")
-    assert (counted.status, counted.out.strip()) == (0, "5 jobs match; cancelled none (dry run)")
+    assert counted.status == 0, counted.err
+    head, *named = counted.out.splitlines()
+    assert head == "5 jobs match; cancelled none (dry run)"
+    assert sorted(" ".join(named).split()) == sorted(i[-8:] for i in mine)
     scripted = await jobctl(target, "cancel-many", *selection)  # no terminal, no --yes
     assert scripted.status == 2 and "add --yes" in scripted.err
     assert set(await statuses(db, mine + theirs)) == {"created"}

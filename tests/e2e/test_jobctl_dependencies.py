@@ -65,6 +65,8 @@ async def test_tree_draws_a_join_and_its_dependencies_from_either_end(
         f"`-- needed by  {join['id'][-8:]}  synthetic  created  waits for 1 of 2",
         f"    `-- needs      {b[-8:]}  synthetic  queued",
     ]
+    by_short_id = await jobctl(target, "tree", a[-8:])  # the short id the tree shows
+    assert (by_short_id.status, by_short_id.out) == (0, from_a.out)
     as_json = (await jobctl(target, "tree", a, "-o", "json")).json()
     assert [j["id"] for j in as_json["jobs"]] == [a, join["id"], b]
     assert as_json["left_out"]["beyond_max_jobs"] == []

@@ -21,7 +21,8 @@ import pytest
 from devstack.embedded import free_port
 from job_service.app import JobServiceApp
 from tests.e2e.test_jobctl import JOBCTL, Run, answer_on_a_terminal, jobctl, jobctl_env, rows
-from tests.support.stack import settings
+from tests.support.stack import CLIENT_TOKEN, settings
+from tests.support.wait import eventually
 from worker_service.app import WorkerApp
 
 # --- output formats ----------------------------------------------------------------------
@@ -57,6 +58,32 @@ async def test_every_listing_prints_table_json_or_one_object_per_line(target: st
     bad = await jobctl(target, "list", "-o", "yaml")
     assert bad.status == 2
     assert "invalid choice: 'yaml'" in bad.err
+
+
+# --- workers -------------------------------------------------------------------------------
+
+
+async def test_workers_lists_each_connected_worker_and_what_it_runs(
+    target: str, worker: WorkerApp
+) -> None:
+    # a job run: the worker has said what it runs (each LockJobs call says it)
+    ran = await jobctl(target, "create", "synthetic", "--watch")
+    assert ran.status == 0, ran.err
+
+    async def listed() -> list[list[str]] | None:
+        run = await jobctl(target, "workers")
+        assert run.status == 0, run.err
+        found = rows(run.out)
+        return found if any(r[0] == "inproc-worker" for r in found[1:]) else None
+
+    table = await eventually(listed, timeout=15, message="the worker never showed")
+
+    assert table[0] == ["WORKER", "CONNECTED", "RUNNING", "DEFINITIONS"]
+    [row] = [r for r in table[1:] if r[0] == "inproc-worker"]
+    assert row[1].endswith("Z") and row[2] == "0"
+    assert "synthetic@1.0.0" in row[3].split(",")
+    refused = await jobctl(target, "workers", "--token", CLIENT_TOKEN)
+    assert refused.status == 8 and "PERMISSION_DENIED" in refused.err
 
 
 # --- --timeout -----------------------------------------------------------------------------
@@ -243,8 +270,8 @@ async def test_dead_letters_list_and_redrive(
     assert listed.status == 0, listed.err
     [jobs_part, events_part] = listed.out.split("\n\n")
     assert rows(jobs_part)[1] == ["ID", "TYPE", "USER", "ATTEMPTS", "FINISHED", "ERROR"]
-    assert rows(jobs_part)[2][0] == job_id and rows(jobs_part)[2][-1] == "JOB_REJECTED"
-    assert rows(events_part)[2][:4] == [str(event_id), job_id, rows(events_part)[2][2], "10"]
+    assert rows(jobs_part)[2][0] == job_id[-8:] and rows(jobs_part)[2][-1] == "JOB_REJECTED"
+    assert rows(events_part)[2][:4] == [str(event_id), job_id[-8:], rows(events_part)[2][2], "10"]
     lines = jsonl(await jobctl(target, "dead-letters", "list", "-o", "jsonl"))
     assert [next(iter(line)) for line in lines] == ["failed_job", "dead_event"]
 

@@ -4,6 +4,7 @@ scripts, what the database holds after each command, and the exit statuses of re
 from __future__ import annotations
 
 import json
+import re
 
 import asyncpg
 
@@ -74,6 +75,9 @@ async def test_create_get_update_pause_resume_trigger_and_delete_a_schedule(
     assert shown.status == 0, shown.err
     fields = dict(line.split(maxsplit=1) for line in shown.out.splitlines() if "  " in line)
     assert fields["cron"].strip() == "0 9 * * 1-5"
+    # fire times in UTC, saying so, and on the schedule's own clock (09:00 Berlin)
+    [first_fire] = shown.out.split("next fire times\n")[1].splitlines()[:1]
+    assert re.fullmatch(r"  \S+Z \(\d{4}-\d\d-\d\d 09:00 Europe/Berlin\)", first_fire), first_fire
     assert fields["state"].strip() == "active"
     assert fields["overlap"].strip() == "cancel-previous"
     assert "next fire times" in shown.out
@@ -118,6 +122,9 @@ async def test_create_get_update_pause_resume_trigger_and_delete_a_schedule(
     assert (deleted.status, deleted.out.strip()) == (0, f"deleted {schedule_id}")
     assert await db.fetchval("SELECT count(*) FROM schedules") == 0
     assert await db.fetchval("SELECT count(*) FROM jobs WHERE id = $1", job_id) == 1  # stays
+    none_left = await jobctl(target, "schedule", "list")
+    assert (none_left.status, none_left.out.strip()) == (0, "no schedules")
+    assert "user 'cli-user' has no schedules; schedules are listed per user" in none_left.err
 
 
 async def test_schedule_refusals_say_why_and_write_nothing(
@@ -126,6 +133,7 @@ async def test_schedule_refusals_say_why_and_write_nothing(
     missing = await jobctl(target, "schedule", "get", MISSING)
     assert (missing.status, missing.out) == (3, "")
     assert "SCHEDULE_NOT_FOUND" in missing.err
+    assert "(for user 'cli-user'; another user's schedule: --user <its owner>)" in missing.err
     for command in ("pause", "resume", "trigger"):
         refused = await jobctl(target, "schedule", command, MISSING)
         assert refused.status == 3, (command, refused.err)

@@ -23,7 +23,7 @@ from worker_service.app import WorkerApp
 from worker_service.model_router import ModelSettings
 
 MISSING = "00000000-0000-0000-0000-000000000000"
-STATUS_LINE = re.compile(r"^\d\d:\d\d:\d\d  [a-z_]+  attempt \d+")
+STATUS_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d\d\dZ  [a-z_]+  attempt \d+")
 
 
 async def test_signal_reaches_the_job_once_per_key_and_refusals_say_why(

@@ -104,6 +104,12 @@ async def test_usage_table_and_json_equal_the_usage_rows(
     everyone = await jobctl(target, "usage", "--since", since, "--by", "user", "--all-users")
     per_user = {r.split()[1]: r.split()[-1] for r in everyone.out.splitlines()[1:-1]}
     assert per_user == {"cli-user": f"{cost:.6f}", "other": "1.500000"}
+    # a user with no calls: the table says 0, and stderr what would show more
+    nobody = await jobctl(target, "--user", "nobody", "usage", "--by", "none")
+    assert nobody.status == 0, nobody.err
+    assert nobody.out.splitlines()[-1].split()[1:] == ["0", "0", "0", "0", "0.000000"]
+    assert "no provider calls for user 'nobody'" in nobody.err
+    assert "--all-users counts every user's" in nobody.err
 
 
 async def test_bad_ranges_and_groupings_are_refused(target: str) -> None:

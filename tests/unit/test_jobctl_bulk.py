@@ -34,17 +34,28 @@ class FakeAdmin:
         end = start + (request["limit"] or 100)
         return self.jobs[start:end], str(end) if end < len(self.jobs) else ""
 
+    def _dry_page(self, selection: apb.JobSelection, request: dict[str, Any]) -> list[str]:
+        """A dry run names the jobs of the first page it would act on."""
+        self.calls.append({"dry_run": True, "selection": selection})
+        return self.jobs[: request.get("limit") or 100]
+
+    async def list_jobs(self, **request: Any) -> apb.AdminListJobsResponse:
+        """AdminService.ListJobs by id suffix, over ``jobs``."""
+        found = [j for j in self.jobs if j.replace("-", "").endswith(request["id_suffix"])]
+        return apb.AdminListJobsResponse(jobs=[job_pb2.Job(id=j) for j in found])
+
     async def cancel_jobs(self, selection: apb.JobSelection, **request: Any) -> Any:
         if request.get("dry_run"):
-            self.calls.append({"dry_run": True, "selection": selection})
-            return apb.CancelJobsResponse(matched=len(self.jobs))
+            page = self._dry_page(selection, request)
+            return apb.CancelJobsResponse(matched=len(self.jobs), cancelled=len(page), job_ids=page)
         page, token = self._page(request)
         return apb.CancelJobsResponse(cancelled=len(page), job_ids=page, next_page_token=token)
 
     async def retry_jobs(self, selection: apb.JobSelection, **request: Any) -> Any:
         if request.get("dry_run"):
-            self.calls.append({"dry_run": True, "selection": selection})
-            return apb.RetryJobsResponse(matched=len(self.jobs))
+            page = self._dry_page(selection, request)
+            outcomes = [apb.RetryJobOutcome(job_id=job_id) for job_id in page]
+            return apb.RetryJobsResponse(matched=len(self.jobs), outcomes=outcomes)
         page, token = self._page(request)
         outcomes = [outcome(job_id, job_id in self.refuse) for job_id in page]
         retried = sum(1 for o in outcomes if o.new_job_id)
@@ -105,8 +116,18 @@ def test_the_options_make_the_selection() -> None:
     assert not selection.HasField("created_before")
     assert selection.target_type == "doc"
     ids = FakeAdmin(JOBS)
-    run("retry-many", ids, "--id", "a", "--id", "b", "--dry-run")
-    assert list(ids.calls[0]["selection"].job_ids) == ["a", "b"]
+    whole = ["0190f3c2-7a1b-7000-8000-00000000000a", "0190f3c2-7a1b-7000-8000-00000000000b"]
+    run("retry-many", ids, "--id", whole[0], "--id", whole[1], "--dry-run")
+    assert list(ids.calls[0]["selection"].job_ids) == whole
+
+
+def test_ids_may_be_short() -> None:
+    whole = [f"0190f3c2-7a1b-7000-8000-{n:012x}" for n in (10, 11)]
+    admin = FakeAdmin(whole)
+
+    run("cancel-many", admin, "--id", whole[1][-8:], "--id", whole[0], "--dry-run")
+
+    assert list(admin.calls[0]["selection"].job_ids) == [whole[1], whole[0]]
 
 
 def test_no_selection_is_a_usage_error_and_nothing_is_sent() -> None:
@@ -116,11 +137,43 @@ def test_no_selection_is_a_usage_error_and_nothing_is_sent() -> None:
     assert admin.calls == []
 
 
-def test_dry_run_only_counts() -> None:
+def test_dry_run_only_counts_and_names_the_first_jobs_by_short_id() -> None:
     admin = FakeAdmin(JOBS)
     status, out = run("cancel-many", admin, "--type", "t", "--dry-run")
-    assert (status, out.strip()) == (Exit.OK, "5 jobs match; cancelled none (dry run)")
+    assert status == Exit.OK
+    assert out.splitlines() == [
+        "5 jobs match; cancelled none (dry run)",
+        "  job-0  job-1  job-2  job-3",
+        "  job-4",
+    ]
     assert [c.get("dry_run") for c in admin.calls] == [True]
+
+
+def test_a_dry_run_over_many_jobs_names_the_first_and_counts_the_rest() -> None:
+    many = [f"0190f3c2-7a1b-7000-8000-{n:012x}" for n in range(45)]
+    status, out = run("retry-many", FakeAdmin(many), "--status", "failed", "--dry-run")
+    assert status == Exit.OK
+    head, *names, rest = out.splitlines()
+    assert head == "45 jobs match; retried none (dry run)"
+    shown = " ".join(names).split()
+    assert shown == [job_id[-8:] for job_id in many[: bulk.SAMPLE]]
+    assert rest == f"  and {45 - bulk.SAMPLE} more"
+
+
+def test_one_job_is_one_job() -> None:
+    _, out = run("cancel-many", FakeAdmin(["job-0"]), "--type", "t", "--dry-run")
+    assert out.splitlines()[0] == "1 job matches; cancelled none (dry run)"
+    _, done = run("cancel-many", FakeAdmin(["job-0"]), "--type", "t", "--yes")
+    assert done.strip() == "cancelled 1 job (0 already finished, left)"
+    _, retried = run("retry-many", FakeAdmin(["job-0"]), "--status", "failed", "--yes")
+    assert retried.strip() == "retried 1 job as a new job (0 refused)"
+
+
+def test_user_names_one_users_jobs_as_user_filter_did() -> None:
+    for option in ("--user", "--user-filter"):
+        admin = FakeAdmin(JOBS)
+        run("cancel-many", admin, option, "learner-3", "--dry-run")
+        assert admin.calls[0]["selection"].user_id == "learner-3"
 
 
 def test_a_declined_confirmation_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

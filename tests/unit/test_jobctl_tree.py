@@ -20,7 +20,7 @@ from durable_jobs_client.protos import job_pb2, job_service_pb2
 from jobctl.cli import parse
 from jobctl.exits import Exit, UsageError
 from jobctl.graph import walk
-from jobctl.render.jobs import job_detail
+from jobctl.render.detail import job_detail
 from jobctl.render.tree import job_tree, short_id
 
 CREATED = job_pb2.JOB_STATUS_CREATED
@@ -190,6 +190,12 @@ class FakeClient:
     async def get(self, job_id: str) -> job_pb2.Job:
         return await self.jobs.get(job_id)
 
+    async def list_page(self, **request: Any) -> job_service_pb2.ListJobsResponse:
+        """ListJobs by id suffix (the user's jobs are all of ``jobs``)."""
+        digits = request["id_suffix"]
+        found = [j for i, j in self.jobs.jobs.items() if i.replace("-", "").endswith(digits)]
+        return job_service_pb2.ListJobsResponse(jobs=found)
+
     async def create_many(self, requests: list[Any]) -> list[Any]:
         self.batches.append(requests)
         return [job_service_pb2.CreateJobResponse(job=job("new", CREATED), created=True)]
@@ -248,6 +254,16 @@ def test_depends_on_and_the_policy_go_into_the_request() -> None:
         "k1",
     )
     assert request.input["k"] == 1
+
+
+def test_depends_on_takes_short_ids_of_the_users_jobs() -> None:
+    client = FakeClient(fan_in())
+
+    status, _ = run(client, "create", "merge", "--depends-on", "0000000b", "--depends-on", jid("a"))
+
+    assert status == Exit.OK
+    [[request]] = client.batches
+    assert list(request.depends_on) == [jid("b"), jid("a")]
 
 
 @pytest.mark.parametrize(
