@@ -23,6 +23,7 @@ from job_service.adapters.postgres.batches import BatchRepository
 from job_service.adapters.postgres.bulk import BulkRepository
 from job_service.adapters.postgres.call_permits import CallPermitRepository
 from job_service.adapters.postgres.claims import ClaimRepository
+from job_service.adapters.postgres.console_sessions import ConsoleSessionRepository
 from job_service.adapters.postgres.credentials import CredentialRepository
 from job_service.adapters.postgres.dependencies import DependencyRepository
 from job_service.adapters.postgres.jobs import JobRepository, cancel_descendants_of
@@ -51,6 +52,7 @@ from job_service.usecases.admin import Admin
 from job_service.usecases.bulk import BulkActions
 from job_service.usecases.call_permits import CallPermits
 from job_service.usecases.claims import Claims
+from job_service.usecases.console_sessions import ConsoleSessions
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.dependencies import (
     RESOLVE_BATCH,
@@ -290,6 +292,7 @@ class JobServiceApp(Lifetime):
             dependencies=DependencyResults(dependency_store),
             queues=queues,
             admin=admin,
+            console_sessions=ConsoleSessions(ConsoleSessionRepository(self._pool)),
             bulk=bulk,
             outbox=outbox,
             vault=vault,

@@ -13,7 +13,7 @@ of the continuation (``jobctl cancel-many`` shows the loop)::
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 import grpc
@@ -215,6 +215,52 @@ class AsyncAdminClient:
         return list(
             (await self._call(self._stub.ListWorkers, request, apb.ListWorkersResponse)).workers
         )
+
+    async def count_jobs(
+        self, since: datetime, until: datetime | None = None
+    ) -> apb.CountJobsResponse:
+        """Exact counts of every user's jobs by status over [since, until) (None: now):
+        created in it, finished in it, and every unfinished job now."""
+        request = apb.CountJobsRequest()
+        request.since.FromDatetime(since)
+        if until is not None:
+            request.until.FromDatetime(until)
+        return await self._call(self._stub.CountJobs, request, apb.CountJobsResponse)
+
+    async def open_console_session(
+        self, *, idle_timeout: timedelta | None = None, max_age: timedelta | None = None
+    ) -> apb.OpenConsoleSessionResponse:
+        """A web console session for this client's principal (its id is a secret)."""
+        request = apb.OpenConsoleSessionRequest()
+        if idle_timeout is not None:
+            request.idle_timeout.FromTimedelta(idle_timeout)
+        if max_age is not None:
+            request.max_age.FromTimedelta(max_age)
+        return await self._call(
+            self._stub.OpenConsoleSession,
+            request,
+            apb.OpenConsoleSessionResponse,
+            replay_safe=False,
+        )
+
+    async def check_console_session(self, session_id: str) -> apb.CheckConsoleSessionResponse:
+        """The live session (kept alive by this call); Unauthenticated once it has ended."""
+        request = apb.CheckConsoleSessionRequest(session_id=session_id)
+        return await self._call(
+            self._stub.CheckConsoleSession, request, apb.CheckConsoleSessionResponse
+        )
+
+    async def close_console_session(self, session_id: str) -> None:
+        request = apb.CloseConsoleSessionRequest(session_id=session_id)
+        await self._call(self._stub.CloseConsoleSession, request, apb.CloseConsoleSessionResponse)
+
+    async def revoke_console_sessions(self, principal: str) -> int:
+        """Ends every open console session of ``principal``; how many there were."""
+        request = apb.RevokeConsoleSessionsRequest(principal=principal)
+        answer = await self._call(
+            self._stub.RevokeConsoleSessions, request, apb.RevokeConsoleSessionsResponse
+        )
+        return answer.revoked
 
     async def list_rate_limits(self) -> list[apb.RateLimitInfo]:
         """The fleet-wide provider rate limits per model tier."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
+from job_service.domain.counts import JobCounts
 from job_service.domain.jobs import Job
 from job_service.domain.selection import Cursor, JobFilter
 from job_service.domain.workers import LiveWorker
@@ -16,3 +18,7 @@ class JobListingStore(Protocol):
     async def fingerprints(self, job_ids: Sequence[str]) -> dict[str, Any]: ...
 
     async def live_workers(self) -> list[LiveWorker]: ...
+
+    async def count_jobs(
+        self, since: datetime, until: datetime | None, job_types: Sequence[str]
+    ) -> JobCounts: ...

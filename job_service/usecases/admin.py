@@ -15,6 +15,7 @@ from typing import Any
 from job_service.domain import checks
 from job_service.domain.admission import readmit
 from job_service.domain.checks import require_name, require_target, require_uuid
+from job_service.domain.counts import JobCounts, require_window
 from job_service.domain.jobs import Job
 from job_service.domain.lifecycle import RERUNNABLE, JobStatus
 from job_service.domain.outbox import DeadEvent
@@ -125,6 +126,13 @@ class Admin:
             )
 
     # --- operators ---------------------------------------------------------------------
+
+    async def count_jobs(self, since: datetime | None, until: datetime | None) -> JobCounts:
+        """Exact counts of every user's jobs over [since, until) (until None: now)."""
+        require_window(since, until)
+        assert since is not None
+        job_types = [d.job_type for d in self._registry]
+        return await self._listing.count_jobs(since, until, job_types)
 
     async def live_workers(self) -> list[LiveWorker]:
         """The workers connected now, by worker id."""

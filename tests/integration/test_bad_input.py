@@ -895,6 +895,48 @@ CASES: dict[str, Case] = {
         "PERMISSION_DENIED",
         token=WORKER_TOKEN,
     ),
+    "count jobs: no window start": Case(
+        ADMIN + "CountJobs", lambda s: apb.CountJobsRequest(), INVALID, "INVALID_INPUT"
+    ),
+    "count jobs: a window of 40 days": Case(
+        ADMIN + "CountJobs",
+        lambda s: apb.CountJobsRequest(
+            since=Timestamp(seconds=NOW - 40 * 86400), until=Timestamp(seconds=NOW)
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "count jobs: an empty window": Case(
+        ADMIN + "CountJobs",
+        lambda s: apb.CountJobsRequest(since=Timestamp(seconds=NOW), until=Timestamp(seconds=NOW)),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "console session: malformed id": Case(
+        ADMIN + "CheckConsoleSession",
+        lambda s: apb.CheckConsoleSessionRequest(session_id=SQL),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "console session: closed with no id": Case(
+        ADMIN + "CloseConsoleSession",
+        lambda s: apb.CloseConsoleSessionRequest(),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "console sessions: revoked for nobody": Case(
+        ADMIN + "RevokeConsoleSessions",
+        lambda s: apb.RevokeConsoleSessionsRequest(principal=""),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "console session: client role": Case(
+        ADMIN + "OpenConsoleSession",
+        lambda s: apb.OpenConsoleSessionRequest(),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
     "workers: client role": Case(
         ADMIN + "ListWorkers",
         lambda s: apb.ListWorkersRequest(),

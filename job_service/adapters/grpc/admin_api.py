@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import grpc
 
 from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.convert import STATUS_TO_PB, job_to_pb
 from job_service.domain.checks import id_suffix
-from job_service.domain.lifecycle import JobStatus
+from job_service.domain.lifecycle import ACTIVE, TERMINAL, JobStatus
 from job_service.domain.queues import QueueState
 from job_service.domain.selection import JobFilter, JobSelection
 from job_service.usecases.admin import Admin, attribution
 from job_service.usecases.bulk import BulkActions, BulkRequest
+from job_service.usecases.console_sessions import ConsoleSessions
 from job_service.usecases.outbox import OutboxUpkeep
 from job_service.usecases.queues import Queues
 from shared.errors import FieldViolation, InvalidInput
@@ -42,9 +45,11 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
         registry: Registry,
         tokens: TokenTable,
         bulk: BulkActions,
+        console_sessions: ConsoleSessions,
         *,
         job_retention_s: float = 0.0,
     ) -> None:
+        self._console_sessions = console_sessions
         self._job_retention_s = job_retention_s
         self._bulk = bulk
         self._admin = admin
@@ -188,6 +193,66 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
             ]
         )
 
+    async def CountJobs(
+        self, request: pb.CountJobsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CountJobsResponse:
+        counts = await self._admin.count_jobs(_time(request, "since"), _time(request, "until"))
+
+        def each(found: dict[JobStatus, int], statuses: Iterable[JobStatus]) -> list[Any]:
+            return [
+                pb.StatusCount(status=STATUS_TO_PB[s], count=found.get(s, 0))  # type: ignore[arg-type]
+                for s in statuses
+            ]
+
+        return pb.CountJobsResponse(
+            since=timestamp(counts.since),
+            until=timestamp(counts.until),
+            created=each(counts.created, JobStatus),
+            finished=each(counts.finished, [s for s in JobStatus if s in TERMINAL]),
+            unfinished=each(counts.unfinished, [s for s in JobStatus if s in ACTIVE]),
+            delayed=counts.delayed,
+        )
+
+    async def OpenConsoleSession(
+        self, request: pb.OpenConsoleSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.OpenConsoleSessionResponse:
+        opened = await self._console_sessions.open(
+            self._tokens.caller(context.invocation_metadata()),
+            request.idle_timeout.ToTimedelta(),
+            request.max_age.ToTimedelta(),
+        )
+        return pb.OpenConsoleSessionResponse(
+            session_id=opened.secret,
+            principal=opened.principal,
+            expires_at=timestamp(opened.expires_at),
+        )
+
+    async def CheckConsoleSession(
+        self, request: pb.CheckConsoleSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CheckConsoleSessionResponse:
+        live = await self._console_sessions.check(
+            request.session_id, self._tokens.caller(context.invocation_metadata())
+        )
+        return pb.CheckConsoleSessionResponse(
+            principal=live.principal, expires_at=timestamp(live.expires_at)
+        )
+
+    async def CloseConsoleSession(
+        self, request: pb.CloseConsoleSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CloseConsoleSessionResponse:
+        await self._console_sessions.close(
+            request.session_id, self._tokens.caller(context.invocation_metadata())
+        )
+        return pb.CloseConsoleSessionResponse()
+
+    async def RevokeConsoleSessions(
+        self, request: pb.RevokeConsoleSessionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RevokeConsoleSessionsResponse:
+        revoked = await self._console_sessions.revoke(
+            request.principal, self._tokens.caller(context.invocation_metadata())
+        )
+        return pb.RevokeConsoleSessionsResponse(revoked=revoked)
+
     async def ListRateLimits(
         self, request: pb.ListRateLimitsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListRateLimitsResponse:
@@ -292,7 +357,9 @@ def _status(number: int, field: str = "status") -> JobStatus | None:
 
 
 def _time(
-    request: pb.AdminListJobsRequest | pb.JobSelection, name: str, prefix: str = ""
+    request: pb.AdminListJobsRequest | pb.JobSelection | pb.CountJobsRequest,
+    name: str,
+    prefix: str = "",
 ) -> datetime | None:
     if not request.HasField(name):
         return None

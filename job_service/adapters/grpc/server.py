@@ -23,6 +23,7 @@ from job_service.usecases.admin import Admin
 from job_service.usecases.bulk import BulkActions
 from job_service.usecases.call_permits import CallPermits
 from job_service.usecases.claims import Claims
+from job_service.usecases.console_sessions import ConsoleSessions
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.dependencies import DependencyResults
 from job_service.usecases.jobs import Jobs
@@ -86,6 +87,7 @@ def build_server(
     claims: Claims,
     queues: Queues,
     admin: Admin,
+    console_sessions: ConsoleSessions,
     bulk: BulkActions,
     outbox: OutboxUpkeep,
     vault: CredentialVault,
@@ -117,7 +119,14 @@ def build_server(
     )
     admin_service_pb2_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
         AdminServicer(
-            admin, outbox, queues, registry, tokens, bulk, job_retention_s=s.job_retention_s
+            admin,
+            outbox,
+            queues,
+            registry,
+            tokens,
+            bulk,
+            console_sessions,
+            job_retention_s=s.job_retention_s,
         ),
         server,
     )

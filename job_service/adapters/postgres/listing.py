@@ -5,14 +5,17 @@ outbox adapter's.)"""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from job_service.adapters.postgres.rows import ERROR_ATTEMPT, JOB_COLUMNS, job_from_row
 from job_service.adapters.postgres.vocabulary.filters import bind, filter_conditions
+from job_service.domain.counts import JobCounts
+from job_service.domain.dependencies import UNTIL_DEPENDENCIES_END
 from job_service.domain.jobs import Job
-from job_service.domain.lifecycle import LEASED, statuses_sql
+from job_service.domain.lifecycle import ACTIVE, LEASED, TERMINAL, JobStatus, statuses_sql
 from job_service.domain.selection import Cursor, JobFilter
 from job_service.domain.workers import LiveWorker
 
@@ -33,6 +36,30 @@ SELECT s.worker_id, min(s.opened_at) AS connected_at,
            AS running_jobs
 FROM worker_sessions s WHERE s.closed_at IS NULL
 GROUP BY s.worker_id ORDER BY s.worker_id
+"""
+
+# CountJobs: created in [$1, $2) by status now; finished in it by terminal status (through
+# jobs_finished, one range per job type $3); every unfinished job by status, and of those
+# the created ones due later than now (delayed; a job waiting for its dependencies is not).
+COUNT_JOBS = f"""
+WITH window_ AS (SELECT $1::timestamptz AS since, coalesce($2::timestamptz, now()) AS until)
+SELECT 'created' AS kind, j.status, count(*)::bigint AS n, NULL::timestamptz AS at
+FROM jobs j, window_ w WHERE j.created_at >= w.since AND j.created_at < w.until
+GROUP BY j.status
+UNION ALL
+SELECT 'finished', j.status, count(*), NULL
+FROM jobs j, window_ w
+WHERE j.job_type = ANY($3::text[]) AND j.status IN {statuses_sql(TERMINAL)}
+  AND j.finished_at >= w.since AND j.finished_at < w.until
+GROUP BY j.status
+UNION ALL
+SELECT 'unfinished', j.status, count(*), NULL FROM jobs j WHERE j.status IN {statuses_sql(ACTIVE)}
+GROUP BY j.status
+UNION ALL
+SELECT 'delayed', 'created', count(*), NULL FROM jobs j
+WHERE j.status = 'created' AND j.next_run_at > now() AND j.next_run_at < $4
+UNION ALL
+SELECT 'until', '', 0, w.until FROM window_ w
 """
 
 PAGE_TOKEN_SECRET = "SELECT secret FROM api_secrets WHERE name = 'page_token'"
@@ -83,6 +110,24 @@ class JobListing:
             )
             for r in rows
         ]
+
+    async def count_jobs(
+        self, since: datetime, until: datetime | None, job_types: Sequence[str]
+    ) -> JobCounts:
+        rows = await self._pool.fetch(
+            COUNT_JOBS, since, until, list(job_types), UNTIL_DEPENDENCIES_END
+        )
+        by_kind: dict[str, dict[JobStatus, int]] = {"created": {}, "finished": {}, "unfinished": {}}
+        delayed, end = 0, until
+        for r in rows:
+            if r["kind"] == "delayed":
+                delayed = r["n"]
+            elif r["kind"] == "until":
+                end = r["at"]
+            else:
+                by_kind[r["kind"]][JobStatus(r["status"])] = r["n"]
+        assert end is not None
+        return JobCounts(since, end, delayed=delayed, **by_kind)
 
     async def page_token_secret(self) -> bytes | None:
         secret = await self._pool.fetchval(PAGE_TOKEN_SECRET)

@@ -401,6 +401,40 @@ ON CONFLICT (worker_id) DO UPDATE SET seen_at = now(), definitions = ARRAY(
     SELECT d FROM unnest(w.definitions) d WHERE split_part(d, '@', 1) <> ALL($2::text[])
 ) || EXCLUDED.definitions;
 
+-- console_sessions.OPEN
+WITH cleaned AS (
+    DELETE FROM console_sessions WHERE id IN (
+        SELECT id FROM console_sessions
+        WHERE expires_at < now() - make_interval(secs => 86400.0)
+        ORDER BY expires_at LIMIT 100
+    )
+)
+INSERT INTO console_sessions (secret_hash, principal, idle_timeout_s, expires_at)
+VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+RETURNING expires_at;
+
+-- console_sessions.TOUCH
+UPDATE console_sessions SET last_seen_at = now()
+WHERE secret_hash = $1 AND principal = $2 AND 
+    closed_at IS NULL AND expires_at > now()
+    AND last_seen_at + make_interval(secs => idle_timeout_s) > now()
+
+RETURNING expires_at;
+
+-- console_sessions.CLOSE
+UPDATE console_sessions SET closed_at = now()
+WHERE secret_hash = $1 AND principal = $2 AND closed_at IS NULL;
+
+-- console_sessions.REVOKE
+WITH closed AS (
+    UPDATE console_sessions SET closed_at = now() WHERE principal = $1 AND 
+    closed_at IS NULL AND expires_at > now()
+    AND last_seen_at + make_interval(secs => idle_timeout_s) > now()
+
+    RETURNING 1
+)
+SELECT count(*)::int FROM closed;
+
 -- credentials.INSERT
 INSERT INTO credentials (id, user_id, provider, label, fingerprint, key_id, nonce, ciphertext,
                          idempotency_key, request_hash)
@@ -842,6 +876,26 @@ SELECT s.worker_id, min(s.opened_at) AS connected_at,
            AS running_jobs
 FROM worker_sessions s WHERE s.closed_at IS NULL
 GROUP BY s.worker_id ORDER BY s.worker_id;
+
+-- listing.COUNT_JOBS
+WITH window_ AS (SELECT $1::timestamptz AS since, coalesce($2::timestamptz, now()) AS until)
+SELECT 'created' AS kind, j.status, count(*)::bigint AS n, NULL::timestamptz AS at
+FROM jobs j, window_ w WHERE j.created_at >= w.since AND j.created_at < w.until
+GROUP BY j.status
+UNION ALL
+SELECT 'finished', j.status, count(*), NULL
+FROM jobs j, window_ w
+WHERE j.job_type = ANY($3::text[]) AND j.status IN ('succeeded', 'failed', 'cancelled')
+  AND j.finished_at >= w.since AND j.finished_at < w.until
+GROUP BY j.status
+UNION ALL
+SELECT 'unfinished', j.status, count(*), NULL FROM jobs j WHERE j.status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested')
+GROUP BY j.status
+UNION ALL
+SELECT 'delayed', 'created', count(*), NULL FROM jobs j
+WHERE j.status = 'created' AND j.next_run_at > now() AND j.next_run_at < $4
+UNION ALL
+SELECT 'until', '', 0, w.until FROM window_ w;
 
 -- listing.PAGE_TOKEN_SECRET
 SELECT secret FROM api_secrets WHERE name = 'page_token';

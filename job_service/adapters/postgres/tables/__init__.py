@@ -5,6 +5,7 @@ in ``metadata``. Queries live in the postgres adapter of their concern."""
 from __future__ import annotations
 
 from job_service.adapters.postgres.tables.base import metadata
+from job_service.adapters.postgres.tables.console import console_sessions
 from job_service.adapters.postgres.tables.credentials import api_secrets, credentials
 from job_service.adapters.postgres.tables.dependencies import job_dependencies
 from job_service.adapters.postgres.tables.jobs import (
@@ -29,6 +30,7 @@ from job_service.adapters.postgres.tables.workers import worker_definitions, wor
 __all__ = [
     "api_secrets",
     "call_permits",
+    "console_sessions",
     "credentials",
     "job_artifacts",
     "job_dependencies",

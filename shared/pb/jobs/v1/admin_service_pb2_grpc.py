@@ -101,6 +101,31 @@ class AdminServiceStub:
                 request_serializer=jobs_dot_v1_dot_admin__service__pb2.ListWorkersRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_admin__service__pb2.ListWorkersResponse.FromString,
                 _registered_method=True)
+        self.CountJobs = channel.unary_unary(
+                '/jobs.v1.AdminService/CountJobs',
+                request_serializer=jobs_dot_v1_dot_admin__service__pb2.CountJobsRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_admin__service__pb2.CountJobsResponse.FromString,
+                _registered_method=True)
+        self.OpenConsoleSession = channel.unary_unary(
+                '/jobs.v1.AdminService/OpenConsoleSession',
+                request_serializer=jobs_dot_v1_dot_admin__service__pb2.OpenConsoleSessionRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_admin__service__pb2.OpenConsoleSessionResponse.FromString,
+                _registered_method=True)
+        self.CheckConsoleSession = channel.unary_unary(
+                '/jobs.v1.AdminService/CheckConsoleSession',
+                request_serializer=jobs_dot_v1_dot_admin__service__pb2.CheckConsoleSessionRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_admin__service__pb2.CheckConsoleSessionResponse.FromString,
+                _registered_method=True)
+        self.CloseConsoleSession = channel.unary_unary(
+                '/jobs.v1.AdminService/CloseConsoleSession',
+                request_serializer=jobs_dot_v1_dot_admin__service__pb2.CloseConsoleSessionRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_admin__service__pb2.CloseConsoleSessionResponse.FromString,
+                _registered_method=True)
+        self.RevokeConsoleSessions = channel.unary_unary(
+                '/jobs.v1.AdminService/RevokeConsoleSessions',
+                request_serializer=jobs_dot_v1_dot_admin__service__pb2.RevokeConsoleSessionsRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_admin__service__pb2.RevokeConsoleSessionsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -228,6 +253,45 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CountJobs(self, request, context):
+        """Exact counts of every user's jobs by status, over a time window: the jobs created in
+        it (by their status now), the jobs that finished in it (throughput and failure rate),
+        and every unfinished job now, whenever created.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OpenConsoleSession(self, request, context):
+        """Web console sessions, shared by every console replica. A session is opened at sign-in
+        for the calling principal, checked on every page (which keeps an idle one alive), and
+        closed at sign-out; closed, idle past its timeout or past its maximum age, it is refused
+        (UNAUTHENTICATED) wherever it is presented. Only the principal that opened a session
+        can check or close it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CheckConsoleSession(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CloseConsoleSession(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeConsoleSessions(self, request, context):
+        """Ends every open console session of a principal (e.g. a token that leaked).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -295,6 +359,31 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListWorkers,
                     request_deserializer=jobs_dot_v1_dot_admin__service__pb2.ListWorkersRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_admin__service__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'CountJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountJobs,
+                    request_deserializer=jobs_dot_v1_dot_admin__service__pb2.CountJobsRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_admin__service__pb2.CountJobsResponse.SerializeToString,
+            ),
+            'OpenConsoleSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenConsoleSession,
+                    request_deserializer=jobs_dot_v1_dot_admin__service__pb2.OpenConsoleSessionRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_admin__service__pb2.OpenConsoleSessionResponse.SerializeToString,
+            ),
+            'CheckConsoleSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckConsoleSession,
+                    request_deserializer=jobs_dot_v1_dot_admin__service__pb2.CheckConsoleSessionRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_admin__service__pb2.CheckConsoleSessionResponse.SerializeToString,
+            ),
+            'CloseConsoleSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.CloseConsoleSession,
+                    request_deserializer=jobs_dot_v1_dot_admin__service__pb2.CloseConsoleSessionRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_admin__service__pb2.CloseConsoleSessionResponse.SerializeToString,
+            ),
+            'RevokeConsoleSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeConsoleSessions,
+                    request_deserializer=jobs_dot_v1_dot_admin__service__pb2.RevokeConsoleSessionsRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_admin__service__pb2.RevokeConsoleSessionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -650,6 +739,141 @@ class AdminService:
             '/jobs.v1.AdminService/ListWorkers',
             jobs_dot_v1_dot_admin__service__pb2.ListWorkersRequest.SerializeToString,
             jobs_dot_v1_dot_admin__service__pb2.ListWorkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CountJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.AdminService/CountJobs',
+            jobs_dot_v1_dot_admin__service__pb2.CountJobsRequest.SerializeToString,
+            jobs_dot_v1_dot_admin__service__pb2.CountJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenConsoleSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.AdminService/OpenConsoleSession',
+            jobs_dot_v1_dot_admin__service__pb2.OpenConsoleSessionRequest.SerializeToString,
+            jobs_dot_v1_dot_admin__service__pb2.OpenConsoleSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckConsoleSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.AdminService/CheckConsoleSession',
+            jobs_dot_v1_dot_admin__service__pb2.CheckConsoleSessionRequest.SerializeToString,
+            jobs_dot_v1_dot_admin__service__pb2.CheckConsoleSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CloseConsoleSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.AdminService/CloseConsoleSession',
+            jobs_dot_v1_dot_admin__service__pb2.CloseConsoleSessionRequest.SerializeToString,
+            jobs_dot_v1_dot_admin__service__pb2.CloseConsoleSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeConsoleSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.AdminService/RevokeConsoleSessions',
+            jobs_dot_v1_dot_admin__service__pb2.RevokeConsoleSessionsRequest.SerializeToString,
+            jobs_dot_v1_dot_admin__service__pb2.RevokeConsoleSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

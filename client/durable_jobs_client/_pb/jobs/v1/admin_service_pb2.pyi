@@ -1,6 +1,7 @@
 import datetime
 
 from google.api import field_behavior_pb2 as _field_behavior_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.rpc import status_pb2 as _status_pb2
 from durable_jobs_client._pb.jobs.v1 import job_pb2 as _job_pb2
@@ -11,6 +12,92 @@ from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class CountJobsRequest(_message.Message):
+    __slots__ = ("since", "until")
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    since: _timestamp_pb2.Timestamp
+    until: _timestamp_pb2.Timestamp
+    def __init__(self, since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class StatusCount(_message.Message):
+    __slots__ = ("status", "count")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    status: _job_pb2.JobStatus
+    count: int
+    def __init__(self, status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., count: _Optional[int] = ...) -> None: ...
+
+class CountJobsResponse(_message.Message):
+    __slots__ = ("since", "until", "created", "finished", "unfinished", "delayed")
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    UNFINISHED_FIELD_NUMBER: _ClassVar[int]
+    DELAYED_FIELD_NUMBER: _ClassVar[int]
+    since: _timestamp_pb2.Timestamp
+    until: _timestamp_pb2.Timestamp
+    created: _containers.RepeatedCompositeFieldContainer[StatusCount]
+    finished: _containers.RepeatedCompositeFieldContainer[StatusCount]
+    unfinished: _containers.RepeatedCompositeFieldContainer[StatusCount]
+    delayed: int
+    def __init__(self, since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created: _Optional[_Iterable[_Union[StatusCount, _Mapping]]] = ..., finished: _Optional[_Iterable[_Union[StatusCount, _Mapping]]] = ..., unfinished: _Optional[_Iterable[_Union[StatusCount, _Mapping]]] = ..., delayed: _Optional[int] = ...) -> None: ...
+
+class OpenConsoleSessionRequest(_message.Message):
+    __slots__ = ("idle_timeout", "max_age")
+    IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    MAX_AGE_FIELD_NUMBER: _ClassVar[int]
+    idle_timeout: _duration_pb2.Duration
+    max_age: _duration_pb2.Duration
+    def __init__(self, idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class OpenConsoleSessionResponse(_message.Message):
+    __slots__ = ("session_id", "principal", "expires_at")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    principal: str
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, session_id: _Optional[str] = ..., principal: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CheckConsoleSessionRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class CheckConsoleSessionResponse(_message.Message):
+    __slots__ = ("principal", "expires_at")
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    principal: str
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, principal: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CloseConsoleSessionRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class CloseConsoleSessionResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RevokeConsoleSessionsRequest(_message.Message):
+    __slots__ = ("principal",)
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    principal: str
+    def __init__(self, principal: _Optional[str] = ...) -> None: ...
+
+class RevokeConsoleSessionsResponse(_message.Message):
+    __slots__ = ("revoked",)
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    revoked: int
+    def __init__(self, revoked: _Optional[int] = ...) -> None: ...
 
 class ListWorkersRequest(_message.Message):
     __slots__ = ()
