@@ -70,12 +70,14 @@ lint: $(STAMP) lint-deploy
 K8S_VERSION := 1.34.0
 lint-deploy: $(STAMP)
 	$(VENV)/bin/kubernetes-validate --strict --quiet -k $(K8S_VERSION) \
-		$(filter-out deploy/k8s/kustomization.yaml deploy/k8s/keda-scaledobject.yaml,$(wildcard deploy/k8s/*.yaml))
+		$(filter-out deploy/k8s/kustomization.yaml deploy/k8s/keda-scaledobject.yaml \
+			deploy/k8s/monitors.yaml deploy/k8s/prometheusrule.yaml,$(wildcard deploy/k8s/*.yaml))
 	@command -v promtool >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 		&& (apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1 \
 			|| (apt-get update >/dev/null && apt-get install -y --no-install-recommends prometheus >/dev/null)); } \
 		|| echo "lint-deploy: promtool not found (apt-get install prometheus); alert rules not checked"
 	@if command -v promtool >/dev/null; then promtool check rules deploy/prometheus/alerts.yaml \
+		deploy/prometheus/dependency-alerts.yaml \
 		&& promtool test rules deploy/prometheus/alerts_test.yaml; fi
 	$(PY) scripts/grafana_dashboard.py --check
 

@@ -18,7 +18,15 @@ import yaml
 from console.settings import ConsoleSettings
 from devstack.embedded import nats_server_binary
 from job_service.settings import JobServiceSettings
-from shared.constants import DISPATCH_STREAM, Queue, dispatch_consumer
+from shared.constants import Queue
+from tests.support.docs import section
+from tests.unit.test_observability_files import (
+    RANGE_FUNCTIONS,
+    aggregations_around,
+    exported,
+    metric_names,
+    replicated,
+)
 from worker_service.model_router import ModelSettings
 from worker_service.settings import WorkerSettings
 
@@ -26,6 +34,8 @@ ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
 # the Kubernetes version the manifests are validated against (Makefile: K8S_VERSION)
 K8S_VERSION = "1.34.0"
+# kinds kubernetes-validate has no schema for (the Makefile leaves their files out)
+CUSTOM_RESOURCES = ("ScaledObject", "ServiceMonitor", "PodMonitor", "PrometheusRule")
 
 
 def env_names(settings: type[Any]) -> set[str]:
@@ -225,20 +235,6 @@ def test_k8s_worker_grace_covers_its_drain(manifests: list[dict[str, Any]]) -> N
     assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= needed
 
 
-def test_keda_scales_workers_on_the_consumers_they_use(
-    manifests: list[dict[str, Any]],
-) -> None:
-    scaled = by_kind(manifests, "ScaledObject", "worker-service")
-    assert scaled["apiVersion"] == "keda.sh/v1alpha1"
-    by_kind(manifests, "Deployment", scaled["spec"]["scaleTargetRef"]["name"])
-    triggers = scaled["spec"]["triggers"]
-    assert {t["type"] for t in triggers} == {"nats-jetstream"}
-    assert {t["metadata"]["stream"] for t in triggers} == {DISPATCH_STREAM}
-    assert sorted(t["metadata"]["consumer"] for t in triggers) == sorted(
-        dispatch_consumer(q) for q in Queue
-    )
-
-
 def test_kustomization_lists_every_manifest() -> None:
     listed = yaml.safe_load((K8S / "kustomization.yaml").read_text())["resources"]
     on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
@@ -247,43 +243,6 @@ def test_kustomization_lists_every_manifest() -> None:
 
 def pod_workloads(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [m for m in manifests if m["kind"] in ("Deployment", "StatefulSet", "Job")]
-
-
-def _admits(rule: dict[str, Any], labels: dict[str, str], port: str) -> bool:
-    by_pod = any(
-        "podSelector" in peer and peer["podSelector"]["matchLabels"].items() <= labels.items()
-        for peer in rule["from"]
-    )
-    return by_pod and port in {p["port"] for p in rule["ports"]}
-
-
-def test_only_the_engine_keda_and_nats_itself_reach_nats(
-    manifests: list[dict[str, Any]],
-) -> None:
-    """NATS has no auth in these manifests: the NetworkPolicy is what keeps other pods off
-    it. Every workload that connects to NATS must still be let in, on the client port."""
-    policy = by_kind(manifests, "NetworkPolicy", "nats")
-    nats = by_kind(manifests, "StatefulSet", "nats")
-    assert policy["spec"]["podSelector"]["matchLabels"].items() <= (
-        nats["spec"]["template"]["metadata"]["labels"].items()
-    )
-    assert policy["spec"]["policyTypes"] == ["Ingress"]
-    rules = policy["spec"]["ingress"]
-    clients = [
-        w
-        for w in pod_workloads(manifests)
-        if w is not nats and any("JOBS_NATS_URL" in env_of(c, manifests) for c in containers(w))
-    ]
-    assert {w["metadata"]["name"] for w in clients} >= {"job-service", "worker-service"}
-    for workload in clients:
-        labels = workload["spec"]["template"]["metadata"]["labels"]
-        assert any(_admits(r, labels, "client") for r in rules), workload["metadata"]["name"]
-    routes = nats["spec"]["template"]["metadata"]["labels"]
-    assert any(_admits(r, routes, "cluster") for r in rules)
-    keda = [r for r in rules if any("namespaceSelector" in p for p in r["from"])]
-    assert [[p["port"] for p in r["ports"]] for r in keda] == [["monitor"]]
-    # nobody else: every rule names who it admits
-    assert all(r.get("from") for r in rules)
 
 
 def test_k8s_pods_run_non_root_on_a_read_only_root_without_capabilities(
@@ -368,11 +327,12 @@ def test_k8s_liveness_waits_for_start_up(manifests: list[dict[str, Any]], name: 
     }
 
 
-def test_the_readme_names_every_secret_the_manifests_need(
+def test_the_docs_name_every_secret_the_manifests_need(
     manifests: list[dict[str, Any]],
 ) -> None:
-    """A Secret a pod cannot start without, and the README does not say to create, is a
-    deployment that never starts (the console's `jobs-console` was one)."""
+    """A Secret a pod cannot start without, and the docs' Deployment section (in the README
+    or a docs page) does not say to create, is a deployment that never starts (the
+    console's `jobs-console` was one)."""
     needed = {
         ref["name"]
         for workload in manifests
@@ -382,23 +342,11 @@ def test_the_readme_names_every_secret_the_manifests_need(
         for ref in [variable.get("valueFrom", {}).get("secretKeyRef")]
         if ref and not ref.get("optional")
     }
-    readme = (ROOT / "README.md").read_text()
+    deployment = section("Deployment")
     namespace = yaml.safe_load((K8S / "kustomization.yaml").read_text())["namespace"]
     assert needed and all(
-        f"kubectl -n {namespace} create secret generic {name} " in readme for name in needed
+        f"kubectl -n {namespace} create secret generic {name} " in deployment for name in needed
     )
-
-
-def test_keda_reaches_nats_in_the_namespace_the_kustomization_deploys_to(
-    manifests: list[dict[str, Any]],
-) -> None:
-    """KEDA resolves names in its own namespace: the endpoint must name NATS's."""
-    namespace = yaml.safe_load((K8S / "kustomization.yaml").read_text())["namespace"]
-    assert by_kind(manifests, "Namespace", namespace)
-    scaled = by_kind(manifests, "ScaledObject", "worker-service")
-    for trigger in scaled["spec"]["triggers"]:
-        host = trigger["metadata"]["natsServerMonitoringEndpoint"]
-        assert host == f"nats.{namespace}.svc.cluster.local:8222", host
 
 
 def test_k8s_scaled_workloads_leave_the_replica_count_to_keda(
@@ -449,13 +397,13 @@ def test_k8s_nats_cluster_config_is_valid_and_matches_the_stream_replicas(
 
 def test_k8s_manifests_validate_against_the_kubernetes_schemas() -> None:
     """The same check as `make lint-deploy`: every object against the OpenAPI schema of
-    its kind (kubernetes-validate ships them), unknown fields refused. KEDA's ScaledObject
-    is a custom resource without a schema there: test_keda_scales_workers_on_the_consumers
-    checks it instead."""
+    its kind (kubernetes-validate ships them), unknown fields refused. The custom resources
+    (KEDA's ScaledObject, the Prometheus Operator's monitors and rules) have no schema
+    there: the tests of the KEDA trigger, the monitors and the rules check them."""
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     for path in sorted(K8S.glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
-            if not doc or doc["kind"] in ("Kustomization", "ScaledObject"):
+            if not doc or doc["kind"] in ("Kustomization", *CUSTOM_RESOURCES):
                 continue
             kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
 
@@ -496,3 +444,542 @@ def test_the_image_installs_exactly_the_lock_file_without_the_embedded_servers()
             assert _requirement_name(requirement) in pinned, (source, requirement)
     local = re.findall(r"^RUN pip install (.*?) (\.|\./client) ", dockerfile, re.M)
     assert [options for options, _ in local] == ["--no-deps --no-build-isolation"] * 2
+
+
+def test_lint_deploy_skips_exactly_the_files_of_custom_resources() -> None:
+    """kubernetes-validate refuses kinds it has no schema for: the Makefile leaves their
+    files out, and only theirs (a Deployment there would never be validated)."""
+    makefile = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    match = re.search(r"\$\(filter-out ([^,]+),\$\(wildcard deploy/k8s/\*\.yaml\)\)", makefile)
+    assert match, "lint-deploy no longer filters deploy/k8s/*.yaml"
+    skipped = {Path(name).name for name in match.group(1).split()}
+    custom = {
+        path.name
+        for path in K8S.glob("*.yaml")
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc and doc["kind"] in CUSTOM_RESOURCES
+    }
+    assert custom and all(
+        doc["kind"] in CUSTOM_RESOURCES
+        for name in custom
+        for doc in yaml.safe_load_all((K8S / name).read_text())
+        if doc
+    )
+    assert skipped == custom | {"kustomization.yaml"}
+
+
+# --- Prometheus: the operator's monitors and rules -------------------------------------
+
+PROMETHEUS = ROOT / "deploy" / "prometheus"
+# The rule files and the PrometheusRule that carries each (prometheusrule.yaml).
+RULE_FILES = {"alerts.yaml": "durable-jobs", "dependency-alerts.yaml": "durable-jobs-dependencies"}
+# Where Prometheus runs (kube-prometheus-stack's default): the NetworkPolicies let it scrape
+# from there, and KEDA asks it there.
+PROMETHEUS_NAMESPACE = "monitoring"
+
+
+def rule_groups(name: str) -> list[dict[str, Any]]:
+    groups: list[dict[str, Any]] = yaml.safe_load((PROMETHEUS / name).read_text())["groups"]
+    return groups
+
+
+def rules_of(name: str) -> list[dict[str, Any]]:
+    return [rule for group in rule_groups(name) for rule in group["rules"]]
+
+
+def test_the_prometheus_rules_carry_exactly_the_rule_files(
+    manifests: list[dict[str, Any]],
+) -> None:
+    """prometheusrule.yaml is a copy: each PrometheusRule's groups are its rule file's, so
+    that Prometheus Operator users get the alerts promtool tests, no more and no fewer."""
+    objects = [m for m in manifests if m["kind"] == "PrometheusRule"]
+    assert {m["metadata"]["name"] for m in objects} == set(RULE_FILES.values())
+    for file, name in RULE_FILES.items():
+        rule = by_kind(manifests, "PrometheusRule", name)
+        assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+        assert rule["spec"]["groups"] == rule_groups(file), (
+            f"PrometheusRule {name} differs from deploy/prometheus/{file}: copy its groups"
+        )
+    alerts = [r["alert"] for file in RULE_FILES for r in rules_of(file)]
+    assert len(alerts) == len(set(alerts))
+
+
+def scraped_ports(manifests: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(workload, container port name) of every pod port a ServiceMonitor or PodMonitor
+    scrapes."""
+    found = set()
+    for workload in pod_workloads(manifests):
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        ports = {p["name"] for c in containers(workload) for p in c.get("ports", [])}
+        for monitor in manifests:
+            if monitor["kind"] == "PodMonitor" and _selects(monitor["spec"]["selector"], labels):
+                for endpoint in monitor["spec"]["podMetricsEndpoints"]:
+                    assert endpoint["port"] in ports, (monitor["metadata"]["name"], endpoint)
+                    found.add((peer_name(workload), endpoint["port"]))
+            if monitor["kind"] != "ServiceMonitor":
+                continue
+            for service in manifests:
+                if service["kind"] != "Service" or not (
+                    monitor["spec"]["selector"]["matchLabels"].items()
+                    <= service["metadata"]["labels"].items()
+                    and service["spec"]["selector"].items() <= labels.items()
+                ):
+                    continue
+                by_name = {p["name"]: p["targetPort"] for p in service["spec"]["ports"]}
+                for endpoint in monitor["spec"]["endpoints"]:
+                    if endpoint["port"] in by_name:
+                        assert by_name[endpoint["port"]] in ports
+                        found.add((peer_name(workload), by_name[endpoint["port"]]))
+    return found
+
+
+def test_every_metrics_port_is_scraped_once(manifests: list[dict[str, Any]]) -> None:
+    """job_service through its Service, the workers (no Service) through their pods; the
+    ports are the ones the services serve /metrics on."""
+    monitors = [m for m in manifests if m["kind"] in ("ServiceMonitor", "PodMonitor")]
+    assert {m["apiVersion"] for m in monitors} == {"monitoring.coreos.com/v1"}
+    metrics_ports = {
+        (w["metadata"]["name"], p["name"])
+        for w in pod_workloads(manifests)
+        for c in containers(w)
+        for p in c.get("ports", [])
+        if p["name"] == "metrics"
+    }
+    assert metrics_ports == {("job-service", "metrics"), ("worker-service", "metrics")}
+    assert scraped_ports(manifests) == metrics_ports
+    # the ServiceMonitor's selector also matches the headless Service, which has no
+    # metrics port: each replica is scraped once
+    [monitor] = [m for m in monitors if m["kind"] == "ServiceMonitor"]
+    selected = [
+        s
+        for s in manifests
+        if s["kind"] == "Service"
+        and monitor["spec"]["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()
+        and any(p["name"] == "metrics" for p in s["spec"]["ports"])
+    ]
+    assert len(selected) == 1
+
+
+def test_the_dependency_alerts_have_runbooks_and_name_their_exporter() -> None:
+    """alerts.yaml's runbooks are `## <alert>` sections (tests/unit/test_runbooks.py); the
+    exporter alerts' are `### <alert>` under one section, and each says what it needs."""
+    runbooks = (ROOT / "docs" / "runbooks.md").read_text()
+    headings = set(re.findall(r"^### (\S+)$", runbooks, re.M))
+    for rule in rules_of("dependency-alerts.yaml"):
+        name = rule["alert"]
+        assert rule["annotations"]["runbook_url"] == f"docs/runbooks.md#{name.lower()}"
+        assert name in headings, name
+        assert re.search(r"Needs (prometheus-nats-exporter|postgres_exporter)\b", str(rule))
+        # exporter metrics only: the engine's own belong in alerts.yaml
+        assert "jobs_" not in rule["expr"], name
+
+
+# Every rule added with the NATS and PostgreSQL alerts: promtool tests make each fire in one
+# case and stay quiet in another (alerts_test.yaml).
+TESTED_RULES = {"JobsDatabaseUnavailable"} | {
+    rule["alert"] for rule in rules_of("dependency-alerts.yaml")
+}
+
+
+def test_every_dependency_rule_has_a_firing_and_a_quiet_promtool_case() -> None:
+    tests = yaml.safe_load((PROMETHEUS / "alerts_test.yaml").read_text())
+    assert set(tests["rule_files"]) == set(RULE_FILES)
+    cases = [case for test in tests["tests"] for case in test.get("alert_rule_test", [])]
+    firing = {case["alertname"] for case in cases if case["exp_alerts"]}
+    quiet = {case["alertname"] for case in cases if not case["exp_alerts"]}
+    assert not TESTED_RULES - firing, sorted(TESTED_RULES - firing)
+    assert not TESTED_RULES - quiet, sorted(TESTED_RULES - quiet)
+
+
+def _promtool() -> str:
+    import shutil
+
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.skip("promtool not installed (make lint-deploy installs it)")
+    return found
+
+
+def _promtool_test(directory: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [_promtool(), "test", "rules", "alerts_test.yaml"],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("alert", sorted(TESTED_RULES))
+@pytest.mark.parametrize("turned", ["as written", "never fires", "always fires"])
+def test_the_promtool_cases_fail_a_rule_turned_around(
+    alert: str, turned: str, tmp_path: Path
+) -> None:
+    """A test that passes whatever the rule says proves nothing: with the rule made to
+    never fire, its firing case fails; made to always fire, its quiet case does. (Only the
+    alert's own cases run: promtool's full run is `make lint-deploy`'s.)"""
+    tests = yaml.safe_load((PROMETHEUS / "alerts_test.yaml").read_text())
+    for test in tests["tests"]:
+        test["alert_rule_test"] = [
+            case for case in test.get("alert_rule_test", []) if case["alertname"] == alert
+        ]
+        test.pop("promql_expr_test", None)
+    tests["tests"] = [test for test in tests["tests"] if test["alert_rule_test"]]
+    (tmp_path / "alerts_test.yaml").write_text(yaml.safe_dump(tests))
+    operator = {"as written": None, "never fires": "unless", "always fires": "or"}[turned]
+    for file in RULE_FILES:
+        loaded = yaml.safe_load((PROMETHEUS / file).read_text())
+        for group in loaded["groups"]:
+            for rule in group["rules"]:
+                if rule["alert"] == alert and operator:
+                    rule["expr"] = f"({rule['expr']}) {operator} on() vector(1)"
+        (tmp_path / file).write_text(yaml.safe_dump(loaded))
+    checked = _promtool_test(tmp_path)
+    if operator is None:  # the cases themselves pass, so a failure below is the rule's
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    else:
+        assert checked.returncode != 0, f"{alert}: its tests pass when it {turned}"
+
+
+# --- KEDA: the eligible backlog ---------------------------------------------------------
+
+
+def keda_queries(manifests: list[dict[str, Any]]) -> dict[str, str]:
+    """The query of each trigger, by the queue it scales for."""
+    scaled = by_kind(manifests, "ScaledObject", "worker-service")
+    found = {}
+    for trigger in scaled["spec"]["triggers"]:
+        assert trigger["type"] == "prometheus", trigger["type"]
+        query = trigger["metadata"]["query"]
+        [queue] = re.findall(r'jobs_queue_depth\{queue="([^"]+)"', query)
+        found[queue] = query
+    return found
+
+
+def test_keda_scales_each_queue_on_the_engines_own_gauges(
+    manifests: list[dict[str, Any]],
+) -> None:
+    """Not on the consumers' lag (it counts rate-limited work): on jobs_queue_depth and the
+    gauges of held work, which every replica reports alike and the query takes with max."""
+    scaled = by_kind(manifests, "ScaledObject", "worker-service")
+    assert scaled["apiVersion"] == "keda.sh/v1alpha1"
+    assert by_kind(manifests, "Deployment", scaled["spec"]["scaleTargetRef"]["name"])
+    assert 1 <= scaled["spec"]["minReplicaCount"] < scaled["spec"]["maxReplicaCount"]
+    assert scaled["spec"]["cooldownPeriod"] >= 60
+    queries = keda_queries(manifests)
+    assert sorted(queries) == sorted(Queue)
+    known, gauges = exported(), replicated()
+    for queue, query in queries.items():
+        used = metric_names(query)
+        assert used <= known, sorted(used - known)
+        assert {"jobs_queue_depth", "jobs_rate_limit_waiting"} <= used
+        assert not any(name.startswith(("nats", "jetstream")) for name in used)
+        for name in used & gauges:
+            for match in re.finditer(rf"\b{name}\b", query):
+                outer = [f for f in aggregations_around(query, match.start()) if f]
+                first = next((f for f in outer if f not in RANGE_FUNCTIONS), None)
+                assert first == "max", f"{queue}: {name} is not taken with max first"
+        # the same query for every queue but the queue's name
+        assert query.replace(queue, "Q") == next(iter(queries.values())).replace(
+            next(iter(queries)), "Q"
+        )
+    for trigger in scaled["spec"]["triggers"]:
+        server = trigger["metadata"]["serverAddress"]
+        assert re.fullmatch(rf"http://[\w-]+\.{PROMETHEUS_NAMESPACE}\.svc:9090", server), server
+        assert float(trigger["metadata"]["threshold"]) > 0
+
+
+def test_keda_counts_the_eligible_backlog_once_per_replica_set(
+    manifests: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """The queries evaluated by promtool on two job_service replicas' gauges: a tier whose
+    bucket is empty holds its due jobs back (shared out over the queues by their backlog);
+    a tier with budget holds none; and without any rate-limited tier every queued job is
+    eligible."""
+    queries = keda_queries(manifests)
+    interactive, background = queries["ai-interactive"], queries["ai-background"]
+
+    def series(name: str, labels: str, value: int, replicas: tuple[str, ...]) -> list[Any]:
+        return [
+            {"series": f'{name}{{instance="{r}",{labels}}}', "values": f"{value}x5"}
+            for r in replicas
+        ]
+
+    both = ("job-service-0", "job-service-1")
+    rate_limited = [
+        *series("jobs_queue_depth", 'queue="ai-interactive",status="queued"', 30, both),
+        *series("jobs_queue_depth", 'queue="ai-interactive",status="retrying"', 7, both),
+        *series("jobs_queue_depth", 'queue="ai-background",status="queued"', 90, both),
+        *series("jobs_rate_limit_waiting", 'tier="primary"', 50, both),
+        *series("jobs_rate_limit_requests_available", 'tier="primary"', 0, both),
+        *series("jobs_rate_limit_waiting", 'tier="cheap"', 40, both),
+        *series("jobs_rate_limit_requests_available", 'tier="cheap"', 5, both),
+        *series("jobs_waiting_without_worker", 'x="y"', 10, both),
+    ]
+    unlimited = [
+        *series("jobs_queue_depth", 'queue="ai-interactive",status="queued"', 30, both),
+        *series("jobs_queue_depth", 'queue="ai-background",status="queued"', 0, both),
+    ]
+    # held: 50 (primary's bucket is empty) + 10 without a worker = 60 of 120 queued
+    expected = [
+        (rate_limited, interactive, 15),
+        (rate_limited, background, 45),
+        (unlimited, interactive, 30),
+        (unlimited, background, 0),
+    ]
+    tests = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": inputs,
+                "promql_expr_test": [
+                    {
+                        "expr": query,
+                        "eval_time": "2m",
+                        "exp_samples": [{"labels": "{}", "value": v}],
+                    }
+                ],
+            }
+            for inputs, query, v in expected
+        ],
+    }
+    (tmp_path / "alerts_test.yaml").write_text(yaml.safe_dump(tests))
+    checked = _promtool_test(tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+# --- NetworkPolicy ----------------------------------------------------------------------
+
+NAMESPACE = yaml.safe_load((K8S / "kustomization.yaml").read_text())["namespace"]
+
+
+class Peer:
+    """A pod (its namespace and labels, its ports by name) or, with no namespace, an
+    address outside the cluster."""
+
+    def __init__(
+        self,
+        namespace: str | None,
+        labels: dict[str, str] | None = None,
+        ports: dict[str, int] | None = None,
+    ) -> None:
+        self.namespace, self.labels, self.ports = namespace, labels or {}, ports or {}
+
+    def __repr__(self) -> str:
+        return f"Peer({self.namespace}, {self.labels})"
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) <= {"matchLabels"}, "only matchLabels is understood here"
+    matched: bool = selector.get("matchLabels", {}).items() <= labels.items()
+    return matched
+
+
+def _matches(peers: list[dict[str, Any]] | None, other: Peer) -> bool:
+    """Whether a rule's from/to admits ``other`` (no from/to: everyone)."""
+    if peers is None:
+        return True
+    for peer in peers:
+        if "ipBlock" in peer:
+            if other.namespace is None:
+                return True
+            continue
+        if other.namespace is None:
+            continue
+        if "namespaceSelector" in peer:
+            namespace_ok = _selects(
+                peer["namespaceSelector"], {"kubernetes.io/metadata.name": other.namespace}
+            )
+        else:
+            namespace_ok = other.namespace == NAMESPACE
+        if namespace_ok and _selects(peer.get("podSelector", {}), other.labels):
+            return True
+    return False
+
+
+def _port_ok(
+    ports: list[dict[str, Any]] | None, number: int, name: str | None, protocol: str
+) -> bool:
+    if ports is None:
+        return True
+    return any(p["port"] in (number, name) and p.get("protocol", "TCP") == protocol for p in ports)
+
+
+def allowed(
+    policies: list[dict[str, Any]],
+    source: Peer,
+    destination: Peer,
+    port: int | str,
+    protocol: str = "TCP",
+) -> bool:
+    """Kubernetes' rule: a connection needs the source's egress (when a policy isolates its
+    egress) and the destination's ingress (likewise) to allow it, each by any one rule of
+    any policy that selects the pod."""
+    if isinstance(port, str):
+        name: str | None = port
+        number = destination.ports[port]
+    else:
+        name = next((n for n, p in destination.ports.items() if p == port), None)
+        number = port
+
+    def side(pod: Peer, kind: str, other: Peer) -> bool:
+        if pod.namespace != NAMESPACE:
+            return True  # not ours to judge
+        isolating = [
+            p
+            for p in policies
+            if kind.capitalize() in p["spec"]["policyTypes"]
+            and _selects(p["spec"]["podSelector"], pod.labels)
+        ]
+        if not isolating:
+            return True
+        peers_key = "from" if kind == "ingress" else "to"
+        return any(
+            _matches(rule.get(peers_key), other)
+            and _port_ok(rule.get("ports"), number, name, protocol)
+            for policy in isolating
+            for rule in policy["spec"].get(kind, [])
+        )
+
+    return side(source, "egress", destination) and side(destination, "ingress", source)
+
+
+def peer_name(workload: dict[str, Any]) -> str:
+    """A workload's name; the migration Job's (it carries the release) is `migrate`."""
+    return "migrate" if workload["kind"] == "Job" else str(workload["metadata"]["name"])
+
+
+def peers(manifests: list[dict[str, Any]]) -> dict[str, Peer]:
+    """Every workload's pods as a peer, by peer_name."""
+    return {
+        peer_name(w): Peer(
+            NAMESPACE,
+            w["spec"]["template"]["metadata"]["labels"],
+            {p["name"]: p["containerPort"] for c in containers(w) for p in c.get("ports", [])},
+        )
+        for w in pod_workloads(manifests)
+    }
+
+
+def connections(manifests: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """(client workload, server workload, server's port name) for every address a
+    workload's configuration names: a Service's host and port, resolved to the pods it
+    selects and the container port it targets."""
+    services = {s["metadata"]["name"]: s for s in manifests if s["kind"] == "Service"}
+    workloads = {peer_name(w): w for w in pod_workloads(manifests)}
+    found = set()
+    for client in workloads.values():
+        for container in containers(client):
+            for value in env_of(container, manifests).values():
+                match = re.match(r"^(?:dns:///|[a-z]+://)?([a-z0-9-]+):(\d+)", str(value or ""))
+                if not match or match.group(1) not in services:
+                    continue
+                service = services[match.group(1)]
+                [target] = [
+                    p["targetPort"]
+                    for p in service["spec"]["ports"]
+                    if p["port"] == int(match.group(2))
+                ]
+                for server in workloads.values():
+                    labels = server["spec"]["template"]["metadata"]["labels"]
+                    if service["spec"]["selector"].items() <= labels.items():
+                        found.add((peer_name(client), peer_name(server), target))
+    return found
+
+
+def network_policies(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in manifests if m["kind"] == "NetworkPolicy"]
+
+
+def test_the_namespace_denies_what_no_policy_allows_and_every_pod_has_its_own(
+    manifests: list[dict[str, Any]],
+) -> None:
+    policies = network_policies(manifests)
+    deny = by_kind(manifests, "NetworkPolicy", "default-deny")
+    assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    for workload in pod_workloads(manifests):
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        own = [
+            p
+            for p in policies
+            if p["spec"]["podSelector"] and _selects(p["spec"]["podSelector"], labels)
+        ]
+        assert len(own) == 1, workload["metadata"]["name"]
+
+
+# Ports used from outside the manifests: the API's clients (any namespace, e.g. an ingress
+# controller's) and the console's users (through the ingress controller).
+OUTSIDE = Peer("ingress-nginx", {"app.kubernetes.io/name": "ingress-nginx"})
+USED_FROM_OUTSIDE = {("job-service", "grpc"), ("console", "http")}
+# Ports only the kubelet's probes use (from the node: not subject to the policies).
+PROBES_ONLY = {("nats", "monitor")}
+
+
+def test_every_port_is_allowed_from_where_it_is_used(manifests: list[dict[str, Any]]) -> None:
+    """Each address a workload's configuration names (JOBS_JOB_SERVICE_TARGET,
+    JOBS_NATS_URL, JOBS_CONSOLE_METRICS_URL, ...), each port Prometheus scrapes, the
+    NATS routes and the public ports: the client's egress and the server's ingress allow
+    it. Every port a container exposes is among them."""
+    policies, pods = network_policies(manifests), peers(manifests)
+    prometheus = Peer(PROMETHEUS_NAMESPACE, {"app.kubernetes.io/name": "prometheus"})
+    uses: list[tuple[Peer, str, str]] = [
+        (pods[client], server, port) for client, server, port in connections(manifests)
+    ]
+    uses += [(prometheus, server, port) for server, port in scraped_ports(manifests)]
+    uses += [(OUTSIDE, server, port) for server, port in USED_FROM_OUTSIDE]
+    uses += [(pods["nats"], "nats", "cluster")]  # the routes between the servers
+    used = {(server, port) for _, server, port in uses}
+    assert {
+        ("job-service", "grpc"),
+        ("job-service", "metrics"),
+        ("nats", "client"),
+    } <= {(s, p) for c, s, p in uses if c.namespace == NAMESPACE}
+    exposed = {(name, port) for name, pod in pods.items() for port in pod.ports}
+    assert exposed - PROBES_ONLY <= used, sorted(exposed - PROBES_ONLY - used)
+    for client, server, port in uses:
+        assert allowed(policies, client, pods[server], port), (client, server, port)
+
+
+def test_the_policies_keep_out_what_is_not_used(manifests: list[dict[str, Any]]) -> None:
+    """The same judge refuses: NATS from another namespace, job_service's metrics from a
+    pod that is not Prometheus or the console, the workers' metrics from the engine's own
+    pods, PostgreSQL from a worker (it never gets the database), and anything to the
+    migration Job."""
+    policies, pods = network_policies(manifests), peers(manifests)
+    stranger = Peer("default", {"app": "curious"})
+    outside_db = Peer(None, ports={"postgres": 5432})
+    assert not allowed(policies, stranger, pods["nats"], "client")
+    assert not allowed(policies, stranger, pods["job-service"], "metrics")
+    assert not allowed(policies, pods["console"], pods["worker-service"], "metrics")
+    assert not allowed(policies, pods["worker-service"], outside_db, 5432)
+    assert not allowed(policies, pods["console"], pods["nats"], 4222)  # egress: no NATS
+    assert not allowed(policies, pods["job-service"], Peer(None), 443)
+    assert not any(
+        allowed(policies, pods[name], pods["migrate"], 8080)
+        for name in ("job-service", "worker-service", "console")
+    )
+    # and the judge itself lets a selected pod through an allowing rule only
+    assert allowed(policies, pods["job-service"], pods["nats"], "client")
+
+
+def test_the_pods_reach_what_lies_outside_the_namespace(manifests: list[dict[str, Any]]) -> None:
+    """DNS for every pod; PostgreSQL (outside the cluster) for job_service and the
+    migrations; the model providers' HTTPS for the workers."""
+    policies, pods = network_policies(manifests), peers(manifests)
+    outside = Peer(None)
+    dns = Peer("kube-system", {"k8s-app": "kube-dns"}, {"dns": 53})
+    for name, pod in pods.items():
+        for protocol in ("UDP", "TCP"):
+            assert allowed(policies, pod, dns, 53, protocol), (name, protocol)
+    for name in ("job-service", "migrate"):
+        assert allowed(policies, pods[name], outside, 5432), name
+    assert allowed(policies, pods["worker-service"], outside, 443)
+    # every workload that reads the database URL may reach PostgreSQL
+    readers = {
+        peer_name(w)
+        for w in pod_workloads(manifests)
+        for c in containers(w)
+        if any(e["name"] == "JOBS_DATABASE_URL" for e in c.get("env", []))
+    }
+    assert readers == {"job-service", "migrate"}
