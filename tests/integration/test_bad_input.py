@@ -1,7 +1,8 @@
 """Bad input changes nothing: every request type, sent malformed, is refused with its
 documented code and reason (exactly one ErrorInfo), and every table keeps its row count.
 
-The table below is the contract; README "Errors" documents the same codes."""
+The table below is the contract; docs/api.md ("The API", its error table) documents the
+same codes."""
 
 from __future__ import annotations
 

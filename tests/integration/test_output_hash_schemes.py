@@ -1,4 +1,4 @@
-"""SubmitResult during the move to RFC 8785 output hashes (README "The output hash"): the
+"""SubmitResult during the move to RFC 8785 output hashes (docs/api.md, "The output hash"): the
 job service accepts a result hashed either way, stores the hash as sent (its scheme with
 it), answers a repeat of either kind as the success it was, and refuses a wrong hash."""
 

@@ -1,4 +1,4 @@
-"""Numbers as their JSON said (README "Numbers in inputs and outputs"): a Struct's whole
+"""Numbers as their JSON said (docs/api.md, "Numbers in inputs and outputs"): a Struct's whole
 doubles come back as integers, and nothing else changes."""
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
-"""The README's configuration table matches the settings classes: every setting is
-listed, nothing listed is made up, defaults are the code's, and "used by" names exactly
-the programs that read the variable."""
+"""The configuration table (docs/configuration.md, the section "Configuration") matches the
+settings classes: every setting is listed, nothing listed is made up, defaults are the
+code's, and "used by" names exactly the programs that read the variable."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,10 +14,10 @@ from pydantic_core import PydanticUndefined
 from console.settings import ConsoleSettings
 from job_service.settings import JobServiceSettings
 from jobctl.connection import ClientSettings
+from tests.support.docs import section
 from worker_service.model_router import ModelSettings
 from worker_service.settings import WorkerSettings
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 PROGRAMS: dict[str, tuple[type[Any], ...]] = {
     "job_service": (JobServiceSettings,),
     "worker": (WorkerSettings, ModelSettings),
@@ -33,9 +32,8 @@ ROW = re.compile(r"^\| `(JOBS_[A-Z0-9_]+)` \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$"
 
 
 def table() -> dict[str, tuple[str, set[str]]]:
-    section = README.read_text().split("## Configuration\n", 1)[1].split("\n## ", 1)[0]
     rows = {}
-    for line in section.splitlines():
+    for line in section("Configuration").splitlines():
         if match := ROW.match(line):
             name, default, users, _ = match.groups()
             rows[name] = (default.strip().strip("`"), {u.strip() for u in users.split(",")})
@@ -68,7 +66,7 @@ def shown(default: Any) -> str | None:
 
 def test_every_setting_is_documented_and_nothing_else() -> None:
     documented, code = table(), settings()
-    assert sorted(code.keys() - documented.keys()) == [], "settings missing from the README"
+    assert sorted(code.keys() - documented.keys()) == [], "settings missing from the table"
     assert sorted(documented.keys() - code.keys() - NOT_SETTINGS) == [], "not settings"
 
 

@@ -1,19 +1,18 @@
 """JOBS_MODEL_PRICES: prices per million tokens (the providers' unit), the older per-thousand
-list still read as before, and the README's own example pricing a known call correctly."""
+list still read as before, and the documentation's own example (docs/ai-execution.md, "Point
+the engine at a real endpoint") pricing a known call correctly."""
 
 from __future__ import annotations
 
 import json
 import re
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
+from tests.support.docs import all_text
 from worker_service.model_router import ModelSettings, PriceTable
-
-README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def table(monkeypatch: pytest.MonkeyPatch, prices: str) -> PriceTable:
@@ -21,12 +20,12 @@ def table(monkeypatch: pytest.MonkeyPatch, prices: str) -> PriceTable:
     return PriceTable(ModelSettings().model_prices)
 
 
-def test_the_readme_example_prices_a_call_as_the_provider_does(
+def test_the_documented_example_prices_a_call_as_the_provider_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """DeepSeek publishes deepseek-chat at $0.27 per million input tokens and $1.10 per
     million output tokens: a call of 1,000 in and 2,000 out costs $0.00247."""
-    [example] = re.findall(r"export JOBS_MODEL_PRICES='([^']*)'", README.read_text())
+    [example] = re.findall(r"export JOBS_MODEL_PRICES='([^']*)'", all_text())
     assert table(monkeypatch, example).cost_usd("deepseek-chat", 1000, 2000) == Decimal("0.00247")
     assert table(monkeypatch, example).cost_usd("deepseek-chat", 1_000_000, 0) == Decimal("0.27")
 

@@ -24,6 +24,7 @@ import job_service.adapters.grpc.rpc_metrics
 import job_service.metrics
 import shared.metrics
 import worker_service.metrics
+from tests.support.docs import section
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yaml"
@@ -169,9 +170,10 @@ def test_the_aggregation_finder() -> None:
     ("source", "exprs"), [("alerts", alert_exprs), ("dashboard", dashboard_exprs)]
 )
 def test_replicated_gauges_are_taken_once_not_summed_over_replicas(source: str, exprs: Any) -> None:
-    """The README's rule: a gauge every replica reports from the database is aggregated
-    with max across replicas first (a sum counts it once per replica: the default two
-    replicas doubled the backlog on the dashboard and in JobsBacklogGrowing)."""
+    """The documented rule (section "Metrics (Prometheus)"): a gauge every replica reports
+    from the database is aggregated with max across replicas first (a sum counts it once per
+    replica: the default two replicas doubled the backlog on the dashboard and in
+    JobsBacklogGrowing)."""
     names = replicated()
     wrong = []
     for where, expr in exprs():
@@ -184,8 +186,10 @@ def test_replicated_gauges_are_taken_once_not_summed_over_replicas(source: str, 
     assert not wrong, f"{source}: replicated gauges not taken with max first: {wrong}"
 
 
-def test_the_readme_marks_exactly_the_replicated_gauges() -> None:
-    readme = (ROOT / "README.md").read_text()
-    rows = re.findall(r"^\| (`jobs_[^|]*) \|.*\(database\) \|$", readme, re.M)
+def test_the_docs_mark_exactly_the_replicated_gauges() -> None:
+    """The metrics table (section "Metrics (Prometheus)", in the README or a docs page)
+    marks "(database)" exactly the gauges every replica reports."""
+    table = section("Metrics (Prometheus)")
+    rows = re.findall(r"^\| (`jobs_[^|]*) \|.*\(database\) \|$", table, re.M)
     marked = {name for row in rows for name in re.findall(r"`(jobs_\w+)`", row)}
     assert marked == replicated()

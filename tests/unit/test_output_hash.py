@@ -1,4 +1,4 @@
-"""output_hash over RFC 8785 canonical JSON (README "The output hash"): the RFC's own
+"""output_hash over RFC 8785 canonical JSON (docs/api.md, "The output hash"): the RFC's own
 examples, the vectors a worker in another language checks itself against, and the legacy
 scheme still accepted."""
 
@@ -61,7 +61,7 @@ def test_numbers_serialise_as_in_appendix_b(bits: str, expected: str) -> None:
 
 
 # Cross-language vectors: the output, its canonical JSON, its output_hash. A worker in
-# another language runs the same three (README "The output hash").
+# another language runs the same three (docs/api.md, "The output hash").
 VECTORS = [
     ({"b": 2, "a": 1}, '{"a":1,"b":2}'),
     (

@@ -1,4 +1,4 @@
-"""What other teams generating from proto/ rely on (README "Generate a client"): every field
+"""What other teams generating from proto/ rely on (docs/api.md, "Generate a client"): every field
 says how it behaves (google.api.field_behavior), every file names its package for every
 language, and the vendored googleapis files are exactly the ones the wheel ships."""
 

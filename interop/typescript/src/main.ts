@@ -31,7 +31,7 @@ import { type Job, JobStatus, JobStatusSchema } from "./gen/jobs/v1/job_pb.js";
 import { JobService } from "./gen/jobs/v1/job_service_pb.js";
 import { outputHash, SCHEME, VECTOR } from "./output_hash.js";
 
-// ErrorInfo.domain: the full name of the service called (README "The API")
+// ErrorInfo.domain: the full name of the service called (docs/api.md "The API")
 const DOMAIN = JobService.typeName;
 const WATCH_TIMEOUT_MS = 60_000;
 const FINISHED = new Set([JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED]);
@@ -120,7 +120,7 @@ async function main(): Promise<void> {
   const output = last.output;
   check(output !== undefined && Object.keys(output).length > 0, "no output");
   check(last.outputHash.startsWith(SCHEME), `output_hash ${JSON.stringify(last.outputHash)}`);
-  check(outputHash(VECTOR.value) === VECTOR.hash, "the RFC 8785 vector does not hash as README says");
+  check(outputHash(VECTOR.value) === VECTOR.hash, "the RFC 8785 vector does not hash as docs/api.md says");
   const computed = outputHash(output);
   check(computed === last.outputHash, `output_hash ${last.outputHash}, computed ${computed}`);
   emit({ job_id: jobId, status: statusName(last.status), output, output_hash: last.outputHash });

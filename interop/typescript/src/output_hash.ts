@@ -1,5 +1,5 @@
 /**
- * The output hash of README "The output hash", computed here to check the one the job shows:
+ * The output hash of docs/api.md "The output hash", computed here to check the one the job shows:
  * "jcs:sha256:" + hex sha256 of the output's RFC 8785 canonical JSON.
  *
  * RFC 8785 is defined in ECMAScript's terms (numbers as `Number.prototype.toString` prints a
@@ -33,7 +33,7 @@ export function outputHash(output: JsonValue): string {
   return SCHEME + createHash("sha256").update(canonicalJson(output), "utf8").digest("hex");
 }
 
-// README's vector: {"b": 2, "a": 1} is {"a":1,"b":2}; main checks it before trusting outputHash
+// docs/api.md's vector: {"b": 2, "a": 1} is {"a":1,"b":2}; main checks it before trusting outputHash
 export const VECTOR = {
   value: { b: 2, a: 1 },
   hash: "jcs:sha256:43258cff783fe7036d8a43033f830adfc60ec037382473548ac742b888292777",
