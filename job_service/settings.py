@@ -171,7 +171,7 @@ class JobServiceSettings(BaseSettings):
     shutdown_grace_s: float = Field(default=10.0, ge=0)
     log_level: str = "INFO"
 
-    # Operability (issue 6): see the configuration reference in the README.
+    # Operability (issue 6): see docs/configuration.md.
     # /metrics on this port; empty or "off" disables it, 0 binds an ephemeral port.
     metrics_port: int | None = Field(default=9464, ge=0, le=65535)
     metrics_host: str = "0.0.0.0"

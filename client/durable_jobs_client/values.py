@@ -2,9 +2,9 @@
 
 A job's input, output and artifact payloads travel as ``google.protobuf.Struct``, which
 holds every number as a double: an output's ``"score": 29`` arrives as ``29.0``. The rule
-(README "Numbers in inputs and outputs"): a number with no fractional part whose magnitude
-is at most 2**53 (where a double still counts every integer exactly) is an integer; any
-other number is a float. Every page and command of this project shows values through
+(docs/api.md, "Numbers in inputs and outputs"): a number with no fractional part whose
+magnitude is at most 2**53 (where a double still counts every integer exactly) is an
+integer; any other number is a float. Every page and command of this project shows values through
 ``plain``, so ``29`` reads ``29`` wherever it is shown, and ``29.5`` stays ``29.5``.
 """
 

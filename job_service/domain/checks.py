@@ -14,7 +14,7 @@ from shared.canonical import canonical_json
 from shared.errors import FieldViolation, InvalidInput
 
 MAX_ID_CHARS = 255
-# The canonical JSON of a job's input may not exceed this (documented in the README).
+# The canonical JSON of a job's input may not exceed this (documented in docs/api.md).
 MAX_INPUT_BYTES = 256 * 1024
 # Nesting of a job's input (objects and lists); deeper is refused before validation.
 # (Protobuf itself stops a Struct near 32 levels: 3 message levels per JSON level.)
