@@ -70,6 +70,15 @@ QUEUE_DEPTH = Gauge(
     "Unfinished jobs by queue and status (from the database, every collect interval).",
     ["queue", "status"],
 )
+QUEUE_ELIGIBLE = Gauge(
+    "jobs_queue_eligible",
+    "Jobs a claim could grant now, by queue: waiting and due, in a queue that is not paused "
+    "(from the database; rate limits and concurrency keys are not judged here).",
+    ["queue"],
+)
+QUEUE_PAUSED = Gauge(
+    "jobs_queue_paused", "1 while the queue is paused (AdminService.PauseQueue), else 0.", ["queue"]
+)
 OUTBOX_ROWS = Gauge(
     "jobs_outbox_rows",
     "Outbox rows waiting to be published (pending, processing) or dead-lettered (dead).",
@@ -121,6 +130,8 @@ RATE_LIMIT_THROTTLED = Gauge(
 # "Metrics"; tests/unit/test_observability_files.py holds both to it).
 REPLICATED_GAUGES = (
     QUEUE_DEPTH,
+    QUEUE_ELIGIBLE,
+    QUEUE_PAUSED,
     OUTBOX_ROWS,
     OUTBOX_OLDEST_DUE_AGE,
     JOBS_WITHOUT_WORKER,

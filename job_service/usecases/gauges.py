@@ -1,4 +1,5 @@
-"""The metrics that need the database: queue depth and the outbox backlog.
+"""The metrics that need the database: queue depth, each queue's eligible jobs and pause,
+and the outbox backlog.
 
 Read by a housekeeping loop every ``JOBS_METRICS_COLLECT_INTERVAL_S`` (never per request):
 two grouped counts over the partial and status indexes. Every replica reports the same
@@ -31,6 +32,10 @@ class DatabaseGauges:
         for queue in sorted({*self._queues, *(q for q, _ in counts)}):
             for status in statuses:
                 metrics.QUEUE_DEPTH.labels(queue, status).set(counts.get((queue, status), 0))
+        readiness = await self._depth.queue_readiness(self._queues)
+        for queue, (paused, due) in readiness.items():
+            metrics.QUEUE_PAUSED.labels(queue).set(1 if paused else 0)
+            metrics.QUEUE_ELIGIBLE.labels(queue).set(0 if paused else due)
         for status, (rows, _) in backlog.items():
             metrics.OUTBOX_ROWS.labels(status.value).set(rows)
         ages = [

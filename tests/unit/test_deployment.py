@@ -650,7 +650,7 @@ def keda_queries(manifests: list[dict[str, Any]]) -> dict[str, str]:
     for trigger in scaled["spec"]["triggers"]:
         assert trigger["type"] == "prometheus", trigger["type"]
         query = trigger["metadata"]["query"]
-        [queue] = re.findall(r'jobs_queue_depth\{queue="([^"]+)"', query)
+        [queue] = re.findall(r'jobs_queue_eligible\{queue="([^"]+)"', query)
         found[queue] = query
     return found
 
@@ -658,8 +658,9 @@ def keda_queries(manifests: list[dict[str, Any]]) -> dict[str, str]:
 def test_keda_scales_each_queue_on_the_engines_own_gauges(
     manifests: list[dict[str, Any]],
 ) -> None:
-    """Not on the consumers' lag (it counts rate-limited work): on jobs_queue_depth and the
-    gauges of held work, which every replica reports alike and the query takes with max."""
+    """Not on the consumers' lag (it counts rate-limited and paused work): on
+    jobs_queue_eligible and the gauges of held work, which every replica reports alike and
+    the query takes with max."""
     scaled = by_kind(manifests, "ScaledObject", "worker-service")
     assert scaled["apiVersion"] == "keda.sh/v1alpha1"
     assert by_kind(manifests, "Deployment", scaled["spec"]["scaleTargetRef"]["name"])
@@ -671,7 +672,7 @@ def test_keda_scales_each_queue_on_the_engines_own_gauges(
     for queue, query in queries.items():
         used = metric_names(query)
         assert used <= known, sorted(used - known)
-        assert {"jobs_queue_depth", "jobs_rate_limit_waiting"} <= used
+        assert {"jobs_queue_eligible", "jobs_rate_limit_waiting"} <= used
         assert not any(name.startswith(("nats", "jetstream")) for name in used)
         for name in used & gauges:
             for match in re.finditer(rf"\b{name}\b", query):
@@ -693,7 +694,7 @@ def test_keda_counts_the_eligible_backlog_once_per_replica_set(
 ) -> None:
     """The queries evaluated by promtool on two job_service replicas' gauges: a tier whose
     bucket is empty holds its due jobs back (shared out over the queues by their backlog);
-    a tier with budget holds none; and without any rate-limited tier every queued job is
+    a tier with budget holds none; and without any rate-limited tier every eligible job is
     eligible."""
     queries = keda_queries(manifests)
     interactive, background = queries["ai-interactive"], queries["ai-background"]
@@ -706,9 +707,8 @@ def test_keda_counts_the_eligible_backlog_once_per_replica_set(
 
     both = ("job-service-0", "job-service-1")
     rate_limited = [
-        *series("jobs_queue_depth", 'queue="ai-interactive",status="queued"', 30, both),
-        *series("jobs_queue_depth", 'queue="ai-interactive",status="retrying"', 7, both),
-        *series("jobs_queue_depth", 'queue="ai-background",status="queued"', 90, both),
+        *series("jobs_queue_eligible", 'queue="ai-interactive"', 30, both),
+        *series("jobs_queue_eligible", 'queue="ai-background"', 90, both),
         *series("jobs_rate_limit_waiting", 'tier="primary"', 50, both),
         *series("jobs_rate_limit_requests_available", 'tier="primary"', 0, both),
         *series("jobs_rate_limit_waiting", 'tier="cheap"', 40, both),
@@ -716,10 +716,10 @@ def test_keda_counts_the_eligible_backlog_once_per_replica_set(
         *series("jobs_waiting_without_worker", 'x="y"', 10, both),
     ]
     unlimited = [
-        *series("jobs_queue_depth", 'queue="ai-interactive",status="queued"', 30, both),
-        *series("jobs_queue_depth", 'queue="ai-background",status="queued"', 0, both),
+        *series("jobs_queue_eligible", 'queue="ai-interactive"', 30, both),
+        *series("jobs_queue_eligible", 'queue="ai-background"', 0, both),
     ]
-    # held: 50 (primary's bucket is empty) + 10 without a worker = 60 of 120 queued
+    # held: 50 (primary's bucket is empty) + 10 without a worker = 60 of 120 eligible
     expected = [
         (rate_limited, interactive, 15),
         (rate_limited, background, 45),

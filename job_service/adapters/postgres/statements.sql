@@ -583,6 +583,13 @@ SELECT queue, status, count(*) AS n FROM jobs
 WHERE status = ANY($1::text[])
 GROUP BY queue, status;
 
+-- gauges.QUEUE_READINESS
+SELECT q.queue, coalesce(c.paused, false) AS paused,
+       (SELECT count(*) FROM jobs j WHERE j.queue = q.queue AND j.status IN ('created', 'queued', 'retrying')
+          AND (j.next_run_at IS NULL OR j.next_run_at <= now())) AS due
+FROM unnest($1::text[]) AS q(queue)
+LEFT JOIN queue_controls c ON c.queue = q.queue;
+
 -- jobs.GET_JOB
 SELECT 
     j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
