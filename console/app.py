@@ -1,7 +1,8 @@
 """The console's HTTP application: the pages of ``console.pages`` behind one guard, the
 static files, and the response headers of ``console.middleware``.
 
-Every page but the sign-in form needs a session (else a redirect to ``/signin``); every POST
+Every page but the sign-in form needs a session that job_service still knows (else a
+redirect to ``/signin``: ``console.sessions``, ``console.site``); every POST
 needs the session's CSRF token (else 403, and nothing is called). A call job_service refuses
 for the token (revoked, or its admin role taken away) ends the session (``console.site``).
 Live parts are Server-Sent Events that ``static/console.js`` swaps into the page
@@ -20,14 +21,24 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from console.middleware import ServerTiming
-from console.pages import dead_letters, definitions, jobs, overview, queues, signin
+from console.pages import (
+    bulk,
+    dead_letters,
+    definitions,
+    jobs,
+    overview,
+    queues,
+    schedules,
+    signin,
+    usage,
+)
 from console.render import STATIC
 from console.settings import ConsoleSettings
 from console.site import Site
 
 # In the order the routes are matched: a page module's fixed paths come before its
 # parameterised ones (``/jobs/live`` before ``/jobs/{job_id}``).
-PAGES = (signin, overview, jobs, dead_letters, definitions, queues)
+PAGES = (signin, overview, jobs, bulk, schedules, usage, dead_letters, definitions, queues)
 
 
 async def healthz(request: Request) -> Response:

@@ -32,6 +32,9 @@ HTTP_STATUS = {
     grpc.StatusCode.DEADLINE_EXCEEDED: 504,
 }
 
+# All a visitor is told when job_service cannot be reached: no address, no gRPC text.
+UNAVAILABLE = "The job service is unavailable. Try again in a moment."
+
 
 class Backend:
     def __init__(self, config: ClientConfig) -> None:

@@ -1,31 +1,33 @@
-"""The overview page's figures, from what a client can see: AdminService listings and the
-services' Prometheus endpoints. There is no counting RPC, so some figures are bounded
-samples, and the page says which (``capped``):
+"""The overview page's figures, from what a client can see: AdminService calls and the
+services' Prometheus endpoints. Most are exact; the two that are bounded samples say so
+(``capped``):
 
 * queues — every queue (``ListQueues``), a paused one flagged;
+* unfinished jobs — exact, ``CountJobs``: every unfinished job now by status, and how many
+  of them are delayed (status created, a run time still to come);
 * unfinished jobs by queue and status — job_service's ``jobs_queue_depth`` gauge for the
   statuses it counts (exact as of its last database collect, a few seconds old; absent
   without a metrics URL), and the CREATED jobs read through ``AdminService.ListJobs`` (up
-  to ``SAMPLE_LIMIT``), split into *delayed* (a ``next_run_at`` still to come) and *not yet
-  queued* (due: waiting for dependencies, or for dispatch);
-* the last hour — jobs created in the last hour, read through ``ListJobs`` up to
-  ``SAMPLE_LIMIT`` jobs: by queue and status now, how many finished, the failure rate among
-  the finished;
+  to ``SAMPLE_LIMIT``), split into *delayed* and *not yet queued* (due: waiting for
+  dependencies, or for dispatch);
+* the last hour — exact, ``CountJobs`` over [now - 1 h, now) (the window it used is shown):
+  jobs created in it by their status now, jobs finished in it by how they ended, the
+  throughput (finished per minute) and the failure rate among the finished;
 * outbox backlog — the ``jobs_outbox_rows`` and ``jobs_outbox_oldest_due_age_seconds``
   gauges;
 * dead letters — ``ListDeadLetters`` counted up to ``SAMPLE_LIMIT`` of each kind;
 * workers — ``AdminService.ListWorkers``: each connected worker by its id; and, when worker
   metrics endpoints are configured, the executor slots in use across those that answer.
 
-Both tables have fixed columns (``UNFINISHED_COLUMNS``, ``ALL_COLUMNS``: every status, zeros
-included) and a row for every queue, so the layout does not move with the data.
+Tables have fixed columns (every status, zeros included) and the queue table a row for
+every queue, so the layout does not move with the data.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -50,13 +52,18 @@ UNFINISHED_COLUMNS: tuple[str, ...] = (
     DELAYED,
     *(s for s in STATUS_NAMES if status_value(s) not in TERMINAL),
 )
-ALL_COLUMNS: tuple[str, ...] = (DELAYED, *STATUS_NAMES)
+ALL_COLUMNS: tuple[str, ...] = tuple(STATUS_NAMES)
 # A column's heading: the status CREATED is not "created" here, beside "jobs created since".
 HEADINGS = {CREATED: "not yet queued"}
 EXPLAINED = {
     DELAYED: "status created, its run time still to come",
     CREATED: "status created and due: waiting for its dependencies or to be queued",
 }
+# The last hour's table: its CREATED column holds delayed jobs too (CountJobs does not
+# split the jobs created in a window).
+RECENT_HEADINGS = {CREATED: "not yet queued or delayed"}
+RECENT_EXPLAINED = {CREATED: "status created: delayed, waiting for dependencies or to be queued"}
+WINDOW = timedelta(hours=1)
 _FINISHED = {status_name(v) for v in TERMINAL}
 _FAILED = status_name(job_pb2.JOB_STATUS_FAILED)
 
@@ -86,15 +93,19 @@ class Row:
 class Overview:
     at: datetime
     since: datetime
+    # The end of the last hour's window, as CountJobs resolved it (job_service's now).
+    until: datetime | None = None
     queues: list[admin_service_pb2.QueueInfo] = field(default_factory=list)
     # (queue, status label) -> jobs, from the gauge; None without a metrics endpoint
     depth: Counts | None = None
     # (queue, DELAYED or CREATED) -> CREATED jobs, from the sample
     waiting: Counts = field(default_factory=dict)
     waiting_capped: bool = False
-    recent: Counts = field(default_factory=dict)
-    recent_total: int = 0
-    recent_capped: bool = False
+    # CountJobs: status label -> jobs created in the window / finished in it / unfinished now
+    created: dict[str, int] = field(default_factory=dict)
+    finished: dict[str, int] = field(default_factory=dict)
+    unfinished: dict[str, int] = field(default_factory=dict)
+    delayed: int = 0
     outbox: dict[str, int] | None = None
     outbox_oldest_s: float | None = None
     failed_jobs: int = 0
@@ -110,12 +121,16 @@ class Overview:
         return [q for q in self.queues if q.paused]
 
     @property
+    def recent_total(self) -> int:
+        return sum(self.created.values())
+
+    @property
     def recent_finished(self) -> int:
-        return sum(n for (_, s), n in self.recent.items() if s in _FINISHED)
+        return sum(self.finished.values())
 
     @property
     def recent_failed(self) -> int:
-        return sum(n for (_, s), n in self.recent.items() if s == _FAILED)
+        return self.finished.get(_FAILED, 0)
 
     @property
     def failure_rate(self) -> float | None:
@@ -123,15 +138,27 @@ class Overview:
         return self.recent_failed / finished if finished else None
 
     @property
-    def delayed(self) -> int:
-        return sum(n for (_, c), n in self.waiting.items() if c == DELAYED)
+    def per_minute(self) -> float:
+        """Jobs finished per minute over the window."""
+        end = self.until or self.at
+        minutes = max((end - self.since).total_seconds() / 60, 1e-9)
+        return self.recent_finished / minutes
 
     @property
-    def unfinished_total(self) -> int | None:
-        """Every unfinished job, delayed ones included; None without the gauge."""
-        if self.depth is None:
-            return None
-        return sum(self.depth.values()) + sum(self.waiting.values())
+    def unfinished_total(self) -> int:
+        """Every unfinished job now, delayed ones included."""
+        return sum(self.unfinished.values())
+
+    def recent_rows(self) -> list[tuple[str, list[int | None]]]:
+        """The last hour's table: created in the window by status now, finished in it by
+        how it ended (None: a status no job finishes in)."""
+        return [
+            ("created", [self.created.get(c, 0) for c in ALL_COLUMNS]),
+            (
+                "finished",
+                [self.finished.get(c, 0) if c in _FINISHED else None for c in ALL_COLUMNS],
+            ),
+        ]
 
     def _rows(self, columns: tuple[str, ...], count: dict[str, Counts | None]) -> list[Row]:
         paused = {q.name for q in self.paused}
@@ -154,10 +181,6 @@ class Overview:
             UNFINISHED_COLUMNS,
             {c: self.waiting if c in sampled else self.depth for c in UNFINISHED_COLUMNS},
         )
-
-    def recent_rows(self) -> list[Row]:
-        """One row per queue, a cell per ``ALL_COLUMNS``."""
-        return self._rows(ALL_COLUMNS, dict.fromkeys(ALL_COLUMNS, self.recent))
 
 
 def column_of(job: job_pb2.Job, now: datetime) -> str:
@@ -203,11 +226,20 @@ async def _sample(pages: Pages, now: datetime) -> tuple[Counts, int, bool]:
             return dict(counts), seen, True
 
 
-async def _recent(admin: AsyncAdminClient, view: Overview) -> None:
-    def pages(token: str) -> Awaitable[admin_service_pb2.AdminListJobsResponse]:
-        return admin.list_jobs(created_after=view.since, page_size=PAGE, page_token=token)
+def by_status(counts: Iterable[admin_service_pb2.StatusCount]) -> dict[str, int]:
+    return {status_name(c.status): c.count for c in counts}
 
-    view.recent, view.recent_total, view.recent_capped = await _sample(pages, view.at)
+
+async def _counts(admin: AsyncAdminClient, view: Overview) -> None:
+    # ``until`` unset: job_service's own now ends the window (no clock skew between the
+    # console and the database), and the answer says which window it counted.
+    counted = await admin.count_jobs(view.since)
+    view.since = counted.since.ToDatetime(tzinfo=UTC)
+    view.until = counted.until.ToDatetime(tzinfo=UTC)
+    view.created = by_status(counted.created)
+    view.finished = by_status(counted.finished)
+    view.unfinished = by_status(counted.unfinished)
+    view.delayed = counted.delayed
 
 
 async def _waiting(admin: AsyncAdminClient, view: Overview) -> None:
@@ -283,10 +315,10 @@ async def build(
     """Every figure at once (the RPCs and scrapes run concurrently). Raises the
     ``JobsError`` of a refused call (a signed-out token) for the caller to handle."""
     now = datetime.now(UTC)
-    view = Overview(at=now, since=now - timedelta(hours=1))
+    view = Overview(at=now, since=now - WINDOW)
     tasks: list[asyncio.Future[None]] = [
         asyncio.ensure_future(step(admin, view))
-        for step in (_queues, _waiting, _recent, _dead, _workers)
+        for step in (_queues, _waiting, _counts, _dead, _workers)
     ]
     if metrics_url:
         tasks.append(asyncio.ensure_future(_service_metrics(http, metrics_url, view)))
@@ -309,5 +341,7 @@ NAMES: dict[str, Any] = {
     "ALL_COLUMNS": ALL_COLUMNS,
     "HEADINGS": HEADINGS,
     "EXPLAINED": EXPLAINED,
+    "RECENT_HEADINGS": RECENT_HEADINGS,
+    "RECENT_EXPLAINED": RECENT_EXPLAINED,
     "SAMPLE_LIMIT": SAMPLE_LIMIT,
 }

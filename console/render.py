@@ -148,6 +148,11 @@ def ago(at: datetime) -> str:
     return at.strftime("%H:%M:%S UTC")
 
 
+def clock_short(at: datetime) -> str:
+    """``12:04``: a window's ends, the page saying UTC once."""
+    return at.strftime("%H:%M")
+
+
 def environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
@@ -161,6 +166,7 @@ def environment() -> Environment:
         as_json=as_json,
         schema=schema,
         clock=ago,
+        clock_short=clock_short,
         hold=hold_label,
         ahead=ahead,
         policy=policy_label,

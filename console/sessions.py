@@ -1,8 +1,12 @@
-"""Sessions: the admin token a user signed in with, kept in an encrypted cookie.
+"""Sessions: the admin token a user signed in with, and the console session job_service
+opened for it, kept in an encrypted cookie.
 
 The cookie is a Fernet token (AES-128-CBC + HMAC, with its issue time) over the bearer
-token and the session's CSRF token, so nothing readable reaches the browser and no server
-state is needed (any replica with the same key can serve any request). It is HttpOnly,
+token, the console session's id and the session's CSRF token, so nothing readable reaches
+the browser. The session itself lives in job_service (AdminService.OpenConsoleSession):
+every guarded request checks it (``console.site``), so signing out, an idle timeout or a
+revocation ends it on every console replica at once, and a copied cookie is refused after
+it ended. Any replica with the same key can read any cookie. The cookie is HttpOnly,
 SameSite=Strict, and Secure when the console is reached over TLS. Every form carries the
 CSRF token; ``csrf_ok`` compares it in constant time.
 """
@@ -27,6 +31,10 @@ SIGNIN_COOKIE = "jobs_console_signin"
 class Session:
     token: str
     csrf: str
+    # The console session's id in job_service: a secret, like the token.
+    session_id: str = ""
+    # Who signed in (job_service's name for the token), as the last check said.
+    principal: str = ""
 
 
 class SessionCodec:
@@ -35,10 +43,14 @@ class SessionCodec:
         self._fernet = Fernet(base64.urlsafe_b64encode(key))
         self.ttl_s = ttl_s
 
-    def new(self, token: str) -> tuple[Session, str]:
-        """A new session for ``token`` and its cookie value."""
-        session = Session(token=token, csrf=secrets.token_urlsafe(32))
-        value = self._fernet.encrypt(json.dumps({"t": token, "c": session.csrf}).encode())
+    def new(self, token: str, session_id: str = "", principal: str = "") -> tuple[Session, str]:
+        """A new session for ``token`` (and job_service's session ``session_id``) and its
+        cookie value."""
+        session = Session(
+            token=token, csrf=secrets.token_urlsafe(32), session_id=session_id, principal=principal
+        )
+        data = {"t": token, "c": session.csrf, "s": session_id, "p": principal}
+        value = self._fernet.encrypt(json.dumps(data).encode())
         return session, value.decode()
 
     def read(self, cookie: str | None) -> Session | None:
@@ -47,8 +59,13 @@ class SessionCodec:
             return None
         try:
             data = json.loads(self._fernet.decrypt(cookie.encode(), ttl=int(self.ttl_s)))
-            return Session(token=str(data["t"]), csrf=str(data["c"]))
-        except (InvalidToken, ValueError, KeyError, TypeError):
+            return Session(
+                token=str(data["t"]),
+                csrf=str(data["c"]),
+                session_id=str(data.get("s", "")),
+                principal=str(data.get("p", "")),
+            )
+        except (InvalidToken, ValueError, KeyError, TypeError, AttributeError):
             return None
 
 

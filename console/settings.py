@@ -31,8 +31,10 @@ class ConsoleSettings(BaseSettings):
     # Encrypts the session cookie. Unset: a random key per process (sessions end with it);
     # set it, the same on every replica, when more than one serves.
     console_secret_key: SecretStr | None = None
-    # A session ends this long after sign-in.
-    console_session_ttl_s: float = Field(default=8 * 3600, gt=0)
+    # A session ends this long after sign-in, however active (job_service allows 24 h).
+    console_session_ttl_s: float = Field(default=8 * 3600, ge=60, le=24 * 3600)
+    # ... and this long after its last request (job_service allows 1 minute to 8 hours).
+    console_idle_timeout_s: float = Field(default=30 * 60, ge=60, le=8 * 3600)
     # Both set: the console serves HTTPS itself (and its cookie is Secure).
     console_tls_cert_file: Path | None = None
     console_tls_key_file: Path | None = None

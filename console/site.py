@@ -1,15 +1,20 @@
 """``Site``: what every page of the console shares. Its settings and sessions, the Jinja
 environment, the connection to job_service, and the guard in front of every page.
 
-The guard: no session is a redirect to ``/signin``; a POST without the session's CSRF
-token is 403 before the page runs (nothing is called); a call job_service refuses for the
-token (revoked, or its admin role taken away) ends the session; any other refused call is
-the error page, with the HTTP status of its gRPC code.
+The guard: no session is a redirect to ``/signin``; so is a session job_service no longer
+knows (``CheckConsoleSession`` refuses it: signed out on any replica, idle too long,
+revoked), and the cookie is cleared; a POST without the session's CSRF token is 403 before
+the page runs (nothing is called); a call job_service refuses for the token (revoked, or its
+admin role taken away) ends the session; any other refused call is the error page, with the
+HTTP status of its gRPC code. While job_service cannot be reached the session cannot be
+checked: the page says only that the service is unavailable (the visitor may hold a copied
+cookie: no details).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -21,7 +26,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from console.backend import HTTP_STATUS, Backend, code_of, describe, signed_out
+from console.backend import HTTP_STATUS, UNAVAILABLE, Backend, code_of, describe, signed_out
 from console.forms import first, read_form
 from console.live import STREAM_MAX_S
 from console.render import environment
@@ -71,7 +76,13 @@ class Site:
     ) -> HTMLResponse:
         csrf = session.csrf if session else ""
         return HTMLResponse(
-            self.render(name, csrf=csrf, signed_in=session is not None, **context),
+            self.render(
+                name,
+                csrf=csrf,
+                signed_in=session is not None,
+                operator=session.principal if session else "",
+                **context,
+            ),
             status_code=status,
         )
 
@@ -90,11 +101,43 @@ class Site:
     def session_of(self, request: Request) -> Session | None:
         return self.sessions.read(request.cookies.get(SESSION_COOKIE))
 
+    async def checked(self, session: Session) -> Session | None:
+        """``session`` as job_service knows it now (its principal), or None when it has
+        ended. Raises the ``JobsError`` of a call that did not answer."""
+        if not session.session_id:
+            return None
+        try:
+            live = await self.jobs(session.token).admin.check_console_session(session.session_id)
+        except JobsError as error:
+            if signed_out(error):
+                return None
+            raise
+        return dataclasses.replace(session, principal=live.principal)
+
+    async def live_session(self, request: Request) -> Session | None:
+        """The session of a live stream's request, checked; None when there is none, it
+        ended, or job_service does not answer (the stream then tells the browser to stop or
+        try later). Checked when the stream opens, not on each refresh: an open live page
+        reconnects every few minutes and so counts as activity, but no more often."""
+        session = self.session_of(request)
+        if session is None:
+            return None
+        try:
+            return await self.checked(session)
+        except JobsError:
+            return None
+
     def signed_in(self, handler: Handler) -> Endpoint:
         """``handler`` behind the guard (the module docstring)."""
 
         async def endpoint(request: Request) -> Response:
-            session = self.session_of(request)
+            cookie = self.session_of(request)
+            if cookie is None:
+                return self.signed_out(request)
+            try:
+                session = await self.checked(cookie)
+            except JobsError:
+                return self.page("error.html", None, 503, title="Unavailable", message=UNAVAILABLE)
             if session is None:
                 return self.signed_out(request)
             if request.method == "POST":

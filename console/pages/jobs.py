@@ -1,31 +1,35 @@
 """Jobs: every user's jobs, filtered and paged, with a live table; one job, following its
 ``WatchJob`` stream while it can change (each state change re-renders the page's changing
-parts), with the graph of the jobs linked to it (``console.graph``); cancel and retry, each
-behind a confirmation page; the header's "go to job" box, which takes a whole id or the end
-of one."""
+parts), with the graph of the jobs linked to it (``console.graph``) and the signals it
+received; cancel and retry, each behind a confirmation page; sending a signal; the
+header's "go to job" box, which takes a whole id or the end of one."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from urllib.parse import urlencode
 
 import grpc
-from durable_jobs_client import JobsError
+from durable_jobs_client import JobsError, job_selection
 from durable_jobs_client.protos import admin_service_pb2, job_pb2
-from durable_jobs_client.statuses import is_terminal, status_value
+from durable_jobs_client.statuses import is_terminal, status_name, status_value
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from console.backend import code_of, describe
-from console.forms import DEFAULT_PAGE_SIZE, page_size_of, parse_time
+from console.forms import DEFAULT_PAGE_SIZE, first, page_size_of, parse_time
 from console.graph import neighbourhood
 from console.ids import echo, parse_id_suffix, parse_job_id, short_id
 from console.live import RECONNECT, refreshed, sse
 from console.sessions import Session
 from console.site import Site
 
+# What an operator's cancel or retry of one job writes on its timeline, after
+# "admin <principal>: " (job_service adds who).
+REASON = "console"
 FILTERS = ("job_type", "status", "queue", "user_id", "created_after", "created_before")
 
 
@@ -81,11 +85,12 @@ async def jobs_page(site: Site, request: Request, session: Session) -> Response:
         else "",
         first_page=f"/jobs?{query}" if page_token else "",
         live=f"/jobs/live?{query}" if not page_token else "",
+        bulk_query=urlencode({k: v for k, v in filters.items() if v}),
     )
 
 
 async def jobs_live(site: Site, request: Request) -> Response:
-    session = site.session_of(request)
+    session = await site.live_session(request)
     if session is None:
         return Response(status_code=204)
     filters = filters_of(request)
@@ -158,11 +163,38 @@ async def job_page(site: Site, request: Request, session: Session) -> Response:
         return not_a_job_id(site, session, given, error)
     job = await admin.get_job(given)
     drawn = await neighbourhood(job, admin.get_job)
-    return site.page("job.html", session, nav="jobs", job=job, graph=drawn)
+    return site.page(
+        "job.html",
+        session,
+        nav="jobs",
+        job=job,
+        graph=drawn,
+        signalled=request.query_params.get("signalled", ""),
+    )
+
+
+async def send_signal(site: Site, request: Request, session: Session) -> Response:
+    """The job page's signal form: sent as the job's owner (the admin role may act for any
+    user), its payload a JSON object; the page shows the signal's name, never a payload."""
+    jobs = site.jobs(session.token)
+    job = await jobs.admin.get_job(request.path_params["job_id"])
+    form = request.state.form
+    name = (first(form, "name") or "").strip()
+    text = (first(form, "payload") or "").strip()
+    try:
+        payload = json.loads(text) if text else {}
+    except ValueError as error:
+        return site.error(session, 400, "Bad request", f"The payload is not JSON: {error}.")
+    if not isinstance(payload, dict):
+        return site.error(session, 400, "Bad request", "The payload is a JSON object: {…}.")
+    # An unknown name or a finished job: job_service says so (INVALID_ARGUMENT,
+    # FAILED_PRECONDITION), and the guard shows it.
+    await jobs.signal(job.id, name, payload, user_id=job.user_id)
+    return RedirectResponse(f"/jobs/{job.id}?{urlencode({'signalled': name})}", status_code=303)
 
 
 async def job_live(site: Site, request: Request) -> Response:
-    session = site.session_of(request)
+    session = await site.live_session(request)
     if session is None:
         return Response(status_code=204)
     jobs = site.jobs(session.token)
@@ -258,14 +290,17 @@ async def confirm_cancel(site: Site, request: Request, session: Session) -> Resp
 async def cancel(site: Site, request: Request, session: Session) -> Response:
     jobs = site.jobs(session.token)
     job = await jobs.admin.get_job(request.path_params["job_id"])
-    try:
-        # The admin role may act for any user through JobService.
-        await jobs.cancel(job.id, user_id=job.user_id)
-    except JobsError as error:
-        if code_of(error) != grpc.StatusCode.FAILED_PRECONDITION:
-            raise
-        question = f"Cancel job {job.id}?"
-        return confirm(site, session, job, "cancel", question, describe(error), 409)
+    # AdminService.CancelJobs over this one id, not JobService.CancelJob: the job's
+    # timeline then names the operator ("admin <principal>: console").
+    answer = await jobs.admin.cancel_jobs(job_selection(job_ids=[job.id]), reason=REASON)
+    if not answer.cancelled:
+        now = await jobs.admin.get_job(job.id)
+        why = (
+            f"Not cancelled: the job is {status_name(now.status)}."
+            if is_terminal(now) or now.status == job_pb2.JOB_STATUS_CANCEL_REQUESTED
+            else "Not cancelled: its job type cannot be cancelled."
+        )
+        return confirm(site, session, now, "cancel", f"Cancel job {job.id}?", why, 409)
     return RedirectResponse(f"/jobs/{job.id}", status_code=303)
 
 
@@ -303,4 +338,5 @@ def routes(site: Site) -> list[Route]:
         Route("/jobs/{job_id}/cancel", site.guarded(cancel), methods=["POST"]),
         Route("/jobs/{job_id}/retry", site.guarded(confirm_retry), methods=["GET"]),
         Route("/jobs/{job_id}/retry", site.guarded(retry), methods=["POST"]),
+        Route("/jobs/{job_id}/signal", site.guarded(send_signal), methods=["POST"]),
     ]

@@ -28,7 +28,7 @@ async def overview_page(site: Site, request: Request, session: Session) -> Respo
 
 
 async def overview_live(site: Site, request: Request) -> Response:
-    session = site.session_of(request)
+    session = await site.live_session(request)
     if session is None:
         return Response(status_code=204)  # 204 tells EventSource to stop reconnecting
 

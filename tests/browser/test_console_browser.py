@@ -7,6 +7,10 @@ job and finds the original linking its retry, redrives a dead letter, tells fort
 together apart by their ids, opens a job with the "go to job" box by its short id and copies
 its id, reads a job's input and output with 29 as 29, pauses a queue and sees the overview flag
 it, and watches a job's timeline, attempts and worker update live without a reload (issue 31).
+Then an operator's day (issue 27): signs in, finds a failed job by filter, reads its input
+and error, retries it, bulk-retries a selection checked by a dry run, pauses and resumes a
+queue, pauses a schedule and triggers it, sends a job a signal, opens the usage page and
+sees its chart, signs out, and finds the cookie copied before refused.
 Screenshots go to ``artifacts/browser/``. Run it with
 ``make test-browser`` (which installs the two Debian packages when they are missing); plain
 ``make test`` does not collect this directory.
@@ -32,7 +36,7 @@ from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from devstack.embedded import free_port
 from shared.constants import Queue
@@ -41,6 +45,8 @@ from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import admin_service_pb2_grpc as agrpc
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pb.jobs.v1 import job_service_pb2_grpc as jgrpc
+from shared.pb.jobs.v1 import schedule_service_pb2 as spb
+from shared.pb.jobs.v1 import schedule_service_pb2_grpc as sgrpc
 from shared.pbconv import struct_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -324,9 +330,19 @@ def test_an_operator_signs_in_follows_cancels_retries_and_redrives(
         message="no worker listed",
     )
     assert "http" not in worker_rows[0].text
-    headings = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#recent th")]
-    assert "not yet queued" in headings and "created" not in headings
-    assert "delayed" in headings and "cancelled" in headings  # every status, zeros included
+    # read at once: the live view swaps the table every few seconds
+    headings = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#recent th'))"
+        ".map(function (th) { return th.textContent.trim(); });"
+    )
+    assert "not yet queued or delayed" in headings and "created" not in headings
+    assert "queued" in headings and "cancelled" in headings  # every status, zeros included
+    until(
+        lambda: re.fullmatch(
+            r"last hour: \d\d:\d\d\u2013\d\d:\d\d UTC", text_of(browser, "#recent-window")
+        ),
+        message="no window shown",
+    )
     shot(browser, "10-overview")
     browser.get(f"{console}/definitions")
     assert browser.find_elements(By.ID, "def-synthetic")
@@ -430,3 +446,182 @@ def test_an_operator_signs_in_follows_cancels_retries_and_redrives(
     until(lambda: "/signin" in browser.current_url)
     browser.get(f"{console}/jobs")
     until(lambda: "/signin" in browser.current_url)
+
+
+def make_schedule(stack: Stack, user: str) -> str:
+    """A daily schedule of ``user``'s, made through ScheduleService with the client token."""
+    token = (stack.data_dir / "client.token").read_text().strip()
+    target = f"127.0.0.1:{stack.grpc_port}"
+    spec = spb.ScheduleSpec(
+        cron="0 6 * * *",
+        job_template=spb.JobTemplate(job_type="synthetic", input=struct_from_dict({"sleep_ms": 5})),
+    )
+    with sync_channel(ChannelConfig(target=target, token=token)) as channel:
+        made = sgrpc.ScheduleServiceStub(channel).CreateSchedule(  # type: ignore[no-untyped-call]
+            spb.CreateScheduleRequest(user_id=user, spec=spec, idempotency_key="browser-day")
+        )
+    return str(made.schedule.id)
+
+
+def sign_in(browser: WebDriver, console: str, stack: Stack) -> None:
+    browser.get(f"{console}/signin")
+    browser.delete_all_cookies()  # whatever an earlier test left
+    browser.get(f"{console}/signin")
+    until(lambda: browser.find_elements(By.ID, "token"), message="no sign-in form")
+    token = (stack.data_dir / "admin.token").read_text().strip()
+    browser.find_element(By.ID, "token").send_keys(token)
+    browser.find_element(By.ID, "signin").click()
+    until(lambda: "/signin" not in browser.current_url, message="not signed in")
+
+
+def confirm(browser: WebDriver, button_id: str, says: str) -> None:
+    """Click ``button_id``, check the confirmation page's question, confirm."""
+    browser.find_element(By.ID, button_id).click()
+    assert says in until(lambda: text_of(browser, "#question"), message=f"no {says!r} page")
+    browser.find_element(By.ID, "confirm").click()
+
+
+def test_an_operators_day(stack: Stack, browser: WebDriver) -> None:
+    console = stack.field(r"web console\s+(http://127\.0\.0\.1:\d+)/")
+    failing = create(stack, user="day-ada", fail="fatal", output_bytes=29)
+    bulk = [create(stack, user="day-bulk", fail="fatal") for _ in range(3)]
+    for job_id in [failing, *bulk]:
+        until(lambda j=job_id: job_status(stack, j) == "failed", message="a job did not fail")
+
+    # Sign in; the session lives in job_service too.
+    sign_in(browser, console, stack)
+    shot(browser, "20-day-signed-in")
+
+    # Find the failed job by filter, read its input and error, retry it.
+    browser.get(f"{console}/jobs")
+    Select(browser.find_element(By.NAME, "status")).select_by_visible_text("failed")
+    browser.find_element(By.CSS_SELECTOR, "input[name=user_id]").send_keys("day-ada")
+    browser.find_element(By.CSS_SELECTOR, "form.filters button[type=submit]").click()
+    until(lambda: "status=failed" in browser.current_url, message="filter not applied")
+    # read at once: the live table swaps its rows
+    rows = until(
+        lambda: browser.execute_script(
+            "return Array.from(document.querySelectorAll('#job-rows tr[id^=job-]'))"
+            ".map(function (r) { return r.id; });"
+        ),
+        message="no rows",
+    )
+    assert rows == [f"job-{failing}"]
+    shot(browser, "21-day-failed-found")
+    browser.find_element(By.CSS_SELECTOR, f"#job-{failing} a").click()
+    until(lambda: text_of(browser, "#error-code") == "JOB_REJECTED", message="no error shown")
+    assert '"output_bytes": 29' in text_of(browser, "#input")
+    shot(browser, "22-day-input-and-error")
+    confirm(browser, "retry", "Retry job")
+    until(lambda: browser.find_elements(By.ID, "retried-from"), message="no new job page")
+    assert browser.find_element(By.ID, "retried-from").get_attribute("title") == failing
+
+    # Bulk retry: the dry run shows how many and which, the confirmation acts on them.
+    browser.get(f"{console}/jobs?user_id=day-bulk&status=failed")
+    browser.find_element(By.ID, "bulk-retry").click()
+    assert "3 job(s) would be retried" in until(lambda: text_of(browser, "#question"))
+    ids = [a.get_attribute("title") for a in browser.find_elements(By.CSS_SELECTOR, ".bulk-id")]
+    assert sorted(ids) == sorted(bulk)
+    assert not db(stack, "SELECT 1 FROM jobs WHERE retried_from_job_id = ANY($1::uuid[])", bulk)
+    shot(browser, "23-day-bulk-dry-run")
+    browser.find_element(By.ID, "confirm").click()
+    assert until(lambda: text_of(browser, "#bulk-done"), message="no bulk result") == "3"
+    assert browser.find_elements(By.ID, "bulk-finished")
+    retried = db(
+        stack,
+        "SELECT e.reason FROM job_events e JOIN jobs j ON j.id = e.job_id"
+        " WHERE j.retried_from_job_id = ANY($1::uuid[]) AND e.reason LIKE 'admin %'",
+        bulk,
+    )
+    assert (
+        len(db(stack, "SELECT 1 FROM jobs WHERE retried_from_job_id = ANY($1::uuid[])", bulk)) == 3
+    )
+    # each new job's timeline names the operator (the admin token's principal)
+    assert len(retried) == 3
+    assert all(r["reason"].endswith(": console bulk retry") for r in retried)
+    shot(browser, "24-day-bulk-retried")
+
+    # Pause and resume a queue.
+    queue = Queue.BACKGROUND.value
+    browser.get(f"{console}/queues")
+    confirm(browser, f"pause-{queue}", f"Pause queue {queue}?")
+    until(lambda: "paused" in text_of(browser, "#notice"), message="not paused")
+    assert browser.find_elements(By.ID, f"resume-{queue}")
+    shot(browser, "25-day-queue-paused")
+    confirm(browser, f"resume-{queue}", f"Resume queue {queue}?")
+    until(lambda: "resumed" in text_of(browser, "#notice"), message="not resumed")
+    assert browser.find_elements(By.ID, f"pause-{queue}")
+    [control] = db(stack, "SELECT paused_at FROM queue_controls WHERE queue = $1", queue) or [None]
+    assert control is None or control["paused_at"] is None
+
+    # A schedule: found by its user, paused, triggered now.
+    schedule_id = make_schedule(stack, "day-ada")
+    browser.get(f"{console}/schedules")
+    browser.find_element(By.ID, "schedules-user").send_keys("day-ada")
+    browser.find_element(By.ID, "schedules-find").click()
+    until(lambda: browser.find_elements(By.ID, f"schedule-{schedule_id}"), message="not listed")
+    shot(browser, "26-day-schedules")
+    browser.find_element(By.CSS_SELECTOR, f"#schedule-{schedule_id} a").click()
+    assert len(until(lambda: browser.find_elements(By.CSS_SELECTOR, "#next-fire-times li"))) == 5
+    confirm(browser, "pause", "Pause schedule")
+    assert until(lambda: text_of(browser, "#notice")) == "Schedule paused."
+    assert text_of(browser, "#schedule-state") == "paused"
+    confirm(browser, "trigger", "Trigger schedule")
+    until(lambda: "Triggered" in text_of(browser, "#notice"), message="not triggered")
+    assert "triggered" in text_of(browser, "#runs")
+    shot(browser, "27-day-schedule-paused-and-triggered")
+    browser.find_element(By.ID, "triggered-job").click()
+    link = until(lambda: browser.find_elements(By.ID, "schedule-link"), message="no schedule link")
+    assert schedule_id.endswith(link[0].text)
+
+    # A signal to a job that waits for it: its name and number on the page, never its
+    # payload; the job goes on.
+    waiting = create(stack, user="day-ada", wait_signals=["approve"], signal_timeout_ms=60_000)
+    browser.get(f"{console}/jobs/{waiting}")
+    browser.find_element(By.ID, "signal-name").send_keys("approve")
+    payload = browser.find_element(By.ID, "signal-payload")
+    payload.clear()
+    payload.send_keys('{"ticket": "secret-77"}')
+    browser.find_element(By.ID, "send-signal").click()
+    assert "approve" in until(lambda: text_of(browser, "#signal-1"), message="no signal shown")
+    assert "secret-77" not in text_of(browser, "#job-signals")
+    browser.execute_script("document.getElementById('job-signals').scrollIntoView();")
+    shot(browser, "28-day-signal")
+    until(lambda: job_status(stack, waiting) == "succeeded", message="the signal was not seen")
+    # the job goes on with it (synthetic echoes what it saw in its output, its own data)
+
+    # Usage: yesterday's provider calls, drawn as a bar of the chart.
+    yesterday = db(stack, "SELECT (now() - interval '1 day')::date AS d")[0]["d"]
+    db(
+        stack,
+        "INSERT INTO usage_logs (job_id, attempt, provider, model, credential_mode,"
+        " input_tokens, output_tokens, cost_usd, created_at, call_id, reused)"
+        " VALUES ($1, 1, 'fake', 'fake-primary', 'platform', 1200, 300, 0.4321,"
+        " now() - interval '1 day', 'browser-call-1', false)",
+        waiting,
+    )
+    browser.get(f"{console}/usage")
+    bar = until(
+        lambda: browser.find_elements(
+            By.CSS_SELECTOR, f"#usage-chart rect.bar[data-day='{yesterday.isoformat()}']"
+        ),
+        message="no bar for yesterday",
+    )[0]
+    assert float(bar.get_attribute("height") or 0) > 0
+    assert "fake / fake-primary" in text_of(browser, "#usage-by-model")
+    assert "day-ada" in text_of(browser, "#usage-by-user")
+    shot(browser, "29-day-usage")
+
+    # Sign out: a copy of the cookie taken before is refused afterwards.
+    copied = browser.get_cookie("jobs_console_session")
+    assert copied is not None
+    browser.find_element(By.ID, "signout").click()
+    until(lambda: "/signin" in browser.current_url, message="not signed out")
+    browser.add_cookie(
+        {"name": copied["name"], "value": copied["value"], "path": "/", "httpOnly": True}
+    )
+    browser.get(f"{console}/jobs")
+    until(lambda: "/signin" in browser.current_url, message="the copied cookie was accepted")
+    assert browser.find_elements(By.ID, "token")
+    assert browser.get_cookie("jobs_console_session") is None
+    shot(browser, "30-day-copied-cookie-refused")

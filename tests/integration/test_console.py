@@ -13,6 +13,7 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
 from http.cookies import SimpleCookie
 
 import asyncpg
@@ -278,6 +279,15 @@ async def test_cancel_after_confirmation_cancels_the_job(
     assert 'id="job-status" class="status s-cancelled">cancelled' in page.text
     again = await admin.post(f"/jobs/{job.id}/cancel", data={"csrf": csrf.group(1)})
     assert again.status_code == 409
+    assert "Not cancelled: the job is cancelled." in again.text
+    db = await asyncpg.connect(shared_stack.database_url)
+    try:  # the timeline names who cancelled it
+        reason = await db.fetchval(
+            "SELECT reason FROM job_events WHERE job_id = $1 AND to_status = 'cancelled'", job.id
+        )
+    finally:
+        await db.close()
+    assert reason == "admin test-admin: console"
 
 
 async def test_retry_creates_a_new_job_from_the_failed_one(
@@ -347,16 +357,34 @@ async def test_definitions_show_types_limits_and_schemas(admin: httpx.AsyncClien
     assert "sleep_ms" in page.text  # from the input schema
 
 
-async def test_overview_counts_recent_jobs_and_dead_letters(
+async def test_overview_counts_match_sql_over_the_window_it_shows(
     admin: httpx.AsyncClient, shared_stack: SharedStack
 ) -> None:
+    await failed_job(shared_stack, "olivia")  # a failure in the window
     page = await admin.get("/")
     assert page.status_code == 200
-    total = re.search(r"Jobs created since [0-9:]+ UTC: <strong>(\d+)</strong>", page.text)
+    window = re.search(
+        r'<time id="window-since" datetime="([^"]+)">.*?<time id="window-until" datetime="([^"]+)"',
+        page.text,
+    )
+    assert window is not None
+    since, until = (datetime.fromisoformat(t) for t in window.groups())
+    assert timedelta(minutes=59) < until - since <= timedelta(hours=1, seconds=1)
     db = await asyncpg.connect(shared_stack.database_url)
     try:
-        expected = await db.fetchval(
-            "SELECT count(*) FROM jobs WHERE created_at > now() - interval '1 hour'"
+        created = await db.fetchval(
+            "SELECT count(*) FROM jobs WHERE created_at >= $1 AND created_at < $2", since, until
+        )
+        finished = dict(
+            await db.fetch(
+                "SELECT status, count(*) FROM jobs WHERE finished_at >= $1 AND finished_at < $2"
+                " GROUP BY status",
+                since,
+                until,
+            )
+        )
+        unfinished = await db.fetchval(
+            "SELECT count(*) FROM jobs WHERE status NOT IN ('succeeded', 'failed', 'cancelled')"
         )
         # dead letters: the failed jobs no retry was made from
         failed = await db.fetchval(
@@ -365,7 +393,18 @@ async def test_overview_counts_recent_jobs_and_dead_letters(
         )
     finally:
         await db.close()
-    assert total is not None and int(total.group(1)) == expected
+
+    def shown(element_id: str) -> str:
+        found = re.search(rf'id="{element_id}">([^<]*)<', page.text)
+        assert found is not None, element_id
+        return found.group(1)
+
+    assert int(shown("recent-created")) == created > 0
+    assert int(shown("recent-finished")) == sum(finished.values())
+    assert int(shown("recent-failed")) == finished.get("failed", 0) >= 1
+    rate = 100 * finished.get("failed", 0) / sum(finished.values())
+    assert shown("failure-rate") == f"{rate:.1f} %"
+    assert int(shown("unfinished-total")) == unfinished
     assert f">{failed} failed jobs," in page.text
     assert "JOBS_CONSOLE_METRICS_URL" in page.text  # no metrics endpoint configured here
     assert page.headers["server-timing"].startswith("app;dur=")

@@ -32,6 +32,9 @@ ROW = re.compile(
     r'<tr id="job-([0-9a-f-]{36})"><td><a href="/jobs/\1" title="\1"><code>([0-9a-f]+)</code>'
 )
 
+# The console session every test browser signs in with.
+SESSION_ID = "console-session-1"
+
 
 def v7_id(ms: int = MS) -> str:
     """A version-7 UUID made at ``ms``, as job_service makes them."""
@@ -46,6 +49,14 @@ class FakeAdmin:
     dead: list[admin_service_pb2.DeadOutboxEvent] = field(default_factory=list)
     reads: list[str] = field(default_factory=list)
     suffixes: list[str] = field(default_factory=list)
+
+    async def check_console_session(
+        self, session_id: str
+    ) -> admin_service_pb2.CheckConsoleSessionResponse:
+        """Every session the tests sign in with is live (the real check:
+        tests/integration/test_console_sessions.py)."""
+        assert session_id == SESSION_ID
+        return admin_service_pb2.CheckConsoleSessionResponse(principal="test-admin")
 
     async def list_jobs(
         self, id_suffix: str = "", page_size: int = 0, **_: Any
@@ -91,7 +102,7 @@ async def admin(fake: FakeAdmin) -> AsyncIterator[httpx.AsyncClient]:
     """A signed-in browser of a console whose job_service is ``fake``."""
     console = Console(ConsoleSettings())
     console.jobs = lambda token: FakeClient(fake)  # type: ignore[assignment,method-assign,return-value]
-    _, cookie = console.sessions.new("admin-token")
+    _, cookie = console.sessions.new("admin-token", SESSION_ID)
     transport = httpx.ASGITransport(app=console.app())
     async with httpx.AsyncClient(transport=transport, base_url="http://console.test") as client:
         client.cookies.set(SESSION_COOKIE, cookie, domain="console.test")

@@ -30,7 +30,7 @@ from console.pages.jobs import followed
 from console.render import cost, environment, hash_label, size, when, when_ms
 from console.sessions import SESSION_COOKIE
 from console.settings import ConsoleSettings
-from tests.unit.test_console_ids import FakeAdmin, admin, fake, job, v7_id
+from tests.unit.test_console_ids import SESSION_ID, FakeAdmin, admin, fake, job, v7_id
 
 __all__ = ["admin", "fake"]
 
@@ -330,7 +330,7 @@ async def test_a_failed_job_not_yet_retried_offers_retry(
     assert 'id="retried-note"' not in page
 
 
-LIVE_PARTS = ("job-actions", "job-state", "job-error", "job-timeline")
+LIVE_PARTS = ("job-actions", "job-state", "job-error", "job-timeline", "job-signals")
 
 
 async def test_the_live_update_is_the_pages_own_parts(
@@ -407,7 +407,7 @@ async def test_the_live_stream_sends_the_timeline_and_error_as_the_job_moves(
 
     console = Console(ConsoleSettings())
     console.jobs = lambda token: Client()  # type: ignore[assignment,method-assign,return-value]
-    _, cookie = console.sessions.new("admin-token")
+    _, cookie = console.sessions.new("admin-token", SESSION_ID)
     transport = httpx.ASGITransport(app=console.app())
     async with httpx.AsyncClient(transport=transport, base_url="http://console.test") as client:
         client.cookies.set(SESSION_COOKIE, cookie, domain="console.test")

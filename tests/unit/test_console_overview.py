@@ -9,6 +9,7 @@ and a fake metrics endpoint; against a real job_service: tests/integration/test_
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -19,13 +20,14 @@ import httpx
 import pytest
 from durable_jobs_client import JobsError
 from durable_jobs_client.protos import admin_service_pb2, job_pb2
+from durable_jobs_client.statuses import TERMINAL
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from console.app import Console
 from console.overview import ALL_COLUMNS, UNFINISHED_COLUMNS
 from console.sessions import SESSION_COOKIE
 from console.settings import ConsoleSettings
-from tests.unit.test_console_ids import v7_id
+from tests.unit.test_console_ids import SESSION_ID, v7_id
 
 DASH = "\u2013"  # what a table shows for a figure not known
 METRICS = "http://job-service.test/metrics"
@@ -52,12 +54,55 @@ class FakeAdmin:
     queues: list[admin_service_pb2.QueueInfo] = field(default_factory=list)
     workers: list[admin_service_pb2.Worker] = field(default_factory=list)
     workers_refused: JobsError | None = None
+    counted: list[datetime] = field(default_factory=list)
+
+    async def check_console_session(
+        self, session_id: str
+    ) -> admin_service_pb2.CheckConsoleSessionResponse:
+        """Every session the tests sign in with is live (the real check:
+        tests/integration/test_console_sessions.py)."""
+        assert session_id == SESSION_ID
+        return admin_service_pb2.CheckConsoleSessionResponse(principal="test-admin")
 
     async def list_jobs(
         self, status: int | None = None, page_size: int = 0, page_token: str = "", **_: Any
     ) -> admin_service_pb2.AdminListJobsResponse:
         found = [j for j in self.jobs if status is None or j.status == status]
         return admin_service_pb2.AdminListJobsResponse(jobs=found)
+
+    async def count_jobs(
+        self, since: datetime, until: datetime | None = None
+    ) -> admin_service_pb2.CountJobsResponse:
+        """As job_service counts: created in [since, now) by status now, finished in it,
+        every unfinished job now, and the delayed ones among them."""
+        now = datetime.now(UTC)
+        self.counted.append(since)
+
+        def inside(stamp: Timestamp) -> bool:
+            return stamp.seconds > 0 and since <= stamp.ToDatetime(tzinfo=UTC) < now
+
+        def counts(jobs: list[job_pb2.Job], statuses: Any) -> list[Any]:
+            found = Counter(j.status for j in jobs)
+            return [admin_service_pb2.StatusCount(status=s, count=found[s]) for s in statuses]
+
+        every = [v for v in job_pb2.JobStatus.values() if v]
+        ended = [v for v in every if v in TERMINAL]
+        answer = admin_service_pb2.CountJobsResponse(
+            created=counts([j for j in self.jobs if inside(j.created_at)], every),
+            finished=counts([j for j in self.jobs if inside(j.finished_at)], ended),
+            unfinished=counts(
+                [j for j in self.jobs if j.status not in TERMINAL],
+                [v for v in every if v not in TERMINAL],
+            ),
+            delayed=sum(
+                1
+                for j in self.jobs
+                if j.status == CREATED and j.next_run_at.ToDatetime(tzinfo=UTC) > now
+            ),
+        )
+        answer.since.FromDatetime(since)
+        answer.until.FromDatetime(now)
+        return answer
 
     async def list_dead_letters(self, **_: Any) -> admin_service_pb2.ListDeadLettersResponse:
         return admin_service_pb2.ListDeadLettersResponse()
@@ -113,7 +158,7 @@ async def signed_in(fake: FakeAdmin, **settings: Any) -> AsyncIterator[httpx.Asy
         assert console.http is not None
         await console.http.aclose()
         console.http = httpx.AsyncClient(transport=httpx.MockTransport(endpoints))
-        _, cookie = console.sessions.new("admin-token")
+        _, cookie = console.sessions.new("admin-token", SESSION_ID)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://console.test") as client:
             client.cookies.set(SESSION_COOKIE, cookie, domain="console.test")
@@ -161,8 +206,7 @@ async def test_a_paused_queue_is_flagged(admin: httpx.AsyncClient) -> None:
     assert "ai-interactive" not in flagged.group(1)
     rows = table(page, "unfinished")
     assert [r[0] for r in rows[1:]] == ["ai-batch paused", "ai-interactive"]
-    assert page.count('id="paused-ai-batch"') == 1  # the last hour's table flags it too, id-less
-    assert "ai-batch paused" in [r[0] for r in table(page, "recent")]
+    assert page.count('id="paused-ai-batch"') == 1
 
 
 async def test_nothing_is_flagged_when_no_queue_is_paused(
@@ -189,8 +233,9 @@ async def test_delayed_jobs_are_counted_as_unfinished_on_their_own(
     page = (await with_metrics.get("/")).text
 
     assert figure(page, "delayed-total") == "3"
-    # 4 + 2 + 1 from the gauge, and the 5 created jobs
-    assert figure(page, "unfinished-total") == "12"
+    # CountJobs' exact figure (this fake service holds only the 5 created jobs; the gauge's
+    # 4 + 2 + 1 are in the per-queue table)
+    assert figure(page, "unfinished-total") == "5"
     rows = {r[0]: r[1:] for r in table(page, "unfinished")}
     headings = rows.pop("queue")
     assert headings[:3] == ["delayed", "not yet queued", "queued"]
@@ -216,9 +261,8 @@ async def test_the_tables_keep_every_status_column_with_no_jobs_at_all(
     assert len(unfinished[0]) == 1 + len(UNFINISHED_COLUMNS)
     assert len(recent[0]) == 1 + len(ALL_COLUMNS)
     assert recent[0] == [
-        "queue",
-        "delayed",
-        "not yet queued",
+        "jobs",
+        "not yet queued or delayed",
         "queued",
         "running",
         "retrying",
@@ -227,7 +271,10 @@ async def test_the_tables_keep_every_status_column_with_no_jobs_at_all(
         "failed",
         "cancelled",
     ]
-    assert all(cell == "0" for row in recent[1:] for cell in row[1:])
+    assert [r[0] for r in recent[1:]] == ["created in the window", "finished in the window"]
+    assert all(cell == "0" for cell in recent[1][1:])
+    # a job finishes only as succeeded, failed or cancelled: the other cells are empty
+    assert recent[2][1:] == ["", "", "", "", "", "0", "0", "0"]
     # without job_service's metrics endpoint the gauge's statuses are not known: a dash
     assert unfinished[1][1:] == ["0", "0", DASH, DASH, DASH, DASH]
     assert "JOBS_CONSOLE_METRICS_URL" in page
@@ -243,8 +290,8 @@ async def test_the_status_created_is_not_headed_like_jobs_created_since(
     assert "Jobs created since" in page
     assert "<th>created</th>" not in page
     assert re.search(r'<th title="status created and due[^"]*">not yet queued</th>', page)
-    cells = dict(zip(table(page, "recent")[0], table(page, "recent")[2], strict=True))
-    assert cells["not yet queued"] == "1" and cells["failed"] == "1"
+    cells = dict(zip(table(page, "recent")[0], table(page, "recent")[1], strict=True))
+    assert cells["not yet queued or delayed"] == "1" and cells["failed"] == "1"
 
 
 async def test_workers_are_listed_by_their_ids(
@@ -288,3 +335,36 @@ async def test_a_service_without_list_workers_still_shows_the_overview(
     assert page.status_code == 200
     assert "Workers unavailable: unimplemented" in page.text
     assert 'id="paused-queues"' in page.text
+
+
+async def test_the_last_hour_is_counted_exactly_over_the_window_shown(
+    admin: httpx.AsyncClient, fake: FakeAdmin
+) -> None:
+    finished = stamp(-30)
+    fake.jobs = [
+        made("ai-interactive", job_pb2.JOB_STATUS_SUCCEEDED),
+        made("ai-interactive", job_pb2.JOB_STATUS_SUCCEEDED),
+        made("ai-interactive", job_pb2.JOB_STATUS_FAILED),
+        made("ai-batch", job_pb2.JOB_STATUS_RUNNING),
+    ]
+    for job in fake.jobs[:3]:
+        job.finished_at.CopyFrom(finished)
+    old = made("ai-batch", job_pb2.JOB_STATUS_FAILED)  # created two hours ago, failed now
+    old.created_at.CopyFrom(stamp(-7200))
+    old.finished_at.CopyFrom(finished)
+    fake.jobs.append(old)
+
+    page = (await admin.get("/")).text
+
+    [since] = fake.counted
+    assert timedelta(minutes=59) < datetime.now(UTC) - since < timedelta(minutes=61)
+    found = re.search(r'id="recent-window">(.*?)</p>', page)
+    assert found is not None
+    window = re.sub(r"<[^>]+>", "", found.group(1))
+    assert re.fullmatch(r"last hour: \d\d:\d\d\u2013\d\d:\d\d UTC", window)
+    assert window.split(": ")[1].startswith(since.strftime("%H:%M"))
+    assert figure(page, "recent-created") == "4"
+    assert figure(page, "recent-finished") == "4"  # the old job finished in the window
+    assert figure(page, "recent-failed") == "2"
+    assert figure(page, "failure-rate") == "50.0 %"
+    assert figure(page, "throughput") == "0.0667"  # 4 in 60 minutes
