@@ -181,6 +181,8 @@ class Schedule:
     created_at: datetime
     updated_at: datetime
     last_job_id: str | None = None
+    # the principal whose call last changed it (its creator until then)
+    updated_by: str | None = None
 
 
 @dataclass(frozen=True)

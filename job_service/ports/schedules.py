@@ -69,10 +69,18 @@ class ScheduleStore(Protocol):
         spec: ScheduleSpec,
         request_hash: str,
         next_fire_at: datetime | None,
-    ) -> Schedule | None: ...
+        by: str | None = None,
+    ) -> Schedule | None:
+        """``by``: the principal making the change (recorded as the schedule's updated_by)."""
+        ...
 
     async def set_paused(
-        self, schedule_id: str, user_id: str, paused: bool, next_fire_at: datetime | None
+        self,
+        schedule_id: str,
+        user_id: str,
+        paused: bool,
+        next_fire_at: datetime | None,
+        by: str | None = None,
     ) -> Schedule | None: ...
 
     async def delete(self, schedule_id: str, user_id: str) -> bool: ...

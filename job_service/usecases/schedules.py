@@ -57,6 +57,8 @@ RECENT_RUNS = 20
 # (each a few statements), so many schedules due in the same second are split over
 # parallel rounds (usecases/firing.py) and replicas by SKIP LOCKED.
 FIRE_BATCH = 10
+# a run's detail column holds this much (schedule_runs.detail)
+RUN_DETAIL_CHARS = 100
 RUN_RETENTION_S = 7 * 24 * 3600.0
 PRUNE_BATCH = 1000
 _SCHEDULES = ("schedules",)
@@ -153,52 +155,67 @@ class Schedules:
         last = Cursor(page[-1].created_at, page[-1].id) if more else None
         return page, self._tokens.issue(scope, {"schedules": last})
 
-    async def update_schedule(self, schedule_id: str, user_id: str, asked: SpecRequest) -> Schedule:
+    # Each change below records ``principal`` (the caller's: whose token made the call) as
+    # the schedule's updated_by, and logs it; a trigger writes it on the run and the job.
+
+    async def update_schedule(
+        self, schedule_id: str, user_id: str, asked: SpecRequest, principal: str = ""
+    ) -> Schedule:
         current = await self._get(schedule_id, user_id)
         spec = await self._validate(user_id, asked)
         next_fire_at = None if current.paused else spec.first_slot(datetime.now(UTC))
         updated = await self._store.update(
-            schedule_id, user_id, spec, _spec_hash(spec), next_fire_at
+            schedule_id, user_id, spec, _spec_hash(spec), next_fire_at, principal or None
         )
         if updated is None:
             raise ScheduleNotFound("no such schedule")
+        log.info("schedule %s updated by %s", schedule_id, principal or "-")
         self.changed.set()
         return updated
 
-    async def pause_schedule(self, schedule_id: str, user_id: str) -> Schedule:
+    async def pause_schedule(self, schedule_id: str, user_id: str, principal: str = "") -> Schedule:
         await self._get(schedule_id, user_id)
-        paused = await self._store.set_paused(schedule_id, user_id, True, None)
+        paused = await self._store.set_paused(schedule_id, user_id, True, None, principal or None)
         if paused is None:
             raise ScheduleNotFound("no such schedule")
+        log.info("schedule %s paused by %s", schedule_id, principal or "-")
         return paused
 
-    async def resume_schedule(self, schedule_id: str, user_id: str) -> Schedule:
+    async def resume_schedule(
+        self, schedule_id: str, user_id: str, principal: str = ""
+    ) -> Schedule:
         current = await self._get(schedule_id, user_id)
         if not current.paused:
             return current
         next_fire_at = current.spec.first_slot(datetime.now(UTC))
-        resumed = await self._store.set_paused(schedule_id, user_id, False, next_fire_at)
+        resumed = await self._store.set_paused(
+            schedule_id, user_id, False, next_fire_at, principal or None
+        )
         if resumed is None:
             raise ScheduleNotFound("no such schedule")
+        log.info("schedule %s resumed by %s", schedule_id, principal or "-")
         self.changed.set()
         return resumed
 
-    async def delete_schedule(self, schedule_id: str, user_id: str) -> None:
+    async def delete_schedule(self, schedule_id: str, user_id: str, principal: str = "") -> None:
         _require_ids(schedule_id, user_id)
         if not await self._store.delete(schedule_id, user_id):
             raise ScheduleNotFound("no such schedule")
+        log.info("schedule %s deleted by %s", schedule_id, principal or "-")
 
-    async def trigger_schedule(self, schedule_id: str, user_id: str) -> Job:
-        """The schedule's job, created now (a TRIGGERED run); CreateJob's errors (a quota,
-        a template no longer valid) are the caller's."""
+    async def trigger_schedule(self, schedule_id: str, user_id: str, principal: str = "") -> Job:
+        """The schedule's job, created now (a TRIGGERED run, its detail and the job's
+        created_by naming the caller); CreateJob's errors (a quota, a template no longer
+        valid) are the caller's."""
         _require_ids(schedule_id, user_id)
         slot = datetime.now(UTC)
         async with self._store.one(schedule_id, user_id) as round_:
             if not round_.schedules:
                 raise ScheduleNotFound("no such schedule")
             schedule = round_.schedules[0]
-            job = await self._slot_job(round_, schedule, slot)
-            await round_.record(schedule.id, [slot], RunOutcome.TRIGGERED, job.id)
+            job = await self._slot_job(round_, schedule, slot, principal)
+            detail = f"triggered by {principal}"[:RUN_DETAIL_CHARS] if principal else None
+            await round_.record(schedule.id, [slot], RunOutcome.TRIGGERED, job.id, detail)
             await round_.advance(schedule.id, schedule.next_fire_at, job.id)
         self._new_jobs.wake()
         metrics.schedule_runs(RunOutcome.TRIGGERED.value)
@@ -265,12 +282,18 @@ class Schedules:
         await round_.advance(schedule.id, decided.next_fire_at, last)
         return fired
 
-    async def _slot_job(self, round_: Round, schedule: Schedule, slot: datetime) -> Job:
-        """The job of a slot, admitted as CreateJob admits one and stored in the round; the
-        CreateJob error that refuses it."""
+    async def _slot_job(
+        self, round_: Round, schedule: Schedule, slot: datetime, principal: str = ""
+    ) -> Job:
+        """The job of a slot, admitted as CreateJob admits one and stored in the round
+        (``principal``: who triggered it, as its created_by); the CreateJob error that
+        refuses it."""
         request = _job_request(schedule.id, schedule.user_id, schedule.spec.template, slot)
         new = replace(
-            await self._new_jobs.prepare(request), schedule_id=schedule.id, scheduled_for=slot
+            await self._new_jobs.prepare(request),
+            schedule_id=schedule.id,
+            scheduled_for=slot,
+            created_by=principal or None,
         )
         job, _ = self._new_jobs.settle(new, await round_.create_job(new, self._new_jobs.quotas))
         return job

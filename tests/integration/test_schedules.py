@@ -21,7 +21,7 @@ from shared.pb.jobs.v1 import schedule_service_pb2 as spb
 from shared.pb.jobs.v1 import schedule_service_pb2_grpc
 from shared.pbconv import struct_from_dict
 from shared.rpc_errors import error_from_rpc
-from tests.support.stack import open_channel, running_job_service
+from tests.support.stack import ADMIN_TOKEN, open_channel, running_job_service
 from tests.support.wait import eventually
 
 Stub = schedule_service_pb2_grpc.ScheduleServiceStub
@@ -372,3 +372,31 @@ async def test_a_slot_the_quota_refuses_is_recorded_and_the_schedule_goes_on(
     assert refused and {r.detail for r in refused} == {"TOO_MANY_JOBS"}
     assert all(not r.job_id for r in refused)
     assert await db.fetchval("SELECT count(*) FROM jobs WHERE schedule_id = $1", made.id) == 1
+
+
+async def test_who_changed_or_triggered_a_schedule_is_recorded(
+    schedules: Stub, db: asyncpg.Connection, job_service: JobServiceApp
+) -> None:
+    """Issue 27, "who did it": the principal of the token that paused, resumed or updated a
+    schedule is its updated_by; a trigger names it on the run and on the job it made."""
+    made = await create(schedules)
+    ids = {"schedule_id": made.id, "user_id": "alice"}
+    port = job_service.port
+    assert made.updated_by == "test-all"  # its creator until someone changes it
+
+    async with open_channel(f"127.0.0.1:{port}", ADMIN_TOKEN) as channel:
+        paused = await Stub(channel).PauseSchedule(spb.PauseScheduleRequest(**ids))
+        assert paused.schedule.updated_by == "test-admin"  # an operator paused it
+        triggered = await Stub(channel).TriggerSchedule(spb.TriggerScheduleRequest(**ids))
+
+    run = await db.fetchrow(
+        "SELECT outcome, detail FROM schedule_runs WHERE schedule_id = $1", made.id
+    )
+    assert (run["outcome"], run["detail"]) == ("triggered", "triggered by test-admin")
+    assert (
+        await db.fetchval("SELECT created_by FROM jobs WHERE id = $1", triggered.job.id)
+        == "test-admin"
+    )
+    assert (
+        await db.fetchval("SELECT updated_by FROM schedules WHERE id = $1", made.id) == "test-admin"
+    )

@@ -58,6 +58,10 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
         self._schedules = schedules
         self._tokens = tokens
 
+    def _caller(self, context: grpc.aio.ServicerContext) -> str:
+        """The principal whose token made the call: who an action is attributed to."""
+        return self._tokens.caller(context.invocation_metadata())
+
     async def CreateSchedule(
         self, request: pb.CreateScheduleRequest, context: grpc.aio.ServicerContext
     ) -> pb.CreateScheduleResponse:
@@ -66,7 +70,7 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
             _spec_request(request.spec),
             idempotency_key=request.idempotency_key,
             paused=request.paused,
-            principal=self._tokens.caller(context.invocation_metadata()),
+            principal=self._caller(context),
         )
         return pb.CreateScheduleResponse(schedule=schedule_to_pb(schedule), created=created)
 
@@ -97,7 +101,7 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
         if request.update_mask.paths:
             spec = await self._masked(request)
         schedule = await self._schedules.update_schedule(
-            request.schedule_id, request.user_id, _spec_request(spec)
+            request.schedule_id, request.user_id, _spec_request(spec), self._caller(context)
         )
         return pb.UpdateScheduleResponse(schedule=schedule_to_pb(schedule))
 
@@ -120,25 +124,33 @@ class ScheduleServicer(schedule_service_pb2_grpc.ScheduleServiceServicer):
     async def PauseSchedule(
         self, request: pb.PauseScheduleRequest, context: grpc.aio.ServicerContext
     ) -> pb.PauseScheduleResponse:
-        schedule = await self._schedules.pause_schedule(request.schedule_id, request.user_id)
+        schedule = await self._schedules.pause_schedule(
+            request.schedule_id, request.user_id, self._caller(context)
+        )
         return pb.PauseScheduleResponse(schedule=schedule_to_pb(schedule))
 
     async def ResumeSchedule(
         self, request: pb.ResumeScheduleRequest, context: grpc.aio.ServicerContext
     ) -> pb.ResumeScheduleResponse:
-        schedule = await self._schedules.resume_schedule(request.schedule_id, request.user_id)
+        schedule = await self._schedules.resume_schedule(
+            request.schedule_id, request.user_id, self._caller(context)
+        )
         return pb.ResumeScheduleResponse(schedule=schedule_to_pb(schedule))
 
     async def DeleteSchedule(
         self, request: pb.DeleteScheduleRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteScheduleResponse:
-        await self._schedules.delete_schedule(request.schedule_id, request.user_id)
+        await self._schedules.delete_schedule(
+            request.schedule_id, request.user_id, self._caller(context)
+        )
         return pb.DeleteScheduleResponse()
 
     async def TriggerSchedule(
         self, request: pb.TriggerScheduleRequest, context: grpc.aio.ServicerContext
     ) -> pb.TriggerScheduleResponse:
-        job = await self._schedules.trigger_schedule(request.schedule_id, request.user_id)
+        job = await self._schedules.trigger_schedule(
+            request.schedule_id, request.user_id, self._caller(context)
+        )
         return pb.TriggerScheduleResponse(job=job_to_pb(job))
 
 
@@ -215,6 +227,7 @@ def schedule_to_pb(schedule: Schedule) -> pb.Schedule:
         next_fire_at=timestamp(schedule.next_fire_at),
         created_at=timestamp(schedule.created_at),
         updated_at=timestamp(schedule.updated_at),
+        updated_by=schedule.updated_by or "",
     )
     message.spec.job_template.input.update(t.input)
     message.spec.catch_up_window.FromTimedelta(timedelta(seconds=spec.catch_up_window_s))

@@ -59,7 +59,8 @@ _SPEC_COLUMNS = (
 )
 COLUMNS = (
     "id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at,"
-    " last_job_id::text AS last_job_id, created_at, updated_at, cron, time_zone, job_type,"
+    " last_job_id::text AS last_job_id, created_at, updated_at,"
+    " coalesce(updated_by, created_by) AS updated_by, cron, time_zone, job_type,"
     " input, priority, credential_mode, credential_id::text AS credential_id, target_type,"
     " target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at"
 )
@@ -75,14 +76,15 @@ RETURNING {COLUMNS}
 FIND_BY_KEY = f"SELECT {COLUMNS} FROM schedules WHERE user_id = $1 AND idempotency_key = $2"
 GET = f"SELECT {COLUMNS} FROM schedules WHERE id = $1 AND user_id = $2"
 UPDATE = f"""
-UPDATE schedules SET ({", ".join(_SPEC_COLUMNS)}, request_hash, next_fire_at, updated_at)
+UPDATE schedules
+SET ({", ".join(_SPEC_COLUMNS)}, request_hash, next_fire_at, updated_by, updated_at)
     = ({", ".join(f"${n}" for n in range(3, 3 + len(_SPEC_COLUMNS)))},
-       ${3 + len(_SPEC_COLUMNS)}, ${4 + len(_SPEC_COLUMNS)}, now())
+       ${3 + len(_SPEC_COLUMNS)}, ${4 + len(_SPEC_COLUMNS)}, ${5 + len(_SPEC_COLUMNS)}, now())
 WHERE id = $1 AND user_id = $2
 RETURNING {COLUMNS}
 """
 SET_PAUSED = f"""
-UPDATE schedules SET paused = $3, next_fire_at = $4, updated_at = now()
+UPDATE schedules SET paused = $3, next_fire_at = $4, updated_by = $5, updated_at = now()
 WHERE id = $1 AND user_id = $2
 RETURNING {COLUMNS}
 """
@@ -181,6 +183,7 @@ def schedule_from_row(row: asyncpg.Record) -> Schedule:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         last_job_id=row["last_job_id"],
+        updated_by=row["updated_by"],
     )
 
 
@@ -309,16 +312,22 @@ class ScheduleRepository:
         spec: ScheduleSpec,
         request_hash: str,
         next_fire_at: datetime | None,
+        by: str | None = None,
     ) -> Schedule | None:
         row = await self._pool.fetchrow(
-            UPDATE, schedule_id, user_id, *_spec_values(spec), request_hash, next_fire_at
+            UPDATE, schedule_id, user_id, *_spec_values(spec), request_hash, next_fire_at, by
         )
         return None if row is None else schedule_from_row(row)
 
     async def set_paused(
-        self, schedule_id: str, user_id: str, paused: bool, next_fire_at: datetime | None
+        self,
+        schedule_id: str,
+        user_id: str,
+        paused: bool,
+        next_fire_at: datetime | None,
+        by: str | None = None,
     ) -> Schedule | None:
-        row = await self._pool.fetchrow(SET_PAUSED, schedule_id, user_id, paused, next_fire_at)
+        row = await self._pool.fetchrow(SET_PAUSED, schedule_id, user_id, paused, next_fire_at, by)
         return None if row is None else schedule_from_row(row)
 
     async def delete(self, schedule_id: str, user_id: str) -> bool:

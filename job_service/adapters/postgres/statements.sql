@@ -1650,31 +1650,32 @@ INSERT INTO schedules (id, user_id, idempotency_key, request_hash, paused, next_
                        cron, time_zone, job_type, input, priority, credential_mode, credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at, created_by)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
 ON CONFLICT (user_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at;
+RETURNING id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, coalesce(updated_by, created_by) AS updated_by, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at;
 
 -- schedules.FIND_BY_KEY
-SELECT id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at FROM schedules WHERE user_id = $1 AND idempotency_key = $2;
+SELECT id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, coalesce(updated_by, created_by) AS updated_by, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at FROM schedules WHERE user_id = $1 AND idempotency_key = $2;
 
 -- schedules.GET
-SELECT id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at FROM schedules WHERE id = $1 AND user_id = $2;
+SELECT id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, coalesce(updated_by, created_by) AS updated_by, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at FROM schedules WHERE id = $1 AND user_id = $2;
 
 -- schedules.UPDATE
-UPDATE schedules SET (cron, time_zone, job_type, input, priority, credential_mode, credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at, request_hash, next_fire_at, updated_at)
+UPDATE schedules
+SET (cron, time_zone, job_type, input, priority, credential_mode, credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at, request_hash, next_fire_at, updated_by, updated_at)
     = ($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-       $17, $18, now())
+       $17, $18, $19, now())
 WHERE id = $1 AND user_id = $2
-RETURNING id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at;
+RETURNING id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, coalesce(updated_by, created_by) AS updated_by, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at;
 
 -- schedules.SET_PAUSED
-UPDATE schedules SET paused = $3, next_fire_at = $4, updated_at = now()
+UPDATE schedules SET paused = $3, next_fire_at = $4, updated_by = $5, updated_at = now()
 WHERE id = $1 AND user_id = $2
-RETURNING id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at;
+RETURNING id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, coalesce(updated_by, created_by) AS updated_by, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at;
 
 -- schedules.DELETE
 DELETE FROM schedules WHERE id = $1 AND user_id = $2;
 
 -- schedules.LIST
-SELECT id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at FROM schedules
+SELECT id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, coalesce(updated_by, created_by) AS updated_by, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at FROM schedules
 WHERE user_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3::uuid))
 ORDER BY created_at DESC, id DESC LIMIT $4;
 
@@ -1683,7 +1684,7 @@ SELECT slot, outcome, job_id::text AS job_id, recorded_at, detail FROM schedule_
 WHERE schedule_id = $1 ORDER BY slot DESC LIMIT $2;
 
 -- schedules.CLAIM_DUE
-SELECT id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at FROM schedules
+SELECT id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, coalesce(updated_by, created_by) AS updated_by, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at FROM schedules
 WHERE NOT paused AND next_fire_at <= $1
 ORDER BY next_fire_at
 LIMIT $2
@@ -1693,7 +1694,7 @@ FOR UPDATE SKIP LOCKED;
 SELECT min(next_fire_at) FROM schedules WHERE NOT paused;
 
 -- schedules.LOCK_ONE
-SELECT id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at FROM schedules WHERE id = $1 AND user_id = $2 FOR UPDATE;
+SELECT id::text AS id, user_id, idempotency_key, request_hash, paused, next_fire_at, last_job_id::text AS last_job_id, created_at, updated_at, coalesce(updated_by, created_by) AS updated_by, cron, time_zone, job_type, input, priority, credential_mode, credential_id::text AS credential_id, target_type, target_id, overlap_policy, catch_up_window_s, catch_up_mode, start_at, end_at FROM schedules WHERE id = $1 AND user_id = $2 FOR UPDATE;
 
 -- schedules.RECORD_RUN
 INSERT INTO schedule_runs (schedule_id, slot, outcome, job_id, detail, recorded_at)

@@ -47,6 +47,8 @@ schedules = Table(
     Column("next_fire_at", DateTime(timezone=True)),
     Column("last_job_id", UUID(as_uuid=False)),
     Column("created_by", String(255)),
+    # the principal whose call last changed it (migration 0025; NULL: never since)
+    Column("updated_by", String(255)),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Index(

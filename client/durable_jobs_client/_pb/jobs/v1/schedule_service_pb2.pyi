@@ -74,7 +74,7 @@ class ScheduleSpec(_message.Message):
     def __init__(self, cron: _Optional[str] = ..., time_zone: _Optional[str] = ..., job_template: _Optional[_Union[JobTemplate, _Mapping]] = ..., overlap_policy: _Optional[_Union[OverlapPolicy, str]] = ..., catch_up_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., catch_up_mode: _Optional[_Union[CatchUpMode, str]] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Schedule(_message.Message):
-    __slots__ = ("id", "user_id", "spec", "paused", "idempotency_key", "next_fire_at", "created_at", "updated_at")
+    __slots__ = ("id", "user_id", "spec", "paused", "idempotency_key", "next_fire_at", "created_at", "updated_at", "updated_by")
     ID_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
@@ -83,6 +83,7 @@ class Schedule(_message.Message):
     NEXT_FIRE_AT_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_BY_FIELD_NUMBER: _ClassVar[int]
     id: str
     user_id: str
     spec: ScheduleSpec
@@ -91,7 +92,8 @@ class Schedule(_message.Message):
     next_fire_at: _timestamp_pb2.Timestamp
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., paused: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., next_fire_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    updated_by: str
+    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., paused: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., next_fire_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_by: _Optional[str] = ...) -> None: ...
 
 class ScheduleRun(_message.Message):
     __slots__ = ("slot", "outcome", "job_id", "recorded_at", "detail")
