@@ -176,6 +176,7 @@ async def test_a_schedule_is_found_by_user_paused_triggered_and_deleted(
     assert (await shared_stack.client.schedules.GetSchedule(get)).schedule.paused
     page = await admin.get(paused.headers["location"])
     assert shown(page.text, "notice") == "Schedule paused."
+    assert shown(page.text, "updated-by") == "test-admin"  # the signed-in operator
     assert "None while paused." in page.text
 
     triggered = await confirmed(admin, f"/schedules/{schedule.id}/trigger?user_id=sched-sam")
