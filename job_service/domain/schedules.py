@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
+from shared.canonical import content_hash
 from shared.credentials import CredentialMode
 from shared.errors import FieldViolation, InvalidInput
 
@@ -245,3 +246,24 @@ def slot_key(schedule_id: str, slot: datetime) -> str:
     """The idempotency key of a slot's job: one job per (schedule, slot), whichever replica
     fires it and however often."""
     return f"schedule:{schedule_id}:{slot.astimezone(UTC).isoformat()}"
+
+
+def spec_hash(spec: ScheduleSpec) -> str:
+    """What "the same schedule" means for an idempotency key."""
+    t = spec.template
+    described: dict[str, Any] = {
+        "cron": spec.cron.expression,
+        "time_zone": spec.cron.zone,
+        "job_type": t.job_type,
+        "input": t.input,
+        "priority": t.priority,
+        "credential_mode": t.credential_mode.value,
+        "credential_id": t.credential_id,
+        "target": [t.target_type, t.target_id],
+        "overlap": spec.overlap.value,
+        "catch_up_window_s": spec.catch_up_window_s,
+        "catch_up": spec.catch_up.value,
+        "start_at": spec.start_at.isoformat() if spec.start_at else None,
+        "end_at": spec.end_at.isoformat() if spec.end_at else None,
+    }
+    return content_hash(described)

@@ -16,7 +16,6 @@ import logging
 import uuid
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
 
 from job_service import metrics
 from job_service.domain.admission import CreateRequest, Pins
@@ -36,12 +35,12 @@ from job_service.domain.schedules import (
     ScheduleSpec,
     plan,
     slot_key,
+    spec_hash,
 )
 from job_service.domain.selection import Cursor
 from job_service.ports.schedules import Round, ScheduleStore
 from job_service.usecases.jobs import Jobs
 from job_service.usecases.new_jobs import NewJobs
-from shared.canonical import content_hash
 from shared.errors import (
     FieldViolation,
     IdempotencyKeyReused,
@@ -112,7 +111,7 @@ class Schedules:
             require_name("idempotency_key", idempotency_key)
         spec = await self._validate(user_id, asked)
         now = datetime.now(UTC)
-        request_hash = _spec_hash(spec)
+        request_hash = spec_hash(spec)
         schedule, created = await self._store.create(
             str(uuid.uuid4()),
             user_id,
@@ -165,7 +164,7 @@ class Schedules:
         spec = await self._validate(user_id, asked)
         next_fire_at = None if current.paused else spec.first_slot(datetime.now(UTC))
         updated = await self._store.update(
-            schedule_id, user_id, spec, _spec_hash(spec), next_fire_at, principal or None
+            schedule_id, user_id, spec, spec_hash(spec), next_fire_at, principal or None
         )
         if updated is None:
             raise ScheduleNotFound("no such schedule")
@@ -374,27 +373,6 @@ def _job_request(schedule_id: str, user_id: str, t: JobTemplate, slot: datetime)
         credential_id=t.credential_id,
         pins=Pins(target_type=t.target_type, target_id=t.target_id),
     )
-
-
-def _spec_hash(spec: ScheduleSpec) -> str:
-    """What "the same schedule" means for an idempotency key."""
-    t = spec.template
-    described: dict[str, Any] = {
-        "cron": spec.cron.expression,
-        "time_zone": spec.cron.zone,
-        "job_type": t.job_type,
-        "input": t.input,
-        "priority": t.priority,
-        "credential_mode": t.credential_mode.value,
-        "credential_id": t.credential_id,
-        "target": [t.target_type, t.target_id],
-        "overlap": spec.overlap.value,
-        "catch_up_window_s": spec.catch_up_window_s,
-        "catch_up": spec.catch_up.value,
-        "start_at": spec.start_at.isoformat() if spec.start_at else None,
-        "end_at": spec.end_at.isoformat() if spec.end_at else None,
-    }
-    return content_hash(described)
 
 
 def _under(prefix: str, error: InvalidInput) -> InvalidInput:
