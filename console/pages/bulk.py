@@ -84,19 +84,29 @@ def jobs_link(filters: dict[str, str]) -> str:
     return f"/jobs?{urlencode({k: v for k, v in filters.items() if v})}"
 
 
-async def dry_run(site: Site, request: Request, session: Session) -> Response:
-    action = request.path_params["action"]
+def _selection(
+    site: Site, session: Session, action: str, filters: dict[str, str]
+) -> admin_service_pb2.JobSelection | Response:
+    """The jobs a bulk action's filters select, or the page refusing them: an unknown
+    action, no filter (never "every job"), a malformed time."""
     if action not in ACTIONS:
         return site.error(session, 404, "Not found", f"No bulk action {echo(action)}.")
-    filters = filters_from(None, dict(request.query_params))
     if not any(filters.values()):
         return site.error(
             session, 400, "Choose a filter", "A bulk action needs at least one filter."
         )
     try:
-        selection = selection_of(filters)
+        return selection_of(filters)
     except ValueError:
         return site.error(session, 400, "Bad request", "Times are YYYY-MM-DDTHH:MM (UTC).")
+
+
+async def dry_run(site: Site, request: Request, session: Session) -> Response:
+    action = request.path_params["action"]
+    filters = filters_from(None, dict(request.query_params))
+    selection = _selection(site, session, action, filters)
+    if isinstance(selection, Response):
+        return selection
     admin = site.jobs(session.token).admin
     ids: list[str]
     if action == "cancel":
@@ -124,18 +134,11 @@ async def dry_run(site: Site, request: Request, session: Session) -> Response:
 
 async def act(site: Site, request: Request, session: Session) -> Response:
     action = request.path_params["action"]
-    if action not in ACTIONS:
-        return site.error(session, 404, "Not found", f"No bulk action {echo(action)}.")
     form = request.state.form
     filters = filters_from(form, {})
-    if not any(filters.values()):
-        return site.error(
-            session, 400, "Choose a filter", "A bulk action needs at least one filter."
-        )
-    try:
-        selection = selection_of(filters)
-    except ValueError:
-        return site.error(session, 400, "Bad request", "Times are YYYY-MM-DDTHH:MM (UTC).")
+    selection = _selection(site, session, action, filters)
+    if isinstance(selection, Response):
+        return selection
     reason = ((first(form, "reason") or "").strip() or REASON[action])[:MAX_REASON_CHARS]
     progress = Progress(
         done=count(first(form, "done")),

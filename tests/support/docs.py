@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,9 +44,9 @@ class Heading:
     line: int  # 0-based
 
 
-def headings(text: str) -> list[Heading]:
-    """The page's headings in order, skipping fenced code blocks."""
-    found: list[Heading] = []
+def prose(text: str) -> Iterator[tuple[int, str]]:
+    """(0-based line number, line) of the page's lines outside fenced code blocks, fences
+    excluded."""
     fence = ""
     for number, line in enumerate(text.splitlines()):
         if match := FENCE.match(line):
@@ -55,9 +56,17 @@ def headings(text: str) -> list[Heading]:
             elif marker[0] == fence[0] and len(marker) >= len(fence):
                 fence = ""
             continue
-        if not fence and (match := HEADING.match(line)):
-            found.append(Heading(len(match.group(1)), match.group(2), number))
-    return found
+        if not fence:
+            yield number, line
+
+
+def headings(text: str) -> list[Heading]:
+    """The page's headings in order, skipping fenced code blocks."""
+    return [
+        Heading(len(match.group(1)), match.group(2), number)
+        for number, line in prose(text)
+        if (match := HEADING.match(line))
+    ]
 
 
 def plain(title: str) -> str:

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.docs import ROOT, anchors, headings, name, pages
+from tests.support.docs import ROOT, anchors, headings, name, pages, prose
 
 # [text](target) and [text](target "title"), images included; autolinks and reference
 # definitions are not used in these pages.
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
-FENCE = re.compile(r"^\s*(```+|~~~+)")
 
 # Links in README's "## Operating it" that point at headings which have moved into docs/.
 # That section is being edited by others and will itself move to docs/operations.md, whose
@@ -32,21 +31,11 @@ PENDING_IN_OPERATING_IT = {
 
 def links(text: str) -> list[tuple[int, str]]:
     """(line number, target) of every markdown link outside fenced code and code spans."""
-    found: list[tuple[int, str]] = []
-    fence = ""
-    for number, line in enumerate(text.splitlines(), start=1):
-        if match := FENCE.match(line):
-            marker = match.group(1)
-            if not fence:
-                fence = marker
-            elif marker[0] == fence[0] and len(marker) >= len(fence):
-                fence = ""
-            continue
-        if fence:
-            continue
-        outside_code = re.sub(r"(`+).*?\1", "", line)
-        found.extend((number, target) for target in LINK.findall(outside_code))
-    return found
+    return [
+        (number + 1, target)
+        for number, line in prose(text)
+        for target in LINK.findall(re.sub(r"(`+).*?\1", "", line))
+    ]
 
 
 def is_external(target: str) -> bool:
