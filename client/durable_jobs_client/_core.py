@@ -26,12 +26,18 @@ from durable_jobs_client.errors import (
 from durable_jobs_client.statuses import TERMINAL
 
 DEFAULT_TIMEOUT = 30.0
-RETRIED_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
+# CANCELLED as an answer (not this process cancelling its own call, which raises
+# asyncio.CancelledError): a replica shutting down ended the call when its grace ran out,
+# as in a rolling deploy. Like UNAVAILABLE, nobody knows whether it acted.
+RETRIED_CODES = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.CANCELLED}
+)
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """UNAVAILABLE and RESOURCE_EXHAUSTED are retried, up to ``attempts`` calls in all:
+    """UNAVAILABLE, RESOURCE_EXHAUSTED and CANCELLED (a replica that stopped mid-call) are
+    retried, up to ``attempts`` calls in all:
     after the server's RetryInfo delay when it gives one (if not longer than
     ``max_wait`` seconds: a quota that resets at midnight is raised at once), else after
     an exponential backoff spread at random over ``jitter`` of its length (0.5: from 0.75
@@ -53,7 +59,7 @@ class RetryPolicy:
         """Seconds to wait before call ``attempt + 1``, or None to raise ``error``. A call
         that is not ``replay_safe`` (it would act twice: RetryJob, PutCredential) is retried
         only when the service refused it before acting (RESOURCE_EXHAUSTED): after
-        UNAVAILABLE nobody knows whether it acted."""
+        UNAVAILABLE or CANCELLED nobody knows whether it acted."""
         if attempt >= self.attempts or error.code not in RETRIED_CODES:
             return None
         if not replay_safe and error.code != grpc.StatusCode.RESOURCE_EXHAUSTED:
@@ -62,7 +68,10 @@ class RetryPolicy:
             return error.retry_after if error.retry_after <= self.max_wait else None
         if isinstance(error, TooManyJobs | QuotaExceeded):
             return None
-        if isinstance(error, Unavailable) or error.code == grpc.StatusCode.UNAVAILABLE:
+        if isinstance(error, Unavailable) or error.code in (
+            grpc.StatusCode.UNAVAILABLE,
+            grpc.StatusCode.CANCELLED,
+        ):
             backoff = min(self.max_backoff, self.initial_backoff * 2.0 ** (attempt - 1))
             return backoff * (1.0 + self.jitter * (self.random() - 0.5))
         return None

@@ -86,3 +86,29 @@ def test_backoff_is_jittered_within_its_share() -> None:
     assert len(spread) > 40 and all(0.3 <= d <= 0.5 for d in spread if d is not None)
     with pytest.raises(ValueError, match="jitter"):
         RetryPolicy(jitter=1.5)
+
+
+class CancelledOnce(Scripted):
+    """A replica stopping mid-call: its grace ran out, the call is answered CANCELLED."""
+
+    def CreateJob(self, request: pb.CreateJobRequest, context: grpc.ServicerContext) -> Any:
+        self.calls.append((time.monotonic(), request.idempotency_key))
+        if len(self.calls) == 1:
+            context.abort(grpc.StatusCode.CANCELLED, "Cancelled on server side")
+        return pb.CreateJobResponse(job=job_pb2.Job(id="j-1"), created=True)
+
+
+def test_a_create_a_stopping_replica_cancelled_is_sent_again_with_the_same_key(
+    serve: Any,
+) -> None:
+    """The rolling-restart test of the manifests saw a create end CANCELLED once: a
+    replica's shutdown grace ran out mid-call. The same idempotency key makes the replay
+    safe; a call that is not replay-safe is not sent again."""
+    servicer = CancelledOnce([])
+    with JobsClient(serve(servicer), user_id="u", token="") as jobs:
+        created = jobs.create("synthetic", {})
+    assert created.job.id == "j-1"
+    (_, key), (_, again) = servicer.calls
+    assert key == again
+    cancelled = Unavailable("cancelled", code=grpc.StatusCode.CANCELLED)
+    assert RetryPolicy().delay(cancelled, 1, replay_safe=False) is None
