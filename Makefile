@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-chaos test-browser test-interop lint lint-deploy lint-proto typecheck format gen check-generate bench bench-peers bench-growth bench-memory chaos install lock check-lock clean
+.PHONY: run test test-chaos test-browser test-interop test-deploy lint lint-deploy lint-proto typecheck format gen check-generate bench bench-peers bench-growth bench-memory chaos install lock check-lock clean
 
 $(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,14 @@ test-browser: $(STAMP)
 test-interop: $(STAMP)
 	@command -v npm >/dev/null || { echo "make test-interop needs Node.js and npm"; exit 1; }
 	JOBS_TEST_INTEROP=1 $(PY) -m pytest -q -o addopts="--strict-markers -ra" tests/interop
+
+## test-deploy: the deployment as written, executed (tests/deploy): deploy/k8s rendered with
+## kustomize's rules and docker-compose.yml, every reference resolved, each container's
+## command started as a local process with exactly its environment, probes driven at their
+## timings, a job run, the console signed in, a rolling restart of each Deployment losing
+## nothing (~70 s). Only pip-installed PostgreSQL and NATS; .ci/run runs it after `make test`.
+test-deploy: $(STAMP)
+	$(PY) -m pytest -q -o addopts="--strict-markers -ra" tests/deploy
 
 lint: $(STAMP) lint-deploy
 	$(PY) -m ruff check .
