@@ -59,7 +59,7 @@ class WorkerSettings(BaseSettings):
     # false: provider calls do not stream and no partial output is relayed.
     partial_output_enabled: bool = True
 
-    # Operability (issue 6): see the configuration reference in the README.
+    # Operability (issue 6): see the configuration reference, docs/configuration.md.
     # /metrics on this port; empty or "off" disables it, 0 binds an ephemeral port.
     worker_metrics_port: int | None = Field(default=9465, ge=0, le=65535)
     worker_metrics_host: str = "0.0.0.0"
