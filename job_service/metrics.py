@@ -126,8 +126,8 @@ RATE_LIMIT_THROTTLED = Gauge(
     "jobs_rate_limit_throttled", "429s reported for a tier (all time, from the database).", ["tier"]
 )
 # Read from the database by every replica alike: each reports the same figure, so the
-# dashboard and the alerts take their max across replicas, never their sum (README,
-# "Metrics"; tests/unit/test_observability_files.py holds both to it).
+# dashboard and the alerts take their max across replicas, never their sum
+# (docs/operations.md, "Metrics"; tests/unit/test_observability_files.py holds both to it).
 REPLICATED_GAUGES = (
     QUEUE_DEPTH,
     QUEUE_ELIGIBLE,

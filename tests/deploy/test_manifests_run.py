@@ -98,7 +98,7 @@ K8S = ROOT / "deploy" / "k8s"
 READY_S = 90.0
 JOB_S = 60.0
 # How each Deployment's process ends on SIGTERM: job_service and the workers drain and exit 0
-# (README, "Start-up and shutdown"); uvicorn (the console) shuts down gracefully, then
+# (docs/operations.md, "Start-up and shutdown"); uvicorn (the console) shuts down gracefully, then
 # re-raises the signal.
 CLEAN_EXIT = {"job-service": {0}, "worker-service": {0}, "console": {0, -signal.SIGTERM}}
 NONCE = re.compile(r'name="nonce" value="([^"]+)"')

@@ -15,19 +15,6 @@ from tests.support.docs import ROOT, anchors, headings, name, pages, prose
 # definitions are not used in these pages.
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 
-# Links in README's "## Operating it" that point at headings which have moved into docs/.
-# That section is being edited by others and will itself move to docs/operations.md, whose
-# author rewrites these links then (the messages below say where each heading lives now);
-# until then they are known, and only they are let through. An entry that no longer matches
-# a broken link fails, so this shrinks to nothing.
-PENDING_IN_OPERATING_IT = {
-    ("README.md", "#ai-execution"),
-    ("README.md", "#configuration"),
-    ("README.md", "#retention"),
-    ("README.md", "#schedules"),
-    ("README.md", "#scheduling"),
-}
-
 
 def links(text: str) -> list[tuple[int, str]]:
     """(line number, target) of every markdown link outside fenced code and code spans."""
@@ -102,33 +89,11 @@ def test_repeated_headings_are_numbered_and_code_is_not_a_heading() -> None:
     assert anchors(text) == {"a", "notes", "notes-1"}
 
 
-def operating_it_lines() -> range:
-    """The README's "## Operating it" section, as 1-based line numbers (empty once moved)."""
-    text = (ROOT / "README.md").read_text()
-    found = headings(text)
-    for index, heading in enumerate(found):
-        if heading.level == 2 and heading.title == "Operating it":
-            end = next((h.line for h in found[index + 1 :] if h.level <= 2), len(text))
-            return range(heading.line + 1, end + 1)
-    return range(0)
-
-
 def test_every_relative_link_leads_to_a_file_and_a_heading() -> None:
     broken = broken_links()
-    inside = operating_it_lines()
-    pending = {
-        (page, target) for page, line, target, _ in broken if page == "README.md" and line in inside
-    } & PENDING_IN_OPERATING_IT
-    unexpected = [
-        b
-        for b in broken
-        if not ((b[0], b[2]) in pending and b[0] == "README.md" and b[1] in inside)
-    ]
-    assert not unexpected, "broken links:\n" + "\n".join(
-        f"  {page}:{line}: ({target}) {why}" for page, line, target, why in unexpected
+    assert not broken, "broken links:\n" + "\n".join(
+        f"  {page}:{line}: ({target}) {why}" for page, line, target, why in broken
     )
-    stale = PENDING_IN_OPERATING_IT - pending
-    assert not stale, f"no longer broken, drop from PENDING_IN_OPERATING_IT: {sorted(stale)}"
 
 
 def test_the_pages_exist() -> None:
