@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-chaos test-browser test-interop test-deploy lint lint-deploy lint-proto typecheck format gen check-generate bench bench-peers bench-growth bench-memory chaos install lock check-lock clean
+.PHONY: run test test-faults test-chaos test-browser test-interop test-deploy lint lint-deploy lint-proto typecheck format gen check-generate bench bench-peers bench-growth bench-memory chaos install lock check-lock clean
 
 $(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,16 @@ test-browser: $(STAMP)
 test-interop: $(STAMP)
 	@command -v npm >/dev/null || { echo "make test-interop needs Node.js and npm"; exit 1; }
 	JOBS_TEST_INTEROP=1 $(PY) -m pytest -q -o addopts="--strict-markers -ra" tests/interop
+
+## test-faults: the long fault suites, left out of `make test` for its 15-minute budget
+## (~3 minutes): killed, frozen and cut-off workers and replicas (sessions, incarnations,
+## the frozen worker), schedules across a replica's death, the model-based random
+## interleavings of the public API, retention over 100,000 jobs. .ci/run runs it.
+FAULT_SUITES := tests/e2e/test_model_based.py tests/e2e/test_frozen_worker.py \
+	tests/e2e/test_schedules.py tests/e2e/test_worker_sessions.py \
+	tests/e2e/test_worker_incarnations.py tests/integration/test_retention_scale.py
+test-faults: $(STAMP)
+	$(PY) -m pytest -q -o addopts="--strict-markers -ra" $(FAULT_SUITES)
 
 ## test-deploy: the deployment as written, executed (tests/deploy): deploy/k8s rendered with
 ## kustomize's rules and docker-compose.yml, every reference resolved, each container's
