@@ -325,11 +325,16 @@ def test_an_operator_signs_in_follows_cancels_retries_and_redrives(
     browser.get(f"{console}/")
     until(lambda: text_of(browser, "#dead-count"))
     # Workers by their ids (AdminService.ListWorkers), not by a metrics URL.
+    # read at once, in the page: the live view swaps the table every few seconds, and a
+    # row found and then read apart can be gone in between (CI saw it go stale)
     worker_rows = until(
-        lambda: browser.find_elements(By.CSS_SELECTOR, "#workers tr[id^=worker-]"),
+        lambda: browser.execute_script(
+            "return Array.from(document.querySelectorAll('#workers tr[id^=worker-]'))"
+            ".map(function (tr) { return tr.textContent; });"
+        ),
         message="no worker listed",
     )
-    assert "http" not in worker_rows[0].text
+    assert "http" not in worker_rows[0]
     # read at once: the live view swaps the table every few seconds
     headings = browser.execute_script(
         "return Array.from(document.querySelectorAll('#recent th'))"
