@@ -65,6 +65,7 @@ from job_service.usecases.jobs import Jobs
 from job_service.usecases.leases import Leases
 from job_service.usecases.new_jobs import NewJobs
 from job_service.usecases.outbox import OutboxDispatcher, OutboxUpkeep
+from job_service.usecases.pushed_grants import GrantPusher
 from job_service.usecases.queues import Queues
 from job_service.usecases.rate_limits import RateReservations
 from job_service.usecases.results import Results
@@ -250,7 +251,11 @@ class JobServiceApp(Lifetime):
             leases,
             dispatcher,
             reservations,
+            claims,
         )
+        pusher = GrantPusher(claims, leases) if s.push_grants else None
+        if pusher is not None:
+            dispatcher.push_grants_with(pusher.push)
         dependency_store = DependencyRepository(hot)
         listing = JobListing(self._pool)
         page_tokens = PageTokens(await _page_token_secret(s, listing))
@@ -290,6 +295,7 @@ class JobServiceApp(Lifetime):
             claims=claims,
             permits=permits,
             dependencies=DependencyResults(dependency_store),
+            pusher=pusher,
             queues=queues,
             admin=admin,
             console_sessions=ConsoleSessions(ConsoleSessionRepository(self._pool)),

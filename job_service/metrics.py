@@ -104,6 +104,12 @@ TOKENS_UNUSED = Counter(
     "the waiting jobs get new tokens when a limit frees up).",
     ["queue", "outcome"],
 )
+GRANTS_AHEAD = Counter(
+    "jobs_grants_ahead_total",
+    "Jobs granted to a worker without a work token of its own: pushed down its session as "
+    "they became due (pushed), or answered with the results it submitted (on_submit).",
+    ["queue", "path"],
+)
 JOBS_WITHOUT_WORKER = Gauge(
     "jobs_waiting_without_worker",
     "Due jobs whose definition version no live worker runs (from the database).",
@@ -157,6 +163,15 @@ def call_permit(tier: str, answer: str) -> None:
 def tokens_unused(queue: str, count: int, *, handed_back: bool) -> None:
     if count:
         TOKENS_UNUSED.labels(queue, "handed_back" if handed_back else "dropped").inc(count)
+
+
+def grants_pushed(queue: str, count: int) -> None:
+    GRANTS_AHEAD.labels(queue, "pushed").inc(count)
+
+
+def grants_on_submit(queue: str, count: int) -> None:
+    if count:
+        GRANTS_AHEAD.labels(queue, "on_submit").inc(count)
 
 
 def job_created(job_type: str, queue: str) -> None:

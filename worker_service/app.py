@@ -178,6 +178,7 @@ class WorkerApp(Lifetime):
             gateway=ModelGateway(router, partials=_relay(s, nc), permits=CallPermits(executor)),
             runnable=sorted(f"{d.job_type}@{d.version}" for d in self.registry),
             sessions=executor,
+            grants_ahead=s.worker_grants_ahead,
         )
         await stack.enter_async_context(CancelListener(nc, worker.cancel_job))
         await stack.enter_async_context(SignalListener(nc, worker.signal_job))

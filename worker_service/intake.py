@@ -1,4 +1,6 @@
-"""Intake: one queue's dispatch messages, turned into locked attempts.
+"""Intake: one queue's dispatch messages, turned into locked attempts; and the jobs granted
+to this worker without a message (pushed down its session, or answered with its results:
+ADR 0009), run in the same slots.
 
 A dispatch message is a work token for its queue, never a decision: LockJobs grants the
 queue's best eligible jobs by the job service's scheduling policy, up to one per message —
@@ -20,7 +22,13 @@ from collections.abc import Callable, Sequence
 from shared import tracing
 from worker_service import metrics
 from worker_service.domain.errors import DispatchUnavailable, ExecutorCallFailed, is_transient
-from worker_service.domain.model import LockOutcome, LockResult, nak_delay, parse_dispatch
+from worker_service.domain.model import (
+    LockedJob,
+    LockOutcome,
+    LockResult,
+    nak_delay,
+    parse_dispatch,
+)
 from worker_service.pipeline import Pipeline
 from worker_service.ports import MAX_BATCH, Delivery, DispatchSource, ExecutorApi
 
@@ -76,8 +84,39 @@ class QueueIntake:
         self._free = slots
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
+        self._slots_changed: Callable[[], None] = _nothing
         self.tasks: set[asyncio.Task[None]] = set()
         metrics.watch_slots(queue, slots, lambda: self.slots - self._free)
+
+    @property
+    def free(self) -> int:
+        """Slots no job holds (0 while stopping: nothing new is wanted)."""
+        return 0 if self._stopping.is_set() else max(0, self._free)
+
+    def start_after(self, event: asyncio.Event) -> None:
+        """Take no lease before ``event`` is set (see ``__init__``)."""
+        self._start_after = event
+
+    def on_slots_changed(self, callback: Callable[[], None]) -> None:
+        """``callback()`` whenever ``free`` may have changed."""
+        self._slots_changed = callback
+
+    def take(self, job: LockedJob) -> None:
+        """Runs a job granted without a dispatch message in a slot of this queue. The job
+        service grants no more than the slots the worker said were free; a job that
+        arrives anyway (a slot handed on by a result it was granted with) runs all the
+        same, the queue briefly over its slots. A stopping intake runs it too: the pipeline
+        then hands it back at once."""
+        self._free -= 1
+        task = asyncio.create_task(self._run_granted(job), name=f"granted-{self.queue}")
+        self.tasks.add(task)
+        task.add_done_callback(self._finished)
+        self._slots_changed()
+
+    def wanted_with_results(self, finishing: int) -> int:
+        """How many jobs to ask for with ``finishing`` results of this queue (lock on
+        submit): the slots those results free, or none while stopping."""
+        return 0 if self._stopping.is_set() else finishing
 
     async def run(self) -> None:
         """Fetch and dispatch until stopped. Ends after the fetch in progress, whose
@@ -109,6 +148,7 @@ class QueueIntake:
         """Stop fetching; messages already taken run to completion. Idempotent."""
         self._stopping.set()
         self._wake.set()
+        self._slots_changed()
 
     async def _slot_free(self) -> bool:
         while self._free <= 0 and not self._stopping.is_set():
@@ -120,6 +160,7 @@ class QueueIntake:
         self.tasks.discard(task)
         self._free += 1
         self._wake.set()
+        self._slots_changed()
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("queue %s: dispatch handler failed", self.queue, exc_info=exc)
 
@@ -148,6 +189,15 @@ class QueueIntake:
             )
             self.tasks.add(task)
             task.add_done_callback(self._finished)
+        self._slots_changed()
+
+    async def _run_granted(self, job: LockedJob) -> None:
+        with tracing.span(
+            "job",
+            kind=tracing.CONSUMER,
+            attributes={"jobs.job_id": job.job_id, "jobs.queue": self.queue},
+        ):
+            await self._pipeline.run(job)
 
     async def _lock(self, job_ids: list[str]) -> list[LockResult | Exception]:
         """Per job id, its answer: a failed call is every job's answer."""
@@ -213,6 +263,10 @@ class QueueIntake:
             # served: drop it.
             log.debug("job %s: unavailable, dispatch dropped", job_id)
             await _ack(delivery)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _trace_context(delivery: Delivery) -> dict[str, str] | None:

@@ -234,7 +234,9 @@ class Pipeline:
         """Submit the result; a Failed to report instead when the job service refused it
         outright (so the job does not wait for its lease to run out)."""
         sink = self._results
-        submission = ResultSubmission(job.job_id, lease.token, result)
+        definition = self._definition(job)
+        queue = definition.queue if definition is not None else ""
+        submission = ResultSubmission(job.job_id, lease.token, result, queue)
         try:
             status = await self._retrying(
                 deadline, lambda timeout: sink.submit(submission, timeout_s=timeout)

@@ -11,7 +11,7 @@ those same errors, and never fails the other items.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from shared.ai.provider import UsageRecord
@@ -20,6 +20,7 @@ from shared.dependencies import DependencyOutput
 from worker_service.domain.model import (
     CallPermit,
     HeartbeatReply,
+    LockedJob,
     LockResult,
     ResultSubmission,
     Signal,
@@ -60,6 +61,20 @@ class ExecutorApi(Protocol):
         one message): per submission, in order, the job's resulting status name
         ("SUCCEEDED", or "CANCELLED" when a cancel won the race) or the error it was refused
         with, which for the items of a failed part of several is that part's failure."""
+        ...
+
+    async def submit_results_and_lock(
+        self,
+        submissions: Sequence[ResultSubmission],
+        *,
+        timeout_s: float,
+        wanted: Mapping[str, int],
+        worker_id: str,
+        runnable: Sequence[str] = (),
+    ) -> tuple[Sequence[str | Exception], Sequence[LockedJob]]:
+        """``submit_results``, asking for up to ``wanted[queue]`` jobs of each queue to be
+        granted to ``worker_id`` with the answer (lock on submit): the answers and the jobs
+        granted (each an ordinary lease). A call that must go in parts asks for none."""
         ...
 
     async def submit_failure(
@@ -139,6 +154,23 @@ class ExecutorApi(Protocol):
         ...
 
 
+class SlotReports(Protocol):
+    """The worker's free slots, reported on its session, and the grants pushed for them
+    (``worker_service.grants_ahead``)."""
+
+    definitions: list[str]
+    # set whenever the free slots may have changed
+    changed: asyncio.Event
+
+    def session_opened(self) -> None: ...
+
+    def report(self) -> tuple[dict[str, int], int]:
+        """Free slots per queue, and the pushed grants this session has taken."""
+        ...
+
+    def pushed(self, jobs: Sequence[LockedJob]) -> None: ...
+
+
 class SessionApi(Protocol):
     """The job service's WorkerSession stream: the worker's liveness signal."""
 
@@ -148,12 +180,14 @@ class SessionApi(Protocol):
         incarnation: str,
         goodbye: asyncio.Event,
         opened: Callable[[str], None],
+        slots: SlotReports | None = None,
     ) -> None:
         """Opens a session of this process (``incarnation``), calls ``opened(session_id)``
         once registered, keeps it alive
         until ``goodbye`` is set, then says goodbye and returns once the job service
         answered (or after a short timeout). Raises ``ExecutorUnreachable`` (or another
-        error) when the stream ends otherwise: the caller opens a new one at once."""
+        error) when the stream ends otherwise: the caller opens a new one at once. With
+        ``slots``, the session reports them and runs the grants pushed for them."""
         ...
 
 

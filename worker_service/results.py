@@ -4,6 +4,9 @@ Natural batching, as in a database's group commit: a result goes out at once whi
 slot is free, and the results that finish while every slot is busy ride together in the next
 call. Nothing waits on a timer, so a lone result costs no added latency, while under load one
 call carries many results (a gRPC call costs the job service more CPU than its commit).
+
+With grants ahead (ADR 0009) each call also asks for the next jobs of the slots its results
+free (lock on submit), and the jobs granted with the answer start at once.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from shared.lifetime import Lifetime
 from worker_service.domain.errors import ExecutorCallFailed
 from worker_service.domain.model import ResultSubmission
+from worker_service.grants_ahead import GrantsAhead
 from worker_service.ports import MAX_BATCH, ExecutorApi
 
 log = logging.getLogger(__name__)
@@ -49,9 +53,12 @@ class ResultBatcher(Lifetime):
         *,
         max_batch: int = MAX_BATCH,
         max_calls: int = MAX_CALLS_IN_FLIGHT,
+        grants: GrantsAhead | None = None,
     ) -> None:
+        """``grants``: ask for the next jobs with each call (lock on submit); None: never."""
         if not 1 <= max_batch <= MAX_BATCH or max_calls < 1:
             raise ValueError(f"max_batch must be 1..{MAX_BATCH} and max_calls at least 1")
+        self.grants = grants
         self._executor = executor
         self._max_batch = max_batch
         self._max_calls = max_calls
@@ -148,12 +155,24 @@ class ResultBatcher(Lifetime):
 
     async def _send(self, batch: list[_Item]) -> None:
         answers: list[str | Exception]
+        submissions = [item.submission for item in batch]
+        # The strictest deadline of the batch: no waiter waits longer than it asked.
+        timeout_s = min(item.timeout_s for item in batch)
+        grants = self.grants
+        wanted = grants.wanted(submissions) if grants is not None else {}
         try:
-            answered = await self._executor.submit_results(
-                [item.submission for item in batch],
-                # The strictest deadline of the batch: no waiter waits longer than it asked.
-                timeout_s=min(item.timeout_s for item in batch),
-            )
+            if grants is not None and wanted:
+                answered, granted = await self._executor.submit_results_and_lock(
+                    submissions,
+                    timeout_s=timeout_s,
+                    wanted=wanted,
+                    worker_id=grants.worker_id,
+                    runnable=grants.definitions,
+                )
+                # started before the results' waiters hear back: their slots pass on
+                grants.granted(granted)
+            else:
+                answered = await self._executor.submit_results(submissions, timeout_s=timeout_s)
             if len(answered) != len(batch):
                 raise ExecutorCallFailed(
                     f"SubmitResults answered {len(answered)} of {len(batch)} results"

@@ -16,7 +16,7 @@ import uuid
 
 from shared.lifetime import Lifetime
 from worker_service.domain.errors import is_transient
-from worker_service.ports import SessionApi
+from worker_service.ports import SessionApi, SlotReports
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,10 @@ class WorkerSession(Lifetime):
     """``run()`` holds the session until ``close()``; ``close()`` says goodbye (when a
     session is open) and is idempotent; ``async with`` runs it for the block."""
 
-    def __init__(self, api: SessionApi, worker_id: str) -> None:
+    def __init__(self, api: SessionApi, worker_id: str, slots: SlotReports | None = None) -> None:
+        """``slots``: reported on every session, for the grants pushed down it (ADR 0009)."""
         self._api = api
+        self._slots = slots
         self._worker_id = worker_id
         # this process (one WorkerSession per worker process): random, never reused
         self.incarnation = uuid.uuid4().hex
@@ -52,7 +54,7 @@ class WorkerSession(Lifetime):
             while not self._goodbye.is_set():
                 try:
                     await self._api.hold_session(
-                        self._worker_id, self.incarnation, self._goodbye, self._opened
+                        self._worker_id, self.incarnation, self._goodbye, self._opened, self._slots
                     )
                     return  # said goodbye
                 except Exception as exc:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import socket
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.grpc_client import ChannelConfig, token_setting
 from shared.logs import LogFormat
 from shared.metrics import port_or_disabled
 from shared.registry import Registry
-from shared.startup import NATS_MAX_OUTSTANDING_PINGS, NATS_PING_INTERVAL_S
+from shared.startup import NATS_MAX_OUTSTANDING_PINGS, NATS_PING_INTERVAL_S, NatsSecurity
 
 
 def _default_worker_id() -> str:
@@ -29,6 +29,12 @@ class WorkerSettings(BaseSettings):
     # replicas").
     nats_ping_interval_s: float = Field(default=NATS_PING_INTERVAL_S, gt=0, le=600)
     nats_max_outstanding_pings: int = Field(default=NATS_MAX_OUTSTANDING_PINGS, ge=1, le=100)
+    # NATS with TLS and a user (docs/configuration.md, "NATS security"): the server's
+    # certificate checked against this CA bundle (PEM); the user and the file holding its
+    # password (a mounted Secret; never the password itself in a variable), both or neither.
+    nats_tls_ca_file: str = ""
+    nats_user: str = ""
+    nats_password_file: str = ""
     # host:port of the job service's gRPC server (ExecutorService).
     job_service_target: str = "127.0.0.1:50051"
     # Bearer token with the `worker` role, and TLS towards the job service (CA set → TLS;
@@ -50,6 +56,10 @@ class WorkerSettings(BaseSettings):
     worker_shutdown_grace_s: float = Field(default=20.0, ge=0)
     # At most this many dispatch messages per fetch (never more than the free slots).
     worker_fetch_batch: int = Field(default=32, ge=1, le=1024)
+    # Report free slots on the session (the job service pushes grants for them) and ask for
+    # the next jobs with each batch of results (lock on submit): ADR 0009. Off: every job
+    # comes from a dispatch message and a LockJobs call.
+    worker_grants_ahead: bool = True
     # How long one fetch waits for messages; also bounds how long stopping intake takes.
     worker_fetch_timeout_s: float = Field(default=1.0, gt=0, le=30)
     log_level: str = "INFO"
@@ -68,6 +78,14 @@ class WorkerSettings(BaseSettings):
     log_format: LogFormat = "json"
 
     _port = field_validator("worker_metrics_port", mode="before")(port_or_disabled)
+
+    def nats_security(self) -> NatsSecurity:
+        return NatsSecurity(self.nats_tls_ca_file, self.nats_user, self.nats_password_file)
+
+    @model_validator(mode="after")
+    def _nats_security_is_complete(self) -> WorkerSettings:
+        self.nats_security().check()
+        return self
 
     def channel_config(self) -> ChannelConfig:
         return ChannelConfig(

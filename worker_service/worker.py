@@ -13,6 +13,7 @@ from shared.lifetime import Lifetime
 from shared.registry import JobDefinition
 from worker_service.domain.model import CancelCause
 from worker_service.gateway import ModelGateway
+from worker_service.grants_ahead import GrantsAhead
 from worker_service.intake import QueueIntake
 from worker_service.pipeline import Pipeline
 from worker_service.ports import DispatchSource, ExecutorApi, SessionApi
@@ -46,17 +47,19 @@ class Worker(Lifetime):
         gateway: ModelGateway | None = None,
         runnable: Sequence[str] = (),
         sessions: SessionApi | None = None,
+        grants_ahead: bool = False,
     ) -> None:
         """``runnable``: the definitions this worker runs, as "job_type@version" (it is
         granted only jobs pinned to one of them; empty: any). ``sessions``: where to hold
-        the worker's session (None: none, and a crash waits for the leases to expire)."""
+        the worker's session (None: none, and a crash waits for the leases to expire).
+        ``grants_ahead``: report free slots on the session and ask for the next jobs with
+        each batch of results (ADR 0009; needs ``sessions`` for the first)."""
         if not slots:
             raise ValueError("a worker needs at least one queue")
         self.worker_id = worker_id
         self._grace_s = shutdown_grace_s
         self._fetch_timeout_s = fetch_timeout_s
         self._results = ResultBatcher(executor)
-        self.session = WorkerSession(sessions, worker_id) if sessions is not None else None
         self._pipeline = Pipeline(
             executor, self._results, lookup, worker_id=worker_id, gateway=gateway
         )
@@ -71,10 +74,18 @@ class Worker(Lifetime):
                 fetch_batch=fetch_batch,
                 fetch_timeout_s=fetch_timeout_s,
                 runnable=runnable,
-                start_after=self.session.registered if self.session is not None else None,
             )
             for queue, count in slots.items()
         ]
+        self.session = None
+        grants = None
+        if grants_ahead:
+            grants = GrantsAhead(self._intakes, lookup, worker_id=worker_id, definitions=runnable)
+            self._results.grants = grants
+        if sessions is not None:
+            self.session = WorkerSession(sessions, worker_id, grants)
+            for intake in self._intakes:
+                intake.start_after(self.session.registered)
         self._stop_requested = asyncio.Event()
         self._finished = asyncio.Event()
         self._started = False
@@ -183,6 +194,9 @@ class Worker(Lifetime):
         # Bounded: calls in flight end within their timeouts, and nothing new is queued.
         await self._results.stop()
         await asyncio.wait({results})
+        if pending := self._in_flight():
+            # granted with the last results, after the intakes stopped: each is handed back
+            await asyncio.wait(pending, timeout=FINALIZE_TIMEOUT_S)
         done, stuck = await asyncio.wait(loops, timeout=self._fetch_timeout_s + 1.0)
         for task in {*done, results}:
             if not task.cancelled() and (exc := task.exception()) is not None:

@@ -53,3 +53,10 @@ class Handoff(Protocol):
     def owner(self) -> str: ...
 
     def hand_over(self, messages: Sequence[OutboxMessage]) -> None: ...
+
+
+class GrantPush(Protocol):
+    """Grants jobs to waiting workers for the dispatch messages among ``messages``; the ids
+    of the messages those grants used (``usecases.pushed_grants``)."""
+
+    async def __call__(self, messages: Sequence[OutboxMessage]) -> set[int]: ...

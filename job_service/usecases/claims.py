@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from job_service import metrics
-from job_service.domain.checks import is_uuid, require_batch, require_name
+from job_service.domain.checks import MAX_BATCH, is_uuid, require_batch, require_name
 from job_service.domain.claims import (
     CANDIDATE_SLACK,
     CONTENDED_RECHECK_S,
@@ -80,16 +80,7 @@ class Claims:
         malformed, unknown or repeated id is refused: a job is never granted twice."""
         require_name("worker_id", worker_id)
         require_batch("requests", job_ids)
-        if len(runnable) > MAX_RUNNABLE or not all(map(DEFINITION_ID.fullmatch, runnable)):
-            raise InvalidInput(
-                "runnable_definitions is malformed",
-                [
-                    FieldViolation(
-                        "runnable_definitions",
-                        f"at most {MAX_RUNNABLE} of job_type@version",
-                    )
-                ],
-            )
+        _require_runnable(runnable)
         if not queue:
             distinct = list(dict.fromkeys(j for j in job_ids if is_uuid(j)))
             claimed = await self._claim_jobs(distinct, worker_id, list(runnable) or None)
@@ -101,6 +92,32 @@ class Claims:
         unused = len(job_ids) - len(claim.grants)
         metrics.tokens_unused(queue, unused, handed_back=claim.retry_after is not None)
         return await self._with_steps([*claim.grants, *[LockRefusal(claim.retry_after)] * unused])
+
+    def check_wanted(
+        self, wanted: Mapping[str, int], worker_id: str, runnable: Sequence[str]
+    ) -> None:
+        """Refuses grants asked for with results (lock on submit) that LockJobs would refuse:
+        an unknown queue, a count outside 1..MAX_BATCH, no worker, malformed definitions."""
+        if not wanted:
+            return
+        require_name("worker_id", worker_id)
+        _require_runnable(runnable)
+        for queue, count in wanted.items():
+            require_queue(queue, self._queue_names)
+            if not 1 <= count <= MAX_BATCH:
+                raise InvalidInput(
+                    "next_grants.slots is out of range",
+                    [FieldViolation("next_grants.slots", f"1 to {MAX_BATCH}")],
+                )
+
+    async def grant(
+        self, queue: str, want: int, worker_id: str, definitions: list[str] | None
+    ) -> list[LockGrant]:
+        """Up to ``want`` of the queue's best eligible jobs granted to ``worker_id``, with
+        their recorded steps: a grant pushed to a worker or answered with its results,
+        rather than asked for with a work token."""
+        claim = await self.claim_queue(queue, want, worker_id, definitions)
+        return [g for g in await self._with_steps(list(claim.grants)) if isinstance(g, LockGrant)]
 
     async def claim_queue(
         self, queue: str, want: int, worker_id: str, definitions: list[str] | None
@@ -250,6 +267,14 @@ class Claims:
             return
         self._workers_seen[key] = now
         await self._store.record_worker(worker_id, sorted(types), runs)
+
+
+def _require_runnable(runnable: Sequence[str]) -> None:
+    if len(runnable) > MAX_RUNNABLE or not all(map(DEFINITION_ID.fullmatch, runnable)):
+        raise InvalidInput(
+            "runnable_definitions is malformed",
+            [FieldViolation("runnable_definitions", f"at most {MAX_RUNNABLE} of job_type@version")],
+        )
 
 
 def _picked_up(granted: list[Granted]) -> list[LockGrant]:

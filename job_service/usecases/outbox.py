@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from job_service import metrics
 from job_service.domain.outbox import OutboxMessage
-from job_service.ports.outbox import BatchPublisher, OutboxStore, Waker
+from job_service.ports.outbox import BatchPublisher, GrantPush, OutboxStore, Waker
 from shared.errors import FieldViolation, InvalidInput
 
 log = logging.getLogger(__name__)
@@ -67,10 +67,16 @@ class OutboxDispatcher:
         self._handed: deque[OutboxMessage] = deque()
         # Rows may be due in the table: the next batch claims (the first one always does).
         self._claim_due = True
+        self._push: GrantPush | None = None
 
     @property
     def owner(self) -> str:
         return self._owner
+
+    def push_grants_with(self, push: GrantPush) -> None:
+        """Offer every batch's dispatch messages to ``push`` first (pushed grants, ADR
+        0009): the messages its grants used are marked published without being sent."""
+        self._push = push
 
     def hand_over(self, messages: Sequence[OutboxMessage]) -> None:
         """Rows written claimed for this dispatcher (``owner``), committed: they are
@@ -155,7 +161,21 @@ class OutboxDispatcher:
         if not batch:
             return None
         started = time.monotonic()
-        return batch, await self._publisher.publish_batch(batch), started
+        used = await self._pushed(batch)
+        to_send = [m for m in batch if m.id not in used] if used else batch
+        sent = iter(await self._publisher.publish_batch(to_send) if to_send else [])
+        return batch, [None if m.id in used else next(sent) for m in batch], started
+
+    async def _pushed(self, batch: list[OutboxMessage]) -> set[int]:
+        """The ids of the dispatch messages grants pushed to waiting workers used. A failure
+        pushes nothing more: the batch's other messages are published as usual."""
+        if self._push is None:
+            return set()
+        try:
+            return await self._push(batch)
+        except Exception:
+            log.exception("outbox: pushing grants failed; publishing the dispatch messages")
+            return set()
 
     async def _settle(
         self, batch: list[OutboxMessage], errors: list[str | None], started: float

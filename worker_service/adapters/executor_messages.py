@@ -96,7 +96,7 @@ def lock_result(response: pb.LockJobResponse) -> LockResult | Exception:
     if outcome is None:
         return ExecutorCallFailed(f"LockJobs answered outcome {response.outcome}")
     if outcome is LockOutcome.LOCKED:
-        return LockResult(outcome, job=_locked_job(response.job))
+        return LockResult(outcome, job=locked_job(response.job))
     if outcome is LockOutcome.NOT_DUE:
         retry_after = (
             response.retry_after.ToNanoseconds() / 1e9 if response.HasField("retry_after") else None
@@ -119,7 +119,7 @@ def result_answer(outcome: pb.SubmitResultOutcome) -> str | Exception:
     return ExecutorCallFailed(f"{code}: {outcome.error.message}")
 
 
-def _locked_job(job: pb.LockedJob) -> LockedJob:
+def locked_job(job: pb.LockedJob) -> LockedJob:
     return LockedJob(
         job_id=job.job_id,
         job_type=job.job_type,

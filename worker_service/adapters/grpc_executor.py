@@ -7,7 +7,7 @@ batch into parts that every job service takes."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC
 
 import grpc
@@ -23,6 +23,7 @@ from worker_service.adapters.executor_messages import (
     dependency_output,
     error_from_call,
     lock_result,
+    locked_job,
     result_answer,
     result_message,
     status_name,
@@ -32,12 +33,13 @@ from worker_service.domain.errors import ExecutorCallFailed
 from worker_service.domain.model import (
     CallPermit,
     HeartbeatReply,
+    LockedJob,
     LockResult,
     ResultSubmission,
     Signal,
     UserKey,
 )
-from worker_service.ports import MAX_BATCH
+from worker_service.ports import MAX_BATCH, SlotReports
 
 # A SubmitResults batch goes in concurrent parts under this size: a job service that keeps
 # gRPC's default 4 MiB limit still takes every part, and a result too large on its own goes
@@ -136,19 +138,52 @@ class GrpcExecutorClient:
                 answers.extend(answer)
         return answers
 
+    async def submit_results_and_lock(
+        self,
+        submissions: Sequence[ResultSubmission],
+        *,
+        timeout_s: float,
+        wanted: Mapping[str, int],
+        worker_id: str,
+        runnable: Sequence[str] = (),
+    ) -> tuple[list[str | Exception], list[LockedJob]]:
+        _check_batch(len(submissions))
+        parts = _parts([result_message(s) for s in submissions])
+        if len(parts) > 1:  # only a call of one part asks for grants: the rest as usual
+            return await self.submit_results(submissions, timeout_s=timeout_s), []
+        request = pb.SubmitResultsRequest(
+            requests=parts[0],
+            next_grants=[pb.QueueSlots(queue=q, slots=n) for q, n in sorted(wanted.items())],
+            worker_id=worker_id,
+            runnable_definitions=list(runnable),
+        )
+        response = await self._call_submit_results(request, timeout_s)
+        return [result_answer(o) for o in response.outcomes], [
+            locked_job(job) for job in response.grants
+        ]
+
     async def _submit_results(
         self, requests: list[pb.SubmitResultRequest], timeout_s: float
     ) -> list[str | Exception]:
         request = pb.SubmitResultsRequest(requests=requests)
+        response = await self._call_submit_results(request, timeout_s)
+        return [result_answer(outcome) for outcome in response.outcomes]
+
+    async def _call_submit_results(
+        self, request: pb.SubmitResultsRequest, timeout_s: float
+    ) -> pb.SubmitResultsResponse:
         try:
-            response = await self._stub.SubmitResults(request, timeout=timeout_s)
+            response: pb.SubmitResultsResponse = await self._stub.SubmitResults(
+                request, timeout=timeout_s
+            )
         except grpc.aio.AioRpcError as exc:
             raise error_from_call(exc) from exc
-        if len(response.outcomes) != len(requests):
+        if len(response.outcomes) != len(request.requests):
             raise ExecutorCallFailed(
-                f"SubmitResults answered {len(response.outcomes)} of {len(requests)} results"
+                f"SubmitResults answered {len(response.outcomes)} of "
+                f"{len(request.requests)} results"
             )
-        return [result_answer(outcome) for outcome in response.outcomes]
+        return response
 
     async def submit_failure(
         self,
@@ -293,12 +328,13 @@ class GrpcExecutorClient:
         incarnation: str,
         goodbye: asyncio.Event,
         opened: Callable[[str], None],
+        slots: SlotReports | None = None,
     ) -> None:
         """The WorkerSession stream (see ``ports.SessionApi``); fails fast (no waiting
         for a ready channel) so that a dead replica is left for a live one at once."""
         call = self._stub.WorkerSession(wait_for_ready=False)
         try:
-            await hold(call, worker_id, incarnation, goodbye, opened)
+            await hold(call, worker_id, incarnation, goodbye, opened, slots)
         except grpc.aio.AioRpcError as exc:
             raise error_from_call(exc) from exc
         finally:

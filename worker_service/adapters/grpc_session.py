@@ -1,5 +1,7 @@
 """The WorkerSession stream as the worker holds it: opened, pinged every interval the job
-service asked for, and ended with a goodbye (see ``ports.SessionApi``)."""
+service asked for, and ended with a goodbye (see ``ports.SessionApi``). With slot reports
+(ADR 0009), it also tells the job service the worker's free slots whenever they change (at
+most every ``REPORT_GAP_S``) and runs the grants pushed down it."""
 
 from __future__ import annotations
 
@@ -9,10 +11,15 @@ from collections.abc import Callable
 import grpc
 
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
+from worker_service.adapters.executor_messages import locked_job
 from worker_service.domain.errors import ExecutorUnreachable
+from worker_service.ports import SlotReports
 
 # How long the job service gets to answer a worker's goodbye.
 GOODBYE_TIMEOUT_S = 2.0
+# Slot reports go out at most this often: a busy worker's slots change with every job,
+# and what matters to the job service is the count once the burst is over.
+REPORT_GAP_S = 0.005
 
 
 async def hold(
@@ -21,26 +28,45 @@ async def hold(
     incarnation: str,
     goodbye: asyncio.Event,
     opened: Callable[[str], None],
+    slots: SlotReports | None = None,
 ) -> None:
     """Hold one session on ``call``: hello (the worker and its process), a ping every
     interval the job service asked for, and a goodbye once ``goodbye`` is set; raises if
-    the stream ends before that."""
-    await call.write(pb.WorkerSessionRequest(worker_id=worker_id, incarnation=incarnation))
+    the stream ends before that. With ``slots``: a slot report in the hello and whenever
+    they change, and the grants pushed handed to ``slots``."""
+    hello = pb.WorkerSessionRequest(worker_id=worker_id, incarnation=incarnation)
+    reported: tuple[dict[str, int], int] | None = None
+    if slots is not None:
+        slots.session_opened()
+        hello.runnable_definitions.extend(slots.definitions)
+        reported = _add_report(hello, slots.report())
+    await call.write(hello)
     first = await call.read()
     if first is grpc.aio.EOF:
         raise ExecutorUnreachable("the job service ended the session at once")
     opened(first.session_id)
     interval = max(0.05, first.ping_interval_ms / 1000)
-    answers = asyncio.ensure_future(_until_closed(call))
+    answers = asyncio.ensure_future(_until_closed(call, slots))
     leaving = asyncio.ensure_future(goodbye.wait())
+    changed = asyncio.ensure_future(slots.changed.wait()) if slots is not None else None
     try:
         while True:
-            await asyncio.wait({answers, leaving}, timeout=interval, return_when="FIRST_COMPLETED")
+            waits = {answers, leaving} | ({changed} if changed is not None else set())
+            await asyncio.wait(waits, timeout=interval, return_when="FIRST_COMPLETED")
             if answers.done():
                 answers.result()  # raises the stream's failure
                 raise ExecutorUnreachable("the job service ended the session")
             if leaving.done():
                 break
+            if slots is not None and changed is not None and changed.done():
+                await asyncio.sleep(REPORT_GAP_S)  # let a burst of changes settle
+                slots.changed.clear()
+                changed = asyncio.ensure_future(slots.changed.wait())
+                if (report := slots.report()) != reported:
+                    request = pb.WorkerSessionRequest()
+                    reported = _add_report(request, report)
+                    await call.write(request)  # a ping too
+                continue
             await call.write(pb.WorkerSessionRequest())  # a ping: data both ways
         await call.write(pb.WorkerSessionRequest(goodbye=True))
         await call.done_writing()
@@ -48,13 +74,29 @@ async def hold(
     finally:
         answers.cancel()
         leaving.cancel()
+        if changed is not None:
+            changed.cancel()
 
 
-async def _until_closed(call: grpc.aio.StreamStreamCall) -> bool:
-    """Reads the session's answers (pongs) until ``closed`` (True) or the end (False)."""
+def _add_report(
+    request: pb.WorkerSessionRequest, report: tuple[dict[str, int], int]
+) -> tuple[dict[str, int], int]:
+    """Puts ``report`` (free slots per queue, pushed grants taken) on ``request``."""
+    free, taken = report
+    request.reports_slots = True
+    request.grants_taken = taken
+    request.free_slots.extend(pb.QueueSlots(queue=q, slots=n) for q, n in sorted(free.items()))
+    return report
+
+
+async def _until_closed(call: grpc.aio.StreamStreamCall, slots: SlotReports | None) -> bool:
+    """Reads the session's answers (pongs, pushed grants) until ``closed`` (True) or the
+    end (False)."""
     while True:
         answer = await call.read()
         if answer is grpc.aio.EOF:
             return False
         if answer.closed:
             return True
+        if answer.grants and slots is not None:
+            slots.pushed([locked_job(job) for job in answer.grants])

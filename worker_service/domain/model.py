@@ -172,6 +172,8 @@ class ResultSubmission:
     job_id: str
     lease_token: str
     result: Succeeded
+    # the job's queue: a result frees a slot of it (lock on submit asks for its next job)
+    queue: str = ""
 
 
 @dataclass(frozen=True, slots=True)

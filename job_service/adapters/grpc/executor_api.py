@@ -23,6 +23,7 @@ from job_service.usecases.claims import Claims
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.dependencies import DependencyResults
 from job_service.usecases.leases import Leases
+from job_service.usecases.pushed_grants import GrantPusher
 from job_service.usecases.results import Results
 from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.signals import Signals
@@ -62,7 +63,9 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         signals: Signals,
         permits: CallPermits,
         dependencies: DependencyResults,
+        pusher: GrantPusher | None = None,
     ):
+        self._pusher = pusher
         self._dependencies = dependencies
         self._permits = permits
         self._signals = signals
@@ -104,31 +107,31 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
 
     def _lock_response(self, answer: LockGrant | LockRefusal) -> pb.LockJobResponse:
         if isinstance(answer, LockGrant):
-            return pb.LockJobResponse(
-                outcome=pb.LOCK_OUTCOME_LOCKED,
-                job=pb.LockedJob(
-                    job_id=answer.job_id,
-                    job_type=answer.job_type,
-                    lease_token=answer.lease_token,
-                    attempt=answer.attempt,
-                    input=struct_from_dict(answer.input),
-                    lease_expires_at=timestamp(answer.lease_expires_at),
-                    lease_ttl_ms=self._lease_ttl_ms,
-                    heartbeat_interval_ms=self._heartbeat_interval_ms,
-                    user_id=answer.user_id,
-                    prompt_key=answer.prompt_key,
-                    prompt_version=answer.prompt_version,
-                    credential_mode=CREDENTIAL_MODE_TO_PB[answer.credential_mode],  # type: ignore[arg-type]
-                    credential_id=answer.credential_id or "",
-                    recorded_steps=[recorded_step_to_pb(s) for s in answer.recorded_steps],
-                    dependency_count=answer.dependency_count,
-                ),
-            )
+            return pb.LockJobResponse(outcome=pb.LOCK_OUTCOME_LOCKED, job=self._locked_job(answer))
         if answer.retry_after is not None:
             return pb.LockJobResponse(
                 outcome=pb.LOCK_OUTCOME_NOT_DUE, retry_after=timestamp(answer.retry_after)
             )
         return pb.LockJobResponse(outcome=pb.LOCK_OUTCOME_UNAVAILABLE)
+
+    def _locked_job(self, grant: LockGrant) -> pb.LockedJob:
+        return pb.LockedJob(
+            job_id=grant.job_id,
+            job_type=grant.job_type,
+            lease_token=grant.lease_token,
+            attempt=grant.attempt,
+            input=struct_from_dict(grant.input),
+            lease_expires_at=timestamp(grant.lease_expires_at),
+            lease_ttl_ms=self._lease_ttl_ms,
+            heartbeat_interval_ms=self._heartbeat_interval_ms,
+            user_id=grant.user_id,
+            prompt_key=grant.prompt_key,
+            prompt_version=grant.prompt_version,
+            credential_mode=CREDENTIAL_MODE_TO_PB[grant.credential_mode],  # type: ignore[arg-type]
+            credential_id=grant.credential_id or "",
+            recorded_steps=[recorded_step_to_pb(s) for s in grant.recorded_steps],
+            dependency_count=grant.dependency_count,
+        )
 
     async def Heartbeat(
         self, request: pb.HeartbeatRequest, context: grpc.aio.ServicerContext
@@ -152,7 +155,10 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         self, request: pb.SubmitResultsRequest, context: grpc.aio.ServicerContext
     ) -> pb.SubmitResultsResponse:
         submissions = [_submission(r) for r in request.requests]
-        answers = await self._results.submit_results(submissions)
+        wanted = {w.queue: w.slots for w in request.next_grants}
+        answers, grants = await self._results.submit_results_and_grant(
+            submissions, wanted, request.worker_id, list(request.runnable_definitions)
+        )
         return pb.SubmitResultsResponse(
             outcomes=[
                 pb.SubmitResultOutcome(
@@ -161,7 +167,8 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
                 if isinstance(a, JobsError)
                 else pb.SubmitResultOutcome(status=STATUS_TO_PB[a])  # type: ignore[arg-type]
                 for s, a in zip(submissions, answers, strict=True)
-            ]
+            ],
+            grants=[self._locked_job(g) for g in grants],
         )
 
     async def SubmitFailure(
@@ -255,7 +262,10 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[pb.WorkerSessionResponse]:
         # the worker's liveness stream: session_api.py
-        async for response in serve_session(self._sessions, request_iterator, context):
+        sessions = serve_session(
+            self._sessions, self._pusher, self._locked_job, request_iterator, context
+        )
+        async for response in sessions:
             yield response
 
     async def FetchSignals(

@@ -30,6 +30,7 @@ from job_service.usecases.jobs import Jobs
 from job_service.usecases.leases import Leases
 from job_service.usecases.new_jobs import NewJobs
 from job_service.usecases.outbox import OutboxUpkeep
+from job_service.usecases.pushed_grants import GrantPusher
 from job_service.usecases.queues import Queues
 from job_service.usecases.results import Results
 from job_service.usecases.schedules import Schedules
@@ -99,6 +100,7 @@ def build_server(
     signals: Signals,
     permits: CallPermits,
     dependencies: DependencyResults,
+    pusher: GrantPusher | None = None,
 ) -> grpc.aio.Server:
     server = grpc.aio.server(
         # outermost first: the metrics see the final code, the error interceptor translates
@@ -143,6 +145,7 @@ def build_server(
             signals=signals,
             permits=permits,
             dependencies=dependencies,
+            pusher=pusher,
         ),
         server,
     )

@@ -206,16 +206,32 @@ class LockJobsResponse(_message.Message):
     def __init__(self, responses: _Optional[_Iterable[_Union[LockJobResponse, _Mapping]]] = ...) -> None: ...
 
 class SubmitResultsRequest(_message.Message):
-    __slots__ = ("requests",)
+    __slots__ = ("requests", "next_grants", "worker_id", "runnable_definitions")
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_GRANTS_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    RUNNABLE_DEFINITIONS_FIELD_NUMBER: _ClassVar[int]
     requests: _containers.RepeatedCompositeFieldContainer[SubmitResultRequest]
-    def __init__(self, requests: _Optional[_Iterable[_Union[SubmitResultRequest, _Mapping]]] = ...) -> None: ...
+    next_grants: _containers.RepeatedCompositeFieldContainer[QueueSlots]
+    worker_id: str
+    runnable_definitions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, requests: _Optional[_Iterable[_Union[SubmitResultRequest, _Mapping]]] = ..., next_grants: _Optional[_Iterable[_Union[QueueSlots, _Mapping]]] = ..., worker_id: _Optional[str] = ..., runnable_definitions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubmitResultsResponse(_message.Message):
-    __slots__ = ("outcomes",)
+    __slots__ = ("outcomes", "grants")
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
     outcomes: _containers.RepeatedCompositeFieldContainer[SubmitResultOutcome]
-    def __init__(self, outcomes: _Optional[_Iterable[_Union[SubmitResultOutcome, _Mapping]]] = ...) -> None: ...
+    grants: _containers.RepeatedCompositeFieldContainer[LockedJob]
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[SubmitResultOutcome, _Mapping]]] = ..., grants: _Optional[_Iterable[_Union[LockedJob, _Mapping]]] = ...) -> None: ...
+
+class QueueSlots(_message.Message):
+    __slots__ = ("queue", "slots")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    slots: int
+    def __init__(self, queue: _Optional[str] = ..., slots: _Optional[int] = ...) -> None: ...
 
 class SubmitResultOutcome(_message.Message):
     __slots__ = ("status", "error")
@@ -244,26 +260,36 @@ class ResolveCredentialResponse(_message.Message):
     def __init__(self, api_key: _Optional[str] = ..., provider: _Optional[str] = ..., credential_id: _Optional[str] = ...) -> None: ...
 
 class WorkerSessionRequest(_message.Message):
-    __slots__ = ("worker_id", "goodbye", "incarnation")
+    __slots__ = ("worker_id", "goodbye", "incarnation", "free_slots", "reports_slots", "grants_taken", "runnable_definitions")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     GOODBYE_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_TAKEN_FIELD_NUMBER: _ClassVar[int]
+    RUNNABLE_DEFINITIONS_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     goodbye: bool
     incarnation: str
-    def __init__(self, worker_id: _Optional[str] = ..., goodbye: _Optional[bool] = ..., incarnation: _Optional[str] = ...) -> None: ...
+    free_slots: _containers.RepeatedCompositeFieldContainer[QueueSlots]
+    reports_slots: bool
+    grants_taken: int
+    runnable_definitions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, worker_id: _Optional[str] = ..., goodbye: _Optional[bool] = ..., incarnation: _Optional[str] = ..., free_slots: _Optional[_Iterable[_Union[QueueSlots, _Mapping]]] = ..., reports_slots: _Optional[bool] = ..., grants_taken: _Optional[int] = ..., runnable_definitions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkerSessionResponse(_message.Message):
-    __slots__ = ("session_id", "disconnect_grace_ms", "ping_interval_ms", "closed")
+    __slots__ = ("session_id", "disconnect_grace_ms", "ping_interval_ms", "closed", "grants")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     DISCONNECT_GRACE_MS_FIELD_NUMBER: _ClassVar[int]
     PING_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     CLOSED_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     disconnect_grace_ms: int
     ping_interval_ms: int
     closed: bool
-    def __init__(self, session_id: _Optional[str] = ..., disconnect_grace_ms: _Optional[int] = ..., ping_interval_ms: _Optional[int] = ..., closed: _Optional[bool] = ...) -> None: ...
+    grants: _containers.RepeatedCompositeFieldContainer[LockedJob]
+    def __init__(self, session_id: _Optional[str] = ..., disconnect_grace_ms: _Optional[int] = ..., ping_interval_ms: _Optional[int] = ..., closed: _Optional[bool] = ..., grants: _Optional[_Iterable[_Union[LockedJob, _Mapping]]] = ...) -> None: ...
 
 class ReportUsageRequest(_message.Message):
     __slots__ = ("job_id", "lease_token", "usage")

@@ -197,6 +197,11 @@ class ExecutorServiceServicer:
         replica, within `disconnect_grace_ms` ends the worker's leases at once (reason
         WORKER_DISCONNECTED), as the lease reaper would on expiry. A stream the job service
         ends on its own (it is shutting down) is not a disconnect: open a new session at once.
+        Pushed grants: a worker that reports its free slots (`free_slots`) may be sent grants
+        down its session (`WorkerSessionResponse.grants`) as jobs of its queues become due on
+        the session's replica, instead of a dispatch message it would fetch and lock. A pushed
+        grant is an ordinary lease (fenced, heartbeated, reaped when it expires); the dispatch
+        messages stay for workers that report no slots and for grants this replica cannot push.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,84 @@
+"""Grants ahead (ADR 0009): jobs that reach this worker without a dispatch message of their
+own, in the slots of their queue's intake.
+
+- **Pushed grants.** The session reports the free slots per queue (``report``) whenever
+  they change (``changed``), and the job service pushes grants for them down the session as
+  jobs become due (``pushed``).
+- **Lock on submit.** A batch of results asks for as many jobs of each queue as it frees
+  slots (``wanted``); the job service answers them with the results (``granted``).
+
+Either way a grant is an ordinary lease, run by the queue's intake like a locked dispatch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from shared.registry import JobDefinition
+from worker_service.domain.model import LockedJob, ResultSubmission
+from worker_service.intake import QueueIntake
+
+log = logging.getLogger(__name__)
+
+
+class GrantsAhead:
+    def __init__(
+        self,
+        intakes: Sequence[QueueIntake],
+        lookup: Callable[[str], JobDefinition],
+        *,
+        worker_id: str,
+        definitions: Sequence[str],
+    ) -> None:
+        """``lookup``: a job type's definition, for its queue (a type this worker does not
+        know runs in its first queue's intake, and fails there as unknown)."""
+        self._intakes = {intake.queue: intake for intake in intakes}
+        self._lookup = lookup
+        self.worker_id = worker_id
+        self.definitions = list(definitions)
+        # set whenever a slot count may have changed: the session reports them again
+        self.changed = asyncio.Event()
+        # pushed grants taken in the current session (the job service counts the same)
+        self._taken = 0
+        for intake in intakes:
+            intake.on_slots_changed(self.changed.set)
+
+    def session_opened(self) -> None:
+        """A new session counts its pushed grants from zero."""
+        self._taken = 0
+
+    def report(self) -> tuple[dict[str, int], int]:
+        """The free slots per queue (queues with none left out), and how many pushed grants
+        this session has taken, as of now."""
+        free = {queue: intake.free for queue, intake in self._intakes.items() if intake.free > 0}
+        return free, self._taken
+
+    def pushed(self, jobs: Sequence[LockedJob]) -> None:
+        """Grants the job service pushed down the session: each runs now."""
+        self._taken += len(jobs)
+        self._run(jobs)
+
+    def wanted(self, submissions: Sequence[ResultSubmission]) -> dict[str, int]:
+        """Per queue, the jobs to ask for with these results: one per result, the slot it
+        frees, unless its queue's intake is stopping."""
+        finishing = Counter(s.queue for s in submissions if s.queue in self._intakes)
+        wanted = {q: self._intakes[q].wanted_with_results(n) for q, n in finishing.items()}
+        return {queue: n for queue, n in wanted.items() if n > 0}
+
+    def granted(self, jobs: Sequence[LockedJob]) -> None:
+        """Jobs granted with submitted results: each runs now."""
+        self._run(jobs)
+
+    def _run(self, jobs: Sequence[LockedJob]) -> None:
+        for job in jobs:
+            self._intake_of(job.job_type).take(job)
+
+    def _intake_of(self, job_type: str) -> QueueIntake:
+        try:
+            queue = self._lookup(job_type).queue
+        except Exception:
+            queue = ""
+        return self._intakes.get(queue) or next(iter(self._intakes.values()))
