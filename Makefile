@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-faults test-chaos test-browser test-interop test-deploy lint lint-deploy lint-proto typecheck format gen check-generate bench bench-peers bench-growth bench-memory chaos install lock check-lock clean
+.PHONY: run test test-faults test-chaos test-browser test-interop test-client-floor test-deploy lint lint-deploy lint-proto typecheck format gen check-generate bench bench-peers bench-growth bench-memory chaos install lock check-lock clean
 
 $(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,21 @@ test-browser: $(STAMP)
 test-interop: $(STAMP)
 	@command -v npm >/dev/null || { echo "make test-interop needs Node.js and npm"; exit 1; }
 	JOBS_TEST_INTEROP=1 $(PY) -m pytest -q -o addopts="--strict-markers -ra" tests/interop
+
+## test-client-floor: the client on its lowest supported versions: a fresh venv in
+## build/client-floor with exactly the floors of client/pyproject.toml (protobuf, grpcio,
+## googleapis-common-protos; tests/client_floor/floors.py reads them) and the client from
+## client/, not editable, imports every module, runs a job and reads refusals' ErrorInfo,
+## sync and asyncio, against `make run`'s stack (tests/client_floor; ~2.5 min on the shared
+## 2-core machine, most of it pip and the stack's start). The newest versions are the main
+## venv's, which `make test` covers. Only pip; not part of `make test`.
+CLIENT_FLOOR := build/client-floor
+test-client-floor: $(STAMP)
+	rm -rf $(CLIENT_FLOOR)
+	$(PYTHON) -m venv $(CLIENT_FLOOR)
+	$(CLIENT_FLOOR)/bin/pip install --quiet $$($(PY) -m tests.client_floor.floors) ./client
+	JOBS_CLIENT_FLOOR_PYTHON=$(CLIENT_FLOOR)/bin/python $(PY) -m pytest -q \
+		-o addopts="--strict-markers -ra" tests/client_floor
 
 ## test-faults: the long fault suites, left out of `make test` for its 15-minute budget
 ## (~3 minutes): killed, frozen and cut-off workers and replicas (sessions, incarnations,
@@ -118,12 +133,24 @@ format: $(STAMP)
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
-## gen: regenerate shared/pb from proto/ (pinned grpcio-tools)
-gen: $(STAMP)
-	$(PY) scripts/generate_protos.py
+# The client's stubs come from an older grpcio-tools than the server's, so that they load on
+# protobuf 6 and 7 (client/protoc-requirements.in): that generator, hash-pinned, in its own venv.
+CLIENT_PROTOC := build/client-protoc
+CLIENT_PROTOC_STAMP := $(CLIENT_PROTOC)/.installed
+$(CLIENT_PROTOC_STAMP): client/protoc-requirements.txt
+	rm -rf $(CLIENT_PROTOC)
+	$(PYTHON) -m venv $(CLIENT_PROTOC)
+	$(CLIENT_PROTOC)/bin/pip install --quiet --require-hashes --no-deps \
+		-r client/protoc-requirements.txt
+	touch $(CLIENT_PROTOC_STAMP)
 
-check-generate: $(STAMP)
-	$(PY) scripts/generate_protos.py --check
+## gen: regenerate shared/pb from proto/ (the dev extra's grpcio-tools) and the client's
+## stubs (the older grpcio-tools of client/protoc-requirements.txt, in build/client-protoc)
+gen: $(STAMP) $(CLIENT_PROTOC_STAMP)
+	$(PY) scripts/generate_protos.py shared client
+
+check-generate: $(STAMP) $(CLIENT_PROTOC_STAMP)
+	$(PY) scripts/generate_protos.py --check shared client
 
 ## bench: end-to-end throughput and latency through the embedded stack
 bench: $(STAMP)

@@ -1,5 +1,3 @@
-import datetime
-
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
@@ -19,7 +17,7 @@ class CountJobsRequest(_message.Message):
     UNTIL_FIELD_NUMBER: _ClassVar[int]
     since: _timestamp_pb2.Timestamp
     until: _timestamp_pb2.Timestamp
-    def __init__(self, since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class StatusCount(_message.Message):
     __slots__ = ("status", "count")
@@ -43,7 +41,7 @@ class CountJobsResponse(_message.Message):
     finished: _containers.RepeatedCompositeFieldContainer[StatusCount]
     unfinished: _containers.RepeatedCompositeFieldContainer[StatusCount]
     delayed: int
-    def __init__(self, since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created: _Optional[_Iterable[_Union[StatusCount, _Mapping]]] = ..., finished: _Optional[_Iterable[_Union[StatusCount, _Mapping]]] = ..., unfinished: _Optional[_Iterable[_Union[StatusCount, _Mapping]]] = ..., delayed: _Optional[int] = ...) -> None: ...
+    def __init__(self, since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., created: _Optional[_Iterable[_Union[StatusCount, _Mapping]]] = ..., finished: _Optional[_Iterable[_Union[StatusCount, _Mapping]]] = ..., unfinished: _Optional[_Iterable[_Union[StatusCount, _Mapping]]] = ..., delayed: _Optional[int] = ...) -> None: ...
 
 class OpenConsoleSessionRequest(_message.Message):
     __slots__ = ("idle_timeout", "max_age")
@@ -51,7 +49,7 @@ class OpenConsoleSessionRequest(_message.Message):
     MAX_AGE_FIELD_NUMBER: _ClassVar[int]
     idle_timeout: _duration_pb2.Duration
     max_age: _duration_pb2.Duration
-    def __init__(self, idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, idle_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., max_age: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class OpenConsoleSessionResponse(_message.Message):
     __slots__ = ("session_id", "principal", "expires_at")
@@ -61,7 +59,7 @@ class OpenConsoleSessionResponse(_message.Message):
     session_id: str
     principal: str
     expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, session_id: _Optional[str] = ..., principal: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., principal: _Optional[str] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CheckConsoleSessionRequest(_message.Message):
     __slots__ = ("session_id",)
@@ -75,7 +73,7 @@ class CheckConsoleSessionResponse(_message.Message):
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     principal: str
     expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, principal: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, principal: _Optional[str] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CloseConsoleSessionRequest(_message.Message):
     __slots__ = ("session_id",)
@@ -113,7 +111,7 @@ class Worker(_message.Message):
     connected_at: _timestamp_pb2.Timestamp
     definitions: _containers.RepeatedScalarFieldContainer[str]
     running_jobs: int
-    def __init__(self, worker_id: _Optional[str] = ..., connected_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., definitions: _Optional[_Iterable[str]] = ..., running_jobs: _Optional[int] = ...) -> None: ...
+    def __init__(self, worker_id: _Optional[str] = ..., connected_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., definitions: _Optional[_Iterable[str]] = ..., running_jobs: _Optional[int] = ...) -> None: ...
 
 class ListWorkersResponse(_message.Message):
     __slots__ = ("workers",)
@@ -141,7 +139,7 @@ class JobSelection(_message.Message):
     created_before: _timestamp_pb2.Timestamp
     target_type: str
     target_id: str
-    def __init__(self, job_ids: _Optional[_Iterable[str]] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., queue: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, job_ids: _Optional[_Iterable[str]] = ..., job_type: _Optional[str] = ..., status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., queue: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ...) -> None: ...
 
 class CancelJobsRequest(_message.Message):
     __slots__ = ("selection", "dry_run", "limit", "page_token", "reason")
@@ -155,7 +153,7 @@ class CancelJobsRequest(_message.Message):
     limit: int
     page_token: str
     reason: str
-    def __init__(self, selection: _Optional[_Union[JobSelection, _Mapping]] = ..., dry_run: _Optional[bool] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, selection: _Optional[_Union[JobSelection, _Mapping]] = ..., dry_run: bool = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class CancelJobsResponse(_message.Message):
     __slots__ = ("cancelled", "skipped", "matched", "job_ids", "next_page_token")
@@ -183,7 +181,7 @@ class RetryJobsRequest(_message.Message):
     limit: int
     page_token: str
     reason: str
-    def __init__(self, selection: _Optional[_Union[JobSelection, _Mapping]] = ..., dry_run: _Optional[bool] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, selection: _Optional[_Union[JobSelection, _Mapping]] = ..., dry_run: bool = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RetryJobOutcome(_message.Message):
     __slots__ = ("job_id", "new_job_id", "status")
@@ -231,7 +229,7 @@ class AdminListJobsRequest(_message.Message):
     target_type: str
     target_id: str
     id_suffix: str
-    def __init__(self, job_type: _Optional[str] = ..., status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., queue: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., id_suffix: _Optional[str] = ...) -> None: ...
+    def __init__(self, job_type: _Optional[str] = ..., status: _Optional[_Union[_job_pb2.JobStatus, str]] = ..., queue: _Optional[str] = ..., user_id: _Optional[str] = ..., created_after: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., id_suffix: _Optional[str] = ...) -> None: ...
 
 class AdminListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")
@@ -289,7 +287,7 @@ class DeadOutboxEvent(_message.Message):
     attempts: int
     last_error: str
     created_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[int] = ..., job_id: _Optional[str] = ..., subject: _Optional[str] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., job_id: _Optional[str] = ..., subject: _Optional[str] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListDeadLettersResponse(_message.Message):
     __slots__ = ("failed_jobs", "dead_events", "next_page_token")
@@ -357,7 +355,7 @@ class JobDefinitionInfo(_message.Message):
     redaction_version: str
     content_safety_check: bool
     retention_seconds: float
-    def __init__(self, job_type: _Optional[str] = ..., label: _Optional[str] = ..., domain: _Optional[str] = ..., version: _Optional[str] = ..., queue: _Optional[str] = ..., default_priority: _Optional[int] = ..., timeout_seconds: _Optional[float] = ..., max_attempts: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., fairness_key: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., estimated_tokens: _Optional[int] = ..., output_redaction: _Optional[_Iterable[str]] = ..., redaction_version: _Optional[str] = ..., content_safety_check: _Optional[bool] = ..., retention_seconds: _Optional[float] = ...) -> None: ...
+    def __init__(self, job_type: _Optional[str] = ..., label: _Optional[str] = ..., domain: _Optional[str] = ..., version: _Optional[str] = ..., queue: _Optional[str] = ..., default_priority: _Optional[int] = ..., timeout_seconds: _Optional[float] = ..., max_attempts: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., fairness_key: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., estimated_tokens: _Optional[int] = ..., output_redaction: _Optional[_Iterable[str]] = ..., redaction_version: _Optional[str] = ..., content_safety_check: bool = ..., retention_seconds: _Optional[float] = ...) -> None: ...
 
 class ListJobDefinitionsResponse(_message.Message):
     __slots__ = ("definitions",)
@@ -411,7 +409,7 @@ class QueueInfo(_message.Message):
     eligible: int
     running: int
     concurrency_limit: int
-    def __init__(self, name: _Optional[str] = ..., paused: _Optional[bool] = ..., paused_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., paused_by: _Optional[str] = ..., waiting: _Optional[int] = ..., eligible: _Optional[int] = ..., running: _Optional[int] = ..., concurrency_limit: _Optional[int] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., paused: bool = ..., paused_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., paused_by: _Optional[str] = ..., waiting: _Optional[int] = ..., eligible: _Optional[int] = ..., running: _Optional[int] = ..., concurrency_limit: _Optional[int] = ...) -> None: ...
 
 class ListQueuesResponse(_message.Message):
     __slots__ = ("queues",)
@@ -443,7 +441,7 @@ class RateLimitInfo(_message.Message):
     blocked_until: _timestamp_pb2.Timestamp
     waiting: int
     throttled_total: int
-    def __init__(self, key: _Optional[str] = ..., requests_per_minute: _Optional[float] = ..., tokens_per_minute: _Optional[float] = ..., effective_factor: _Optional[float] = ..., requests_available: _Optional[float] = ..., tokens_available: _Optional[float] = ..., blocked_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting: _Optional[int] = ..., throttled_total: _Optional[int] = ...) -> None: ...
+    def __init__(self, key: _Optional[str] = ..., requests_per_minute: _Optional[float] = ..., tokens_per_minute: _Optional[float] = ..., effective_factor: _Optional[float] = ..., requests_available: _Optional[float] = ..., tokens_available: _Optional[float] = ..., blocked_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., waiting: _Optional[int] = ..., throttled_total: _Optional[int] = ...) -> None: ...
 
 class ListRateLimitsResponse(_message.Message):
     __slots__ = ("limits",)

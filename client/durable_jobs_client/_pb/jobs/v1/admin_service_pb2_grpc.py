@@ -5,7 +5,7 @@ import warnings
 
 from durable_jobs_client._pb.jobs.v1 import admin_service_pb2 as jobs_dot_v1_dot_admin__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.72.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in jobs/v1/admin_service_pb2_grpc.py depends on'
+        + f' but the generated code in jobs/v1/admin_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class AdminServiceStub:
+class AdminServiceStub(object):
     """AdminService is for operators: every user's jobs, retries, dead letters, the registry.
     Callers need the `admin` role. Admin answers include `Job.internal_error_message`.
     """
@@ -128,7 +128,7 @@ class AdminServiceStub:
                 _registered_method=True)
 
 
-class AdminServiceServicer:
+class AdminServiceServicer(object):
     """AdminService is for operators: every user's jobs, retries, dead letters, the registry.
     Callers need the `admin` role. Admin answers include `Job.internal_error_message`.
     """
@@ -393,7 +393,7 @@ def add_AdminServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class AdminService:
+class AdminService(object):
     """AdminService is for operators: every user's jobs, retries, dead letters, the registry.
     Callers need the `admin` role. Admin answers include `Job.internal_error_message`.
     """

@@ -1,5 +1,3 @@
-import datetime
-
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -26,7 +24,7 @@ class Credential(_message.Message):
     fingerprint: str
     created_at: _timestamp_pb2.Timestamp
     last_used_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., provider: _Optional[str] = ..., label: _Optional[str] = ..., fingerprint: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_used_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., provider: _Optional[str] = ..., label: _Optional[str] = ..., fingerprint: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_used_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class PutCredentialRequest(_message.Message):
     __slots__ = ("user_id", "provider", "api_key", "label", "idempotency_key")

@@ -5,7 +5,7 @@ import warnings
 
 from durable_jobs_client._pb.jobs.v1 import credential_service_pb2 as jobs_dot_v1_dot_credential__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.72.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in jobs/v1/credential_service_pb2_grpc.py depends on'
+        + f' but the generated code in jobs/v1/credential_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class CredentialServiceStub:
+class CredentialServiceStub(object):
     """CredentialService keeps users' own provider keys ("bring your own key"). Keys are stored
     encrypted (AES-GCM under the deployment's master key, bound to their user and id) and are
     never returned by any call of this service: a key is shown by its fingerprint only.
@@ -56,7 +56,7 @@ class CredentialServiceStub:
                 _registered_method=True)
 
 
-class CredentialServiceServicer:
+class CredentialServiceServicer(object):
     """CredentialService keeps users' own provider keys ("bring your own key"). Keys are stored
     encrypted (AES-GCM under the deployment's master key, bound to their user and id) and are
     never returned by any call of this service: a key is shown by its fingerprint only.
@@ -113,7 +113,7 @@ def add_CredentialServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class CredentialService:
+class CredentialService(object):
     """CredentialService keeps users' own provider keys ("bring your own key"). Keys are stored
     encrypted (AES-GCM under the deployment's master key, bound to their user and id) and are
     never returned by any call of this service: a key is shown by its fingerprint only.

@@ -1,5 +1,3 @@
-import datetime
-
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
@@ -46,7 +44,7 @@ class CreateJobRequest(_message.Message):
     target_id: str
     prompt_version: str
     output_schema_version: str
-    def __init__(self, user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[_Union[_job_pb2.CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., depends_on: _Optional[_Iterable[str]] = ..., dependency_policy: _Optional[_Union[_job_pb2.DependencyPolicy, str]] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., prompt_version: _Optional[str] = ..., output_schema_version: _Optional[str] = ...) -> None: ...
+    def __init__(self, user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[_Union[_job_pb2.CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., run_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., depends_on: _Optional[_Iterable[str]] = ..., dependency_policy: _Optional[_Union[_job_pb2.DependencyPolicy, str]] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., prompt_version: _Optional[str] = ..., output_schema_version: _Optional[str] = ...) -> None: ...
 
 class CreateJobResponse(_message.Message):
     __slots__ = ("job", "created")
@@ -54,7 +52,7 @@ class CreateJobResponse(_message.Message):
     CREATED_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
     created: bool
-    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., created: bool = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("job_id", "user_id")
@@ -116,7 +114,7 @@ class WatchJobRequest(_message.Message):
     job_id: str
     user_id: str
     include_partial_output: bool
-    def __init__(self, job_id: _Optional[str] = ..., user_id: _Optional[str] = ..., include_partial_output: _Optional[bool] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., user_id: _Optional[str] = ..., include_partial_output: bool = ...) -> None: ...
 
 class WatchJobResponse(_message.Message):
     __slots__ = ("job", "partial")
@@ -166,7 +164,7 @@ class SendSignalResponse(_message.Message):
     CREATED_FIELD_NUMBER: _ClassVar[int]
     signal: _job_pb2.ReceivedSignal
     created: bool
-    def __init__(self, signal: _Optional[_Union[_job_pb2.ReceivedSignal, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+    def __init__(self, signal: _Optional[_Union[_job_pb2.ReceivedSignal, _Mapping]] = ..., created: bool = ...) -> None: ...
 
 class PartialOutput(_message.Message):
     __slots__ = ("text", "seq", "attempt", "call", "offset")

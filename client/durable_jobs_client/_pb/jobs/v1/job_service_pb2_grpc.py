@@ -5,7 +5,7 @@ import warnings
 
 from durable_jobs_client._pb.jobs.v1 import job_service_pb2 as jobs_dot_v1_dot_job__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.72.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in jobs/v1/job_service_pb2_grpc.py depends on'
+        + f' but the generated code in jobs/v1/job_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class JobServiceStub:
+class JobServiceStub(object):
     """JobService is what product services call to run AI work. Callers need the `client` (or
     `admin`) role: every call carries `authorization: Bearer <token>`. A caller acts for the
     `user_id` in its request; another user's job is NOT_FOUND (JOB_NOT_FOUND).
@@ -74,7 +74,7 @@ class JobServiceStub:
                 _registered_method=True)
 
 
-class JobServiceServicer:
+class JobServiceServicer(object):
     """JobService is what product services call to run AI work. Callers need the `client` (or
     `admin`) role: every call carries `authorization: Bearer <token>`. A caller acts for the
     `user_id` in its request; another user's job is NOT_FOUND (JOB_NOT_FOUND).
@@ -195,7 +195,7 @@ def add_JobServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class JobService:
+class JobService(object):
     """JobService is what product services call to run AI work. Callers need the `client` (or
     `admin`) role: every call carries `authorization: Bearer <token>`. A caller acts for the
     `user_id` in its request; another user's job is NOT_FOUND (JOB_NOT_FOUND).

@@ -1,5 +1,3 @@
-import datetime
-
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
@@ -71,7 +69,7 @@ class ScheduleSpec(_message.Message):
     catch_up_mode: CatchUpMode
     start_at: _timestamp_pb2.Timestamp
     end_at: _timestamp_pb2.Timestamp
-    def __init__(self, cron: _Optional[str] = ..., time_zone: _Optional[str] = ..., job_template: _Optional[_Union[JobTemplate, _Mapping]] = ..., overlap_policy: _Optional[_Union[OverlapPolicy, str]] = ..., catch_up_window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., catch_up_mode: _Optional[_Union[CatchUpMode, str]] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, cron: _Optional[str] = ..., time_zone: _Optional[str] = ..., job_template: _Optional[_Union[JobTemplate, _Mapping]] = ..., overlap_policy: _Optional[_Union[OverlapPolicy, str]] = ..., catch_up_window: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., catch_up_mode: _Optional[_Union[CatchUpMode, str]] = ..., start_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., end_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Schedule(_message.Message):
     __slots__ = ("id", "user_id", "spec", "paused", "idempotency_key", "next_fire_at", "created_at", "updated_at", "updated_by")
@@ -93,7 +91,7 @@ class Schedule(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     updated_at: _timestamp_pb2.Timestamp
     updated_by: str
-    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., paused: _Optional[bool] = ..., idempotency_key: _Optional[str] = ..., next_fire_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_by: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., user_id: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., paused: bool = ..., idempotency_key: _Optional[str] = ..., next_fire_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_by: _Optional[str] = ...) -> None: ...
 
 class ScheduleRun(_message.Message):
     __slots__ = ("slot", "outcome", "job_id", "recorded_at", "detail")
@@ -121,7 +119,7 @@ class ScheduleRun(_message.Message):
     job_id: str
     recorded_at: _timestamp_pb2.Timestamp
     detail: str
-    def __init__(self, slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., outcome: _Optional[_Union[ScheduleRun.Outcome, str]] = ..., job_id: _Optional[str] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., detail: _Optional[str] = ...) -> None: ...
+    def __init__(self, slot: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., outcome: _Optional[_Union[ScheduleRun.Outcome, str]] = ..., job_id: _Optional[str] = ..., recorded_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class CreateScheduleRequest(_message.Message):
     __slots__ = ("user_id", "spec", "idempotency_key", "paused")
@@ -133,7 +131,7 @@ class CreateScheduleRequest(_message.Message):
     spec: ScheduleSpec
     idempotency_key: str
     paused: bool
-    def __init__(self, user_id: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., paused: _Optional[bool] = ...) -> None: ...
+    def __init__(self, user_id: _Optional[str] = ..., spec: _Optional[_Union[ScheduleSpec, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., paused: bool = ...) -> None: ...
 
 class CreateScheduleResponse(_message.Message):
     __slots__ = ("schedule", "created")
@@ -141,7 +139,7 @@ class CreateScheduleResponse(_message.Message):
     CREATED_FIELD_NUMBER: _ClassVar[int]
     schedule: Schedule
     created: bool
-    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ..., created: bool = ...) -> None: ...
 
 class GetScheduleRequest(_message.Message):
     __slots__ = ("schedule_id", "user_id")
@@ -159,7 +157,7 @@ class GetScheduleResponse(_message.Message):
     schedule: Schedule
     next_fire_times: _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]
     recent_runs: _containers.RepeatedCompositeFieldContainer[ScheduleRun]
-    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ..., next_fire_times: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ..., recent_runs: _Optional[_Iterable[_Union[ScheduleRun, _Mapping]]] = ...) -> None: ...
+    def __init__(self, schedule: _Optional[_Union[Schedule, _Mapping]] = ..., next_fire_times: _Optional[_Iterable[_Union[_timestamp_pb2.Timestamp, _Mapping]]] = ..., recent_runs: _Optional[_Iterable[_Union[ScheduleRun, _Mapping]]] = ...) -> None: ...
 
 class ListSchedulesRequest(_message.Message):
     __slots__ = ("user_id", "page_size", "page_token")

@@ -5,7 +5,7 @@ import warnings
 
 from durable_jobs_client._pb.jobs.v1 import schedule_service_pb2 as jobs_dot_v1_dot_schedule__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.72.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in jobs/v1/schedule_service_pb2_grpc.py depends on'
+        + f' but the generated code in jobs/v1/schedule_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class ScheduleServiceStub:
+class ScheduleServiceStub(object):
     """ScheduleService creates jobs on a cron schedule. Callers
     need the `client` (or `admin`) role and act for the `user_id` in their request, as with
     JobService: another user's schedule is NOT_FOUND (SCHEDULE_NOT_FOUND). Each slot of a
@@ -82,7 +82,7 @@ class ScheduleServiceStub:
                 _registered_method=True)
 
 
-class ScheduleServiceServicer:
+class ScheduleServiceServicer(object):
     """ScheduleService creates jobs on a cron schedule. Callers
     need the `client` (or `admin`) role and act for the `user_id` in their request, as with
     JobService: another user's schedule is NOT_FOUND (SCHEDULE_NOT_FOUND). Each slot of a
@@ -204,7 +204,7 @@ def add_ScheduleServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class ScheduleService:
+class ScheduleService(object):
     """ScheduleService creates jobs on a cron schedule. Callers
     need the `client` (or `admin`) role and act for the `user_id` in their request, as with
     JobService: another user's schedule is NOT_FOUND (SCHEDULE_NOT_FOUND). Each slot of a

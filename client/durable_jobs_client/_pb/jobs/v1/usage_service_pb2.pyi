@@ -1,5 +1,3 @@
-import datetime
-
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -34,7 +32,7 @@ class GetUsageRequest(_message.Message):
     start_time: _timestamp_pb2.Timestamp
     end_time: _timestamp_pb2.Timestamp
     group_by: _containers.RepeatedScalarFieldContainer[UsageGrouping]
-    def __init__(self, user_id: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., group_by: _Optional[_Iterable[_Union[UsageGrouping, str]]] = ...) -> None: ...
+    def __init__(self, user_id: _Optional[str] = ..., start_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., group_by: _Optional[_Iterable[_Union[UsageGrouping, str]]] = ...) -> None: ...
 
 class UsageTotals(_message.Message):
     __slots__ = ("calls", "failed_calls", "input_tokens", "output_tokens", "cost_usd")
@@ -64,7 +62,7 @@ class UsageGroup(_message.Message):
     job_type: str
     user_id: str
     totals: UsageTotals
-    def __init__(self, day: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., job_type: _Optional[str] = ..., user_id: _Optional[str] = ..., totals: _Optional[_Union[UsageTotals, _Mapping]] = ...) -> None: ...
+    def __init__(self, day: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., job_type: _Optional[str] = ..., user_id: _Optional[str] = ..., totals: _Optional[_Union[UsageTotals, _Mapping]] = ...) -> None: ...
 
 class GetUsageResponse(_message.Message):
     __slots__ = ("groups", "totals")

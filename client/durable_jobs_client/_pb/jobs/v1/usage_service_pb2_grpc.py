@@ -5,7 +5,7 @@ import warnings
 
 from durable_jobs_client._pb.jobs.v1 import usage_service_pb2 as jobs_dot_v1_dot_usage__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.72.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in jobs/v1/usage_service_pb2_grpc.py depends on'
+        + f' but the generated code in jobs/v1/usage_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class UsageServiceStub:
+class UsageServiceStub(object):
     """UsageService reports what provider calls cost: tokens, cost, calls and failed calls,
     over whole UTC days, from the usage rows of jobs still stored and the daily aggregates
     that outlive deleted jobs (each call counted once). Callers with the `client` role see
@@ -46,7 +46,7 @@ class UsageServiceStub:
                 _registered_method=True)
 
 
-class UsageServiceServicer:
+class UsageServiceServicer(object):
     """UsageService reports what provider calls cost: tokens, cost, calls and failed calls,
     over whole UTC days, from the usage rows of jobs still stored and the daily aggregates
     that outlive deleted jobs (each call counted once). Callers with the `client` role see
@@ -79,7 +79,7 @@ def add_UsageServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class UsageService:
+class UsageService(object):
     """UsageService reports what provider calls cost: tokens, cost, calls and failed calls,
     over whole UTC days, from the usage rows of jobs still stored and the daily aggregates
     that outlive deleted jobs (each call counted once). Callers with the `client` role see
