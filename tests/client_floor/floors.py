@@ -1,7 +1,7 @@
 """The client's lowest supported versions: the floor (``>=``) of every dependency in
 client/pyproject.toml, as the exact pins ``make test-client-floor`` installs.
 
-``python -m tests.client_floor.floors`` prints them (``protobuf==6.30.0 ...``), so that the
+``python -m tests.client_floor.floors`` prints them (``protobuf==6.31.1 ...``), so that the
 floors are written once, in the client's metadata.
 """
 
