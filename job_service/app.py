@@ -173,7 +173,12 @@ class JobServiceApp(Lifetime):
         self._nc = await within_startup(
             "NATS",
             s.startup_timeout_s,
-            lambda: connect_nats(s.nats_url, f"job_service {self.instance_id}", **pings),
+            lambda: connect_nats(
+                s.nats_url,
+                f"job_service {self.instance_id}",
+                security=s.nats_security(),
+                **pings,
+            ),
         )
         # retried too: a JetStream cluster that is still electing its leaders (or creating
         # replicated streams on a loaded machine) times requests out for a while

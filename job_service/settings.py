@@ -19,7 +19,12 @@ from job_service.domain.rate_limits import (
 )
 from shared.logs import LogFormat
 from shared.metrics import port_or_disabled
-from shared.startup import NATS_MAX_OUTSTANDING_PINGS, NATS_PING_INTERVAL_S, NatsPings
+from shared.startup import (
+    NATS_MAX_OUTSTANDING_PINGS,
+    NATS_PING_INTERVAL_S,
+    NatsPings,
+    NatsSecurity,
+)
 from shared.tcp_keepalive import TcpKeepalive
 
 
@@ -38,6 +43,9 @@ class JobServiceSettings(BaseSettings):
     grpc_port: int = Field(default=50051, ge=0, le=65535)
     # Identifies this replica in outbox claims and logs.
     instance_id: str = ""
+    # Replica processes on this host, all serving grpc_port (SO_REUSEPORT): this one and
+    # N-1 children it starts (job_service/processes.py; metrics on metrics_port + index).
+    service_processes: int = Field(default=1, ge=1, le=64)
     db_pool_size: int = Field(default=8, ge=1, le=200)
     # A replica that stops talking (SIGSTOP, a long pause, a network cut) lets go of what
     # it holds within seconds (docs/architecture.md, "Frozen and cut-off replicas"):
@@ -60,6 +68,12 @@ class JobServiceSettings(BaseSettings):
     # NATS: the client pings this often, and reconnects after this many go unanswered.
     nats_ping_interval_s: float = Field(default=NATS_PING_INTERVAL_S, gt=0, le=600)
     nats_max_outstanding_pings: int = Field(default=NATS_MAX_OUTSTANDING_PINGS, ge=1, le=100)
+    # NATS with TLS and a user (docs/configuration.md, "NATS security"): the server's
+    # certificate checked against this CA bundle (PEM); the user and the file holding its
+    # password (a mounted Secret; never the password itself in a variable), both or neither.
+    nats_tls_ca_file: str = ""
+    nats_user: str = ""
+    nats_password_file: str = ""
 
     # Leases: a dead worker's job is running again within lease_ttl + reaper_interval
     # + the first retry backoff (well under 10 s with these defaults).
@@ -84,6 +98,9 @@ class JobServiceSettings(BaseSettings):
     worker_reconnect_grace_s: float | None = Field(default=None, gt=0, le=60)
     # How often a worker pings on its session (told to it when the session opens).
     worker_session_ping_interval_s: float = Field(default=10.0, gt=0, le=3600)
+    # Grant jobs to workers that report free slots down their sessions as the jobs become
+    # due (ADR 0009); off: every grant goes through a dispatch message and LockJobs.
+    push_grants: bool = True
 
     # Outbox dispatcher.
     outbox_batch_size: int = Field(default=256, ge=1, le=10_000)
@@ -211,6 +228,14 @@ class JobServiceSettings(BaseSettings):
             "max_outstanding_pings": self.nats_max_outstanding_pings,
         }
 
+    def nats_security(self) -> NatsSecurity:
+        return NatsSecurity(self.nats_tls_ca_file, self.nats_user, self.nats_password_file)
+
+    @model_validator(mode="after")
+    def _nats_security_is_complete(self) -> JobServiceSettings:
+        self.nats_security().check()
+        return self
+
     def queue_limits(self) -> dict[str, int]:
         return parse_limits(self.queue_concurrency)
 
@@ -272,6 +297,18 @@ class JobServiceSettings(BaseSettings):
             raise ValueError(
                 "JOBS_WORKER_RECONNECT_GRACE_S must be under JOBS_LEASE_TTL_S (the lease "
                 "already ends a vanished worker's jobs by then)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _processes_share_one_port(self) -> JobServiceSettings:
+        # an ephemeral port would be a different one per process: no client finds them all
+        if self.service_processes > 1 and self.grpc_port == 0:
+            raise ValueError("JOBS_SERVICE_PROCESSES above 1 needs a fixed JOBS_GRPC_PORT")
+        last = (self.metrics_port or 0) + self.service_processes - 1
+        if self.metrics_port and last > 65535:
+            raise ValueError(
+                f"JOBS_METRICS_PORT + JOBS_SERVICE_PROCESSES - 1 = {last}: above 65535"
             )
         return self
 

@@ -140,6 +140,7 @@ class WorkerApp(Lifetime):
             lambda: connect_nats(
                 s.nats_url,
                 f"worker {s.worker_id}",
+                security=s.nats_security(),
                 ping_interval_s=s.nats_ping_interval_s,
                 max_outstanding_pings=s.nats_max_outstanding_pings,
                 error_cb=self._nats_error,

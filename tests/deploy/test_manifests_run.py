@@ -4,14 +4,19 @@ apply -k`` would (tests.support.manifests implements the kustomize subset it use
 environment, files and start order they declare, probed as the kubelet (or compose) would,
 then used: one job to SUCCEEDED with a client token from the Secrets, the console's sign-in
 with an admin token from them, and (Kubernetes) a rolling restart of every Deployment that
-loses no job. A reference that does not resolve (a Secret the docs' Deployment section
-does not tell the operator to create, a ConfigMap key), a probe that would kill or never
-ready a pod, a container exiting on its own, outliving its grace period or exceeding its
-memory limit fails the test by name.
+loses no job. Kubernetes runs with the manifests' TLS (gRPC and NATS, certificates from
+the Secrets) and NATS users: the test checks that NATS sees every engine connection
+encrypted and signed in as its service's user, and that a client without a user, or gRPC
+without TLS, is refused. A reference that does not resolve (a Secret the docs' Deployment
+section does not tell the operator to create, a ConfigMap key), a probe that would kill or
+never ready a pod, a container exiting on its own, outliving its grace period or exceeding
+its memory limit fails the test by name.
 
 PostgreSQL and NATS come from the pip builds (the images in the files stand for them); the
 NATS StatefulSet runs as three ``nats-server -c <its mounted config>`` forming its cluster,
-compose's NATS as ``nats-server -c <deploy/nats/nats.conf>``.
+compose's NATS as ``nats-server -c <deploy/nats/nats.conf>``. The images of
+``NOT_RUN_LOCALLY`` (the exporters) have no local stand-in: their containers' references
+are resolved, and they are not started.
 
 What must change to run locally, and nothing else (each applied by tests.support.manifests):
 
@@ -49,6 +54,15 @@ image WORKDIR, HOME                an empty directory per pod (still empty at th
 PATH                               this machine's, the interpreter's directory first
 published ports (compose)          not published: the container's address is used
 Deployment replicas                one each (a rolling restart of one replica shows it)
+an exec probe's ``127.0.0.1`` /    the pod's address, and the mounts' directories (the
+``localhost``, paths               probe runs inside the pod)
+the certificates (``jobs-grpc-     made by the test (tests.support.certs) with the DNS
+tls``, ``jobs-nats-tls``)          names of the docs' ``openssl`` commands, plus
+                                   127.0.0.1 and every pod address (what those names
+                                   stand for here); the docs' ``$(openssl rand ...)`` run
+the exporters' images              not started (``NOT_RUN_LOCALLY``: no binary, no
+(``NOT_RUN_LOCALLY``)              Docker); their env, Secrets, ConfigMaps, volumes and
+                                   ``$(VAR)`` arguments resolved like any container's
 the TLS ingress (console)          its Secure cookies sent back by the test, as a browser
                                    behind it would (httpx keeps them off plain http)
 =================================  ======================================================
@@ -75,6 +89,7 @@ from durable_jobs_client import AsyncJobsClient, Job, JobsError
 from durable_jobs_client.statuses import status_name as name_of
 
 from devstack.embedded import EmbeddedPostgres, create_database, free_port
+from tests.support.certs import Authority
 from tests.support.docs import section
 from tests.support.manifests import (
     ROOT,
@@ -83,12 +98,15 @@ from tests.support.manifests import (
     Network,
     Pod,
     build_secrets,
+    certificate_names,
     compose_up,
     dockerfile_image,
     find,
     kustomize_build,
+    runs_locally,
     secret_commands,
 )
+from tests.support.manifests_tls import assert_tls_and_nats_users_in_force
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.timeout(240)
@@ -158,9 +176,10 @@ async def until_ready(pods: list[Pod], watched: list[Pod], what: str) -> None:
         raise AssertionError(f"{error}\n{details}") from None
 
 
-async def run_one_job(target: str, token: str, user: str) -> str:
-    """A job created with ``token`` and watched to its end: its id, once SUCCEEDED."""
-    async with AsyncJobsClient(target, user_id=user, token=token) as client:
+async def run_one_job(target: str, token: str, user: str, ca_file: str | None = None) -> str:
+    """A job created with ``token`` (over TLS checked against ``ca_file`` when given) and
+    watched to its end: its id, once SUCCEEDED."""
+    async with AsyncJobsClient(target, user_id=user, token=token, ca_file=ca_file) as client:
         job = (await client.create("synthetic", {"sleep_ms": 50})).job
         final = await client.wait(job.id, timeout=JOB_S)
     assert name_of(final.status) == "succeeded", final
@@ -235,25 +254,36 @@ async def test_the_kubernetes_manifests_run_as_written(postgres: str, tmp_path: 
     admin_url = f"postgresql://postgres@{postgres}/postgres"
     await create_database(admin_url, "durable_jobs_k8s")
     tokens = role_tokens()
+    network = Network()
     # the Secrets exactly as the Deployment section's commands create them, placeholders
-    # filled in
+    # filled in, the certificates its openssl commands make issued here for the same names
+    # and the local addresses that stand for them
+    docs = section("Deployment")
     created = build_secrets(
-        secret_commands(section("Deployment")),
+        secret_commands(docs),
         namespace,
         literals={
             "postgresql://...": f"postgresql://postgres@{postgres}/durable_jobs_k8s",
             "<a token with the worker role>": token_with(tokens, "worker"),
-            "$(openssl rand -hex 32)": secrets.token_hex(32),
+            "<a postgresql:// URL for a role in pg_monitor>": f"postgresql://{postgres}/postgres",
         },
-        files={"auth-tokens.json": json.dumps(tokens)},
+        files={"auth-tokens.json": json.dumps(tokens), **certificates(docs, network)},
     )
     table = json.loads(created["jobs-auth"]["tokens"])
-    cluster = Cluster(objects, created, dockerfile_image(ROOT / "Dockerfile"), tmp_path, Network())
+    # what the API's clients are given: the CA of job_service's certificate
+    ca_file = tmp_path / "grpc-ca.crt"
+    ca_file.write_text(created["jobs-grpc-tls"]["ca.crt"])
+    cluster = Cluster(objects, created, dockerfile_image(ROOT / "Dockerfile"), tmp_path, network)
     await cluster.start()
     try:
         [nats] = find(objects, "StatefulSet")
         [migrate] = find(objects, "Job")
-        deployments = {d["metadata"]["name"]: d for d in find(objects, "Deployment")}
+        deployments = {}
+        for deployment in find(objects, "Deployment"):
+            if any(runs_locally(c) for c in deployment["spec"]["template"]["spec"]["containers"]):
+                deployments[deployment["metadata"]["name"]] = deployment
+            else:
+                cluster.resolve(deployment)
         nats_pods = [
             cluster.new_pod(nats, f"{nats['metadata']['name']}-{i}")
             for i in range(nats["spec"]["replicas"])
@@ -274,7 +304,10 @@ async def test_the_kubernetes_manifests_run_as_written(postgres: str, tmp_path: 
         await until_ready([*nats_pods, *pods.values()], cluster.pods, "the pods")
 
         job_service = cluster.service("job-service").address(50051)
-        job_id = await run_one_job(job_service, token_with(table, "client"), "k8s-user")
+        job_id = await run_one_job(
+            job_service, token_with(table, "client"), "k8s-user", str(ca_file)
+        )
+        await assert_tls_and_nats_users_in_force(cluster, nats_pods, created)
         console = f"http://{cluster.service('console').address(80)}"
         session = await sign_in(console, token_with(table, "admin"), secure=True)
         await see_job(console, session, job_id)
@@ -283,7 +316,7 @@ async def test_the_kubernetes_manifests_run_as_written(postgres: str, tmp_path: 
         during: list[str] = []
         stop = asyncio.Event()
         async with AsyncJobsClient(
-            job_service, user_id="k8s-load", token=token_with(table, "client")
+            job_service, user_id="k8s-load", token=token_with(table, "client"), ca_file=str(ca_file)
         ) as client:
             phase = ["the start"]
             load = asyncio.ensure_future(keep_creating(client, during, stop, phase))
@@ -317,6 +350,18 @@ async def test_the_kubernetes_manifests_run_as_written(postgres: str, tmp_path: 
         raise
     finally:
         await cluster.close()
+
+
+def certificates(docs: str, network: Network) -> dict[str, str]:
+    """The files the docs' openssl commands make (the CA, each certificate and its key),
+    issued by a test CA for the same DNS names, plus 127.0.0.1 (where the Services' names
+    lead here) and every pod address (the NATS routes dial those)."""
+    authority = Authority("durable-jobs test CA")
+    local = ["127.0.0.1", *network.all_addresses()]
+    files = {"ca.crt": authority.pem()}
+    for cert_file, (key_file, names) in certificate_names(docs).items():
+        files[cert_file], files[key_file] = authority.issue(names[0], names, local)
+    return files
 
 
 async def watched(client: AsyncJobsClient, job_id: str) -> Job:

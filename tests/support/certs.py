@@ -1,5 +1,7 @@
 """TLS material made at test time: a CA, a server certificate for 127.0.0.1/localhost and a
-client certificate, all signed by that CA (and a second, unrelated CA for negative tests)."""
+client certificate, all signed by that CA (and a second, unrelated CA for negative tests);
+or an ``Authority`` issuing server certificates for given names, as PEM text (the files of
+a Kubernetes Secret)."""
 
 from __future__ import annotations
 
@@ -70,7 +72,9 @@ def _leaf(
     ca_key: ec.EllipticCurvePrivateKey,
     common_name: str,
     server: bool,
+    names: tuple[list[str], list[str]] = (["localhost"], ["127.0.0.1"]),
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A certificate ``ca`` signs; a server's names ``names``: (DNS names, IP addresses)."""
     key = _key()
     now = datetime.datetime.now(datetime.UTC)
     builder = (
@@ -84,9 +88,13 @@ def _leaf(
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
     )
     if server:
+        dns, ips = names
         builder = builder.add_extension(
             x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                [
+                    *(x509.DNSName(name) for name in dns),
+                    *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips),
+                ]
             ),
             critical=False,
         )
@@ -107,3 +115,27 @@ def make_certs(directory: Path) -> Certs:
         client_key=_write_key(directory / "client.key", client_key),
         other_ca=_write_cert(directory / "other-ca.pem", other),
     )
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> str:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+class Authority:
+    """A CA issuing certificates that serve (and, for routes between servers, connect)
+    under the names given."""
+
+    def __init__(self, common_name: str = "jobs test CA") -> None:
+        self._cert, self._key = _ca(common_name)
+
+    def pem(self) -> str:
+        return self._cert.public_bytes(serialization.Encoding.PEM).decode()
+
+    def issue(self, common_name: str, dns: list[str], ips: list[str]) -> tuple[str, str]:
+        """A certificate for ``dns`` and ``ips`` and its key, as PEM text."""
+        cert, key = _leaf(self._cert, self._key, common_name, server=True, names=(dns, ips))
+        return cert.public_bytes(serialization.Encoding.PEM).decode(), _pem_key(key)

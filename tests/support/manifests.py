@@ -42,6 +42,17 @@ Obj = dict[str, Any]
 # deployment than kubectl would).
 KUSTOMIZE_KEYS = {"apiVersion", "kind", "namespace", "resources", "images", "labels"}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PersistentVolume"}
+# Images with no local stand-in (no binary here, no Docker): their containers' references
+# (env, envFrom, Secrets, ConfigMaps, volumes) are resolved like any other's, and they are
+# not started. Keep it to what cannot run: everything else runs.
+NOT_RUN_LOCALLY = {
+    "natsio/prometheus-nats-exporter",  # beside each NATS server (nats.yaml)
+    "quay.io/prometheuscommunity/postgres-exporter",  # postgres-exporter.yaml
+}
+
+
+def runs_locally(container: Obj) -> bool:
+    return str(container["image"]).partition(":")[0] not in NOT_RUN_LOCALLY
 
 
 def kustomize_build(directory: Path) -> list[Obj]:
@@ -126,6 +137,22 @@ def dockerfile_image(path: Path) -> Image:
     return Image(env, workdir, entrypoint, cmd)
 
 
+def certificate_names(section: str) -> dict[str, tuple[str, list[str]]]:
+    """The certificates the docs' Deployment section makes with ``openssl req ... -CA``:
+    the file each is written to (``-out``) → its key's file (``-keyout``) and the DNS names
+    of its subjectAltName."""
+    joined = re.sub(r"\\\n\s*", " ", section)
+    found: dict[str, tuple[str, list[str]]] = {}
+    for line in joined.splitlines():
+        argv = shlex.split(line) if re.match(r"\s*openssl req .*-CA ", line) else []
+        sans = [a.partition("=")[2] for a in argv if a.startswith("subjectAltName=")]
+        if argv:
+            assert sans, f"a certificate without subjectAltName: {line.strip()}"
+            names = [name.removeprefix("DNS:") for name in sans[0].split(",")]
+            found[argv[argv.index("-out") + 1]] = (argv[argv.index("-keyout") + 1], names)
+    return found
+
+
 def secret_commands(section: str) -> list[list[str]]:
     """The ``kubectl ... create secret generic`` commands of the docs' Deployment section
     (``tests.support.docs.section("Deployment")``, in the README or a docs page), split as
@@ -143,7 +170,8 @@ def build_secrets(
     commands: list[list[str]], namespace: str, literals: Mapping[str, str], files: Mapping[str, str]
 ) -> dict[str, dict[str, str]]:
     """The Secrets the commands create, each placeholder the docs leave to the operator
-    (``literals``: by the text the docs show; ``files``: by file name) filled in."""
+    (``literals``: by the text the docs show; ``files``: by file name) filled in; a
+    ``$(command)`` that ``literals`` does not give is run as the shell would."""
     created: dict[str, dict[str, str]] = {}
     for argv in commands:
         assert argv[argv.index("-n") + 1] == namespace, f"{shlex.join(argv)}: not in {namespace}"
@@ -153,6 +181,9 @@ def build_secrets(
             kind, _, spec = option.partition("=")
             key, _, source = spec.partition("=")
             if kind == "--from-literal":
+                if source not in literals and source.startswith("$("):
+                    data[key] = _substitute(source)
+                    continue
                 assert source in literals, f"docs' secret {name}/{key}: no value for {source!r}"
                 data[key] = literals[source]
             elif kind == "--from-file":
@@ -160,6 +191,15 @@ def build_secrets(
                 data[key] = files[source]
         created[name] = data
     return created
+
+
+def _substitute(command: str) -> str:
+    """The shell's ``$(command)``: its output, trailing newlines removed."""
+    done = subprocess.run(
+        ["/bin/sh", "-c", f'printf %s "{command}"'], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0 and done.stdout, f"{command}: {done.stderr}"
+    return done.stdout
 
 
 # ----------------------------------------------------------------- docker-compose files
@@ -229,6 +269,10 @@ class Network:
         self._next += 1
         return f"{self._prefix}.{self._next}"
 
+    def all_addresses(self) -> list[str]:
+        """Every address ``address`` may give (for certificates naming the pods)."""
+        return [f"{self._prefix}.{n}" for n in range(2, 255)]
+
 
 def rewrite_hosts(text: str, hosts: Mapping[str, Callable[[int], str]]) -> str:
     """Each ``name:port`` of a host in ``hosts`` → what its function answers for the port
@@ -240,11 +284,13 @@ def rewrite_hosts(text: str, hosts: Mapping[str, Callable[[int], str]]) -> str:
 
 
 def rewrite_paths(text: str, mounts: Mapping[str, Path]) -> str:
-    """Each container path under a mount point → the same path under its local directory."""
-    for mount in sorted(mounts, key=len, reverse=True):
-        pattern = re.compile(rf"(?<![\w./-]){re.escape(mount)}(?=/|\b|$)")
-        text = pattern.sub(str(mounts[mount]).replace("\\", "\\\\"), text)
-    return text
+    """Each container path under a mount point → the same path under its local directory
+    (in one pass: a local directory under /tmp is not the mount point /tmp again)."""
+    if not mounts:
+        return text
+    points = "|".join(re.escape(m) for m in sorted(mounts, key=len, reverse=True))
+    pattern = re.compile(rf"(?<![\w./-])({points})(?=/|\b|$)")
+    return pattern.sub(lambda match: str(mounts[match.group(1)]), text)
 
 
 def _host(answer: Callable[[int], str], match: re.Match[str]) -> str:
@@ -607,7 +653,8 @@ class Pod:
             try:
                 output, _ = await asyncio.wait_for(process.communicate(), timeout)
             except TimeoutError:
-                process.kill()
+                with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                    process.kill()
                 await process.wait()
                 return f"no answer within {timeout}s"
             if process.returncode:
@@ -852,9 +899,56 @@ class Cluster:
         template = workload["spec"]["template"]
         spec = template["spec"]
         assert not spec.get("initContainers"), f"{kind}/{workload_name}: init containers"
-        [container] = spec["containers"]
-        where = f"{kind}/{workload_name} container {container['name']}"
         pod_dir = self.root / "pods" / name
+        for other in spec["containers"]:
+            if not runs_locally(other):
+                self._environment(workload, other, name, address, pod_dir / other["name"])
+        [container] = [c for c in spec["containers"] if runs_locally(c)]
+        where = f"{kind}/{workload_name} container {container['name']}"
+        mounts, env = self._environment(workload, container, name, address, pod_dir)
+        argv = self._argv(container, env, where)
+        ports = {p["name"]: p["containerPort"] for p in container.get("ports", []) if "name" in p}
+        argv, env = self._localise(argv, env, mounts, address, ports)
+        pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
+        probes = {
+            k: self._local_probe(container[k], mounts, address)
+            for k in ("startupProbe", "readinessProbe", "livenessProbe")
+            if k in container
+        }
+        local = Container(
+            container["name"],
+            argv,
+            env,
+            pod_dir / "root" / self.image.workdir.lstrip("/"),
+            ports,
+            probes,
+            pre_stop,
+            memory_limit=quantity(container.get("resources", {}).get("limits", {}).get("memory")),
+        )
+        grace = float(spec.get("terminationGracePeriodSeconds", 30))
+        pod = Pod(
+            name, address, template["metadata"].get("labels", {}), local, grace, self.root / "logs"
+        )
+        self.pods.append(pod)
+        return pod
+
+    def resolve(self, workload: Obj) -> None:
+        """Resolve every reference of a workload none of whose containers runs here
+        (NOT_RUN_LOCALLY): what does not resolve goes to ``missing``."""
+        spec = workload["spec"]["template"]["spec"]
+        assert not any(runs_locally(c) for c in spec["containers"]), workload["metadata"]
+        name = f"{workload['metadata']['name']}-not-run"
+        for container in spec["containers"]:
+            pod_dir = self.root / "pods" / name / container["name"]
+            self._environment(workload, container, name, "127.0.0.1", pod_dir)
+
+    def _environment(
+        self, workload: Obj, container: Obj, name: str, address: str, pod_dir: Path
+    ) -> tuple[dict[str, Path], dict[str, str]]:
+        """The container's mounts (files written) and environment, as the kubelet gives
+        them; a reference that does not resolve is added to ``missing``."""
+        spec = workload["spec"]["template"]["spec"]
+        where = f"{workload['kind']}/{workload['metadata']['name']} container {container['name']}"
         mounts = self._volumes(workload, container, pod_dir, where)
         fields = {
             "metadata.name": name,
@@ -875,31 +969,26 @@ class Cluster:
             value = self._env_value(variable, fields, env, where)
             if value is not None:
                 env[variable["name"]] = value
-        argv = self._argv(container, env, where)
-        ports = {p["name"]: p["containerPort"] for p in container.get("ports", []) if "name" in p}
-        argv, env = self._localise(argv, env, mounts, address, ports)
-        pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
-        probes = {
-            k: container[k]
-            for k in ("startupProbe", "readinessProbe", "livenessProbe")
-            if k in container
-        }
-        local = Container(
-            container["name"],
-            argv,
-            env,
-            pod_dir / "root" / self.image.workdir.lstrip("/"),
-            ports,
-            probes,
-            pre_stop,
-            memory_limit=quantity(container.get("resources", {}).get("limits", {}).get("memory")),
-        )
-        grace = float(spec.get("terminationGracePeriodSeconds", 30))
-        pod = Pod(
-            name, address, template["metadata"].get("labels", {}), local, grace, self.root / "logs"
-        )
-        self.pods.append(pod)
-        return pod
+        for part in [*container.get("command", []), *container.get("args", [])]:
+            unknown = sorted(set(_K8S_VARIABLE.findall(part)) - env.keys())
+            if unknown:
+                self.missing.append(f"{where}: $({unknown[0]}) in its arguments is not set")
+        return mounts, env
+
+    def _local_probe(self, probe: Obj, mounts: Mapping[str, Path], address: str) -> Obj:
+        """An exec probe runs in the pod: its paths are the mounts' local directories, its
+        loopback (127.0.0.1, localhost) the pod's address, Service names the proxies."""
+        if "exec" not in probe:
+            return probe
+        command = [
+            re.sub(
+                r"\b(127\.0\.0\.1|localhost)\b",
+                address,
+                rewrite_hosts(rewrite_paths(part, mounts), self.hosts()),
+            )
+            for part in probe["exec"]["command"]
+        ]
+        return {**probe, "exec": {"command": command}}
 
     def _argv(self, container: Obj, env: Mapping[str, str], where: str) -> list[str]:
         image = container["image"]

@@ -19,6 +19,7 @@ from console.settings import ConsoleSettings
 from devstack.embedded import nats_server_binary
 from job_service.settings import JobServiceSettings
 from shared.constants import Queue
+from tests.support.certs import make_certs
 from tests.support.docs import section
 from tests.unit.test_observability_files import (
     RANGE_FUNCTIONS,
@@ -186,22 +187,34 @@ def env_of(container: dict[str, Any], manifests: list[dict[str, Any]]) -> dict[s
     return env
 
 
+def engine_workloads(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Deployments and Jobs of the engine's image (not the exporters')."""
+    return [
+        m
+        for m in manifests
+        if m["kind"] in ("Deployment", "Job")
+        and all(c["image"].startswith("durable-jobs:") for c in containers(m))
+    ]
+
+
 def test_k8s_workloads_run_existing_modules_with_settings_they_read(
     manifests: list[dict[str, Any]],
 ) -> None:
-    workloads = [m for m in manifests if m["kind"] in ("Deployment", "Job")]
+    workloads = engine_workloads(manifests)
     assert len(workloads) == 4  # migrate, job-service, worker-service, console
     for workload in workloads:
         for container in containers(workload):
-            assert container["image"].startswith("durable-jobs:")
             module = module_of(container["command"])
             unknown = set(env_of(container, manifests)) - settings_for(module)
             assert not unknown, f"{workload['metadata']['name']}: unknown variables {unknown}"
 
 
-def test_k8s_job_service_is_probed_over_grpc_health_and_served(
+def test_k8s_job_service_is_probed_as_a_kubelet_can_over_tls_and_served(
     manifests: list[dict[str, Any]],
 ) -> None:
+    """The kubelet's grpc probe speaks plaintext, and the port serves TLS only: start-up
+    and readiness open the port, liveness asks the gRPC health service over TLS from
+    inside the pod (tests/deploy runs that command as the kubelet would)."""
     deployment = by_kind(manifests, "Deployment", "job-service")
     [container] = containers(deployment)
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -209,8 +222,19 @@ def test_k8s_job_service_is_probed_over_grpc_health_and_served(
     assert int(env["JOBS_GRPC_PORT"]) == ports["grpc"]
     assert int(env["JOBS_METRICS_PORT"]) == ports["metrics"]
     assert env["JOBS_GRPC_HOST"] == "0.0.0.0"
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert container[probe]["grpc"]["port"] == ports["grpc"]
+    assert env["JOBS_TLS_CERT_FILE"] and env["JOBS_TLS_KEY_FILE"]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert "grpc" not in container[probe], f"{probe}: the kubelet's grpc probe has no TLS"
+    for probe in ("startupProbe", "readinessProbe"):
+        assert container[probe]["tcpSocket"]["port"] in ("grpc", ports["grpc"])
+    command = container["livenessProbe"]["exec"]["command"]
+    assert command[:2] == ["python", "-c"]
+    check = command[2]
+    assert f'"127.0.0.1:{ports["grpc"]}"' in check
+    assert "grpc.secure_channel" in check and "HealthStub" in check
+    [ca] = re.findall(r'open\("([^"]+)"', check)
+    assert ca.rsplit("/", 1)[0] == env["JOBS_TLS_CERT_FILE"].rsplit("/", 1)[0]
+    assert container["livenessProbe"]["timeoutSeconds"] >= 5  # an interpreter starts
     own = float(env["JOBS_SHUTDOWN_DELAY_S"]) + float(env["JOBS_SHUTDOWN_GRACE_S"])
     assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > own
 
@@ -249,7 +273,8 @@ def test_k8s_pods_run_non_root_on_a_read_only_root_without_capabilities(
     manifests: list[dict[str, Any]],
 ) -> None:
     workloads = pod_workloads(manifests)
-    assert len(workloads) == 5  # migrate, job-service, worker-service, console, nats
+    # migrate, job-service, worker-service, console, nats, postgres-exporter
+    assert len(workloads) == 6
     for workload in workloads:
         name = workload["metadata"]["name"]
         pod = workload["spec"]["template"]["spec"]
@@ -264,8 +289,10 @@ def test_k8s_pods_run_non_root_on_a_read_only_root_without_capabilities(
             assert context["capabilities"]["drop"] == ["ALL"], name
             assert "add" not in context["capabilities"], name
             assert container["resources"]["limits"]["memory"], name
-            # secrets only by reference, never a literal value
+            # secrets only by reference (or as a mounted Secret's file), never a value
             for env in container.get("env", []):
+                if env["name"].endswith("_FILE"):
+                    continue  # tests/unit/test_deployment_tls.py: each is a Secret's file
                 if any(word in env["name"] for word in ("TOKEN", "KEY", "PASSWORD", "URL")):
                     assert "value" not in env or not env["value"] or "://" in env["value"], env
 
@@ -305,6 +332,8 @@ def test_k8s_every_workload_has_a_disruption_budget_and_spreads(
             b for b in budgets if b["spec"]["selector"]["matchLabels"].items() <= labels.items()
         ]
         assert len(covering) == 1, name
+        if workload["spec"].get("replicas", 2) == 1:
+            continue  # one replica on purpose (an exporter): nothing to spread
         spread = workload["spec"]["template"]["spec"]["topologySpreadConstraints"]
         assert {c["topologyKey"] for c in spread} == {
             "kubernetes.io/hostname",
@@ -322,9 +351,19 @@ def test_k8s_liveness_waits_for_start_up(manifests: list[dict[str, Any]], name: 
     startup = container["startupProbe"]
     allowed = float(env_of(container, manifests)["JOBS_STARTUP_TIMEOUT_S"])
     assert startup["periodSeconds"] * startup["failureThreshold"] > allowed
-    assert {k: v for k, v in startup.items() if k in ("grpc", "httpGet")} == {
-        k: v for k, v in container["livenessProbe"].items() if k in ("grpc", "httpGet")
-    }
+    # on the port liveness checks (what opens once start-up is over)
+    assert probed_port(startup, container) == probed_port(container["livenessProbe"], container)
+
+
+def probed_port(probe: dict[str, Any], container: dict[str, Any]) -> int:
+    """The container port a probe checks (an exec probe: the local address it dials)."""
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    if "exec" in probe:
+        [port] = re.findall(r"127\.0\.0\.1:(\d+)", " ".join(probe["exec"]["command"]))
+        return int(port)
+    [kind] = [k for k in ("grpc", "httpGet", "tcpSocket") if k in probe]
+    port = probe[kind]["port"]
+    return int(ports.get(port, port))
 
 
 def test_the_docs_name_every_secret_the_manifests_need(
@@ -335,18 +374,27 @@ def test_the_docs_name_every_secret_the_manifests_need(
     console's `jobs-console` was one)."""
     needed = {
         ref["name"]
-        for workload in manifests
-        if workload["kind"] in ("Deployment", "Job")
+        for workload in pod_workloads(manifests)
         for container in containers(workload)
         for variable in container.get("env", [])
         for ref in [variable.get("valueFrom", {}).get("secretKeyRef")]
         if ref and not ref.get("optional")
     }
+    needed |= {
+        volume["secret"]["secretName"]
+        for workload in pod_workloads(manifests)
+        for volume in workload["spec"]["template"]["spec"].get("volumes", [])
+        if "secret" in volume and not volume["secret"].get("optional")
+    }
+    assert {"jobs-grpc-tls", "jobs-nats-tls", "jobs-nats-auth"} <= needed
     deployment = section("Deployment")
     namespace = yaml.safe_load((K8S / "kustomization.yaml").read_text())["namespace"]
-    assert needed and all(
-        f"kubectl -n {namespace} create secret generic {name} " in deployment for name in needed
-    )
+    missing = [
+        name
+        for name in needed
+        if f"kubectl -n {namespace} create secret generic {name} " not in deployment
+    ]
+    assert not missing, f"the docs' Deployment section does not create {missing}"
 
 
 def test_k8s_scaled_workloads_leave_the_replica_count_to_keda(
@@ -384,13 +432,24 @@ def test_k8s_nats_cluster_config_is_valid_and_matches_the_stream_replicas(
     assert len(routes) == statefulset["spec"]["replicas"] == 3
     [service] = containers(by_kind(manifests, "Deployment", "job-service"))
     assert env_of(service, manifests)["JOBS_NATS_STREAM_REPLICAS"] == "3"
+    # the mounted certificate files and the passwords' variables, as the pod has them
+    certs = make_certs(tmp_path / "certs")
+    tls = tmp_path / "nats-tls"
+    tls.mkdir()
+    for key, made in (("tls.crt", certs.server_cert), ("tls.key", certs.server_key)):
+        (tls / key).write_bytes(made.read_bytes())
+    (tls / "ca.crt").write_bytes(certs.ca.read_bytes())
     local = tmp_path / "nats.conf"
-    local.write_text(text.replace("/data", str(tmp_path / "store")))
+    local.write_text(
+        text.replace("/data", str(tmp_path / "store")).replace("/etc/nats-tls", str(tls))
+    )
+    [server] = [c for c in containers(statefulset) if c["name"] == "nats"]
+    passwords = {e["name"]: "x" for e in server["env"] if "secretKeyRef" in e.get("valueFrom", {})}
     checked = subprocess.run(
         [str(nats_server_binary()), "-c", str(local), "-t"],
         capture_output=True,
         text=True,
-        env={"SERVER_NAME": "nats-0"},
+        env={"SERVER_NAME": "nats-0", **passwords},
     )
     assert checked.returncode == 0, checked.stderr + checked.stdout
 
@@ -545,7 +604,12 @@ def test_every_metrics_port_is_scraped_once(manifests: list[dict[str, Any]]) -> 
         for p in c.get("ports", [])
         if p["name"] == "metrics"
     }
-    assert metrics_ports == {("job-service", "metrics"), ("worker-service", "metrics")}
+    assert metrics_ports == {
+        ("job-service", "metrics"),
+        ("worker-service", "metrics"),
+        ("nats", "metrics"),  # its exporter, beside each server
+        ("postgres-exporter", "metrics"),
+    }
     assert scraped_ports(manifests) == metrics_ports
     # the ServiceMonitor's selector also matches the headless Service, which has no
     # metrics port: each replica is scraped once
