@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from job_service import metrics
+from job_service import fault_hooks, metrics
 from job_service.domain.grants import LockGrant
 from job_service.domain.outbox import OutboxMessage
 from job_service.usecases.claims import Claims
@@ -110,6 +110,7 @@ class GrantPusher:
                 want = min(len(ids), worker.room(queue))
                 grants = await self._claims.grant(queue, want, worker.worker_id, worker.definitions)
                 if grants:
+                    fault_hooks.grants_committed()
                     await self._send(worker, queue, grants)
                     used.update(ids[: len(grants)])
                     del ids[: len(grants)]

@@ -25,6 +25,7 @@ from tests.chaos.checker import RECOVERED_AT, TERMINAL, Report, check
 from tests.chaos.cluster import Cluster
 from tests.chaos.cluster_faults import CLUSTER_FAULTS
 from tests.chaos.faults import FAULT_KINDS, FAULTS, FaultContext, FaultRecord
+from tests.chaos.grant_faults import GRANT_FAULTS
 from tests.chaos.pg_failover import FAILOVER_FAULTS
 from tests.chaos.profiles import Profile, StackSettings
 from tests.chaos.replica_faults import REPLICA_FAULTS
@@ -138,6 +139,7 @@ async def _inject(
                     **SESSION_FAULTS,
                     **STEP_FAULTS,
                     **REPLICA_FAULTS,
+                    **GRANT_FAULTS,
                 }
                 record = await faults[kind](ctx)
             except Exception as exc:  # a fault the stack made impossible is a finding too

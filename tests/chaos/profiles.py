@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 
 from tests.chaos.faults import FAULT_KINDS
+from tests.chaos.grant_faults import GRANT_FAULT_KINDS
 from tests.chaos.replica_faults import REPLICA_FAULT_KINDS
 from tests.chaos.session_faults import SESSION_FAULT_KINDS
 from tests.chaos.step_faults import STEP_FAULT_KINDS
@@ -193,7 +194,11 @@ PROFILES = {
     "short": Profile(
         name="short",
         rate=6.0,
-        schedule=FAULT_KINDS + SESSION_FAULT_KINDS + STEP_FAULT_KINDS + REPLICA_FAULT_KINDS,
+        schedule=FAULT_KINDS
+        + SESSION_FAULT_KINDS
+        + STEP_FAULT_KINDS
+        + REPLICA_FAULT_KINDS
+        + GRANT_FAULT_KINDS,
         duration_s=0.0,
         settle_s=2.0,
         quiesce_timeout_s=60.0,

@@ -90,6 +90,18 @@ class Case:
     stream: bool = False
 
 
+def submit_and_grant(
+    s: SharedStack, wanted: epb.QueueSlots, worker_id: str = "w", runnable: list[str] | None = None
+) -> epb.SubmitResultsRequest:
+    """A valid result of the running job asking for ``wanted`` jobs with its answer."""
+    return epb.SubmitResultsRequest(
+        requests=[result_request(s.running, s.lease_token, {"attempt": 1, "data": "x"})],
+        next_grants=[wanted],
+        worker_id=worker_id,
+        runnable_definitions=runnable or [],
+    )
+
+
 def step(s: SharedStack, **fields: Any) -> epb.RecordStepRequest:
     """A RecordStep for the running job under its lease, ``fields`` changed."""
     values = {
@@ -837,6 +849,39 @@ CASES: dict[str, Case] = {
         "PERMISSION_DENIED",
         token=CLIENT_TOKEN,
     ),
+    # lock on submit (issue 28): refused before anything is committed, the results too
+    "submit batch: next grants of an unknown queue": Case(
+        EXEC + "SubmitResults",
+        lambda s: submit_and_grant(s, epb.QueueSlots(queue="no-such-queue", slots=1)),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "submit batch: next grants of no slots": Case(
+        EXEC + "SubmitResults",
+        lambda s: submit_and_grant(s, epb.QueueSlots(queue="ai-interactive", slots=0)),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "submit batch: next grants of too many slots": Case(
+        EXEC + "SubmitResults",
+        lambda s: submit_and_grant(s, epb.QueueSlots(queue="ai-interactive", slots=257)),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "submit batch: next grants for no worker": Case(
+        EXEC + "SubmitResults",
+        lambda s: submit_and_grant(s, epb.QueueSlots(queue="ai-interactive", slots=1), ""),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "submit batch: next grants with malformed definitions": Case(
+        EXEC + "SubmitResults",
+        lambda s: submit_and_grant(
+            s, epb.QueueSlots(queue="ai-interactive", slots=1), runnable=[SQL]
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
     "failure: malformed code": Case(
         EXEC + "SubmitFailure",
         lambda s: epb.SubmitFailureRequest(
@@ -1431,6 +1476,10 @@ SESSION_CASES: dict[str, list[bytes]] = {
     "session: incarnation again after the first message": [
         epb.WorkerSessionRequest(worker_id="w-bad-5", incarnation="i-1").SerializeToString(),
         epb.WorkerSessionRequest(incarnation="i-2").SerializeToString(),
+    ],
+    "session: runnable definitions after the first message": [
+        epb.WorkerSessionRequest(worker_id="w-bad-6").SerializeToString(),
+        epb.WorkerSessionRequest(runnable_definitions=["synthetic@1.0.0"]).SerializeToString(),
     ],
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,6 +181,10 @@ class FakeExecutor:
     dependency_errors: list[Exception] = field(default_factory=list)
     # (job id, lease token, after_job_id, page_size) per FetchDependencyResults call
     dependency_fetches: list[tuple[str, str, str, int]] = field(default_factory=list)
+    # Lock on submit: the jobs the next SubmitResults calls that ask for some are granted,
+    # taken in order up to what each asks for; and what each such call asked for.
+    grants_on_submit: list[LockedJob] = field(default_factory=list)
+    wanted: list[dict[str, int]] = field(default_factory=list)
 
     def lock_as(self, job: LockedJob) -> None:
         self.locks[job.job_id] = [LockResult(LockOutcome.LOCKED, job=job)]
@@ -245,6 +249,24 @@ class FakeExecutor:
             )
             answers.append("SUCCEEDED")
         return answers
+
+    async def submit_results_and_lock(
+        self,
+        submissions: Sequence[ResultSubmission],
+        *,
+        timeout_s: float,
+        wanted: Mapping[str, int],
+        worker_id: str,
+        runnable: Sequence[str] = (),
+    ) -> tuple[list[str | Exception], list[LockedJob]]:
+        self.wanted.append(dict(wanted))
+        answers = await self.submit_results(submissions, timeout_s=timeout_s)
+        count = sum(wanted.values())
+        granted, self.grants_on_submit = (
+            self.grants_on_submit[:count],
+            self.grants_on_submit[count:],
+        )
+        return answers, granted
 
     async def submit_failure(
         self,
