@@ -19,6 +19,21 @@ prints each headed by the time its own execution took, then its EXPLAIN (ANALYZE
 run again on the loaded tables with the logged parameters, rolled back. That second run
 comes after the round's own, so a compare-and-set finds its row already moved (rows=0);
 the access paths are the ones the round used.
+
+``--writes N`` measures instead what a job writes, on one stack (loaded as above, then
+VACUUM and CHECKPOINT; autovacuum off so that only the jobs write): N rounds of create,
+get, lock and submit, and per job the WAL bytes (``pg_current_wal_lsn()``, and the records
+``pg_waldump`` reads in that range: with and without full-page images), the rows inserted,
+updated and HOT-updated per table (``pg_stat_user_tables``), the index entries written per
+index (the B-tree insert records of the WAL range, by relation), the transactions
+committed and the statements executed (logged; the service's background loops of that
+moment included). None of these depends on the speed of a shared host. ``--setup-sql``
+runs statements before the rounds (e.g. an index dropped or put back), so that one
+change can be measured alone on the same code:
+
+    python -m bench.growth --writes 2000 --finished 100000 --waiting 0
+    python -m bench.growth --writes 2000 --finished 100000 --waiting 0 \\
+        --setup-sql "CREATE INDEX jobs_queue_status_created ON jobs (queue, status, created_at)"
 """
 
 from __future__ import annotations
@@ -30,6 +45,7 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -264,12 +280,111 @@ async def hot_plans(stack: Stack, db: asyncpg.Connection, rounds: Rounds) -> str
     return "\n".join(out)
 
 
+# Rows and index entries a job's statements write (bench --writes).
+TABLES = ("jobs", "job_snapshots", "job_events", "job_artifacts", "outbox_events")
+TABLE_COUNTS = f"""
+SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_newpage_upd
+FROM pg_stat_user_tables WHERE relname IN {TABLES}
+"""
+COMMITS = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+# "rmgr: Btree len (rec/tot): 64/ 64, tx: 7, lsn: 0/1, prev 0/2, desc: INSERT_LEAF off: 3,
+# blkref #0: rel 1663/5/16400 blk 1"
+WAL_RECORD = re.compile(r"rmgr: (\w+)\s+len \(rec/tot\):\s+(\d+)/\s*(\d+),.*desc: (\w+)")
+WAL_RELATION = re.compile(r"blkref #0: rel \d+/\d+/(\d+)")
+INDEX_INSERTS = ("INSERT_LEAF", "INSERT_POST")  # one entry each (INSERT_UPPER: a split's)
+
+
+async def wal_records(stack: Stack, start: str, end: str) -> list[tuple[str, int, int, str, int]]:
+    """(rmgr, record bytes, bytes with full-page images, kind, relfilenode or 0) of each
+    WAL record between two LSNs."""
+    waldump = stack.pg._bin / "pg_waldump"
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [str(waldump), "-p", str(stack.pg.data_dir / "pg_wal"), "-s", start, "-e", end],
+        capture_output=True,
+        text=True,
+    )
+    found = []
+    for line in done.stdout.splitlines():
+        if m := WAL_RECORD.search(line):
+            rmgr, rec, tot, kind = m.groups()
+            rel = WAL_RELATION.search(line)
+            found.append((rmgr, int(rec), int(tot), kind, int(rel.group(1)) if rel else 0))
+    return found
+
+
+async def writes(stack: Stack, db: asyncpg.Connection, rounds: Rounds, n: int) -> str:
+    """What ``n`` rounds write, per job (see the module's docstring)."""
+    for _ in range(20):  # warm the connections and the plan caches
+        await rounds.one()
+    await db.execute("CHECKPOINT")
+    await asyncio.sleep(2)  # the backends' statistics of the warm-up reach the views
+    tables = {r["relname"]: r for r in await db.fetch(TABLE_COUNTS)}
+    commits = await db.fetchval(COMMITS)
+    log_from = _pg_log(stack).stat().st_size
+    await db.execute("ALTER SYSTEM SET log_min_duration_statement = 0")
+    await db.execute("SELECT pg_reload_conf()")
+    await asyncio.sleep(1)  # the reload reaches the service's connections (see hot_plans)
+    start = await db.fetchval("SELECT pg_current_wal_lsn()::text")
+    for _ in range(n):
+        await rounds.one()
+    end = await db.fetchval("SELECT pg_current_wal_lsn()::text")
+    wal_bytes = await db.fetchval("SELECT $1::text::pg_lsn - $2::text::pg_lsn", end, start)
+    await db.execute("ALTER SYSTEM RESET log_min_duration_statement")
+    await db.execute("SELECT pg_reload_conf()")
+    await asyncio.sleep(2)
+    after = {r["relname"]: r for r in await db.fetch(TABLE_COUNTS)}
+    commits = await db.fetchval(COMMITS) - commits - 3  # this connection's own
+    with _pg_log(stack).open() as log:
+        log.seek(log_from)
+        logged = [" ".join(text.split()) for text, _, _ in logged_statements(log.read())]
+    statements = len(logged) - 2  # ALTER SYSTEM RESET and its reload
+    kinds: dict[str, int] = {}
+    for text in logged:
+        kinds[text[:72]] = kinds.get(text[:72], 0) + 1
+    names: dict[int, str] = {
+        r["relfilenode"]: r["relname"]
+        for r in await db.fetch("SELECT relfilenode::int, relname FROM pg_class")
+    }
+    records = await wal_records(stack, start, end)
+
+    out = [f"per job, over {n:,} rounds of create, get, lock and submit:"]
+    out.append(f"  WAL (pg_current_wal_lsn)  {float(wal_bytes) / n:>9,.0f} bytes")
+    rec = sum(r[1] for r in records)
+    tot = sum(r[2] for r in records)
+    out.append(f"  WAL records               {len(records) / n:>9.1f}")
+    out.append(f"  WAL without page images   {rec / n:>9,.0f} bytes")
+    out.append(f"  full-page images          {(tot - rec) / n:>9,.0f} bytes")
+    out.append(f"  transactions committed    {commits / n:>9.2f}")
+    out.append(f"  statements executed       {statements / n:>9.2f}")
+    for text, count in sorted(kinds.items(), key=lambda k: -k[1])[:12]:
+        out.append(f"    {count / n:>5.2f}  {text}")
+    out.append(f"  {'table':<22}{'inserted':>9}{'updated':>9}{'HOT':>6}{'new page':>9}")
+    for table in TABLES:
+        b, a = tables[table], after[table]
+        row = [(a[k] - b[k]) / n for k in list(a.keys())[1:]]
+        cells = zip(row, (9, 9, 6, 9), strict=True)
+        out.append(f"  {table:<22}" + "".join(f"{v:>{w}.2f}" for v, w in cells))
+    entries: dict[str, int] = {}
+    for rmgr, _, _, kind, rel in records:
+        if rmgr == "Btree" and kind in INDEX_INSERTS:
+            name = names.get(rel, str(rel))
+            entries[name] = entries.get(name, 0) + 1
+    out.append(f"  index entries written     {sum(entries.values()) / n:>9.2f}")
+    for name, count in sorted(entries.items(), key=lambda e: (-e[1], e[0])):
+        out.append(f"    {name:<32}{count / n:>6.2f}")
+    return "\n".join(out)
+
+
 def _pg_log(stack: Stack) -> Path:
     return stack.pg._log_path  # the server log pg_ctl writes (devstack.embedded)
 
 
 async def main(args: argparse.Namespace) -> None:
     root = Path(tempfile.mkdtemp(prefix="jobs-bench-growth-"))
+    if args.writes:
+        await main_writes(args, root)
+        return
     if args.reconcile_after_s:
         # The loaded waiting jobs have no dispatch rows: by default the reconciler re-sends
         # 500 of them every 5 s during the rounds (what a backlog older than 30 s costs).
@@ -315,6 +430,32 @@ async def main(args: argparse.Namespace) -> None:
         print(plans)
 
 
+async def main_writes(args: argparse.Namespace, root: Path) -> None:
+    os.environ["JOBS_RECONCILE_AFTER_S"] = str(args.reconcile_after_s or 3600)
+    stack = Stack(root / "writes")
+    stack.pg.settings["autovacuum"] = "off"
+    try:
+        (root / "writes").mkdir()
+        await stack.start()
+        async with connected(stack) as (db, rounds):
+            for load, count in ((LOAD_FINISHED, args.finished), (LOAD_WAITING, args.waiting)):
+                if count:
+                    await db.execute(load, count)
+            for statement in [*LOAD_REST[:-2], *args.setup_sql, *SETTLE]:
+                await db.execute(statement)
+            report = await writes(stack, db, rounds, args.writes)
+    except BaseException:
+        stack.stop()
+        print(f"failed; the processes' logs are in {root}", file=sys.stderr)
+        raise
+    stack.stop()
+    shutil.rmtree(root, ignore_errors=True)
+    print(f"{args.finished:,} finished and {args.waiting:,} waiting jobs loaded")
+    for statement in args.setup_sql:
+        print(f"setup: {statement}")
+    print(report)
+
+
 def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--finished", type=int, default=1_000_000)
@@ -324,6 +465,14 @@ def parse() -> argparse.Namespace:
         "--reconcile-after-s",
         type=float,
         help="the service's JOBS_RECONCILE_AFTER_S (e.g. 3600: no re-dispatch of the backlog)",
+    )
+    parser.add_argument("--writes", type=int, metavar="N", help="measure what N jobs write")
+    parser.add_argument(
+        "--setup-sql",
+        action="append",
+        default=[],
+        metavar="SQL",
+        help="with --writes: a statement run after loading, before the rounds (repeatable)",
     )
     parser.add_argument("--no-explain", dest="explain", action="store_false", help="skip the plans")
     return parser.parse_args()

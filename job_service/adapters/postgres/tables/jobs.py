@@ -145,14 +145,19 @@ jobs = Table(
     ),
     Index("jobs_user_type_created", "user_id", "job_type", "created_at"),
     Index("jobs_status_created", "status", "created_at"),
-    Index("jobs_queue_status_created", "queue", "status", "created_at"),
-    Index("jobs_parent", "parent_job_id"),
+    # a job's children; only child jobs have a parent, and a query asks for one (migration
+    # 0026: an entry per child, not per job)
+    Index("jobs_parent", "parent_job_id", postgresql_where=text("parent_job_id IS NOT NULL")),
     # ListJobs, newest first (migration 0005)
     Index("jobs_user_created_id", "user_id", "created_at", "id"),
-    # the active-jobs quota: unfinished jobs only
+    # the active-jobs quota: unfinished jobs only; with queue and status, the queue-depth
+    # gauge reads it alone (migration 0026: it replaced jobs_queue_status_created, which
+    # every version of every job's row wrote)
     Index(
         "jobs_user_active",
         "user_id",
+        "queue",
+        "status",
         postgresql_where=text(f"status IN {statuses_sql(ACTIVE)}"),
     ),
     # the daily cost budget: a user's jobs finished today (migration 0015)
