@@ -80,8 +80,9 @@ def channel(port: int) -> grpc.aio.Channel:
 class Stack:
     """PostgreSQL, NATS, job_service and workers, started and stopped like ``make run``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, service_processes: int = 1) -> None:
         self.root = root
+        self.service_processes = service_processes  # JOBS_SERVICE_PROCESSES
         self.pg = EmbeddedPostgres(root / "pg")
         self.nats = EmbeddedNats(root / "nats")
         self.port = free_port()
@@ -102,9 +103,16 @@ class Stack:
         """CPU time (user + system) used so far by job_service and by the workers: per job,
         a figure far steadier than a latency on a shared machine."""
         return (
-            _cpu_seconds(self.service) if self.service else 0.0,
-            sum(_cpu_seconds(w) for w in self.workers),
+            sum(map(_cpu_seconds, self.service_pids())),
+            sum(_cpu_seconds(w.pid) for w in self.workers),
         )
+
+    def service_pids(self) -> list[int]:
+        """job_service's processes: the one started and the replicas it started."""
+        if self.service is None or self.service.poll() is not None:
+            return []
+        pid = self.service.pid
+        return [pid, *map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
 
     def start_worker(self) -> None:
         self.workers.append(self._spawn("worker_service"))
@@ -128,6 +136,7 @@ class Stack:
             "JOBS_DATABASE_URL": self.pg.url("jobs"),
             "JOBS_NATS_URL": self.nats.url,
             "JOBS_GRPC_PORT": str(self.port),
+            "JOBS_SERVICE_PROCESSES": str(self.service_processes),
             "JOBS_JOB_SERVICE_TARGET": f"127.0.0.1:{self.port}",
             "JOBS_LOG_LEVEL": "WARNING",
             "JOBS_AUTH_TOKENS": TOKENS,
@@ -254,9 +263,9 @@ async def postgres_ceiling(url: str, seconds: float = 3.0) -> float:
     return count / (time.perf_counter() - started)
 
 
-def _cpu_seconds(process: subprocess.Popen[bytes]) -> float:
+def _cpu_seconds(pid: int) -> float:
     # /proc/<pid>/stat: utime and stime are fields 14 and 15, in clock ticks
-    fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -323,7 +332,7 @@ async def lost_dispatches(db: asyncpg.Connection) -> tuple[int, float]:
 
 async def main(args: argparse.Namespace) -> None:
     root = Path(tempfile.mkdtemp(prefix="jobs-bench-"))
-    stack = Stack(root)
+    stack = Stack(root, args.service_processes)
     try:
         await stack.start()
         ceiling = await postgres_ceiling(stack.database_url)
@@ -384,6 +393,7 @@ def report_creates(
     args: argparse.Namespace, ceiling: float, create_rate: float, batched_rate: float
 ) -> None:
     print(f"\nEnd-to-end, synthetic no-op jobs, {args.workers} worker process(es),", end=" ")
+    print(f"{args.service_processes} job_service process(es),", end=" ")
     print(f"{os.cpu_count()} cores")
     print(f"{'figure':<34}{'value':>14}{'x PG ceiling':>14}")
     print(f"{'PostgreSQL ceiling (2-row tx/s)':<34}{ceiling:>14,.0f}{1:>14.2f}")
@@ -401,6 +411,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=200.0, help="steady phase jobs/s")
     parser.add_argument("--seconds", type=float, default=10.0, help="steady phase length")
     parser.add_argument("--workers", type=int, default=1, help="worker processes")
+    parser.add_argument(
+        "--service-processes", type=int, default=1, help="JOBS_SERVICE_PROCESSES of job_service"
+    )
     parser.add_argument(
         "--create-only", action="store_true", help="only the two create phases (no worker)"
     )

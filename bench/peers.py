@@ -1,35 +1,50 @@
 """This engine beside pgqueuer and procrastinate, in one run, on one PostgreSQL.
 
     make bench-peers                 # python -m bench.peers (installs the bench extra)
-    python -m bench.peers --jobs 10000 --rate 200 --seconds 10 --only engine,pgqueuer
+    python -m bench.peers --only engine --nats default          # the engine alone, ~1 min
+    python -m bench.peers --only engine --nats default --service-processes 1,2
 
 One embedded PostgreSQL (pgserver; fsync, synchronous_commit and full_page_writes at their
-defaults: on) holds three databases, one per system, and one NATS JetStream (nats-server's
-defaults: file storage, sync_interval 2 min) serves the engine. Each system runs alone in
-turn (after a checkpoint, with no autovacuum worker left running from the one before), with
-two worker processes at its defaults, through the same two phases on synthetic no-op jobs:
+defaults: on) holds a database per system and variant. Each runs alone in turn (after a
+checkpoint, with no autovacuum worker left running from the one before), with two worker
+processes, through the same two phases on synthetic no-op jobs:
 
 1. backlog drain   N jobs enqueued with no worker running, then two workers started:
                    jobs/s between the first and the last completion
 2. steady          jobs enqueued one at a time at RATE/s for SECONDS, workers running:
                    enqueue → done latency p50 / p99
 
+The variants of one default run:
+
+- this engine twice, over a fresh NATS JetStream each time: at nats-server's defaults (file
+  storage, ``sync_interval`` 2 min) and as deployed (``sync_interval: always``, every write
+  fsynced before it is acknowledged: deploy/nats/nats.conf, deploy/k8s/nats.yaml);
+  ``--nats`` chooses, ``--service-processes`` runs job_service as that many processes on
+  one port (JOBS_SERVICE_PROCESSES; a comma list runs each);
+- pgqueuer at its defaults (batches of 10, completions buffered up to 0.1 s);
+- procrastinate at concurrency 1 (its default: one job at a time per worker), 4, 16 and
+  32 (``--procrastinate-concurrency``): the engine's latency ratios are taken against its
+  best p50 and its best p99 among them, and against its default. Only the default drains
+  the backlog; the others run a warm-up of WARM_UP jobs, then the steady phase.
+
 Every timestamp is the database's (``now()`` of the statements that enqueued a job and that
 recorded it done), so no system is timed by its client. The engine's steady phase also
 prints where the time goes, from its own columns: the dispatch row claimed (by CreateJob's
 own statement, which hands it to the outbox dispatcher: 0 unless a claim had to take it),
-published (the NATS ack, then the row marked), the job locked by a worker, done.
+published (the NATS ack, then the row marked), the job locked by a worker, done. The engine
+is called through CLIENTS channels of their own (a connection each), so that job_service
+processes sharing a port share the callers too.
 
 The peers run as their CLIs run them (``pgq run``, ``procrastinate worker``) over the apps
-of ``bench.pgqueuer_app`` and ``bench.procrastinate_app``, at their defaults (pgqueuer:
-batches of 10, completions buffered up to 0.1 s; procrastinate: one job at a time per
-worker, which ``--procrastinate-concurrency`` changes).
+of ``bench.pgqueuer_app`` and ``bench.procrastinate_app``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import math
 import os
 import shutil
 import signal
@@ -45,9 +60,11 @@ from pathlib import Path
 import asyncpg
 import uvloop
 
-from bench.e2e import NOOP, Stack, channel
+from bench.e2e import CLIENT_TOKEN, NOOP, Stack
 from bench.profile import Profiler
-from devstack.embedded import ensure_database
+from devstack.embedded import EmbeddedNats, ensure_database
+from devstack.embedded.nats import nats_server_binary
+from shared.grpc_client import ChannelConfig, aio_channel
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pb.jobs.v1 import job_service_pb2_grpc
 
@@ -58,15 +75,24 @@ BATCH = 500
 # timestamps, so a slower poll only ends the wait later, and costs the database less.
 POLL_S = 0.25
 TASK = "noop"
+# A phase waiting longer than this says how far it has come.
+PROGRESS_S = 15.0
+# The engine's callers: channels with a connection each (a real service has many callers).
+CLIENTS = 4
+# procrastinate's swept concurrencies; the first is its default, the only one drained (the
+# others run a warm-up of WARM_UP jobs, then the steady phase).
+PROCRASTINATE_CONCURRENCY = "1,4,16,32"
+WARM_UP = 200
 
 
 @dataclass
 class Figures:
-    drain: float = 0.0
+    drain: float = float("nan")  # nan: not measured
     p50: float = 0.0
     p99: float = 0.0
     stages: list[tuple[str, float, float]] = field(default_factory=list)
     profile: str = ""  # py-spy's top costs (``--profile``): the drain ran slower for it
+    spread: str = ""  # the engine's connections per job_service process
 
 
 class System:
@@ -111,6 +137,9 @@ class System:
     def pids(self) -> dict[str, int]:
         """The processes to profile: none but the engine's."""
         return {}
+
+    def spread(self) -> str:
+        return ""
 
     async def close(self) -> None:
         return None
@@ -160,18 +189,56 @@ WHERE j.id = ANY($1::uuid[])
 """
 
 
-class Engine(System):
-    name = "this engine"
+@dataclass(frozen=True)
+class EngineVariant:
+    """How the engine is run: NATS's ``sync_interval`` and job_service's process count."""
 
-    def __init__(self, stack: Stack, db: asyncpg.Connection) -> None:
-        self.stack, self.db = stack, db
-        self.channel = channel(stack.port)
-        self.stub = job_service_pb2_grpc.JobServiceStub(self.channel)
+    nats: str  # "default" or "always"
+    processes: int = 1
+
+    @property
+    def label(self) -> str:
+        label = f"engine, NATS {self.nats}"
+        return label + (f", {self.processes} proc" if self.processes > 1 else "")
+
+
+class SyncedNats(EmbeddedNats):
+    """nats-server as deployed (deploy/nats/nats.conf, deploy/k8s/nats.yaml): JetStream
+    fsyncs every write before acknowledging it (``sync_interval: always``). devstack's
+    server takes no configuration file; this one adds one to the same command line."""
+
+    def start(self) -> None:
+        if self.running:
+            return
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        config = self.store_dir / "nats.conf"
+        config.write_text("jetstream {\n  sync_interval: always\n}\n")
+        args = [str(nats_server_binary()), "-c", str(config), "-js", "-a", self.host]
+        args += ["-p", str(self.port), "-sd", str(self.store_dir)]
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+            )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+
+class Engine(System):
+    def __init__(self, stack: Stack, db: asyncpg.Connection, variant: EngineVariant) -> None:
+        self.stack, self.db, self.name = stack, db, variant.label
+        # a subchannel pool of its own per channel: channels share one connection otherwise
+        config = ChannelConfig(target=f"127.0.0.1:{stack.port}", token=CLIENT_TOKEN)
+        own = [("grpc.use_local_subchannel_pool", 1)]
+        self.channels = [aio_channel(config, own) for _ in range(CLIENTS)]
+        self.stubs = [job_service_pb2_grpc.JobServiceStub(c) for c in self.channels]
 
     async def enqueue_backlog(self, n: int) -> list[object]:
         ids: list[object] = []
         for start in range(0, n, BATCH):
-            response = await self.stub.CreateJobs(
+            response = await self.stubs[start // BATCH % CLIENTS].CreateJobs(
                 jpb.CreateJobsRequest(
                     requests=[_create(i) for i in range(start, min(n, start + BATCH))]
                 )
@@ -183,7 +250,7 @@ class Engine(System):
         return ids
 
     async def enqueue_one(self, i: int) -> object:
-        response = await self.stub.CreateJob(_create(i))
+        response = await self.stubs[i % CLIENTS].CreateJob(_create(i))
         return response.job.id
 
     def start_workers(self) -> None:
@@ -235,12 +302,38 @@ class Engine(System):
                 raise RuntimeError(f"{process.args} exited ({process.returncode}); see logs")
 
     def pids(self) -> dict[str, int]:
-        assert self.stack.service is not None
+        services = self.stack.service_pids()
+        names = ["job_service", *(f"job_service-{n}" for n in range(1, len(services)))]
         workers = {f"worker-{n}": w.pid for n, w in enumerate(self.stack.workers)}
-        return {"job_service": self.stack.service.pid, **workers}
+        return {**dict(zip(names, services, strict=True)), **workers}
+
+    def spread(self) -> str:
+        """Connections to the gRPC port held by each job_service process (callers and
+        workers: the kernel chose), e.g. "4 / 2"."""
+        return " / ".join(
+            str(_connections(pid, self.stack.port)) for pid in self.stack.service_pids()
+        )
 
     async def close(self) -> None:
-        await self.channel.close()
+        for c in self.channels:
+            await c.close()
+
+
+def _connections(pid: int, port: int) -> int:
+    """Established TCP connections on local ``port`` among ``pid``'s open sockets."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+            count += local_port == port and fields[3] == "01" and fields[9] in inodes
+    return count
 
 
 def _create(i: int) -> jpb.CreateJobRequest:
@@ -313,11 +406,18 @@ class Pgqueuer(System):
 class Procrastinate(System):
     name = "procrastinate"
 
-    def __init__(self, pool: asyncpg.Pool, workers: Processes, concurrency: int = 0) -> None:
+    def __init__(self, pool: asyncpg.Pool, workers: Processes, concurrency: int, url: str) -> None:
+        import procrastinate
+
         from bench.procrastinate_app import app, noop
 
         self.pool, self.workers, self.concurrency = pool, workers, concurrency
+        self.name = f"procrastinate -c {concurrency}"
         self.app, self.task = app, noop
+        # the app is a module's: on this run's database until close (its workers are
+        # processes of their own, which read BENCH_PEER_DSN)
+        self._connector = app.replace_connector(procrastinate.PsycopgConnector(conninfo=url))
+        self._connector.__enter__()
 
     async def install(self) -> None:
         await self.app.open_async()
@@ -334,8 +434,8 @@ class Procrastinate(System):
 
     def start_workers(self) -> None:
         app = "--app=bench.procrastinate_app.app"
-        tuned = ["--concurrency", str(self.concurrency)] if self.concurrency else []
-        self.workers.start([sys.executable, "-m", "procrastinate", app, "worker", *tuned])
+        concurrency = ["--concurrency", str(self.concurrency)]
+        self.workers.start([sys.executable, "-m", "procrastinate", app, "worker", *concurrency])
 
     def stop_workers(self) -> None:
         self.workers.stop()
@@ -370,6 +470,7 @@ class Procrastinate(System):
 
     async def close(self) -> None:
         await self.app.close_async()
+        self._connector.__exit__(None, None, None)
 
 
 # --- the phases ----------------------------------------------------------------------------
@@ -406,25 +507,29 @@ async def settle(admin_url: str) -> None:
         await db.close()
 
 
-async def measure(system: System, args: argparse.Namespace) -> Figures:
+async def measure(
+    system: System, args: argparse.Namespace, profile: Path | None, drain: bool = True
+) -> Figures:
+    """Both phases; with ``drain`` False, only a warm-up backlog before the steady phase
+    (the workers past their start-up) and no drain figure."""
     figures = Figures()
-    print(f"{system.name}: backlog of {args.jobs}", flush=True)
+    jobs = args.jobs if drain else WARM_UP
+    print(f"{system.name}: {'backlog' if drain else 'warm-up'} of {jobs}", flush=True)
     before = await system.done()
-    backlog = await system.enqueue_backlog(args.jobs)
+    backlog = await system.enqueue_backlog(jobs)
     system.start_workers()
     profiler = None
-    if args.profile and system.pids():
+    if profile is not None and system.pids():
         # from the first completions on: the workers' start-up (imports) is not the drain
         await wait_for(
             lambda: _done_since(system, before, len(backlog) // 100), 300, "the first completions"
         )
-        profiler = Profiler(system.pids(), args.profile)
-    await wait_for(
-        lambda: _done_since(system, before, len(backlog)), 900, f"{system.name}'s backlog"
-    )
+        profiler = Profiler(system.pids(), profile)
+    await wait_for(_progress(system, before, len(backlog)), 900, f"{system.name}'s backlog")
     if profiler is not None:
         figures.profile = profiler.stop()
-    figures.drain = (len(backlog) - 1) / await system.completion_span(backlog)
+    if drain:
+        figures.drain = (len(backlog) - 1) / await system.completion_span(backlog)
 
     print(f"{system.name}: steady {args.rate:.0f}/s for {args.seconds:.0f} s", flush=True)
     n = int(args.rate * args.seconds)
@@ -437,11 +542,30 @@ async def measure(system: System, args: argparse.Namespace) -> Figures:
             await asyncio.sleep(delay)
         calls.append(asyncio.ensure_future(system.enqueue_one(i)))
     steady = await asyncio.gather(*calls)
-    await wait_for(lambda: _done_since(system, before, n), 300, f"{system.name}'s steady jobs")
+    await wait_for(_progress(system, before, n), 300, f"{system.name}'s steady jobs")
     figures.p50, figures.p99 = p50_p99(await system.latencies(steady))
     figures.stages = await system.stages(steady)
+    figures.spread = system.spread()
     system.stop_workers()
     return figures
+
+
+def _progress(system: System, before: int, n: int) -> Callable[[], Awaitable[bool]]:
+    """``_done_since`` that prints how far the phase has come every PROGRESS_S."""
+    started = last = time.monotonic()
+
+    async def done() -> bool:
+        nonlocal last
+        system.check()
+        count = await system.done() - before
+        now = time.monotonic()
+        if count < n and now - last >= PROGRESS_S:
+            last = now
+            rate = count / (now - started)
+            print(f"  {count:,} of {n:,} done, {rate:,.0f}/s so far", flush=True)
+        return count >= n
+
+    return done
 
 
 async def _done_since(system: System, before: int, n: int) -> bool:
@@ -451,85 +575,184 @@ async def _done_since(system: System, before: int, n: int) -> bool:
     return await system.done() - before >= n
 
 
+@dataclass
+class Results:
+    engines: list[tuple[EngineVariant, Figures]] = field(default_factory=list)
+    pgqueuer: Figures | None = None
+    procrastinate: list[tuple[int, Figures]] = field(default_factory=list)
+
+
+async def run_peer(
+    stack: Stack,
+    root: Path,
+    name: str,
+    concurrency: int,
+    args: argparse.Namespace,
+    drain: bool = True,
+) -> Figures:
+    """pgqueuer, or procrastinate at ``concurrency``, in a database of its own."""
+    database = name if name == "pgqueuer" else f"procrastinate_c{concurrency}"
+    await ensure_database(stack.pg.url("postgres"), database)
+    url = stack.pg.url(database)
+    env = {**os.environ, "BENCH_PEER_DSN": url}
+    pool = await asyncpg.create_pool(url, min_size=2, max_size=16)
+    workers = Processes(root, database, env)
+    peer: Pgqueuer | Procrastinate = (
+        Pgqueuer(pool, workers)
+        if name == "pgqueuer"
+        else Procrastinate(pool, workers, concurrency, url)
+    )
+    try:
+        await peer.install()
+        await settle(stack.pg.url("postgres"))
+        return await measure(peer, args, None, drain)
+    finally:
+        workers.stop()
+        await peer.close()
+        await pool.close()
+
+
+async def run_engine(
+    stack: Stack, variant: EngineVariant, args: argparse.Namespace, profile: Path | None
+) -> Figures:
+    """The engine on a fresh database and a fresh NATS JetStream of the variant's kind."""
+    admin = await asyncpg.connect(stack.pg.url("postgres"))
+    try:
+        await admin.execute("DROP DATABASE IF EXISTS jobs WITH (FORCE)")
+    finally:
+        await admin.close()
+    store = stack.root / f"nats-{variant.nats}-{variant.processes}"
+    stack.nats = SyncedNats(store) if variant.nats == "always" else EmbeddedNats(store)
+    stack.service_processes, stack.workers = variant.processes, []
+    await stack.start()
+    db = await asyncpg.connect(stack.database_url)
+    engine = Engine(stack, db, variant)
+    try:
+        await settle(stack.pg.url("postgres"))
+        return await measure(engine, args, profile)
+    finally:
+        await engine.close()
+        await db.close()
+        engine.stop_workers()
+        stack.nats.stop()
+
+
 async def main(args: argparse.Namespace) -> None:
     chosen = args.only.split(",")
     root = Path(tempfile.mkdtemp(prefix="jobs-bench-peers-"))
     stack = Stack(root)
-    results: dict[str, Figures] = {}
+    results = Results()
+    started = time.monotonic()
     try:
         stack.pg.start()
-        for name in ("pgqueuer", "procrastinate"):
-            if name not in chosen:
-                continue
-            await ensure_database(stack.pg.url("postgres"), name)
-            url = stack.pg.url(name)
-            env = {**os.environ, "BENCH_PEER_DSN": url}
-            os.environ["BENCH_PEER_DSN"] = url  # procrastinate's app reads it at import
-            pool = await asyncpg.create_pool(url, min_size=2, max_size=16)
-            workers = Processes(root, name, env)
-            peer: Pgqueuer | Procrastinate = (
-                Pgqueuer(pool, workers)
-                if name == "pgqueuer"
-                else Procrastinate(pool, workers, args.procrastinate_concurrency)
-            )
-            try:
-                await peer.install()
-                await settle(stack.pg.url("postgres"))
-                results[name] = await measure(peer, args)
-            finally:
-                workers.stop()
-                await peer.close()
-                await pool.close()
+        if "pgqueuer" in chosen:
+            results.pgqueuer = await run_peer(stack, root, "pgqueuer", 0, args)
+        if "procrastinate" in chosen:
+            for concurrency in args.procrastinate_concurrency:
+                # the sweep looks for the best latency: the drain at the default only
+                drain = concurrency == args.procrastinate_concurrency[0]
+                figures = await run_peer(stack, root, "procrastinate", concurrency, args, drain)
+                results.procrastinate.append((concurrency, figures))
         if "engine" in chosen:
-            await stack.start()
-            db = await asyncpg.connect(stack.database_url)
-            engine = Engine(stack, db)
-            try:
-                await settle(stack.pg.url("postgres"))
-                results["engine"] = await measure(engine, args)
-            finally:
-                await engine.close()
-                await db.close()
+            for n, variant in enumerate(engine_variants(args)):
+                # py-spy on the first variant's drain only: it slows what it samples
+                profile = args.profile if n == 0 else None
+                results.engines.append((variant, await run_engine(stack, variant, args, profile)))
     except BaseException:
         stack.stop()
         print(f"failed; the processes' logs are in {root}", file=sys.stderr)
         raise
     stack.stop()
     shutil.rmtree(root, ignore_errors=True)
-    report(args, results)
+    report(args, results, time.monotonic() - started)
 
 
-def report(args: argparse.Namespace, results: dict[str, Figures]) -> None:
-    engine = results.get("engine")
+def engine_variants(args: argparse.Namespace) -> list[EngineVariant]:
+    return [EngineVariant(n, p) for n in args.nats for p in args.service_processes]
+
+
+def report(args: argparse.Namespace, results: Results, elapsed_s: float) -> None:
     print(f"\nSide by side: synthetic no-op jobs, {WORKERS} worker processes each, one")
     print(f"embedded PostgreSQL (fsync on), {os.cpu_count()} cores; NATS JetStream for the")
-    print("engine at nats-server's defaults (file storage, sync_interval 2 min).")
-    print(f"{'system':<16}{'drain jobs/s':>14}{'p50 ms':>10}{'p99 ms':>10}", end="")
-    print(f"{'drain x':>10}{'p50 x':>8}{'p99 x':>8}" if engine else "")
-    for name in ("engine", "pgqueuer", "procrastinate"):
-        if name not in results:
-            continue
-        f = results[name]
-        label = "this engine" if name == "engine" else name
-        if name == "procrastinate" and args.procrastinate_concurrency:
-            label += f" -c {args.procrastinate_concurrency}"
-        line = f"{label:<16}{f.drain:>14,.0f}{f.p50:>10.1f}{f.p99:>10.1f}"
-        if engine and name != "engine":
-            # the engine against this peer: drain higher is better, latency lower is better
-            line += f"{engine.drain / f.drain:>10.2f}{engine.p50 / f.p50:>8.2f}"
-            line += f"{engine.p99 / f.p99:>8.2f}"
-        print(line)
+    print("engine at nats-server's defaults (sync_interval 2 min) or as deployed (always).")
+    print(f"{'system':<30}{'drain jobs/s':>14}{'p50 ms':>10}{'p99 ms':>10}")
+    rows: list[tuple[str, Figures]] = [(v.label, f) for v, f in results.engines]
+    if results.pgqueuer:
+        rows.append(("pgqueuer", results.pgqueuer))
+    rows += [(f"procrastinate -c {c}", f) for c, f in results.procrastinate]
+    for label, f in rows:
+        drain = "-" if math.isnan(f.drain) else f"{f.drain:,.0f}"
+        print(f"{label:<30}{drain:>14}{f.p50:>10.1f}{f.p99:>10.1f}")
     print(f"(drain: {args.jobs} jobs; steady: {args.rate:.0f}/s for {args.seconds:.0f} s)")
-    if engine:
-        print("('x' columns: this engine's figure / the peer's)")
-    if engine and engine.stages:
-        print("\nThis engine's steady phase, time since the job's create (ms):")
-        print(f"{'stage':<46}{'p50':>8}{'p99':>8}")
-        for label, p50, p99 in engine.stages:
-            print(f"{label:<46}{p50:>8.1f}{p99:>8.1f}")
-    if engine and engine.profile:
-        print(f"\nThis engine's processes during the drain (py-spy, files in {args.profile}):")
-        print(engine.profile)
+
+    peers = _peer_columns(results)
+    if results.engines and peers:
+        print("\nThis engine's figure / the peer's (drain: higher is better; p50, p99: lower):")
+        print(f"{'':<30}" + "".join(f"{heading:>16}" for heading, _ in peers))
+        for variant, f in results.engines:
+            line = "".join(f"{ratio(f):>16.2f}" for _, ratio in peers)
+            print(f"{variant.label:<30}{line}")
+        if results.procrastinate:
+            best50 = min(results.procrastinate, key=lambda cf: cf[1].p50)
+            best99 = min(results.procrastinate, key=lambda cf: cf[1].p99)
+            print(
+                f"(procrastinate at its best: p50 at -c {best50[0]}, p99 at -c {best99[0]};"
+                f" its default is -c {results.procrastinate[0][0]})"
+            )
+
+    for variant, f in results.engines:
+        if f.stages:
+            print(f"\n{variant.label}, steady phase, time since the job's create (ms):")
+            print(f"{'stage':<58}{'p50':>8}{'p99':>8}")
+            for label, p50, p99 in f.stages:
+                print(f"{label:<58}{p50:>8.1f}{p99:>8.1f}")
+        if variant.processes > 1:
+            print(f"connections per job_service process at the end: {f.spread}")
+        if f.profile:
+            print(f"\n{variant.label}, processes during the drain (py-spy, in {args.profile}):")
+            print(f.profile)
+    print(f"\n(the run took {elapsed_s / 60:.1f} min)")
+
+
+def _peer_columns(results: Results) -> list[tuple[str, Callable[[Figures], float]]]:
+    """The ratio columns: each the engine's figure over a peer's."""
+    columns: list[tuple[str, Callable[[Figures], float]]] = []
+    pgq = results.pgqueuer
+    if pgq is not None:
+        columns += [
+            ("drain ÷ pgq", lambda f: f.drain / pgq.drain),
+            ("p50 ÷ pgq", lambda f: f.p50 / pgq.p50),
+            ("p99 ÷ pgq", lambda f: f.p99 / pgq.p99),
+        ]
+    if results.procrastinate:
+        default = results.procrastinate[0][1]
+        best50 = min(f.p50 for _, f in results.procrastinate)
+        best99 = min(f.p99 for _, f in results.procrastinate)
+        columns += [
+            ("p50 ÷ pc best", lambda f: f.p50 / best50),
+            ("p99 ÷ pc best", lambda f: f.p99 / best99),
+            ("p50 ÷ pc dflt", lambda f: f.p50 / default.p50),
+            ("p99 ÷ pc dflt", lambda f: f.p99 / default.p99),
+        ]
+    return columns
+
+
+def _ints(text: str) -> list[int]:
+    """ "1,4,16": positive integers."""
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError("a comma-separated list of positive integers")
+    return values
+
+
+def _nats_modes(text: str) -> list[str]:
+    values = [v.strip() for v in text.split(",")]
+    if not set(values) <= {"default", "always"}:
+        raise argparse.ArgumentTypeError("default, always or both, comma-separated")
+    return values
 
 
 def parse() -> argparse.Namespace:
@@ -541,10 +764,22 @@ def parse() -> argparse.Namespace:
         "--only", default="engine,pgqueuer,procrastinate", help="comma-separated systems"
     )
     parser.add_argument(
+        "--nats",
+        type=_nats_modes,
+        default="default,always",
+        help="the engine's NATS: at nats-server's default sync_interval and/or at 'always'",
+    )
+    parser.add_argument(
+        "--service-processes",
+        type=_ints,
+        default="1",
+        help="JOBS_SERVICE_PROCESSES of the engine's job_service; a list runs each, in order",
+    )
+    parser.add_argument(
         "--procrastinate-concurrency",
-        type=int,
-        default=0,
-        help="jobs at once per procrastinate worker (default: procrastinate's own, 1)",
+        type=_ints,
+        default=PROCRASTINATE_CONCURRENCY,
+        help="jobs at once per procrastinate worker, each run in turn (first: its default)",
     )
     parser.add_argument(
         "--profile",

@@ -2,7 +2,8 @@
 
 Exit status: 0 after a clean stop (SIGTERM/SIGINT), 2 for invalid configuration, 3 when it
 cannot start: PostgreSQL or NATS stayed unreachable for JOBS_STARTUP_TIMEOUT_S, or the
-metrics port cannot be bound.
+metrics port cannot be bound. With JOBS_SERVICE_PROCESSES above 1, a child replica that
+exits stops the parent with the child's status (job_service/processes.py).
 """
 
 from __future__ import annotations
@@ -25,13 +26,29 @@ EXIT_UNAVAILABLE = 3
 
 
 async def serve(settings: JobServiceSettings) -> None:
+    """This replica, and its N-1 sibling processes when JOBS_SERVICE_PROCESSES is N (they
+    stop with it; one that exits on its own stops the whole: ReplicaExited)."""
     from job_service.app import JobServiceApp
+    from job_service.processes import ReplicaProcesses
 
-    async with JobServiceApp(settings) as app:
+    async with ReplicaProcesses(settings) as children, JobServiceApp(settings) as app:
+        stopping: asyncio.Future[None] | None = None
+
+        def stop() -> None:
+            nonlocal stopping
+            children.terminate()
+            stopping = stopping or asyncio.ensure_future(app.stop())
+
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(app.stop()))
-        await app.wait()
+            loop.add_signal_handler(sig, stop)
+        child_exit = asyncio.ensure_future(children.exited())
+        stopped = asyncio.ensure_future(app.wait())
+        await asyncio.wait({child_exit, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in (child_exit, stopped):
+            waiting.cancel()
+        if child_exit.done() and not child_exit.cancelled() and stopping is None:
+            raise child_exit.result()
 
 
 def main() -> int:
@@ -67,8 +84,12 @@ def main() -> int:
         print(f"job_service: re-sealed {count} credential(s) under the current master key")
         return 0
     from job_service.adapters.grpc.auth import AuthConfigError, TokenTable
+    from job_service.processes import ReplicaExited, bind_to_parent
     from job_service.usecases.credentials import MasterKeyMissing
 
+    if not bind_to_parent():
+        print("job_service: the parent process is gone: not starting", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     tracing.configure("job_service")
     try:
         TokenTable.from_settings(settings)
@@ -83,6 +104,9 @@ def main() -> int:
     except StartupError as error:
         print(f"job_service: cannot start: {error}", file=sys.stderr)
         return EXIT_UNAVAILABLE
+    except ReplicaExited as error:
+        print(f"job_service: stopped: {error}", file=sys.stderr)
+        return error.exit_status
     finally:
         tracing.shutdown()
     return 0

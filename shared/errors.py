@@ -86,6 +86,9 @@ where it is raised; no caller ever sees one as such::
                                    call without a reason; not retried
     DispatchUnavailable            worker's dispatch port: NATS cannot be read right
                                    now; intake fetches again shortly
+    ReplicaExited                  job service processes: one of the replicas
+                                   JOBS_SERVICE_PROCESSES started exited; the others
+                                   stop, and the parent exits with its status
     DevstackError                  local development stack: start-up failed or a child
                                    died; everything stops, exit 1
     Interrupted                    local development stack: Ctrl-C or SIGTERM during
