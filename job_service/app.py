@@ -259,8 +259,7 @@ class JobServiceApp(Lifetime):
             claims,
         )
         pusher = GrantPusher(claims, leases) if s.push_grants else None
-        if pusher is not None:
-            dispatcher.push_grants_with(pusher.push)
+        dispatcher.push_grants_with(pusher.push if pusher is not None else None)
         dependency_store = DependencyRepository(hot)
         listing = JobListing(self._pool)
         page_tokens = PageTokens(await _page_token_secret(s, listing))

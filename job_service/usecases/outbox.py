@@ -73,9 +73,10 @@ class OutboxDispatcher:
     def owner(self) -> str:
         return self._owner
 
-    def push_grants_with(self, push: GrantPush) -> None:
+    def push_grants_with(self, push: GrantPush | None) -> None:
         """Offer every batch's dispatch messages to ``push`` first (pushed grants, ADR
-        0009): the messages its grants used are marked published without being sent."""
+        0009): the messages its grants used are marked published without being sent.
+        None: publish them all."""
         self._push = push
 
     def hand_over(self, messages: Sequence[OutboxMessage]) -> None:

@@ -17,13 +17,16 @@ refunded); one lost on the way to a worker is an ordinary lease, reaped when it 
 
 The slot count the job service works with is the worker's report less the grants pushed
 since the worker counted (``grants_taken``): a stale report never makes it push more than
-the worker has room for.
+the worker has room for. A worker reports at least every 0.25 s; one not heard from for
+``REPORT_STALE_S`` (frozen, or its process stopped) is pushed nothing until it reports
+again, so that the jobs it would never run go to NATS, where a live worker fetches them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +42,10 @@ log = logging.getLogger(__name__)
 
 DISPATCH_PREFIX = DISPATCH_SUBJECT_PREFIX + "."
 NOT_DELIVERED = "the pushed grant's session ended before it could be sent"
+# A worker reports every 0.25 s (worker_service/adapters/grpc_session.py, REPORT_EVERY_S):
+# one silent for three of those is not waiting for work (a false alarm only sends the
+# job through NATS).
+REPORT_STALE_S = 0.75
 
 # Sends grants down a session; False when the session has ended (nothing was sent).
 Deliver = Callable[[list[LockGrant]], bool]
@@ -57,11 +64,16 @@ class WaitingWorker:
     # oldest first; ``taken`` counts the ones pushed before them.
     unconfirmed: deque[str] = field(default_factory=deque)
     taken: int = 0
+    # when its last report came (monotonic)
+    heard_at: float = field(default_factory=time.monotonic)
 
     def room(self, queue: str) -> int:
+        if time.monotonic() - self.heard_at > REPORT_STALE_S:
+            return 0
         return self.free.get(queue, 0) - self.unconfirmed.count(queue)
 
     def report(self, free: Mapping[str, int], taken: int) -> None:
+        self.heard_at = time.monotonic()
         while self.taken < taken and self.unconfirmed:
             self.unconfirmed.popleft()
             self.taken += 1

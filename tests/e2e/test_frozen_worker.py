@@ -203,8 +203,12 @@ async def test_a_token_a_worker_took_just_before_it_froze_comes_back_within_the_
 ) -> None:
     """A frozen worker's last fetch still takes work tokens (here its fetch waits 30 s, so
     the job's token surely reaches it): the job waits for the token's ack wait, then runs
-    on another worker: 10 s (DISPATCH_ACK_WAIT_S), not the 30 s it was (issue 29)."""
-    frozen = spawn_worker("frozen", JOBS_WORKER_FETCH_TIMEOUT_S="30")
+    on another worker: 10 s (DISPATCH_ACK_WAIT_S), not the 30 s it was (issue 29). The
+    worker takes tokens only (no grants ahead): a job pushed to a worker that just froze is
+    the next test's."""
+    frozen = spawn_worker(
+        "frozen", JOBS_WORKER_FETCH_TIMEOUT_S="30", JOBS_WORKER_GRANTS_AHEAD="false"
+    )
     await eventually(lambda: session_open(db, "frozen"), timeout=20, message="no session")
     frozen.signal(signal.SIGSTOP)
     try:
@@ -238,6 +242,46 @@ async def test_a_token_a_worker_took_just_before_it_froze_comes_back_within_the_
     )
     print(f"a token held by a frozen worker: its job ran after {ran_after:.2f} s")
     assert ran_after < TOKEN_BACK_S, f"the job waited {ran_after:.1f} s for its token"
+
+
+async def test_a_job_pushed_to_a_worker_that_just_froze_runs_elsewhere_after_its_lease(
+    client: Client, db: asyncpg.Connection, spawn_worker: SpawnWorker
+) -> None:
+    """Grants ahead (ADR 0009): a worker reports its slots every 0.25 s and is pushed
+    nothing once silent for 0.75 s, but a job created right after it froze is pushed to it
+    (a grant in flight to a worker that stops is the push path's version of the token
+    above). The grant is an ordinary lease: the job runs on another worker once it
+    expires, sooner than a token's ack wait."""
+    frozen = spawn_worker("frozen")
+    await eventually(lambda: session_open(db, "frozen"), timeout=20, message="no session")
+    frozen.signal(signal.SIGSTOP)
+    try:
+        created_at = await db.fetchval("SELECT clock_timestamp()")
+        created = await client.create(sleep_ms=100)
+        await eventually(
+            lambda: db.fetchval(
+                "SELECT locked_by = 'frozen' FROM jobs WHERE id = $1", created.job.id
+            ),
+            timeout=5,
+            message="the job was not pushed to the worker that had just reported free slots",
+        )
+        spawn_worker("other")
+        await eventually(
+            lambda: db.fetchval(
+                "SELECT status = 'succeeded' FROM jobs WHERE id = $1", created.job.id
+            ),
+            timeout=40,
+            message="the job never ran",
+        )
+    finally:
+        frozen.signal(signal.SIGCONT)
+    ran_after = await db.fetchval(
+        "SELECT extract(epoch FROM min(created_at) - $1)::float FROM job_events"
+        " WHERE to_status = 'running' AND worker_id = 'other'",
+        created_at,
+    )
+    print(f"a grant pushed to a frozen worker: its job ran after {ran_after:.2f} s")
+    assert ran_after < TOKEN_BACK_S, f"the job waited {ran_after:.1f} s for its lease"
 
 
 async def _held_by_a_worker(info: Awaitable[ConsumerInfo]) -> bool:

@@ -162,6 +162,7 @@ async def test_a_big_backlog_does_not_delay_another_users_few_jobs(
             "SELECT count(*) FROM jobs WHERE user_id = 'A' AND finished_at <= $1", b_done
         )
 
+    print(f"A had finished {a_done} of {len(big)} when B was done")
     assert a_done < 0.25 * len(big), f"A had finished {a_done} of {len(big)} when B was done"
 
 

@@ -5,6 +5,7 @@ leases are fakes here; tests/e2e/test_grants_ahead.py runs the real thing."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -12,7 +13,7 @@ from job_service.domain.grants import LockGrant
 from job_service.domain.outbox import OutboxMessage
 from job_service.usecases.claims import Claims
 from job_service.usecases.leases import Leases
-from job_service.usecases.pushed_grants import GrantPusher, WaitingWorker
+from job_service.usecases.pushed_grants import REPORT_STALE_S, GrantPusher, WaitingWorker
 
 Q = "ai-interactive"
 
@@ -180,3 +181,17 @@ async def test_a_closed_session_is_pushed_nothing() -> None:
 
     assert await push.push(dispatches(2)) == set()
     assert claims.claims == []
+
+
+async def test_a_worker_not_heard_from_lately_is_pushed_nothing_until_it_reports() -> None:
+    push, claims, _ = pusher(eligible=10)
+    session = Session()
+    push.open(1, "w1", [], session.deliver)
+    push.report(1, {Q: 2}, taken=0)
+    push._waiting[1].heard_at = time.monotonic() - REPORT_STALE_S - 0.1  # frozen since
+
+    assert await push.push(dispatches(2)) == set()
+    assert claims.claims == []
+
+    push.report(1, {Q: 2}, taken=0)  # it lives again
+    assert await push.push(dispatches(2)) == {1, 2}

@@ -20,6 +20,10 @@ GOODBYE_TIMEOUT_S = 2.0
 # Slot reports go out at most this often: a busy worker's slots change with every job,
 # and what matters to the job service is the count once the burst is over.
 REPORT_GAP_S = 0.005
+# ... and at least this often, changed or not (then instead of pings): the job service
+# pushes only to a worker it heard from lately, so that a frozen worker is not pushed jobs
+# it will never run (usecases/pushed_grants.py, REPORT_STALE_S).
+REPORT_EVERY_S = 0.25
 
 
 async def hold(
@@ -46,6 +50,8 @@ async def hold(
         raise ExecutorUnreachable("the job service ended the session at once")
     opened(first.session_id)
     interval = max(0.05, first.ping_interval_ms / 1000)
+    if slots is not None:
+        interval = min(interval, REPORT_EVERY_S)
     answers = asyncio.ensure_future(_until_closed(call, slots))
     leaving = asyncio.ensure_future(goodbye.wait())
     changed = asyncio.ensure_future(slots.changed.wait()) if slots is not None else None
@@ -66,6 +72,11 @@ async def hold(
                     request = pb.WorkerSessionRequest()
                     reported = _add_report(request, report)
                     await call.write(request)  # a ping too
+                continue
+            if slots is not None:  # the interval's report, instead of a ping
+                request = pb.WorkerSessionRequest()
+                reported = _add_report(request, slots.report())
+                await call.write(request)
                 continue
             await call.write(pb.WorkerSessionRequest())  # a ping: data both ways
         await call.write(pb.WorkerSessionRequest(goodbye=True))
