@@ -16,6 +16,7 @@ import sys
 import uvloop
 from pydantic import ValidationError
 
+from job_service import fault_hooks
 from job_service.settings import JobServiceSettings
 from shared import logs, tracing
 from shared.settings_errors import describe
@@ -91,6 +92,7 @@ def main() -> int:
         print("job_service: the parent process is gone: not starting", file=sys.stderr)
         return EXIT_UNAVAILABLE
     tracing.configure("job_service")
+    fault_hooks.install()
     try:
         TokenTable.from_settings(settings)
     except AuthConfigError as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -35,9 +36,16 @@ def main() -> int:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="short")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", action="store_true", help="keep logs and data afterwards")
+    parser.add_argument(
+        "--faults",
+        help="only these fault kinds, comma-separated, in order (the profile's load and stack)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
-    report = asyncio.run(_until_signalled(run(PROFILES[args.profile], args.seed, keep=args.keep)))
+    profile = PROFILES[args.profile]
+    if args.faults:
+        profile = dataclasses.replace(profile, schedule=tuple(args.faults.split(",")))
+    report = asyncio.run(_until_signalled(run(profile, args.seed, keep=args.keep)))
     print(report.table(), flush=True)
     return 0 if report.ok else 1
 

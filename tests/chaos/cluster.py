@@ -68,8 +68,7 @@ class Replica:
         """What pg_stat_activity calls this incarnation's sessions."""
         return f"job_service {self.instance_id}"
 
-    async def start(self, **extra_env: str) -> None:
-        """A new process of this replica (``extra_env``: faults it is to inject itself)."""
+    async def start(self) -> None:
         if self.process is not None:
             self.process.close()
         self.incarnation += 1
@@ -82,7 +81,6 @@ class Replica:
             self.port,
             **c.settings.job_service_env(),
             **c.nats_env(),
-            **extra_env,
         )
         await wait_serving(self.target, self.process)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from job_service.fault_hooks import ARMED_BY_SIGNAL, KILL_BEFORE_PUSH
 from tests.chaos.faults import FAULT_KINDS
 from tests.chaos.grant_faults import GRANT_FAULT_KINDS
 from tests.chaos.replica_faults import REPLICA_FAULT_KINDS
@@ -74,6 +75,8 @@ class StackSettings:
 
     def job_service_env(self) -> dict[str, str]:
         return {
+            # armed by SIGUSR1: the service_kill_pushing fault (tests/chaos/grant_faults.py)
+            KILL_BEFORE_PUSH: ARMED_BY_SIGNAL,
             "JOBS_LEASE_TTL_S": str(self.lease_ttl_s),
             "JOBS_HEARTBEAT_INTERVAL_S": str(self.heartbeat_interval_s),
             "JOBS_REAPER_INTERVAL_S": str(self.reaper_interval_s),
