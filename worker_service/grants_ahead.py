@@ -13,15 +13,12 @@ Either way a grant is an ordinary lease, run by the queue's intake like a locked
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 
 from shared.registry import JobDefinition
 from worker_service.domain.model import LockedJob, ResultSubmission
 from worker_service.intake import QueueIntake
-
-log = logging.getLogger(__name__)
 
 
 class GrantsAhead:

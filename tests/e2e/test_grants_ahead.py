@@ -25,9 +25,12 @@ SUCCEEDED = job_pb2.JOB_STATUS_SUCCEEDED
 
 
 def granted_ahead(path: str) -> float:
-    return REGISTRY.get_sample_value(
-        "jobs_grants_ahead_total", {"queue": "ai-interactive", "path": path}
-    ) or 0.0
+    return (
+        REGISTRY.get_sample_value(
+            "jobs_grants_ahead_total", {"queue": "ai-interactive", "path": path}
+        )
+        or 0.0
+    )
 
 
 async def dispatches_published(nats: NatsClient) -> int:
@@ -94,7 +97,8 @@ async def test_results_are_answered_with_the_next_jobs_and_each_job_runs_once(
     # one slot: the first job is pushed; each result then asks for the next one
     assert granted_ahead("on_submit") > on_submit
     results = await db.fetchval(
-        "SELECT count(*) FROM job_events WHERE job_id = ANY($1::uuid[]) AND to_status = 'succeeded'",
+        "SELECT count(*) FROM job_events"
+        " WHERE job_id = ANY($1::uuid[]) AND to_status = 'succeeded'",
         ids,
     )
     assert results == 6
