@@ -30,7 +30,7 @@ from job_service.ports.results import ResultStore
 from job_service.usecases.claims import Claims
 from job_service.usecases.leases import Leases
 from job_service.usecases.rate_limits import RateReservations
-from shared import redaction
+from shared import redaction, tracing
 from shared.canonical import canonical_json, check_storable
 from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, FieldViolation, InvalidInput, JobsError, LeaseLost
@@ -77,7 +77,9 @@ class Results:
             self._claims.check_wanted(wanted, worker_id, runnable)
         answers = await self.submit_results(submissions)
         grants: list[LockGrant] = []
-        if self._claims is None:
+        if self._claims is None or tracing.enabled():
+            # a grant answered here carries no trace context yet: with tracing on, the
+            # worker's jobs come with their dispatch messages, whose headers carry it
             return answers, grants
         for queue, count in wanted.items():
             try:
