@@ -74,12 +74,15 @@ test-client-floor: $(STAMP)
 		-o addopts="--strict-markers -ra" tests/client_floor
 
 ## test-faults: the long fault suites, left out of `make test` for its 15-minute budget
-## (~3 minutes): killed, frozen and cut-off workers and replicas (sessions, incarnations,
+## (~4 minutes): killed, frozen and cut-off workers and replicas (sessions, incarnations,
 ## the frozen worker), schedules across a replica's death, the model-based random
-## interleavings of the public API, retention over 100,000 jobs. .ci/run runs it.
+## interleavings of the public API, retention over 100,000 jobs, the scheduler's fleet
+## tests (fairness under a 3,000-job backlog, concurrency keys across replicas and a killed
+## worker, delayed jobs on time, a rolling deploy). .ci/run runs it.
 FAULT_SUITES := tests/e2e/test_model_based.py tests/e2e/test_frozen_worker.py \
 	tests/e2e/test_schedules.py tests/e2e/test_worker_sessions.py \
-	tests/e2e/test_worker_incarnations.py tests/integration/test_retention_scale.py
+	tests/e2e/test_worker_incarnations.py tests/integration/test_retention_scale.py \
+	tests/e2e/test_scheduling.py
 test-faults: $(STAMP)
 	$(PY) -m pytest -q -o addopts="--strict-markers -ra" $(FAULT_SUITES)
 
