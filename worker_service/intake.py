@@ -63,11 +63,7 @@ class QueueIntake:
         fetch_timeout_s: float = 1.0,
         wall_clock: Callable[[], float] = time.time,
         runnable: Sequence[str] = (),
-        start_after: asyncio.Event | None = None,
     ) -> None:
-        """``start_after``: no lease is taken before it is set (the worker's first session
-        is registered: a lease taken before would be ended by it, as the previous
-        process's)."""
         if slots < 1 or fetch_batch < 1:
             raise ValueError("slots and fetch_batch must be at least 1")
         self.queue = queue
@@ -80,7 +76,7 @@ class QueueIntake:
         self._fetch_timeout_s = fetch_timeout_s
         self._wall_clock = wall_clock
         self._runnable = list(runnable)
-        self._start_after = start_after
+        self._start_after: asyncio.Event | None = None
         self._free = slots
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -94,7 +90,8 @@ class QueueIntake:
         return 0 if self._stopping.is_set() else max(0, self._free)
 
     def start_after(self, event: asyncio.Event) -> None:
-        """Take no lease before ``event`` is set (see ``__init__``)."""
+        """Take no lease before ``event`` is set (the worker's first session is registered:
+        a lease taken before would be ended by it, as the previous process's)."""
         self._start_after = event
 
     def on_slots_changed(self, callback: Callable[[], None]) -> None:

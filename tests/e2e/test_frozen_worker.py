@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
 
 import asyncpg
 import grpc
@@ -226,20 +227,10 @@ async def test_a_token_a_worker_took_just_before_it_froze_comes_back_within_the_
         finally:
             await nc.close()
         spawn_worker("other")
-        await eventually(
-            lambda: db.fetchval(
-                "SELECT status = 'succeeded' FROM jobs WHERE id = $1", created.job.id
-            ),
-            timeout=40,
-            message="the job never ran",
-        )
+        await _succeeded(db, created.job.id)
     finally:
         frozen.signal(signal.SIGCONT)
-    ran_after = await db.fetchval(
-        "SELECT extract(epoch FROM min(created_at) - $1)::float FROM job_events"
-        " WHERE to_status = 'running' AND worker_id = 'other'",
-        created_at,
-    )
+    ran_after = await _ran_on_other_after(db, created_at)
     print(f"a token held by a frozen worker: its job ran after {ran_after:.2f} s")
     assert ran_after < TOKEN_BACK_S, f"the job waited {ran_after:.1f} s for its token"
 
@@ -266,22 +257,31 @@ async def test_a_job_pushed_to_a_worker_that_just_froze_runs_elsewhere_after_its
             message="the job was not pushed to the worker that had just reported free slots",
         )
         spawn_worker("other")
-        await eventually(
-            lambda: db.fetchval(
-                "SELECT status = 'succeeded' FROM jobs WHERE id = $1", created.job.id
-            ),
-            timeout=40,
-            message="the job never ran",
-        )
+        await _succeeded(db, created.job.id)
     finally:
         frozen.signal(signal.SIGCONT)
-    ran_after = await db.fetchval(
-        "SELECT extract(epoch FROM min(created_at) - $1)::float FROM job_events"
-        " WHERE to_status = 'running' AND worker_id = 'other'",
-        created_at,
-    )
+    ran_after = await _ran_on_other_after(db, created_at)
     print(f"a grant pushed to a frozen worker: its job ran after {ran_after:.2f} s")
     assert ran_after < TOKEN_BACK_S, f"the job waited {ran_after:.1f} s for its lease"
+
+
+async def _succeeded(db: asyncpg.Connection, job_id: str) -> None:
+    await eventually(
+        lambda: db.fetchval("SELECT status = 'succeeded' FROM jobs WHERE id = $1", job_id),
+        timeout=40,
+        message="the job never ran",
+    )
+
+
+async def _ran_on_other_after(db: asyncpg.Connection, since: datetime) -> float:
+    """Seconds from ``since`` until the worker "other" started the job."""
+    return float(
+        await db.fetchval(
+            "SELECT extract(epoch FROM min(created_at) - $1)::float FROM job_events"
+            " WHERE to_status = 'running' AND worker_id = 'other'",
+            since,
+        )
+    )
 
 
 async def _held_by_a_worker(info: Awaitable[ConsumerInfo]) -> bool:

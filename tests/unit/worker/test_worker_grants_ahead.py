@@ -24,21 +24,6 @@ from .fakes import (
 )
 
 
-@pytest.fixture
-def probe() -> ProbeLog:
-    return ProbeLog()
-
-
-@pytest.fixture
-def executor() -> FakeExecutor:
-    return FakeExecutor()
-
-
-@pytest.fixture
-def source() -> FakeSource:
-    return FakeSource()
-
-
 def make_worker(executor: FakeExecutor, source: FakeSource, probe: ProbeLog, slots: int) -> Worker:
     return Worker(
         executor=executor,

@@ -19,16 +19,6 @@ from .fakes import FakeExecutor, ProbeLog, eventually, locked, probe_definition
 
 
 @pytest.fixture
-def probe() -> ProbeLog:
-    return ProbeLog()
-
-
-@pytest.fixture
-def executor() -> FakeExecutor:
-    return FakeExecutor()
-
-
-@pytest.fixture
 async def results(executor: FakeExecutor) -> AsyncIterator[ResultBatcher]:
     async with ResultBatcher(executor) as batcher:
         yield batcher
