@@ -116,14 +116,22 @@ class Claims:
         """Up to ``want`` of the queue's best eligible jobs granted to ``worker_id``, with
         their recorded steps: a grant pushed to a worker or answered with its results,
         rather than asked for with a work token."""
-        claim = await self.claim_queue(queue, want, worker_id, definitions)
+        # no work tokens to answer: the claim spares the statement that decides their fate
+        claim = await self.claim_queue(queue, want, worker_id, definitions, tokens=False)
         return [g for g in await self._with_steps(list(claim.grants)) if isinstance(g, LockGrant)]
 
     async def claim_queue(
-        self, queue: str, want: int, worker_id: str, definitions: list[str] | None
+        self,
+        queue: str,
+        want: int,
+        worker_id: str,
+        definitions: list[str] | None,
+        *,
+        tokens: bool = True,
     ) -> QueueClaim:
         """Grants up to ``want`` of the queue's best eligible jobs to ``worker_id``, of the
-        ``definitions`` it runs (None: any), and says when to hand the unused tokens back."""
+        ``definitions`` it runs (None: any), and says when to hand the unused tokens back
+        (``tokens``: the claim answers work tokens; without, it never says)."""
         await self._record_worker(worker_id, queue, definitions)
         if queue in self._unlimited:
             # nothing to admit: one statement scans and grants, as before the scheduler;
@@ -131,7 +139,7 @@ class Claims:
             async with self._store.connection() as tx:
                 granted = await tx.grant_unlimited(queue, definitions, want, worker_id)
                 retry_after = None
-                if len(granted) < want:
+                if tokens and len(granted) < want:
                     retry_after = await self._unused_back(tx, queue, definitions, False)
             return QueueClaim(_picked_up(granted), retry_after)
         spent = self._budgets.spent_keys()
@@ -140,7 +148,7 @@ class Claims:
             chosen, held_by_rate = await self._admit(tx, self._rated(candidates), want, queue)
             granted = await tx.grant(chosen, worker_id) if chosen else []
             retry_after = None
-            if len(granted) < want:
+            if tokens and len(granted) < want:
                 held_by_rate = held_by_rate or (bool(spent) and await tx.rate_held(queue, spent))
                 retry_after = await self._unused_back(tx, queue, definitions, held_by_rate)
         return QueueClaim(_picked_up(granted), retry_after)
