@@ -170,6 +170,30 @@ def shot(driver: WebDriver, name: str) -> None:
     driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
 
 
+def links(driver: WebDriver, css: str) -> list[tuple[str, str]]:
+    """(text, title) of every element matching ``css``, read at once in the page: a live
+    update can swap a node between a find and a read of it (CI saw it go stale)."""
+    found: list[list[str]] = driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]))"
+        ".map(function (a) { return [a.textContent.trim(), a.getAttribute('title') || '']; });",
+        css,
+    )
+    return [(text, title) for text, title in found]
+
+
+def click(driver: WebDriver, css: str) -> None:
+    """Clicks the element matching ``css``, finding it again if a live update swapped it."""
+
+    def clicked() -> bool:
+        try:
+            driver.find_element(By.CSS_SELECTOR, css).click()
+        except StaleElementReferenceException:
+            return False
+        return True
+
+    until(clicked, message=f"{css} could not be clicked")
+
+
 def text_of(driver: WebDriver, css: str) -> str:
     try:
         found = driver.find_elements(By.CSS_SELECTOR, css)
@@ -287,18 +311,17 @@ def test_an_operator_signs_in_follows_cancels_retries_and_redrives(
     # the confirmation is a new page: wait for it, not for the old one's elements
     until(lambda: text_of(browser, "#question"), message="no retry confirmation")
     browser.find_element(By.ID, "confirm").click()
-    until(lambda: browser.find_elements(By.ID, "retried-from"), message="no new job page")
-    back = browser.find_element(By.ID, "retried-from")
-    assert (back.text, back.get_attribute("title")) == (failing[-8:], failing)
+    back = until(lambda: links(browser, "#retried-from"), message="no new job page")
+    assert back == [(failing[-8:], failing)]
     new_id = browser.current_url.rsplit("/", 1)[1]
     rows = db(stack, "SELECT retried_from_job_id FROM jobs WHERE id = $1", new_id)
     assert [str(r["retried_from_job_id"]) for r in rows] == [failing]
     shot(browser, "07-job-retried")
     # The original now links its retry and offers no second "Retry…".
-    back.click()
+    click(browser, "#retried-from")
     until(lambda: browser.current_url.endswith(f"/jobs/{failing}"), message="original not opened")
-    note = until(lambda: browser.find_elements(By.CSS_SELECTOR, "#retried-note a"))
-    assert [(a.text, a.get_attribute("title")) for a in note] == [(new_id[-8:], new_id)]
+    note = until(lambda: links(browser, "#retried-note a"))
+    assert note == [(new_id[-8:], new_id)]
     assert not browser.find_elements(By.ID, "retry")
     assert "Error of attempt 1 of" in text_of(browser, "#error-title")
     shot(browser, "07b-original-links-its-retry")
@@ -518,8 +541,8 @@ def test_an_operators_day(stack: Stack, browser: WebDriver) -> None:
     assert '"output_bytes": 29' in text_of(browser, "#input")
     shot(browser, "22-day-input-and-error")
     confirm(browser, "retry", "Retry job")
-    until(lambda: browser.find_elements(By.ID, "retried-from"), message="no new job page")
-    assert browser.find_element(By.ID, "retried-from").get_attribute("title") == failing
+    [(_, retried_from)] = until(lambda: links(browser, "#retried-from"), message="no new job")
+    assert retried_from == failing
 
     # Bulk retry: the dry run shows how many and which, the confirmation acts on them.
     browser.get(f"{console}/jobs?user_id=day-bulk&status=failed")
