@@ -180,6 +180,7 @@ class WorkerApp(Lifetime):
             runnable=sorted(f"{d.job_type}@{d.version}" for d in self.registry),
             sessions=executor,
             grants_ahead=s.worker_grants_ahead,
+            lock_on_submit=s.worker_lock_on_submit,
         )
         await stack.enter_async_context(CancelListener(nc, worker.cancel_job))
         await stack.enter_async_context(SignalListener(nc, worker.signal_job))

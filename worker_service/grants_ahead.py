@@ -4,8 +4,10 @@ own, in the slots of their queue's intake.
 - **Pushed grants.** The session reports the free slots per queue (``report``) whenever
   they change (``changed``), and the job service pushes grants for them down the session as
   jobs become due (``pushed``).
-- **Lock on submit.** A batch of results asks for as many jobs of each queue as it frees
-  slots (``wanted``); the job service answers them with the results (``granted``).
+- **Lock on submit.** While a queue looks backed up (its last fetch came back full, or
+  its last results were granted all they asked for), a batch of results asks for as many
+  jobs of that queue as it frees slots (``wanted``); the job service answers them with the
+  results (``granted``).
 
 Either way a grant is an ordinary lease, run by the queue's intake like a locked dispatch.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from shared.registry import JobDefinition
 from worker_service.domain.model import LockedJob, ResultSubmission
@@ -60,13 +62,17 @@ class GrantsAhead:
 
     def wanted(self, submissions: Sequence[ResultSubmission]) -> dict[str, int]:
         """Per queue, the jobs to ask for with these results: one per result, the slot it
-        frees, unless its queue's intake is stopping."""
+        frees, while the queue looks backed up and its intake is not stopping."""
         finishing = Counter(s.queue for s in submissions if s.queue in self._intakes)
         wanted = {q: self._intakes[q].wanted_with_results(n) for q, n in finishing.items()}
         return {queue: n for queue, n in wanted.items() if n > 0}
 
-    def granted(self, jobs: Sequence[LockedJob]) -> None:
-        """Jobs granted with submitted results: each runs now."""
+    def granted(self, jobs: Sequence[LockedJob], wanted: Mapping[str, int]) -> None:
+        """Jobs granted with submitted results that asked for ``wanted``: each runs now."""
+        per_queue = Counter(self._intake_of(job.job_type).queue for job in jobs)
+        for queue, asked in wanted.items():
+            if (intake := self._intakes.get(queue)) is not None:
+                intake.granted_with_results(asked, per_queue[queue])
         self._run(jobs)
 
     def _run(self, jobs: Sequence[LockedJob]) -> None:

@@ -78,6 +78,12 @@ class QueueIntake:
         self._runnable = list(runnable)
         self._start_after: asyncio.Event | None = None
         self._free = slots
+        # The queue looked backed up: the last fetch came back full, or the last results
+        # were answered with every job they asked for. Only then do results ask for jobs
+        # (lock on submit, ADR 0009): with none waiting, a job just created is the push's
+        # to deliver, and results that took it first would leave its dispatch message to
+        # be published, fetched and locked for nothing.
+        self._backlog = False
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._slots_changed: Callable[[], None] = _nothing
@@ -112,8 +118,14 @@ class QueueIntake:
 
     def wanted_with_results(self, finishing: int) -> int:
         """How many jobs to ask for with ``finishing`` results of this queue (lock on
-        submit): the slots those results free, or none while stopping."""
-        return 0 if self._stopping.is_set() else finishing
+        submit): the slots those results free while the queue looks backed up; none while
+        it does not, or while stopping."""
+        return finishing if self._backlog and not self._stopping.is_set() else 0
+
+    def granted_with_results(self, asked: int, granted: int) -> None:
+        """Results asked for ``asked`` jobs of this queue and were granted ``granted``:
+        fewer means the queue ran dry."""
+        self._backlog = granted >= asked
 
     async def run(self) -> None:
         """Fetch and dispatch until stopped. Ends after the fetch in progress, whose
@@ -124,6 +136,7 @@ class QueueIntake:
             batch = min(self._free, self._fetch_batch)
             try:
                 deliveries = await self._source.fetch(self.queue, batch, self._fetch_timeout_s)
+                self._backlog = len(deliveries) >= batch
             except DispatchUnavailable as exc:
                 log.warning("queue %s: cannot fetch dispatch messages (%s)", self.queue, exc)
                 with contextlib.suppress(TimeoutError):

@@ -170,7 +170,7 @@ class ResultBatcher(Lifetime):
                     runnable=grants.definitions,
                 )
                 # started before the results' waiters hear back: their slots pass on
-                grants.granted(granted)
+                grants.granted(granted, wanted)
             else:
                 answered = await self._executor.submit_results(submissions, timeout_s=timeout_s)
             if len(answered) != len(batch):

@@ -56,10 +56,14 @@ class WorkerSettings(BaseSettings):
     worker_shutdown_grace_s: float = Field(default=20.0, ge=0)
     # At most this many dispatch messages per fetch (never more than the free slots).
     worker_fetch_batch: int = Field(default=32, ge=1, le=1024)
-    # Report free slots on the session (the job service pushes grants for them) and ask for
-    # the next jobs with each batch of results (lock on submit): ADR 0009. Off: every job
-    # comes from a dispatch message and a LockJobs call.
+    # Report free slots on the session (the job service pushes grants for them): ADR 0009.
+    # Off: every job comes from a dispatch message and a LockJobs call.
     worker_grants_ahead: bool = True
+    # With grants ahead, also ask for the next jobs with each batch of results while the
+    # queue is backed up (lock on submit). Off by default: a backlog drains faster with it,
+    # but the dispatch messages of the jobs it takes are left over, and until they are
+    # fetched and dropped they slow the jobs that follow (ADR 0009, measured).
+    worker_lock_on_submit: bool = False
     # How long one fetch waits for messages; also bounds how long stopping intake takes.
     worker_fetch_timeout_s: float = Field(default=1.0, gt=0, le=30)
     log_level: str = "INFO"

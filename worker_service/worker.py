@@ -48,12 +48,14 @@ class Worker(Lifetime):
         runnable: Sequence[str] = (),
         sessions: SessionApi | None = None,
         grants_ahead: bool = False,
+        lock_on_submit: bool = False,
     ) -> None:
         """``runnable``: the definitions this worker runs, as "job_type@version" (it is
         granted only jobs pinned to one of them; empty: any). ``sessions``: where to hold
         the worker's session (None: none, and a crash waits for the leases to expire).
-        ``grants_ahead``: report free slots on the session and ask for the next jobs with
-        each batch of results (ADR 0009; needs ``sessions`` for the first)."""
+        ``grants_ahead``: report free slots on the session (ADR 0009; needs ``sessions``),
+        and with ``lock_on_submit`` ask for the next jobs with each batch of results while
+        the queue is backed up."""
         if not slots:
             raise ValueError("a worker needs at least one queue")
         self.worker_id = worker_id
@@ -81,7 +83,8 @@ class Worker(Lifetime):
         grants = None
         if grants_ahead:
             grants = GrantsAhead(self._intakes, lookup, worker_id=worker_id, definitions=runnable)
-            self._results.grants = grants
+            if lock_on_submit:
+                self._results.grants = grants
         if sessions is not None:
             self.session = WorkerSession(sessions, worker_id, grants)
             for intake in self._intakes:

@@ -18,11 +18,17 @@ class ClaimTransaction(Protocol):
     whether or not the tier has a limit."""
 
     async def candidates(
-        self, queue: str, definitions: Sequence[str] | None, limit: int, spent_tiers: Sequence[str]
+        self,
+        queue: str,
+        definitions: Sequence[str] | None,
+        limit: int,
+        spent_tiers: Sequence[str],
+        due_for_s: float = 0.0,
     ) -> list[ClaimCandidate]:
         """Up to ``limit`` of the queue's due waiting jobs in line order, of the
-        ``definitions`` (None: any), not of a ``spent_tiers`` tier, and whose concurrency
-        key did not look full; rows other claims hold are skipped."""
+        ``definitions`` (None: any), not of a ``spent_tiers`` tier, whose concurrency key
+        did not look full, and due for ``due_for_s`` at least; rows other claims hold are
+        skipped."""
         ...
 
     async def named_candidates(
@@ -52,7 +58,12 @@ class ClaimTransaction(Protocol):
         ...
 
     async def grant_unlimited(
-        self, queue: str, definitions: Sequence[str] | None, want: int, worker_id: str
+        self,
+        queue: str,
+        definitions: Sequence[str] | None,
+        want: int,
+        worker_id: str,
+        due_for_s: float = 0.0,
     ) -> list[Granted]:
         """``candidates`` and ``grant`` in one statement, for a queue where nothing can hold
         a job back."""

@@ -111,14 +111,37 @@ class Claims:
                 )
 
     async def grant(
-        self, queue: str, want: int, worker_id: str, definitions: list[str] | None
+        self,
+        queue: str,
+        want: int,
+        worker_id: str,
+        definitions: list[str] | None,
+        *,
+        due_for_s: float = 0.0,
     ) -> list[LockGrant]:
         """Up to ``want`` of the queue's best eligible jobs granted to ``worker_id``, with
         their recorded steps: a grant pushed to a worker or answered with its results,
-        rather than asked for with a work token."""
+        rather than asked for with a work token. ``due_for_s``: only jobs due for that long
+        at least."""
         # no work tokens to answer: the claim spares the statement that decides their fate
-        claim = await self.claim_queue(queue, want, worker_id, definitions, tokens=False)
+        claim = await self.claim_queue(
+            queue, want, worker_id, definitions, tokens=False, due_for_s=due_for_s
+        )
         return [g for g in await self._with_steps(list(claim.grants)) if isinstance(g, LockGrant)]
+
+    async def grant_for_tokens(
+        self, queue: str, want: int, worker_id: str, definitions: list[str] | None
+    ) -> tuple[list[LockGrant], bool]:
+        """``grant`` for ``want`` work tokens in hand (a push's dispatch messages), as
+        LockJobs would answer them: the grants, and whether the tokens left unused are
+        spent (nothing else waits for them: dropped, not published)."""
+        claim = await self.claim_queue(queue, want, worker_id, definitions)
+        unused = want - len(claim.grants)
+        spent = unused > 0 and claim.retry_after is None
+        if spent:
+            metrics.tokens_unused(queue, unused, handed_back=False)
+        steps = await self._with_steps(list(claim.grants))
+        return [g for g in steps if isinstance(g, LockGrant)], spent
 
     async def claim_queue(
         self,
@@ -128,23 +151,27 @@ class Claims:
         definitions: list[str] | None,
         *,
         tokens: bool = True,
+        due_for_s: float = 0.0,
     ) -> QueueClaim:
         """Grants up to ``want`` of the queue's best eligible jobs to ``worker_id``, of the
-        ``definitions`` it runs (None: any), and says when to hand the unused tokens back
-        (``tokens``: the claim answers work tokens; without, it never says)."""
+        ``definitions`` it runs (None: any), due for ``due_for_s`` at least, and says when
+        to hand the unused tokens back (``tokens``: the claim answers work tokens; without,
+        it never says)."""
         await self._record_worker(worker_id, queue, definitions)
         if queue in self._unlimited:
             # nothing to admit: one statement scans and grants, as before the scheduler;
             # the unused tokens' answer costs a second one
             async with self._store.connection() as tx:
-                granted = await tx.grant_unlimited(queue, definitions, want, worker_id)
+                granted = await tx.grant_unlimited(queue, definitions, want, worker_id, due_for_s)
                 retry_after = None
                 if tokens and len(granted) < want:
                     retry_after = await self._unused_back(tx, queue, definitions, False)
             return QueueClaim(_picked_up(granted), retry_after)
         spent = self._budgets.spent_keys()
         async with self._store.transaction() as tx:
-            candidates = await tx.candidates(queue, definitions, want * CANDIDATE_SLACK, spent)
+            candidates = await tx.candidates(
+                queue, definitions, want * CANDIDATE_SLACK, spent, due_for_s
+            )
             chosen, held_by_rate = await self._admit(tx, self._rated(candidates), want, queue)
             granted = await tx.grant(chosen, worker_id) if chosen else []
             retry_after = None

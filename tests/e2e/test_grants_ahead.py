@@ -50,9 +50,14 @@ async def all_succeeded(db: asyncpg.Connection, ids: list[str]) -> list[asyncpg.
 
 @pytest.fixture
 async def waiting_worker(nats_url: str, target: str) -> AsyncIterator[WorkerApp]:
-    """A worker with one interactive slot whose session is open (its slots reported)."""
+    """A worker with one interactive slot whose session is open (its slots reported), that
+    asks for the next jobs with its results (lock on submit, opt-in)."""
     settings = worker_settings(
-        nats_url, target, worker_id="ahead-worker", worker_slots="ai-interactive=1"
+        nats_url,
+        target,
+        worker_id="ahead-worker",
+        worker_slots="ai-interactive=1",
+        worker_lock_on_submit=True,
     )
     async with WorkerApp(settings) as app:
         assert app.worker is not None and app.worker.session is not None
@@ -83,7 +88,9 @@ async def test_results_are_answered_with_the_next_jobs_and_each_job_runs_once(
                 jpb.CreateJobRequest(
                     user_id="user-1",
                     job_type="synthetic",
-                    input=struct_from_dict({"sleep_ms": 30}),
+                    # long enough that the jobs behind are a backlog by the time each
+                    # result asks (lock on submit takes jobs due for BACKLOG_AFTER_S)
+                    input=struct_from_dict({"sleep_ms": 300}),
                 )
                 for _ in range(6)
             ]
@@ -94,7 +101,8 @@ async def test_results_are_answered_with_the_next_jobs_and_each_job_runs_once(
     jobs = await all_succeeded(db, ids)
 
     assert [j["attempt_count"] for j in jobs] == [1] * 6
-    # one slot: the first job is pushed; each result then asks for the next one
+    # one slot: the first job is pushed, the next comes with a work token (a full fetch:
+    # the queue is backed up); each result then asks for the next one
     assert granted_ahead("on_submit") > on_submit
     results = await db.fetchval(
         "SELECT count(*) FROM job_events"

@@ -320,3 +320,33 @@ async def test_a_job_delayed_an_hour_survives_a_restart_and_can_then_be_cancelle
     assert granted(nothing) == []
     assert cancelled.job.status == job_pb2.JOB_STATUS_CANCELLED
     assert await db.fetchval("SELECT status FROM jobs WHERE id = $1", job.id) == "cancelled"
+
+
+async def test_results_are_granted_only_the_backlog_not_a_job_due_just_now(
+    sched: Client, database_url: str
+) -> None:
+    await create(sched)
+    [running] = granted(await claim(sched, 1, worker="w1"))
+    fresh = (await create(sched)).id
+    backlog = (await create(sched)).id
+    db = await asyncpg.connect(database_url)
+    try:  # due a second ago: the backlog lock on submit is for
+        await db.execute(
+            "UPDATE jobs SET queued_at = now() - interval '1 second' WHERE id = $1", backlog
+        )
+        lease = await db.fetchval("SELECT lease_token::text FROM jobs WHERE id = $1", running)
+    finally:
+        await db.close()
+
+    answer = await sched.executor.SubmitResults(
+        epb.SubmitResultsRequest(
+            requests=[result_request(running, lease, {"done": True})],
+            next_grants=[epb.QueueSlots(queue=QUEUE, slots=2)],
+            worker_id="w1",
+            runnable_definitions=RUNS_ALL,
+        )
+    )
+
+    # the fresh job, first in line, is left to its push or its dispatch message
+    assert [g.job_id for g in answer.grants] == [backlog]
+    assert granted(await claim(sched, 1, worker="w2")) == [fresh]

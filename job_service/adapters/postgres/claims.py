@@ -57,10 +57,17 @@ ELIGIBLE = f"""j.queue = $1 AND j.status IN {WAITING} AND {DUE}
   AND ($2::text[] IS NULL OR j.job_type || '@' || j.definition_version = ANY($2::text[]))
   AND NOT EXISTS (SELECT 1 FROM queue_controls q WHERE q.queue = $1 AND q.paused)"""
 
-# $3 how many, $4 tiers known spent.
+
+def due_for(seconds: str) -> str:
+    """Due for ``seconds`` (SQL) at least, 0: any due job (lock on submit: the backlog)."""
+    return f"""({seconds}::float8 = 0
+  OR coalesce(j.next_run_at, j.queued_at) <= now() - {seconds}::float8 * interval '1 second')"""
+
+
+# $3 how many, $4 tiers known spent, $5 seconds due at least.
 QUEUE_CANDIDATES = f"""
 SELECT {_CANDIDATE_COLUMNS} FROM jobs j
-WHERE {ELIGIBLE}
+WHERE {ELIGIBLE} AND {due_for("$5")}
   AND (j.model_tier IS NULL OR j.model_tier <> ALL($4::text[]))
   AND {KEY_ROOM}
 ORDER BY j.sched_key
@@ -150,11 +157,11 @@ GRANT = grant(
 
 # A queue where nothing can hold a job back (no limit, no keyed or rate-limited job type):
 # candidates and grant in one statement, as before the scheduler. $3 how many, $4 worker,
-# $5 lease milliseconds.
+# $5 lease milliseconds, $6 seconds due at least.
 GRANT_UNLIMITED = grant(
     f"""
     SELECT j.id, j.status, coalesce(j.next_run_at, j.queued_at) AS due_at, NULL::int AS tokens
-    FROM jobs j WHERE {ELIGIBLE}
+    FROM jobs j WHERE {ELIGIBLE} AND {due_for("$6")}
     ORDER BY j.sched_key LIMIT $3
     FOR UPDATE OF j SKIP LOCKED""",
     worker="$4",
@@ -269,10 +276,15 @@ class ClaimStatements:
         self._lease_ttl_ms = lease_ttl_ms
 
     async def candidates(
-        self, queue: str, definitions: Sequence[str] | None, limit: int, spent_tiers: Sequence[str]
+        self,
+        queue: str,
+        definitions: Sequence[str] | None,
+        limit: int,
+        spent_tiers: Sequence[str],
+        due_for_s: float = 0.0,
     ) -> list[ClaimCandidate]:
         rows = await self._conn.fetch(
-            QUEUE_CANDIDATES, queue, _listed(definitions), limit, list(spent_tiers)
+            QUEUE_CANDIDATES, queue, _listed(definitions), limit, list(spent_tiers), due_for_s
         )
         return [_candidate(row) for row in rows]
 
@@ -325,10 +337,21 @@ class ClaimStatements:
         return [_granted(row) for row in rows]
 
     async def grant_unlimited(
-        self, queue: str, definitions: Sequence[str] | None, want: int, worker_id: str
+        self,
+        queue: str,
+        definitions: Sequence[str] | None,
+        want: int,
+        worker_id: str,
+        due_for_s: float = 0.0,
     ) -> list[Granted]:
         rows = await self._conn.fetch(
-            GRANT_UNLIMITED, queue, _listed(definitions), want, worker_id, self._lease_ttl_ms
+            GRANT_UNLIMITED,
+            queue,
+            _listed(definitions),
+            want,
+            worker_id,
+            self._lease_ttl_ms,
+            due_for_s,
         )
         return [_granted(row) for row in rows]
 

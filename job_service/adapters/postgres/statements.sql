@@ -238,7 +238,8 @@ SELECT blocked_until FROM tier;
 SELECT j.id::text AS id, j.concurrency_key, j.concurrency_limit, j.model_tier FROM jobs j
 WHERE j.queue = $1 AND j.status IN ('created', 'queued', 'retrying') AND (j.next_run_at IS NULL OR j.next_run_at <= now())
   AND ($2::text[] IS NULL OR j.job_type || '@' || j.definition_version = ANY($2::text[]))
-  AND NOT EXISTS (SELECT 1 FROM queue_controls q WHERE q.queue = $1 AND q.paused)
+  AND NOT EXISTS (SELECT 1 FROM queue_controls q WHERE q.queue = $1 AND q.paused) AND ($5::float8 = 0
+  OR coalesce(j.next_run_at, j.queued_at) <= now() - $5::float8 * interval '1 second')
   AND (j.model_tier IS NULL OR j.model_tier <> ALL($4::text[]))
   AND (j.concurrency_key IS NULL OR j.concurrency_key <> ALL(ARRAY(
     SELECT r.concurrency_key FROM jobs r
@@ -310,7 +311,8 @@ WITH prior AS (
     SELECT j.id, j.status, coalesce(j.next_run_at, j.queued_at) AS due_at, NULL::int AS tokens
     FROM jobs j WHERE j.queue = $1 AND j.status IN ('created', 'queued', 'retrying') AND (j.next_run_at IS NULL OR j.next_run_at <= now())
   AND ($2::text[] IS NULL OR j.job_type || '@' || j.definition_version = ANY($2::text[]))
-  AND NOT EXISTS (SELECT 1 FROM queue_controls q WHERE q.queue = $1 AND q.paused)
+  AND NOT EXISTS (SELECT 1 FROM queue_controls q WHERE q.queue = $1 AND q.paused) AND ($6::float8 = 0
+  OR coalesce(j.next_run_at, j.queued_at) <= now() - $6::float8 * interval '1 second')
     ORDER BY j.sched_key LIMIT $3
     FOR UPDATE OF j SKIP LOCKED
 ), locked AS (

@@ -1,6 +1,7 @@
 """The worker's side of grants ahead (ADR 0009): jobs granted with its results and pushed
-down its session run in their queue's slots, each result asks for the slot it frees, and
-the slot report the session sends says what is free and what was taken."""
+down its session run in their queue's slots, each result asks for the slot it frees while
+the queue is backed up (and only then), and the slot report the session sends says what is
+free and what was taken."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def make_worker(executor: FakeExecutor, source: FakeSource, probe: ProbeLog, slo
         shutdown_grace_s=5.0,
         runnable=["probe@1"],
         grants_ahead=True,
+        lock_on_submit=True,
     )
 
 
@@ -52,18 +54,52 @@ def grants(worker: Worker) -> GrantsAhead:
     return grants
 
 
-async def test_a_result_asks_for_its_slot_and_the_job_granted_with_it_runs(
+async def test_while_the_queue_is_backed_up_each_result_asks_for_its_slot(
     worker: Worker, executor: FakeExecutor, source: FakeSource, probe: ProbeLog
 ) -> None:
+    # a fetch that comes back full (two messages for two free slots): the queue is backed up
     executor.lock_as(locked("j1"))
-    executor.grants_on_submit = [locked("j2")]
+    executor.lock_as(locked("j2"))
+    executor.grants_on_submit = [locked("j3"), locked("j4")]
+    source.put(FakeDelivery.of("j1"))
+    source.put(FakeDelivery.of("j2"))
+
+    await eventually(lambda: len(executor.results) == 4, what="four results")
+
+    # every call asked for as many jobs as it carried results (the slots they free)
+    assert executor.wanted == [{QUEUE: len(batch)} for batch in executor.result_batches]
+    assert sorted(probe.finished) == ["j1", "j2", "j3", "j4"]
+    # no LockJobs for the jobs granted with results
+    assert sorted(executor.lock_calls) == [("j1", "w-test"), ("j2", "w-test")]
+
+
+async def test_results_ask_for_nothing_while_the_queue_is_not_backed_up(
+    worker: Worker, executor: FakeExecutor, source: FakeSource, probe: ProbeLog
+) -> None:
+    # one message for two free slots: nothing else waits, a new job is the push's to deliver
+    executor.lock_as(locked("j1"))
+    executor.grants_on_submit = [locked("stolen")]
     source.put(FakeDelivery.of("j1"))
 
-    await eventually(lambda: len(executor.results) == 2, what="both results")
+    await eventually(lambda: len(executor.results) == 1, what="the result")
 
-    assert executor.wanted[0] == {QUEUE: 1}
-    assert probe.finished == ["j1", "j2"]
-    assert executor.lock_calls == [("j1", "w-test")]  # no LockJobs for the granted job
+    assert executor.wanted == []
+    assert probe.finished == ["j1"]
+
+
+async def test_results_granted_fewer_than_asked_stop_asking(
+    executor: FakeExecutor, source: FakeSource, probe: ProbeLog
+) -> None:
+    async with make_worker(executor, source, probe, slots=1) as worker:
+        executor.lock_as(locked("j1", mode="sleep", sleep_s=0.05))
+        executor.grants_on_submit = []  # the queue ran dry meanwhile
+        source.put(FakeDelivery.of("j1"))  # one message for one slot: a full fetch
+        await eventually(lambda: len(executor.results) == 1, what="the first result")
+        grants(worker).pushed([locked("p1")])
+
+        await eventually(lambda: len(executor.results) == 2, what="the pushed job's result")
+
+    assert executor.wanted == [{QUEUE: 1}]  # the first result asked; the second did not
 
 
 async def test_pushed_jobs_run_and_are_counted_as_taken(
