@@ -199,18 +199,18 @@ SELECT EXISTS (
 # reserves, one element per job in line order. A 429's block sets refilled_at at its end:
 # no refill and no recovery before it. Nothing is granted either while the tier's calls wait
 # for slots more than $8 seconds ahead (call_permits): attempts are admitted at the pace
-# their calls are, not piled up in workers waiting for slots.
+# their calls are. The clock, not now(): a claim that waited must not hand on its wait.
 RESERVE = """
 WITH bucket AS (
     SELECT key, requests_available, tokens_available,
            greatest(blocked_until, (SELECT c.next_at - $8 * interval '1 second'
                                     FROM call_permits c WHERE c.key = $1)) AS blocked_until,
-           greatest(extract(epoch FROM now() - refilled_at)::float8, 0) AS elapsed,
-           factor
+           greatest(extract(epoch FROM clock_timestamp() - refilled_at)::float8, 0) AS elapsed,
+           clock_timestamp() AS at, factor
     FROM rate_limits WHERE key = $1
     FOR UPDATE
 ), level AS (
-    SELECT key, blocked_until,
+    SELECT key, blocked_until, at,
            least(1.0, factor + elapsed / $2) AS f,
            least($5, requests_available + elapsed * $3 / 60 * factor) AS req,
            CASE WHEN $4 > 0 THEN least($6, tokens_available + elapsed * $4 / 60 * factor)
@@ -221,13 +221,13 @@ WITH bucket AS (
     FROM level LEFT JOIN LATERAL (
         SELECT ord, sum(est) OVER (ORDER BY ord) AS spent
         FROM unnest($7::int[]) WITH ORDINALITY AS x(est, ord)
-    ) e ON (level.blocked_until IS NULL OR level.blocked_until <= now())
+    ) e ON (level.blocked_until IS NULL OR level.blocked_until <= level.at)
        AND e.ord <= floor(level.req) AND e.spent <= level.tok
 )
 UPDATE rate_limits r SET
     requests_available = level.req - fits.n,
     tokens_available = CASE WHEN level.tok = 'Infinity' THEN 0 ELSE level.tok - fits.tokens END,
-    factor = level.f, refilled_at = greatest(now(), r.refilled_at)
+    factor = level.f, refilled_at = greatest(level.at, r.refilled_at)
 FROM level, fits WHERE r.key = level.key
 RETURNING fits.n AS granted, r.requests_available, level.tok - fits.tokens AS tokens_left,
           r.factor, level.blocked_until
