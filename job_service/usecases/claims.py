@@ -129,20 +129,6 @@ class Claims:
         )
         return [g for g in await self._with_steps(list(claim.grants)) if isinstance(g, LockGrant)]
 
-    async def grant_for_tokens(
-        self, queue: str, want: int, worker_id: str, definitions: list[str] | None
-    ) -> tuple[list[LockGrant], bool]:
-        """``grant`` for ``want`` work tokens in hand (a push's dispatch messages), as
-        LockJobs would answer them: the grants, and whether the tokens left unused are
-        spent (nothing else waits for them: dropped, not published)."""
-        claim = await self.claim_queue(queue, want, worker_id, definitions)
-        unused = want - len(claim.grants)
-        spent = unused > 0 and claim.retry_after is None
-        if spent:
-            metrics.tokens_unused(queue, unused, handed_back=False)
-        steps = await self._with_steps(list(claim.grants))
-        return [g for g in steps if isinstance(g, LockGrant)], spent
-
     async def claim_queue(
         self,
         queue: str,

@@ -110,9 +110,8 @@ class GrantPusher:
 
     async def push(self, messages: Sequence[OutboxMessage]) -> set[int]:
         """Grants what it can for the dispatch messages among ``messages`` to waiting
-        workers; returns the ids of the messages those grants used, and of those left with
-        nothing to wait for (a claim came back short and nothing else waits in the queue:
-        a worker's LockJobs would drop them): mark them published, do not send them."""
+        workers; returns the ids of the messages those grants used (mark them published,
+        do not send them)."""
         if tracing.enabled():
             return set()  # a pushed grant carries no trace context yet: publish, as before
         tokens: dict[str, list[int]] = {}
@@ -124,19 +123,13 @@ class GrantPusher:
         for queue, ids in tokens.items():
             while ids and (worker := self._most_room(queue)) is not None:
                 want = min(len(ids), worker.room(queue))
-                grants, spent = await self._claims.grant_for_tokens(
-                    queue, want, worker.worker_id, worker.definitions
-                )
+                grants = await self._claims.grant(queue, want, worker.worker_id, worker.definitions)
                 if grants:
                     fault_hooks.grants_committed()
                     await self._send(worker, queue, grants)
                     used.update(ids[: len(grants)])
                     del ids[: len(grants)]
                 if len(grants) < want:
-                    if spent:
-                        # nothing waits for these tokens (a token's claim took their jobs
-                        # first): published, they would only be fetched and dropped
-                        used.update(ids)
                     break  # nothing more is eligible in this queue now
         return used
 

@@ -25,19 +25,10 @@ def grant(n: int) -> LockGrant:
 class FakeClaims:
     """Grants up to ``eligible`` jobs in all, recording each claim."""
 
-    def __init__(self, eligible: int, held: bool = False) -> None:
+    def __init__(self, eligible: int) -> None:
         self.eligible = eligible
-        # jobs wait that the claim cannot grant now (a rate limit, another version): the
-        # unused tokens are handed back, not spent
-        self.held = held
         self.claims: list[tuple[str, int, str]] = []
         self._next = 0
-
-    async def grant_for_tokens(
-        self, queue: str, want: int, worker_id: str, definitions: list[str] | None
-    ) -> tuple[list[LockGrant], bool]:
-        grants = await self.grant(queue, want, worker_id, definitions)
-        return grants, len(grants) < want and not self.held
 
     async def grant(
         self, queue: str, want: int, worker_id: str, definitions: list[str] | None
@@ -65,8 +56,8 @@ def dispatches(n: int, queue: str = Q, first_id: int = 1) -> list[OutboxMessage]
     ]
 
 
-def pusher(eligible: int, held: bool = False) -> tuple[GrantPusher, FakeClaims, FakeLeases]:
-    claims, leases = FakeClaims(eligible, held), FakeLeases()
+def pusher(eligible: int) -> tuple[GrantPusher, FakeClaims, FakeLeases]:
+    claims, leases = FakeClaims(eligible), FakeLeases()
     return GrantPusher(cast(Claims, claims), cast(Leases, leases)), claims, leases
 
 
@@ -158,7 +149,7 @@ async def test_the_worker_with_the_most_room_is_pushed_first() -> None:
 
 
 async def test_a_claim_that_grants_less_than_asked_ends_the_queue() -> None:
-    push, claims, _ = pusher(eligible=1, held=True)  # the rest wait: their tokens go out
+    push, claims, _ = pusher(eligible=1)
     session = Session()
     push.open(1, "w1", [], session.deliver)
     push.report(1, {Q: 4}, taken=0)
@@ -204,26 +195,3 @@ async def test_a_worker_not_heard_from_lately_is_pushed_nothing_until_it_reports
 
     push.report(1, {Q: 2}, taken=0)  # it lives again
     assert await push.push(dispatches(2)) == {1, 2}
-
-
-async def test_tokens_whose_jobs_a_claim_took_first_are_spent_not_published() -> None:
-    push, _, _ = pusher(eligible=1)
-    session = Session()
-    push.open(1, "w1", [], session.deliver)
-    push.report(1, {Q: 10}, 0)
-
-    # three dispatch messages, one job still waiting: the others were taken by claims
-    # that work tokens already in flight made; nothing else waits for these three
-    assert await push.push(dispatches(3)) == {1, 2, 3}
-    assert len(session.sent) == 1
-
-
-async def test_tokens_of_jobs_held_back_are_published() -> None:
-    push, _, _ = pusher(eligible=1, held=True)
-    session = Session()
-    push.open(1, "w1", [], session.deliver)
-    push.report(1, {Q: 10}, 0)
-
-    # jobs wait that this claim could not grant (a rate limit, another version): their
-    # tokens go out, to come back when those jobs can run
-    assert await push.push(dispatches(3)) == {1}
