@@ -102,8 +102,6 @@ class StackSettings:
         return {
             "JOBS_WORKER_SHUTDOWN_GRACE_S": str(self.worker_shutdown_grace_s),
             "JOBS_WORKER_FETCH_TIMEOUT_S": str(self.worker_fetch_timeout_s),
-            # opt-in, off by default: the faults meet it too (ADR 0009)
-            "JOBS_WORKER_LOCK_ON_SUBMIT": "true",
             "JOBS_LOG_LEVEL": "INFO",
             # the fake model provider: a little latency, and one call in ten fails retryably
             "JOBS_FAKE_LATENCY_MS": "50",
