@@ -17,6 +17,11 @@ Two meters per tier, both rows every replica shares (ADR 0002, "Rate limits at t
 A 429 blocks the tier that got it until the provider's Retry-After and halves its rate
 factor once per block (never below MIN_RATE_FACTOR); the factor recovers additively from
 the end of the block, in full JOBS_RATE_LIMIT_RECOVERY_S later.
+
+The buckets' arithmetic (``elapsed_since``, ``recovered``, ``backed_off``, ``refilled``) is
+decided in SQL, under the tier's row lock, by statements that render it from
+``adapters/postgres/vocabulary/buckets.py``; the functions here are its pure twins
+(``tests/integration/test_rate_bucket_twin.py`` evaluates one against the other).
 """
 
 from __future__ import annotations
@@ -83,6 +88,34 @@ class RateLimit:
             need = min(need_tokens, self.token_burst)
             wait = max(wait, max(0.0, need - tokens) * 60 / (self.tokens_per_minute * f))
         return wait
+
+
+def elapsed_since(refilled_at: datetime, clock: datetime) -> float:
+    """The seconds a tier's bucket has had to refill and recover by ``clock``: none while a
+    429's block lasts (the block sets ``refilled_at`` at its end)."""
+    return max((clock - refilled_at).total_seconds(), 0.0)
+
+
+def recovered(factor: float, elapsed_s: float, recovery_s: float) -> float:
+    """A tier's back-off factor ``elapsed_s`` after its last refill: the additive increase
+    of AIMD, from ``factor`` back to 1 in full ``recovery_s`` after a 429 (from 0)."""
+    return min(1.0, factor + elapsed_s / recovery_s)
+
+
+def backed_off(factor: float, floor: float = MIN_RATE_FACTOR) -> float:
+    """A tier's factor after the first 429 of a block: the multiplicative decrease, halved
+    (from the factor recovered until then), never below ``floor``."""
+    return max(floor, factor / 2)
+
+
+def refilled(
+    level: float, elapsed_s: float, *, per_minute: float, capacity: float, factor: float
+) -> float:
+    """One meter of a tier's bucket (requests or tokens) ``elapsed_s`` after its last
+    refill: refilled at ``per_minute`` times the factor it had then (not the recovered
+    one: the rate rose during the interval, this counts it at its start), at most
+    ``capacity``. In the order the SQL computes it, so that both round alike."""
+    return min(capacity, level + elapsed_s * per_minute / 60 * factor)
 
 
 @dataclass(frozen=True)

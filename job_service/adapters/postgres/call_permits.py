@@ -16,6 +16,7 @@ from datetime import datetime
 
 import asyncpg
 
+from job_service.adapters.postgres.vocabulary import buckets
 from job_service.domain.lifecycle import LEASED, status_values
 from job_service.domain.rate_limits import MIN_RATE_FACTOR, CallSlot
 from shared.errors import LeaseLost
@@ -29,7 +30,7 @@ INSERT INTO call_permits (key) SELECT unnest($1::text[]) ON CONFLICT (key) DO NO
 # second (times its back-off factor, $4 its recovery) with $6 of burst; taken only when it
 # is at most $8 seconds ahead. FOR SHARE on the job waits for a concurrent end of the
 # attempt: a worker whose lease just ended gets no slot.
-TAKE = """
+TAKE = f"""
 WITH job AS (
     SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2 AND status = ANY($7::text[])
     FOR SHARE
@@ -44,8 +45,7 @@ WITH job AS (
     FROM locked
 ), tier AS (
     SELECT r.blocked_until,
-           least(1.0, r.factor
-                 + greatest(extract(epoch FROM now() - r.refilled_at)::float8, 0) / $4) AS f
+           {buckets.recovered("r.factor", buckets.elapsed("r.refilled_at", "now()"), "$4")} AS f
     FROM rate_limits r WHERE r.key = $3
 ), slot AS (
     SELECT b.key, b.t, b.tat, 1.0 / ($5 * t.f) AS tau,
@@ -75,16 +75,17 @@ SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2
                AND status = ANY($3::text[]))
 """
 
+_RECOVERED = buckets.recovered("factor", buckets.elapsed("refilled_at", "now()"), "$4")
+
 # A 429 from a call of tier $1, Retry-After $2 s: no slot and no grant of the tier before
 # then (slots reserved inside the block are refused when confirmed). The first 429 of a
 # block halves the rate (a block's later 429s are calls that were already under way); the
 # rate recovers from the block's end, and the grant bucket does not refill before it.
-THROTTLE = """
+THROTTLE = f"""
 WITH tier AS (
     UPDATE rate_limits SET
         factor = CASE WHEN blocked_until IS NULL OR blocked_until <= now()
-            THEN greatest($3::float8, least(1.0, factor
-                 + greatest(extract(epoch FROM now() - refilled_at)::float8, 0) / $4) / 2)
+            THEN {buckets.backed_off(_RECOVERED, "$3::float8")}
             ELSE factor END,
         requests_available = least(requests_available, 0),
         blocked_until = greatest(blocked_until, now() + $2 * interval '1 second'),

@@ -12,9 +12,10 @@ transaction.
 3. Rate limits: each tier's token bucket row is refilled and spent for the admitted jobs of
    that tier (the row lock serialises the tier's claims).
 4. The grant: the admitted jobs become RUNNING with a fresh lease, their timeline events
-   written, their snapshots returned.
+   written, their snapshots returned (``vocabulary/grants.py``).
 
-A job's place in line, which the scan follows, is the vocabulary's (``vocabulary/line.py``).
+A job's place in line, which the scan follows, is the vocabulary's (``vocabulary/line.py``);
+so is a bucket's refill and recovery (``vocabulary/buckets.py``).
 """
 
 from __future__ import annotations
@@ -25,22 +26,14 @@ from datetime import datetime
 
 import asyncpg
 
-from job_service.adapters.postgres.vocabulary.deadlines import lease_until
-from job_service.adapters.postgres.vocabulary.statuses import (
-    WAITING,
-    sql_status,
-    statuses_sql,
-    timeline_event,
-)
+from job_service.adapters.postgres.vocabulary import buckets
+from job_service.adapters.postgres.vocabulary.grants import grant, granted
+from job_service.adapters.postgres.vocabulary.statuses import WAITING, statuses_sql
 from job_service.domain.claims import ClaimCandidate, Granted, WaitingLeft, queue_key
-from job_service.domain.grants import LockGrant
-from job_service.domain.lifecycle import LEASED, JobStatus
+from job_service.domain.lifecycle import LEASED
 from job_service.domain.rate_limits import CALL_QUEUE_AHEAD_S, BucketLevel, RateLimit
-from shared.credentials import CredentialMode
 
 _LEASED = statuses_sql(LEASED)
-# A grant moves each waiting job (LOCKABLE) to running.
-_GRANTED = JobStatus.RUNNING
 DUE = "(j.next_run_at IS NULL OR j.next_run_at <= now())"
 # A key is skipped by the scan when it already runs its limit (the statement's snapshot:
 # a hint; the count under the key's advisory lock decides). Computed once per scan over the
@@ -108,43 +101,6 @@ GROUP BY queue
 """
 
 
-def grant(prior: str, worker: str, ttl_ms: str) -> str:
-    """The grant of the jobs ``prior`` selects (id, status, due_at, tokens; locked): each
-    RUNNING with a fresh lease, its timeline event, its snapshot returned in line order."""
-    return f"""
-WITH prior AS ({prior}
-), locked AS (
-    UPDATE jobs j SET status = {sql_status(_GRANTED)}, locked_by = {worker}, locked_at = now(),
-        lock_until = {lease_until(ttl_ms, "now()", "j.timeout_ms")},
-        lease_token = gen_random_uuid(),
-        attempt_count = j.attempt_count + 1, started_at = coalesce(j.started_at, now()),
-        next_run_at = NULL, progress = 0, updated_at = now(), reserved_tokens = prior.tokens
-    FROM prior WHERE j.id = prior.id
-    RETURNING j.id, j.job_type, j.user_id, j.lease_token::text AS lease_token,
-              j.attempt_count, j.lock_until, j.prompt_key, j.prompt_version,
-              prior.status AS from_status, j.credential_mode,
-              j.credential_id::text AS credential_id,
-              extract(epoch FROM now() - prior.due_at)::float8 AS waited_s, j.sched_key
-), event AS (
-    -- the time of the grant itself, not of the transaction's start: a claim may wait for a
-    -- key's lock, and its timeline must not show it running before the job it waited for
-    -- ended
-    {
-        timeline_event(
-            "locked", "from_status", _GRANTED, worker_id=worker, created_at="clock_timestamp()"
-        )
-    }
-)
-SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
-       l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s,
-       EXISTS (SELECT 1 FROM job_steps st WHERE st.job_id = l.id) AS has_steps,
-       (SELECT count(*) FROM job_dependencies dep WHERE dep.job_id = l.id)::int
-           AS dependency_count
-FROM locked l JOIN job_snapshots s ON s.job_id = l.id
-ORDER BY l.sched_key
-"""
-
-
 # The admitted jobs ($1, locked by this transaction) with the tokens each reserved ($4).
 GRANT = grant(
     f"""
@@ -193,6 +149,9 @@ SELECT EXISTS (
 """
 
 
+_REQUESTS = {"per_minute": "$3", "capacity": "$5", "factor": "factor"}
+_TOKENS = {"per_minute": "$4", "capacity": "$6", "factor": "factor"}
+
 # A tier's bucket, refilled for the time since its last refill (at the configured rates
 # times the back-off factor) and spent on the leading grants that fit. $1 tier, $2 recovery
 # seconds, $3 rpm, $4 tpm (0: none), $5/$6 bucket sizes, $7 the tokens each wanted job
@@ -200,20 +159,20 @@ SELECT EXISTS (
 # no refill and no recovery before it. Nothing is granted either while the tier's calls wait
 # for slots more than $8 seconds ahead (call_permits): attempts are admitted at the pace
 # their calls are. The clock, not now(): a claim that waited must not hand on its wait.
-RESERVE = """
+RESERVE = f"""
 WITH bucket AS (
     SELECT key, requests_available, tokens_available,
            greatest(blocked_until, (SELECT c.next_at - $8 * interval '1 second'
                                     FROM call_permits c WHERE c.key = $1)) AS blocked_until,
-           greatest(extract(epoch FROM clock_timestamp() - refilled_at)::float8, 0) AS elapsed,
+           {buckets.elapsed("refilled_at", "clock_timestamp()")} AS elapsed,
            clock_timestamp() AS at, factor
     FROM rate_limits WHERE key = $1
     FOR UPDATE
 ), level AS (
     SELECT key, blocked_until, at,
-           least(1.0, factor + elapsed / $2) AS f,
-           least($5, requests_available + elapsed * $3 / 60 * factor) AS req,
-           CASE WHEN $4 > 0 THEN least($6, tokens_available + elapsed * $4 / 60 * factor)
+           {buckets.recovered("factor", "elapsed", "$2")} AS f,
+           {buckets.refilled("requests_available", "elapsed", **_REQUESTS)} AS req,
+           CASE WHEN $4 > 0 THEN {buckets.refilled("tokens_available", "elapsed", **_TOKENS)}
                 ELSE 'Infinity'::float8 END AS tok
     FROM bucket
 ), fits AS (
@@ -334,7 +293,7 @@ class ClaimStatements:
             self._lease_ttl_ms,
             [tokens or None for _, tokens in chosen],
         )
-        return [_granted(row) for row in rows]
+        return [granted(row) for row in rows]
 
     async def grant_unlimited(
         self,
@@ -353,7 +312,7 @@ class ClaimStatements:
             self._lease_ttl_ms,
             due_for_s,
         )
-        return [_granted(row) for row in rows]
+        return [granted(row) for row in rows]
 
     async def not_due(self, job_ids: Sequence[str]) -> dict[str, datetime]:
         rows = await self._conn.fetch(NOT_DUE, list(job_ids))
@@ -379,22 +338,3 @@ def _candidate(row: asyncpg.Record) -> ClaimCandidate:
         concurrency_limit=row["concurrency_limit"] or 0,
         rate_key=row["model_tier"],
     )
-
-
-def _granted(row: asyncpg.Record) -> Granted:
-    grant = LockGrant(
-        job_id=row["id"],
-        job_type=row["job_type"],
-        lease_token=row["lease_token"],
-        attempt=row["attempt_count"],
-        lease_expires_at=row["lock_until"],
-        input=row["payload"],
-        user_id=row["user_id"],
-        prompt_key=row["prompt_key"] or "",
-        prompt_version=row["prompt_version"] or "",
-        credential_mode=CredentialMode(row["credential_mode"]),
-        credential_id=row["credential_id"],
-        has_steps=row["has_steps"],
-        dependency_count=row["dependency_count"],
-    )
-    return Granted(grant, row["waited_s"] or 0.0)

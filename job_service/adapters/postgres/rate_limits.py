@@ -17,8 +17,9 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from job_service.adapters.postgres.vocabulary import buckets
 from job_service.domain.lifecycle import LOCKABLE, statuses_sql
-from job_service.domain.rate_limits import BucketState, TierBudgets
+from job_service.domain.rate_limits import BucketState, TierBudgets, recovered, refilled
 
 ENSURE = """
 INSERT INTO rate_limits (key, requests_available, tokens_available)
@@ -50,8 +51,7 @@ RETURNING r.key, per_tier.used, per_tier.attempts
 
 STATES = f"""
 SELECT r.key, r.requests_available, r.tokens_available, r.factor, r.blocked_until,
-       r.throttled_total, greatest(extract(epoch FROM now() - r.refilled_at)::float8, 0)
-           AS elapsed,
+       r.throttled_total, {buckets.elapsed("r.refilled_at", "now()")} AS elapsed,
        (SELECT count(*) FROM jobs j WHERE j.model_tier = r.key
           AND j.status IN {statuses_sql(LOCKABLE)}
           AND (j.next_run_at IS NULL OR j.next_run_at <= now())) AS waiting
@@ -99,22 +99,30 @@ class RateLimitRepository:
         states = []
         for row in rows:
             limit = self._limits[row["key"]]
-            factor = min(1.0, row["factor"] + row["elapsed"] / self._budgets.recovery_s)
-            refill = row["elapsed"] / 60 * row["factor"]
+            elapsed, factor = row["elapsed"], row["factor"]
             tokens = (
-                min(limit.token_burst, row["tokens_available"] + refill * limit.tokens_per_minute)
+                refilled(
+                    row["tokens_available"],
+                    elapsed,
+                    per_minute=limit.tokens_per_minute,
+                    capacity=limit.token_burst,
+                    factor=factor,
+                )
                 if limit.tokens_per_minute
                 else 0.0
             )
             states.append(
                 BucketState(
                     limit=limit,
-                    requests_available=min(
-                        limit.request_burst,
-                        row["requests_available"] + refill * limit.requests_per_minute,
+                    requests_available=refilled(
+                        row["requests_available"],
+                        elapsed,
+                        per_minute=limit.requests_per_minute,
+                        capacity=limit.request_burst,
+                        factor=factor,
                     ),
                     tokens_available=tokens,
-                    factor=factor,
+                    factor=recovered(factor, elapsed, self._budgets.recovery_s),
                     blocked_until=row["blocked_until"],
                     throttled_total=row["throttled_total"],
                     waiting=row["waiting"],

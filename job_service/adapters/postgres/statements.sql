@@ -188,8 +188,7 @@ WITH job AS (
     FROM locked
 ), tier AS (
     SELECT r.blocked_until,
-           least(1.0, r.factor
-                 + greatest(extract(epoch FROM now() - r.refilled_at)::float8, 0) / $4) AS f
+           least(1.0, r.factor + greatest(extract(epoch FROM now() - r.refilled_at)::float8, 0) / $4) AS f
     FROM rate_limits r WHERE r.key = $3
 ), slot AS (
     SELECT b.key, b.t, b.tat, 1.0 / ($5 * t.f) AS tau,
@@ -219,8 +218,7 @@ SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1 AND lease_token = $2
 WITH tier AS (
     UPDATE rate_limits SET
         factor = CASE WHEN blocked_until IS NULL OR blocked_until <= now()
-            THEN greatest($3::float8, least(1.0, factor
-                 + greatest(extract(epoch FROM now() - refilled_at)::float8, 0) / $4) / 2)
+            THEN greatest($3::float8, least(1.0, factor + greatest(extract(epoch FROM now() - refilled_at)::float8, 0) / $4) / 2)
             ELSE factor END,
         requests_available = least(requests_available, 0),
         blocked_until = greatest(blocked_until, now() + $2 * interval '1 second'),
@@ -1229,8 +1227,7 @@ RETURNING r.key, per_tier.used, per_tier.attempts;
 
 -- rate_limits.STATES
 SELECT r.key, r.requests_available, r.tokens_available, r.factor, r.blocked_until,
-       r.throttled_total, greatest(extract(epoch FROM now() - r.refilled_at)::float8, 0)
-           AS elapsed,
+       r.throttled_total, greatest(extract(epoch FROM now() - r.refilled_at)::float8, 0) AS elapsed,
        (SELECT count(*) FROM jobs j WHERE j.model_tier = r.key
           AND j.status IN ('created', 'queued', 'retrying')
           AND (j.next_run_at IS NULL OR j.next_run_at <= now())) AS waiting

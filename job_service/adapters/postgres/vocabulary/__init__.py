@@ -16,6 +16,10 @@ another's statement in its own transaction is handed it by ``app.py``.
 - ``holds.py``: what holds a waiting job back (a paused queue, a full key, no worker of
   its version), for the statements that leave held jobs alone;
 - ``deadlines.py``: an attempt's deadline (its timeout plus a grace), where its lease stops;
+- ``grants.py``: a claim's grant (waiting jobs become RUNNING with a fresh lease) and its
+  rows;
+- ``buckets.py``: a tier's rate bucket refilled, its back-off factor recovered or halved
+  (the pure twins are ``domain/rate_limits.py``'s);
 - ``usage_rows.py``: usage rows, one per provider call;
 - ``filters.py``: a job filter's conditions, and bound parameters of a query built on
   the fly.
