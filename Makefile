@@ -35,7 +35,7 @@ test: $(STAMP)
 ## failover across a PostgreSQL primary's death). CI runs it after `make test` (.ci/run);
 ## `make chaos PROFILE=<name>` is the same run with its report.
 test-chaos: $(STAMP)
-	$(PY) -m pytest -q -o addopts="--strict-markers -ra" tests/chaos/test_chaos.py
+	$(PY) -m pytest -q tests/chaos/test_chaos.py
 
 ## test-browser: the web console in headless Chromium against `make run`'s stack. Installs
 ## Debian's chromium and chromium-driver when missing (apt-get; never a downloaded browser);
@@ -48,7 +48,7 @@ test-browser: $(STAMP)
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
 			chromium chromium-driver; \
 	fi
-	$(PY) -m pytest -q -o addopts="--strict-markers -ra" tests/browser
+	$(PY) -m pytest -q tests/browser
 
 ## test-interop: a TypeScript client generated from proto/ (protoc-gen-es run by buf, Connect's
 ## gRPC transport; interop/typescript) creates, watches and is refused against `make run`'s
@@ -56,7 +56,7 @@ test-browser: $(STAMP)
 ## of `make test`, which stays pip-only.
 test-interop: $(STAMP)
 	@command -v npm >/dev/null || { echo "make test-interop needs Node.js and npm"; exit 1; }
-	JOBS_TEST_INTEROP=1 $(PY) -m pytest -q -o addopts="--strict-markers -ra" tests/interop
+	JOBS_TEST_INTEROP=1 $(PY) -m pytest -q tests/interop
 
 ## test-client-floor: the client on its lowest supported versions: a fresh venv in
 ## build/client-floor with exactly the floors of client/pyproject.toml (protobuf, grpcio,
@@ -70,21 +70,16 @@ test-client-floor: $(STAMP)
 	rm -rf $(CLIENT_FLOOR)
 	$(PYTHON) -m venv $(CLIENT_FLOOR)
 	$(CLIENT_FLOOR)/bin/pip install --quiet $$($(PY) -m tests.client_floor.floors) ./client
-	JOBS_CLIENT_FLOOR_PYTHON=$(CLIENT_FLOOR)/bin/python $(PY) -m pytest -q \
-		-o addopts="--strict-markers -ra" tests/client_floor
+	JOBS_CLIENT_FLOOR_PYTHON=$(CLIENT_FLOOR)/bin/python $(PY) -m pytest -q tests/client_floor
 
-## test-faults: the long fault suites, left out of `make test` for its 15-minute budget
+## test-faults: the long fault suites (tests/faults), left out of `make test` for its 15-minute budget
 ## (~4 minutes): killed, frozen and cut-off workers and replicas (sessions, incarnations,
 ## the frozen worker), schedules across a replica's death, the model-based random
 ## interleavings of the public API, retention over 100,000 jobs, the scheduler's fleet
 ## tests (fairness under a 3,000-job backlog, concurrency keys across replicas and a killed
 ## worker, delayed jobs on time, a rolling deploy). .ci/run runs it.
-FAULT_SUITES := tests/e2e/test_model_based.py tests/e2e/test_frozen_worker.py \
-	tests/e2e/test_schedules.py tests/e2e/test_worker_sessions.py \
-	tests/e2e/test_worker_incarnations.py tests/integration/test_retention_scale.py \
-	tests/e2e/test_scheduling.py
 test-faults: $(STAMP)
-	$(PY) -m pytest -q -o addopts="--strict-markers -ra" $(FAULT_SUITES)
+	$(PY) -m pytest -q tests/faults
 
 ## test-deploy: the deployment as written, executed (tests/deploy): deploy/k8s rendered with
 ## kustomize's rules and docker-compose.yml, every reference resolved, each container's
@@ -92,7 +87,7 @@ test-faults: $(STAMP)
 ## timings, a job run, the console signed in, a rolling restart of each Deployment losing
 ## nothing (~70 s). Only pip-installed PostgreSQL and NATS; .ci/run runs it after `make test`.
 test-deploy: $(STAMP)
-	$(PY) -m pytest -q -o addopts="--strict-markers -ra" tests/deploy
+	$(PY) -m pytest -q tests/deploy
 
 lint: $(STAMP) lint-deploy
 	$(PY) -m ruff check .

@@ -23,7 +23,7 @@ from tests.chaos.faults import (
 )
 
 # A crashed worker's jobs run again within this of its restarted process's session (the
-# bound is that plus the restart, measured). tests/e2e/test_worker_incarnations.py holds
+# bound is that plus the restart, measured). tests/faults/test_worker_incarnations.py holds
 # it (0.2-0.6 s measured); here every other fault, the schedules and the step kills load
 # the same two cores, and a re-run was once measured at 2.1 s. What this fault proves is
 # the mechanism (ended as WORKER_DISCONNECTED, not by the lease once the new process is

@@ -56,7 +56,7 @@ async def test_a_killed_workers_job_is_retried_on_another_worker(
         ("queued", None),
         ("running", None),
         # no process took its worker id: the lease ran out (ADR 0003; a restarted worker
-        # ends it at once, tests/e2e/test_worker_incarnations.py)
+        # ends it at once, tests/faults/test_worker_incarnations.py)
         ("retrying", "LEASE_EXPIRED"),
         ("running", None),
         ("succeeded", None),

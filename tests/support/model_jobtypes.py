@@ -1,4 +1,4 @@
-"""Job types of the model-based test (tests/e2e/test_model_based.py), added to both
+"""Job types of the model-based test (tests/faults/test_model_based.py), added to both
 services through JOBS_JOB_TYPE_MODULES:
 
 - ``model_keyed``: the synthetic job on the background queue with a concurrency key per

@@ -1,4 +1,4 @@
-"""The reference model of the model-based test (tests/e2e/test_model_based.py): what the
+"""The reference model of the model-based test (tests/faults/test_model_based.py): what the
 public API promises, written independently of the engine's code paths, plus the checks'
 names and the switch for the invariants that known defects still break.
 

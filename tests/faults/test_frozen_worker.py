@@ -25,7 +25,7 @@ from nats.js.api import ConsumerInfo
 from job_service.app import JobServiceApp
 from shared.constants import DISPATCH_STREAM, Queue, dispatch_consumer
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
-from tests.e2e.test_worker_sessions import session_open
+from tests.faults.test_worker_sessions import session_open
 from tests.support.processes import WorkerProcess
 from tests.support.stack import Client, running_job_service
 from tests.support.wait import eventually

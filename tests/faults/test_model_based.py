@@ -37,7 +37,7 @@ integration tests (test_held_jobs, test_fair_share_race, test_answer_repair).
 Budget: ``JOBS_MODEL_TEST_EXAMPLES`` runs (default 8) of up to ``JOBS_MODEL_TEST_STEPS``
 steps (default 20), 40-60 s on two cores; raise both for a longer search, e.g.
 ``JOBS_MODEL_TEST_EXAMPLES=200 JOBS_MODEL_TEST_STEPS=50 .venv/bin/python -m pytest
-tests/e2e/test_model_based.py`` (the per-test timeout is lifted when either is set).
+tests/faults/test_model_based.py`` (the per-test timeout is lifted when either is set).
 Invariants broken by defects known on this branch are listed in
 ``model_reference.KNOWN_DEFECTS`` and skipped; ``JOBS_MODEL_TEST_STRICT=1`` checks them too.
 """

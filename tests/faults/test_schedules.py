@@ -4,7 +4,8 @@ gap; after both were down, every missed slot inside the catch-up window fires on
 
 Scaled down from the issue (60 s run, 30 s outage, 60 s window) to keep the suite short:
 a ~20 s run, a ~10 s outage and a 60 s window; the properties do not depend on the length.
-The issue's lengths: ``SCHEDULE_RUN_S=60 SCHEDULE_OUTAGE_S=30 pytest tests/e2e/test_schedules.py``.
+The issue's lengths:
+``SCHEDULE_RUN_S=60 SCHEDULE_OUTAGE_S=30 pytest tests/faults/test_schedules.py``.
 """
 
 from __future__ import annotations
