@@ -1,4 +1,4 @@
-"""The dependency rules of STYLE.md hold: import-linter's contracts in pyproject.toml, and
+"""The dependency rules of docs/style.md hold: import-linter's contracts in pyproject.toml, and
 modules stay small."""
 
 from __future__ import annotations
