@@ -1,5 +1,7 @@
-"""Rate-limit values: the time until a tier has budget, the settings' parsing, and what a
-replica remembers of the tiers between claims (``TierBudgets``)."""
+"""Rate-limit values: the time until a tier has budget, the settings' parsing, what a
+replica remembers of the tiers between claims (``TierBudgets``), and a bucket's refill and
+back-off at their edges (``tests/integration/test_rate_bucket_twin.py`` checks the SQL
+against them)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from job_service.domain.queues import parse_limits
-from job_service.domain.rate_limits import BucketLevel, RateLimit, TierBudgets, parse_rate_limits
+from job_service.domain.rate_limits import (
+    MIN_RATE_FACTOR,
+    BucketLevel,
+    RateLimit,
+    TierBudgets,
+    backed_off,
+    elapsed_since,
+    parse_rate_limits,
+    recovered,
+    refilled,
+)
 
 
 def test_time_until_budget_counts_requests_and_tokens_at_the_current_factor() -> None:
@@ -90,3 +102,25 @@ def test_a_tier_without_a_token_limit_reserves_no_tokens() -> None:
     tiers = TierBudgets({"r": RateLimit("r", requests_per_minute=60)}, recovery_s=30.0)
 
     assert tiers.tokens_each("r", estimate=300) == 0
+
+
+def test_a_bucket_refills_at_the_factor_it_had_up_to_its_capacity() -> None:
+    assert refilled(0.0, 0.0, per_minute=120, capacity=5, factor=1.0) == 0.0
+    assert refilled(1.0, 1.5, per_minute=120, capacity=5, factor=0.5) == 2.5
+    assert refilled(4.0, 60.0, per_minute=120, capacity=5, factor=1.0) == 5.0
+    assert refilled(-300.0, 2.0, per_minute=6000, capacity=500, factor=1.0) == -100.0
+
+
+def test_the_factor_recovers_additively_to_one_and_a_429_halves_it_to_a_floor() -> None:
+    assert recovered(0.5, 0.0, recovery_s=30.0) == 0.5
+    assert recovered(0.5, 6.0, recovery_s=30.0) == pytest.approx(0.7)
+    assert recovered(0.5, 3600.0, recovery_s=30.0) == 1.0
+    assert backed_off(1.0) == 0.5
+    assert backed_off(0.06) == MIN_RATE_FACTOR
+
+
+def test_a_blocked_bucket_has_had_no_time_to_refill() -> None:
+    now = datetime.now(UTC)
+
+    assert elapsed_since(now - timedelta(seconds=2.5), now) == 2.5
+    assert elapsed_since(now + timedelta(seconds=4), now) == 0.0
