@@ -62,7 +62,6 @@ from job_service.adapters.postgres.claims import (
 from job_service.adapters.postgres.migrations import upgrade
 from job_service.adapters.postgres.pool import create_pool
 from job_service.adapters.postgres.rate_limits import RateLimitRepository
-from job_service.adapters.postgres.steps import StepRepository
 from job_service.adapters.postgres.vocabulary.line import place_in_line
 from job_service.domain.claims import (
     CANDIDATE_SLACK,
@@ -251,7 +250,6 @@ def repository(pool: Any) -> Claims:
         ClaimRepository(pool, lease_ttl_s=60.0),
         RateLimitRepository(pool, budgets),
         budgets,
-        StepRepository(pool),
         queue_limits={},
     )
 

@@ -26,10 +26,10 @@ from job_service.adapters.postgres.claims import ClaimRepository
 from job_service.adapters.postgres.console_sessions import ConsoleSessionRepository
 from job_service.adapters.postgres.credentials import CredentialRepository
 from job_service.adapters.postgres.dependencies import DependencyRepository
-from job_service.adapters.postgres.jobs import JobRepository, cancel_descendants_of
+from job_service.adapters.postgres.jobs import JobRepository
 from job_service.adapters.postgres.leases import AttemptTransaction, LeaseRepository
 from job_service.adapters.postgres.listing import JobListing
-from job_service.adapters.postgres.new_jobs import NewJobRepository, create_job
+from job_service.adapters.postgres.new_jobs import NewJobRepository
 from job_service.adapters.postgres.outbox import OutboxRepository
 from job_service.adapters.postgres.pool import HOT_PATH_SESSION, create_pool
 from job_service.adapters.postgres.queues import QueueRepository
@@ -61,11 +61,11 @@ from job_service.usecases.dependencies import (
     DependencyResults,
 )
 from job_service.usecases.firing import ScheduleFiring
+from job_service.usecases.grants import Grants
 from job_service.usecases.jobs import Jobs
 from job_service.usecases.leases import Leases
 from job_service.usecases.new_jobs import NewJobs
 from job_service.usecases.outbox import OutboxDispatcher, OutboxUpkeep
-from job_service.usecases.pushed_grants import GrantPusher
 from job_service.usecases.queues import Queues
 from job_service.usecases.rate_limits import RateReservations
 from job_service.usecases.results import Results
@@ -74,6 +74,7 @@ from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.signals import Signals
 from job_service.usecases.steps import Steps
 from job_service.usecases.usage import UsageReports
+from job_service.usecases.waiting_workers import WaitingWorkers
 from job_service.usecases.watch import WatchHub
 from shared.jetstream import ensure_streams
 from shared.lifetime import Lifetime
@@ -246,7 +247,6 @@ class JobServiceApp(Lifetime):
             ClaimRepository(hot, lease_ttl_s=s.lease_ttl_s),
             rates,
             budgets,
-            StepRepository(hot),
             queue_limits=s.queue_limits(),
         )
         queues = Queues(self.registry, QueueRepository(self._pool, s.queue_limits()), rates)
@@ -256,10 +256,10 @@ class JobServiceApp(Lifetime):
             leases,
             dispatcher,
             reservations,
-            claims,
         )
-        pusher = GrantPusher(claims, leases) if s.push_grants else None
-        dispatcher.push_grants_with(pusher.push if pusher is not None else None)
+        waiting = WaitingWorkers() if s.push_grants else None
+        grants = Grants(claims, leases, StepRepository(hot), waiting)
+        dispatcher.push_grants_with(grants.push if waiting is not None else None)
         dependency_store = DependencyRepository(hot)
         listing = JobListing(self._pool)
         page_tokens = PageTokens(await _page_token_secret(s, listing))
@@ -276,15 +276,13 @@ class JobServiceApp(Lifetime):
         bulk = BulkActions(
             self.registry,
             admin,
-            BulkRepository(self._pool, cancel_descendants_of),
+            BulkRepository(self._pool),
             page_tokens,
             publisher,
             dispatcher,
         )
         rounds = s.db_statement_timeout_s
-        schedule_store = ScheduleRepository(
-            self._pool, create_job, round_statement_timeout_s=rounds
-        )
+        schedule_store = ScheduleRepository(self._pool, round_statement_timeout_s=rounds)
         schedules = Schedules(new_jobs, jobs, schedule_store, page_tokens)
         watches = self._watches = WatchHub(listing, NatsPartialOutputFeed(self._nc), self.registry)
         server = build_server(
@@ -296,10 +294,9 @@ class JobServiceApp(Lifetime):
             jobs=jobs,
             leases=leases,
             results=results,
-            claims=claims,
+            grants=grants,
             permits=permits,
             dependencies=DependencyResults(dependency_store),
-            pusher=pusher,
             queues=queues,
             admin=admin,
             console_sessions=ConsoleSessions(ConsoleSessionRepository(self._pool)),

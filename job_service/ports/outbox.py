@@ -57,6 +57,6 @@ class Handoff(Protocol):
 
 class GrantPush(Protocol):
     """Grants jobs to waiting workers for the dispatch messages among ``messages``; the ids
-    of the messages those grants used (``usecases.pushed_grants``)."""
+    of the messages those grants used (``usecases.grants``)."""
 
     async def __call__(self, messages: Sequence[OutboxMessage]) -> set[int]: ...

@@ -1,24 +1,21 @@
-"""Claims: LockJob and LockJobs, the grant of waiting jobs to a worker. With a queue, each
-request is a work token of that queue and the claim chooses the jobs; without, each request
-names its job (a worker that predates tokens).
+"""Claims: the choice of waiting jobs and their lease to a worker, whichever door the grants
+then leave by (``usecases/grants.py``: work tokens, pushes, lock on submit).
 
 A claim of a queue, in one transaction: the candidates in line order, their concurrency
 keys counted under locks, the admission (``domain/claims.py``), the admitted jobs' rate
 reservations, the grant; then, for the tokens left unused, when to hand them back. A queue
-nothing can hold a job back in is claimed in one statement. The grants carry the steps
-their job's earlier attempts recorded. The claim's exactness (no job granted twice, no
-limit exceeded across replicas) is the claim transaction's (``ports/claims.py``).
+nothing can hold a job back in is claimed in one statement. The claim's exactness (no job
+granted twice, no limit exceeded across replicas) is the claim transaction's
+(``ports/claims.py``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from job_service import metrics
-from job_service.domain.checks import MAX_BATCH, is_uuid, require_batch, require_name
 from job_service.domain.claims import (
     CANDIDATE_SLACK,
     CONTENDED_RECHECK_S,
@@ -34,14 +31,8 @@ from job_service.domain.grants import LockGrant, LockRefusal, QueueClaim
 from job_service.domain.rate_limits import TierBudgets
 from job_service.ports.claims import ClaimStore, ClaimTransaction
 from job_service.ports.rate_limits import RateLimitStore
-from job_service.ports.steps import StepStore
-from job_service.usecases.queues import require_queue
-from shared.errors import FieldViolation, InvalidInput
 from shared.registry import Registry
 
-# A worker names at most this many definitions it runs, each as job_type@version.
-MAX_RUNNABLE = 256
-DEFINITION_ID = re.compile(r"[a-z][a-z0-9_]{1,63}@[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
 # A worker's definitions are written at most this often (each claim would otherwise).
 WORKER_RECORD_INTERVAL_S = 5.0
 
@@ -53,14 +44,12 @@ class Claims:
         store: ClaimStore,
         rates: RateLimitStore,
         budgets: TierBudgets,
-        steps: StepStore,
         *,
         queue_limits: Mapping[str, int],
     ) -> None:
         self._store = store
         self._rates = rates
         self._budgets = budgets
-        self._steps = steps
         self._queue_limits = dict(queue_limits)
         self._queue_names = sorted({d.queue for d in registry})
         self._queue_types = queue_job_types(registry)
@@ -68,66 +57,10 @@ class Claims:
         self._unlimited = unlimited_queues(registry, queue_limits, budgets.limits)
         self._workers_seen: dict[tuple[str, str, tuple[str, ...]], float] = {}
 
-    async def lock_jobs(
-        self,
-        job_ids: Sequence[str],
-        worker_id: str,
-        queue: str = "",
-        runnable: Sequence[str] = (),
-    ) -> list[LockGrant | LockRefusal]:
-        """One answer per request, in order. With ``queue``, each request is a work token
-        of that queue and the claim chooses the jobs; without, each names its job. A
-        malformed, unknown or repeated id is refused: a job is never granted twice."""
-        require_name("worker_id", worker_id)
-        require_batch("requests", job_ids)
-        _require_runnable(runnable)
-        if not queue:
-            distinct = list(dict.fromkeys(j for j in job_ids if is_uuid(j)))
-            claimed = await self._claim_jobs(distinct, worker_id, list(runnable) or None)
-            answers = dict(zip(distinct, claimed, strict=True))
-            refused = LockRefusal()
-            return await self._with_steps([answers.pop(j, refused) for j in job_ids])
-        require_queue(queue, self._queue_names)
-        claim = await self.claim_queue(queue, len(job_ids), worker_id, list(runnable) or None)
-        unused = len(job_ids) - len(claim.grants)
-        metrics.tokens_unused(queue, unused, handed_back=claim.retry_after is not None)
-        return await self._with_steps([*claim.grants, *[LockRefusal(claim.retry_after)] * unused])
-
-    def check_wanted(
-        self, wanted: Mapping[str, int], worker_id: str, runnable: Sequence[str]
-    ) -> None:
-        """Refuses grants asked for with results (lock on submit) that LockJobs would refuse:
-        an unknown queue, a count outside 1..MAX_BATCH, no worker, malformed definitions."""
-        if not wanted:
-            return
-        require_name("worker_id", worker_id)
-        _require_runnable(runnable)
-        for queue, count in wanted.items():
-            require_queue(queue, self._queue_names)
-            if not 1 <= count <= MAX_BATCH:
-                raise InvalidInput(
-                    "next_grants.slots is out of range",
-                    [FieldViolation("next_grants.slots", f"1 to {MAX_BATCH}")],
-                )
-
-    async def grant(
-        self,
-        queue: str,
-        want: int,
-        worker_id: str,
-        definitions: list[str] | None,
-        *,
-        due_for_s: float = 0.0,
-    ) -> list[LockGrant]:
-        """Up to ``want`` of the queue's best eligible jobs granted to ``worker_id``, with
-        their recorded steps: a grant pushed to a worker or answered with its results,
-        rather than asked for with a work token. ``due_for_s``: only jobs due for that long
-        at least."""
-        # no work tokens to answer: the claim spares the statement that decides their fate
-        claim = await self.claim_queue(
-            queue, want, worker_id, definitions, tokens=False, due_for_s=due_for_s
-        )
-        return [g for g in await self._with_steps(list(claim.grants)) if isinstance(g, LockGrant)]
+    @property
+    def queue_names(self) -> list[str]:
+        """The queues of the known job types, sorted."""
+        return self._queue_names
 
     async def claim_queue(
         self,
@@ -166,7 +99,7 @@ class Claims:
                 retry_after = await self._unused_back(tx, queue, definitions, held_by_rate)
         return QueueClaim(_picked_up(granted), retry_after)
 
-    async def _claim_jobs(
+    async def claim_jobs(
         self, job_ids: Sequence[str], worker_id: str, definitions: Sequence[str] | None
     ) -> list[LockGrant | LockRefusal]:
         """Grants the named jobs (distinct ids) that are eligible, of the ``definitions``
@@ -253,24 +186,6 @@ class Claims:
         limits = self._budgets.limits
         return [c if c.rate_key in limits else replace(c, rate_key=None) for c in candidates]
 
-    async def _with_steps(
-        self, answers: list[LockGrant | LockRefusal]
-    ) -> list[LockGrant | LockRefusal]:
-        """Each grant with the steps its job's earlier attempts recorded (read only for the
-        grants the claim saw steps for: most jobs have none, and even a first attempt may
-        have some, since an attempt handed back by a draining worker is refunded and its
-        successor has the same number)."""
-        ids = [a.job_id for a in answers if isinstance(a, LockGrant) and a.has_steps]
-        if not ids:
-            return answers
-        steps = await self._steps.steps_of(ids)
-        return [
-            replace(a, recorded_steps=tuple(steps.get(a.job_id, ())))
-            if isinstance(a, LockGrant) and a.job_id in steps
-            else a
-            for a in answers
-        ]
-
     async def _record_worker(
         self, worker_id: str, queue: str, definitions: Sequence[str] | None
     ) -> None:
@@ -288,14 +203,6 @@ class Claims:
             return
         self._workers_seen[key] = now
         await self._store.record_worker(worker_id, sorted(types), runs)
-
-
-def _require_runnable(runnable: Sequence[str]) -> None:
-    if len(runnable) > MAX_RUNNABLE or not all(map(DEFINITION_ID.fullmatch, runnable)):
-        raise InvalidInput(
-            "runnable_definitions is malformed",
-            [FieldViolation("runnable_definitions", f"at most {MAX_RUNNABLE} of job_type@version")],
-        )
 
 
 def _picked_up(granted: list[Granted]) -> list[LockGrant]:

@@ -8,8 +8,7 @@ what the worker claims). A projection it cannot store fails the attempt.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from job_service import metrics
@@ -17,7 +16,6 @@ from job_service.domain.admission import admit_child
 from job_service.domain.attempts import Refusal, Submission, refusal
 from job_service.domain.checks import MAX_ID_CHARS, not_json, require_batch, require_uuid
 from job_service.domain.dependencies import MAX_DEPENDENCIES
-from job_service.domain.grants import LockGrant
 from job_service.domain.jobs import (
     MAX_ARTIFACT_BYTES_PER_JOB,
     MAX_ARTIFACTS_PER_JOB,
@@ -27,10 +25,9 @@ from job_service.domain.jobs import (
 from job_service.domain.lifecycle import JobStatus
 from job_service.ports.outbox import Handoff
 from job_service.ports.results import ResultStore
-from job_service.usecases.claims import Claims
 from job_service.usecases.leases import Leases
 from job_service.usecases.rate_limits import RateReservations
-from shared import redaction, tracing
+from shared import redaction
 from shared.canonical import canonical_json, check_storable
 from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, FieldViolation, InvalidInput, JobsError, LeaseLost
@@ -38,13 +35,6 @@ from shared.output_hash import matches as output_hash_matches
 from shared.registry import ChildJobDraft, Registry
 
 MAX_ARTIFACT_TYPE_CHARS = 64
-# Lock on submit takes only jobs due this long at least: the backlog. A job due just now is
-# the push's to deliver (or its work token's); results that took it first would leave its
-# dispatch message to be published, fetched and locked for nothing, and under a steady
-# load keep each other going (ADR 0009: measured, steady p50 ~3x worse without it).
-BACKLOG_AFTER_S = 0.25
-
-log = logging.getLogger(__name__)
 
 
 class Results:
@@ -55,10 +45,7 @@ class Results:
         leases: Leases,
         handoff: Handoff,
         reservations: RateReservations,
-        claims: Claims | None = None,
     ) -> None:
-        """``claims``: grants jobs with the results (lock on submit); None: never."""
-        self._claims = claims
         self._registry = registry
         self._store = store
         self._leases = leases
@@ -66,38 +53,6 @@ class Results:
         self._reservations = reservations
         # whether any known type redacts: only then is every result's type looked up
         self._redacting = any(redaction.redacts(d) for d in registry)
-
-    async def submit_results_and_grant(
-        self,
-        submissions: Sequence[Submission],
-        wanted: Mapping[str, int],
-        worker_id: str,
-        runnable: Sequence[str],
-    ) -> tuple[list[JobStatus | JobsError], list[LockGrant]]:
-        """``submit_results``, then lock on submit (ADR 0009): up to ``wanted[queue]`` of
-        each queue's jobs due for ``BACKLOG_AFTER_S`` at least granted to ``worker_id`` by
-        the queue's claim, as LockJobs would for as many work tokens. The results are
-        committed first and stand whatever the grants do: a claim that fails grants nothing
-        (the worker fetches work tokens)."""
-        if self._claims is not None:
-            self._claims.check_wanted(wanted, worker_id, runnable)
-        answers = await self.submit_results(submissions)
-        grants: list[LockGrant] = []
-        if self._claims is None or tracing.enabled():
-            # a grant answered here carries no trace context yet: with tracing on, the
-            # worker's jobs come with their dispatch messages, whose headers carry it
-            return answers, grants
-        for queue, count in wanted.items():
-            try:
-                granted = await self._claims.grant(
-                    queue, count, worker_id, list(runnable) or None, due_for_s=BACKLOG_AFTER_S
-                )
-            except Exception:
-                log.exception("queue %s: granting with submitted results failed", queue)
-                continue
-            metrics.grants_on_submit(queue, len(granted))
-            grants += granted
-        return answers, grants
 
     async def submit_results(
         self, submissions: Sequence[Submission]

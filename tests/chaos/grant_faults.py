@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from job_service.fault_hooks import KILL_LOG
-from job_service.usecases.pushed_grants import REPORT_STALE_S
+from job_service.usecases.waiting_workers import REPORT_STALE_S
 from tests.chaos.faults import KINDS, LEASED, FaultContext, FaultRecord, _probe
 
 if TYPE_CHECKING:

@@ -1,7 +1,8 @@
 """The job service's side of pushed grants (ADR 0009), as pure logic: which dispatch rows a
-push uses, how much room a waiting worker has (its report less the grants pushed since it
-counted), and what happens to grants a session can no longer take. The claim and the
-leases are fakes here; tests/e2e/test_grants_ahead.py runs the real thing."""
+push (``Grants.push``) uses, how much room a waiting worker has (its report less the grants
+pushed since it counted), and what happens to grants a session can no longer take. The
+claim, the leases and the steps are fakes here; tests/e2e/test_grants_ahead.py runs the
+real thing."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import time
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from job_service.domain.grants import LockGrant
+from job_service.domain.grants import LockGrant, QueueClaim
 from job_service.domain.outbox import OutboxMessage
+from job_service.ports.steps import StepStore
 from job_service.usecases.claims import Claims
+from job_service.usecases.grants import Grants
 from job_service.usecases.leases import Leases
-from job_service.usecases.pushed_grants import REPORT_STALE_S, GrantPusher, WaitingWorker
+from job_service.usecases.waiting_workers import REPORT_STALE_S, WaitingWorker, WaitingWorkers
 
 Q = "ai-interactive"
 
@@ -30,15 +33,20 @@ class FakeClaims:
         self.claims: list[tuple[str, int, str]] = []
         self._next = 0
 
-    async def grant(
-        self, queue: str, want: int, worker_id: str, definitions: list[str] | None
-    ) -> list[LockGrant]:
+    async def claim_queue(
+        self,
+        queue: str,
+        want: int,
+        worker_id: str,
+        definitions: list[str] | None,
+        **_: Any,
+    ) -> QueueClaim:
         self.claims.append((queue, want, worker_id))
         n = min(want, self.eligible)
         self.eligible -= n
         grants = [grant(self._next + i) for i in range(n)]
         self._next += n
-        return grants
+        return QueueClaim(grants)
 
 
 class FakeLeases:
@@ -56,9 +64,20 @@ def dispatches(n: int, queue: str = Q, first_id: int = 1) -> list[OutboxMessage]
     ]
 
 
-def pusher(eligible: int) -> tuple[GrantPusher, FakeClaims, FakeLeases]:
-    claims, leases = FakeClaims(eligible), FakeLeases()
-    return GrantPusher(cast(Claims, claims), cast(Leases, leases)), claims, leases
+class Pusher:
+    """The sessions' side (``WaitingWorkers``) and the dispatcher's (``Grants.push``)."""
+
+    def __init__(self, grants: Grants, waiting: WaitingWorkers) -> None:
+        self.push = grants.push
+        self.waiting = waiting
+        self.open, self.report, self.close = waiting.open, waiting.report, waiting.close
+
+
+def pusher(eligible: int) -> tuple[Pusher, FakeClaims, FakeLeases]:
+    claims, leases, waiting = FakeClaims(eligible), FakeLeases(), WaitingWorkers()
+    # no grant of these fakes saw recorded steps: the step store is never asked
+    grants = Grants(cast(Claims, claims), cast(Leases, leases), cast(StepStore, None), waiting)
+    return Pusher(grants, waiting), claims, leases
 
 
 class Session:
@@ -188,7 +207,7 @@ async def test_a_worker_not_heard_from_lately_is_pushed_nothing_until_it_reports
     session = Session()
     push.open(1, "w1", [], session.deliver)
     push.report(1, {Q: 2}, taken=0)
-    push._waiting[1].heard_at = time.monotonic() - REPORT_STALE_S - 0.1  # frozen since
+    push.waiting._waiting[1].heard_at = time.monotonic() - REPORT_STALE_S - 0.1  # frozen since
 
     assert await push.push(dispatches(2)) == set()
     assert claims.claims == []

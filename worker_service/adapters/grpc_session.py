@@ -22,7 +22,7 @@ GOODBYE_TIMEOUT_S = 2.0
 REPORT_GAP_S = 0.005
 # ... and at least this often, changed or not (then instead of pings): the job service
 # pushes only to a worker it heard from lately, so that a frozen worker is not pushed jobs
-# it will never run (usecases/pushed_grants.py, REPORT_STALE_S).
+# it will never run (usecases/waiting_workers.py, REPORT_STALE_S).
 REPORT_EVERY_S = 0.25
 
 

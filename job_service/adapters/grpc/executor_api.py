@@ -19,11 +19,10 @@ from job_service.domain.attempts import Submission
 from job_service.domain.grants import LockGrant, LockRefusal
 from job_service.domain.lifecycle import JobStatus
 from job_service.usecases.call_permits import CallPermits
-from job_service.usecases.claims import Claims
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.dependencies import DependencyResults
+from job_service.usecases.grants import Grants
 from job_service.usecases.leases import Leases
-from job_service.usecases.pushed_grants import GrantPusher
 from job_service.usecases.results import Results
 from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.signals import Signals
@@ -53,7 +52,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         self,
         leases: Leases,
         results: Results,
-        claims: Claims,
+        grants: Grants,
         vault: CredentialVault,
         *,
         lease_ttl_s: float,
@@ -63,15 +62,13 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         signals: Signals,
         permits: CallPermits,
         dependencies: DependencyResults,
-        pusher: GrantPusher | None = None,
     ):
-        self._pusher = pusher
         self._dependencies = dependencies
         self._permits = permits
         self._signals = signals
         self._leases = leases
         self._results = results
-        self._claims = claims
+        self._grants = grants
         self._vault = vault
         self._sessions = sessions
         self._steps = steps
@@ -81,7 +78,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     async def LockJob(
         self, request: pb.LockJobRequest, context: grpc.aio.ServicerContext
     ) -> pb.LockJobResponse:
-        [answer] = await self._claims.lock_jobs(
+        [answer] = await self._grants.for_tokens(
             [request.job_id], request.worker_id, runnable=list(request.runnable_definitions)
         )
         return self._lock_response(answer)
@@ -97,7 +94,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
                 [FieldViolation("requests.worker_id", "the same in every request")],
             )
         worker_id = worker_ids.pop() if worker_ids else ""
-        answers = await self._claims.lock_jobs(
+        answers = await self._grants.for_tokens(
             [r.job_id for r in request.requests],
             worker_id,
             queue=request.queue,
@@ -156,9 +153,12 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     ) -> pb.SubmitResultsResponse:
         submissions = [_submission(r) for r in request.requests]
         wanted = {w.queue: w.slots for w in request.next_grants}
-        answers, grants = await self._results.submit_results_and_grant(
-            submissions, wanted, request.worker_id, list(request.runnable_definitions)
-        )
+        runnable = list(request.runnable_definitions)
+        # bad next_grants are refused before any result is committed
+        self._grants.check_wanted(wanted, request.worker_id, runnable)
+        answers = await self._results.submit_results(submissions)
+        # lock on submit (ADR 0009): the results stand whatever the grants do
+        grants = await self._grants.with_results(wanted, request.worker_id, runnable)
         return pb.SubmitResultsResponse(
             outcomes=[
                 pb.SubmitResultOutcome(
@@ -263,7 +263,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
     ) -> AsyncIterator[pb.WorkerSessionResponse]:
         # the worker's liveness stream: session_api.py
         sessions = serve_session(
-            self._sessions, self._pusher, self._locked_job, request_iterator, context
+            self._sessions, self._grants, self._locked_job, request_iterator, context
         )
         async for response in sessions:
             yield response

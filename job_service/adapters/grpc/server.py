@@ -22,15 +22,14 @@ from job_service.settings import JobServiceSettings
 from job_service.usecases.admin import Admin
 from job_service.usecases.bulk import BulkActions
 from job_service.usecases.call_permits import CallPermits
-from job_service.usecases.claims import Claims
 from job_service.usecases.console_sessions import ConsoleSessions
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.dependencies import DependencyResults
+from job_service.usecases.grants import Grants
 from job_service.usecases.jobs import Jobs
 from job_service.usecases.leases import Leases
 from job_service.usecases.new_jobs import NewJobs
 from job_service.usecases.outbox import OutboxUpkeep
-from job_service.usecases.pushed_grants import GrantPusher
 from job_service.usecases.queues import Queues
 from job_service.usecases.results import Results
 from job_service.usecases.schedules import Schedules
@@ -85,7 +84,7 @@ def build_server(
     jobs: Jobs,
     leases: Leases,
     results: Results,
-    claims: Claims,
+    grants: Grants,
     queues: Queues,
     admin: Admin,
     console_sessions: ConsoleSessions,
@@ -100,7 +99,6 @@ def build_server(
     signals: Signals,
     permits: CallPermits,
     dependencies: DependencyResults,
-    pusher: GrantPusher | None = None,
 ) -> grpc.aio.Server:
     server = grpc.aio.server(
         # outermost first: the metrics see the final code, the error interceptor translates
@@ -136,7 +134,7 @@ def build_server(
         ExecutorServicer(
             leases,
             results,
-            claims,
+            grants,
             vault,
             lease_ttl_s=s.lease_ttl_s,
             heartbeat_interval_s=s.heartbeat_interval_s,
@@ -145,7 +143,6 @@ def build_server(
             signals=signals,
             permits=permits,
             dependencies=dependencies,
-            pusher=pusher,
         ),
         server,
     )

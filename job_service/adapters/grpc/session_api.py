@@ -6,7 +6,7 @@ connection closed, a malformed message, no ping for ``MISSED_PINGS`` intervals â
 disconnect.
 
 A worker that reports its free slots is pushed grants down the stream
-(``job_service.usecases.pushed_grants``); a slot report is not answered. Grants queued for
+(``job_service.usecases.grants``); a slot report is not answered. Grants queued for
 a stream that ends before they were written are handed back."""
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import Any
 import grpc
 
 from job_service.domain.grants import LockGrant
-from job_service.usecases.pushed_grants import GrantPusher
+from job_service.usecases.grants import Grants
 from job_service.usecases.sessions import WorkerSessions
+from job_service.usecases.waiting_workers import WaitingWorkers
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 
@@ -32,7 +33,7 @@ _CLOSED = pb.WorkerSessionResponse(closed=True)
 
 async def serve_session(
     sessions: WorkerSessions,
-    pusher: GrantPusher | None,
+    grants: Grants,
     grant_to_pb: Callable[[LockGrant], pb.LockedJob],
     requests: AsyncIterator[pb.WorkerSessionRequest],
     context: grpc.aio.ServicerContext,
@@ -53,8 +54,9 @@ async def serve_session(
             pushed.put_nowait(grants)
         return live
 
-    if pusher is not None:
-        pusher.open(session.id, session.worker_id, first.runnable_definitions, deliver)
+    waiting = grants.waiting
+    if waiting is not None:
+        waiting.open(session.id, session.worker_id, first.runnable_definitions, deliver)
     clean = False
     try:
         yield pb.WorkerSessionResponse(
@@ -62,7 +64,7 @@ async def serve_session(
             disconnect_grace_ms=round((sessions.grace_for(session) or 0.0) * 1000),
             ping_interval_ms=round(sessions.ping_interval_s * 1000),
         )
-        _report_slots(pusher, session.id, first)
+        _report_slots(waiting, session.id, first)
         async for request in _until_closing(requests, pushed, sessions, session.worker_id):
             if isinstance(request, list):
                 yield pb.WorkerSessionResponse(grants=[grant_to_pb(g) for g in request])
@@ -75,28 +77,28 @@ async def serve_session(
                 clean = True
                 yield _CLOSED
                 return
-            if not _report_slots(pusher, session.id, request):
+            if not _report_slots(waiting, session.id, request):
                 yield _PONG
     finally:
         live = False
-        if pusher is not None:
-            pusher.close(session.id)
+        if waiting is not None:
+            waiting.close(session.id)
             unsent = [g for _ in range(pushed.qsize()) for g in pushed.get_nowait()]
             if unsent:
-                pusher.hand_back(session.worker_id, unsent)
+                grants.hand_back(session.worker_id, unsent)
         if not clean:
             sessions.ended(session)
 
 
 def _report_slots(
-    pusher: GrantPusher | None, session_id: int, request: pb.WorkerSessionRequest
+    waiting: WaitingWorkers | None, session_id: int, request: pb.WorkerSessionRequest
 ) -> bool:
     """Passes on the request's slot report, if it carries one (then it is not answered)."""
     if not request.reports_slots:
         return False
-    if pusher is not None:
+    if waiting is not None:
         free = {s.queue: s.slots for s in request.free_slots}
-        pusher.report(session_id, free, request.grants_taken)
+        waiting.report(session_id, free, request.grants_taken)
     return True
 
 
