@@ -4,7 +4,8 @@ how a waiting job is told apart. Pure: no I/O.
 A dependent job is stored CREATED, due at ``UNTIL_DEPENDENCIES_END`` (a time no due check
 ever reaches, so the claim, the reconciler and the queue gauges leave it alone without a
 condition of their own); the dependency resolver makes it due now once its last
-dependency has ended, or ends it when a dependency failed under a policy that says so.
+dependency has ended, or ends it when a dependency failed under a policy that says so
+(``outcome``, which the resolver's statement embeds rendered in SQL).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import Enum
 
 from job_service.domain.checks import is_uuid
 from job_service.domain.holds import Hold, HoldReason
@@ -84,3 +86,26 @@ def waiting_hold(pending: int, total: int) -> Hold:
         HoldReason.WAITING_FOR_DEPENDENCIES,
         detail=f"waits for {pending} of its {total} dependencies to end",
     )
+
+
+class Outcome(Enum):
+    """What the dependency resolver does with a waiting job: make it due, or end it with
+    its policy's status (failed, or cancelled)."""
+
+    RUN = "run"
+    FAIL = "fail"
+    CANCEL = "cancel"
+
+
+def outcome(
+    policy: DependencyPolicy, failed: bool, left: int, *, waiting: bool = True
+) -> Outcome | None:
+    """The resolver's decision for a job whose newly counted edges include a failed or
+    cancelled dependency (``failed``), with ``left`` edges still to count after them; None:
+    it waits on (or, not ``waiting`` any more, is left as it is). A broken dependency ends
+    the job unless its policy is "run"; else the job runs once nothing is left to count."""
+    if not waiting:
+        return None
+    if failed and policy is not DependencyPolicy.RUN:
+        return Outcome.CANCEL if policy is DependencyPolicy.CANCEL else Outcome.FAIL
+    return Outcome.RUN if left == 0 else None

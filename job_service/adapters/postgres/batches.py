@@ -5,7 +5,8 @@ The items travel as one JSON array (``jsonb_to_recordset``) with ids chosen here
 each inserted row finds its item again. Quotas are counted per user in the order of the
 items: the n-th new job of a user in the batch is admitted when the user's unfinished jobs
 plus n stay within the limit, and likewise for the day's count; while a user's cost today
-is within the daily budget, all of the user's items may pass it (creating costs nothing).
+is within the daily budget, all of the user's items may pass it (creating costs nothing):
+``domain.quotas.admits``, rendered by ``vocabulary/quotas.py`` as CreateJob's is.
 """
 
 from __future__ import annotations
@@ -35,13 +36,12 @@ from job_service.adapters.postgres.vocabulary.new_job import (
     record_values,
     snapshot_row,
     snapshot_values,
-    spent_today,
     user_keys,
 )
 from job_service.adapters.postgres.vocabulary.outbox_rows import handed, handed_messages
+from job_service.adapters.postgres.vocabulary.quotas import counted, usage, within_quotas
 from job_service.domain.ids import new_job_id
 from job_service.domain.jobs import NewJob
-from job_service.domain.lifecycle import ACTIVE, statuses_sql
 from job_service.domain.outbox import OutboxMessage
 from job_service.domain.quotas import QuotaRefusal, Quotas
 from job_service.ports.jobs import Stored
@@ -55,13 +55,7 @@ WITH new AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS n({record_type(_ITEM)})
 ), usage AS (
     SELECT u.user_id,
-        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = u.user_id
-                               AND status IN {statuses_sql(ACTIVE)} LIMIT {_MAX_ACTIVE}) a)
-            AS active,
-        coalesce((SELECT created FROM job_quota_usage
-                  WHERE {_DAILY} > 0 AND user_id = u.user_id
-                    AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today,
-        {spent_today("u.user_id", _BUDGET)} AS spent
+        {usage("u.user_id", _MAX_ACTIVE, _DAILY, _BUDGET)}
     FROM (SELECT DISTINCT user_id FROM new) u
 ), fresh AS (
     -- items whose idempotency key names no job yet, numbered per user in item order
@@ -77,9 +71,7 @@ WITH new AS (
            row_number() OVER (PARTITION BY f.queue, replace(f.fairness_key, '{{user}}', f.user_id),
                                            f.priority ORDER BY f.idx) - 1 AS behind
     FROM fresh f JOIN usage u ON u.user_id = f.user_id
-    WHERE ({_MAX_ACTIVE} = 0 OR u.active + f.rank <= {_MAX_ACTIVE})
-      AND ({_DAILY} = 0 OR u.today + f.rank <= {_DAILY})
-      AND ({_BUDGET} = 0 OR u.spent < {_BUDGET})
+    WHERE {within_quotas("u", "f.rank", _MAX_ACTIVE, _DAILY, _BUDGET)}
 ), {
     new_job_rows(
         {
@@ -99,11 +91,7 @@ WITH new AS (
         due="coalesce(src.next_run_at, now())",
     )
 }, counted AS (
-    INSERT INTO job_quota_usage AS q (user_id, day, created)
-    SELECT user_id, (now() AT TIME ZONE 'UTC')::date, count(*) FROM inserted
-    WHERE {_DAILY} > 0
-    GROUP BY user_id
-    ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + excluded.created
+    {counted("inserted", _DAILY)}
 )
 SELECT n.idx AS item, inserted.*,
        u.active + coalesce(f.rank, 1) - 1 AS quota_active,

@@ -13,12 +13,13 @@ ones the action refuses are answered (RetryJobs) or counted as skipped (CancelJo
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TypeAlias
+from typing import Any
 
 import asyncpg
 
+from job_service.adapters.postgres.units import cancel_descendants_of
 from job_service.adapters.postgres.vocabulary.filters import bind, filter_conditions
 from job_service.adapters.postgres.vocabulary.statuses import (
     CANCEL_STEP,
@@ -30,13 +31,6 @@ from job_service.domain.lifecycle import JobStatus, status_values
 from job_service.domain.selection import Actionable, Candidate, Cursor, JobSelection
 from shared.errors import ErrorCode, public_message
 
-# The cancel of the unfinished descendants of jobs, on this store's connection (the job
-# store's, ``jobs.cancel_descendants_of``: app.py wires it, so that a page and its
-# descendants move in one transaction and neither adapter imports the other).
-Cascade: TypeAlias = (
-    "Callable[[asyncpg.pool.PoolConnectionProxy[asyncpg.Record], list[str]],"
-    " Awaitable[list[tuple[str, JobStatus]]]]"
-)
 _CANCELLED = sql_status(JobStatus.CANCELLED)
 
 # The page of a cancel, locked and moved in one statement, as CancelJob moves one job
@@ -84,9 +78,8 @@ WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE id = x) ORDER BY 1
 class BulkRepository:
     """Selections of jobs for bulk admin actions, on one asyncpg pool."""
 
-    def __init__(self, pool: asyncpg.Pool, cancel_descendants: Cascade) -> None:
+    def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
-        self._cancel_descendants = cancel_descendants
 
     async def count(self, selection: JobSelection, actionable: Actionable) -> int:
         """How many jobs of the selection the action would change now."""
@@ -148,7 +141,8 @@ class BulkRepository:
                 (_candidate(r), None if r["new_status"] is None else JobStatus(r["new_status"]))
                 for r in rows
             ]
-            descendants = await self._cancel_descendants(conn, [c.id for c, _ in acted])
+            # the page's descendants in the page's transaction, as CancelJob's (a unit of work)
+            descendants = await cancel_descendants_of(conn, [c.id for c, _ in acted])
         more = False
         if len(acted) == limit:
             last = acted[-1][0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from job_service.adapters.postgres.vocabulary.dependencies import outcome
 from job_service.adapters.postgres.vocabulary.line import place_in_line
 from job_service.adapters.postgres.vocabulary.outbox_rows import dispatch_key, domain_event_rows
 from job_service.adapters.postgres.vocabulary.statuses import (
@@ -16,6 +17,7 @@ from job_service.adapters.postgres.vocabulary.statuses import (
     statuses_sql,
     timeline_event,
 )
+from job_service.domain.dependencies import Outcome
 from job_service.domain.lifecycle import (
     LEASED,
     TERMINAL,
@@ -25,15 +27,19 @@ from job_service.domain.lifecycle import (
     transition,
 )
 from shared.errors import ErrorCode
-from shared.registry import DependencyOutput, DependencyPolicy
+from shared.registry import DependencyOutput
 
 _TERMINAL = statuses_sql(TERMINAL)
 _BROKEN = statuses_sql(TERMINAL - {JobStatus.SUCCEEDED})
 _CREATED = sql_status(JobStatus.CREATED)
-_RUN = f"'{DependencyPolicy.RUN.value}'"
-_CANCEL = f"'{DependencyPolicy.CANCEL.value}'"
+_RUN, _FAIL, _CANCEL = (f"'{o.value}'" for o in (Outcome.RUN, Outcome.FAIL, Outcome.CANCEL))
 _FAILED_BY_DEPENDENCY = transition(JobStatus.CREATED, Step.DEPENDENCY_FAILED)
 _CANCELLED_BY_DEPENDENCY = transition(JobStatus.CREATED, Step.CANCEL)
+
+# What the resolver does with a job it counted down (``domain.dependencies.outcome``).
+_OUTCOME = outcome(
+    "j.dependency_policy", "p.failed", "j.dependencies_uncounted - p.n", f"j.status = {_CREATED}"
+)
 
 # The resolver's round: up to $1 ended edges not yet counted, taken (SKIP LOCKED: replicas
 # share the work) and marked counted; their jobs locked in id order (two rounds never
@@ -57,24 +63,23 @@ WITH taken AS (
     FROM taken GROUP BY job_id
 ), locked AS (
     SELECT j.id, j.queue, j.priority, j.fairness_key, NULL::timestamptz AS next_run_at, p.n,
-           j.status = {_CREATED} AND p.failed AND j.dependency_policy <> {_RUN} AS broken,
-           j.status = {_CREATED} AND j.dependencies_uncounted = p.n
-               AND NOT (p.failed AND j.dependency_policy <> {_RUN}) AS ready
+           {_OUTCOME} AS outcome
     FROM jobs j JOIN per_job p ON p.job_id = j.id
     ORDER BY j.id FOR UPDATE OF j
 ), decided AS (
-    SELECT src.*, CASE WHEN src.ready THEN {place_in_line("src")} END AS place FROM locked src
+    SELECT src.*, coalesce(src.outcome IN ({_FAIL}, {_CANCEL}), false) AS broken,
+           coalesce(src.outcome = {_RUN}, false) AS ready,
+           CASE WHEN src.outcome = {_RUN} THEN {place_in_line("src")} END AS place
+    FROM locked src
 ), counted AS (
     UPDATE jobs j SET
         dependencies_uncounted = j.dependencies_uncounted - d.n,
-        status = CASE WHEN NOT d.broken THEN j.status
-                      WHEN j.dependency_policy = {_CANCEL}
-                      THEN {sql_status(_CANCELLED_BY_DEPENDENCY)}
-                      ELSE {sql_status(_FAILED_BY_DEPENDENCY)} END,
-        error_code = CASE WHEN NOT d.broken THEN j.error_code
-                          WHEN j.dependency_policy = {_CANCEL}
-                          THEN '{ErrorCode.DEPENDENCY_CANCELLED.value}'
-                          ELSE '{ErrorCode.DEPENDENCY_FAILED.value}' END,
+        status = CASE d.outcome WHEN {_CANCEL} THEN {sql_status(_CANCELLED_BY_DEPENDENCY)}
+                                WHEN {_FAIL} THEN {sql_status(_FAILED_BY_DEPENDENCY)}
+                                ELSE j.status END,
+        error_code = CASE d.outcome WHEN {_CANCEL} THEN '{ErrorCode.DEPENDENCY_CANCELLED.value}'
+                                    WHEN {_FAIL} THEN '{ErrorCode.DEPENDENCY_FAILED.value}'
+                                    ELSE j.error_code END,
         public_error_message = CASE WHEN d.broken
             THEN 'A job it depends on failed or was cancelled.'
             ELSE j.public_error_message END,

@@ -1,4 +1,5 @@
-"""Jobs on PostgreSQL: read one, cancel it with the cascade to its unfinished descendants,
+"""Jobs on PostgreSQL: read one, cancel it with the cascade to its unfinished descendants
+(a unit of work, ``units.cancel_descendants_of``, as a bulk cancel's page cascades too),
 and expire snapshots. New jobs are ``new_jobs.py``'s."""
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from job_service.adapters.postgres.rows import (
     job_from_row,
     signal_from_json,
 )
+from job_service.adapters.postgres.units import cancel_descendants_of
 from job_service.adapters.postgres.vocabulary.statuses import (
-    CANCEL_STEP,
     cancelled_events,
     sql_status,
     timeline_event,
@@ -122,35 +123,6 @@ WITH changed AS (
 SELECT status FROM changed
 """
 
-# Cancels the unfinished descendants of the jobs $1 (an array): each moves as the
-# lifecycle's CANCEL step says ($2: a JSON map from status to status), with its timeline
-# and domain events.
-CANCEL_DESCENDANTS = f"""
-WITH RECURSIVE tree AS (
-    SELECT id FROM jobs WHERE parent_job_id = ANY($1::uuid[])
-    UNION
-    SELECT c.id FROM jobs c JOIN tree ON c.parent_job_id = tree.id
-), targets AS (
-    SELECT j.id, j.status FROM jobs j JOIN tree ON tree.id = j.id
-    WHERE $2::jsonb ? j.status
-    ORDER BY j.id
-    FOR UPDATE OF j
-), changed AS (
-    UPDATE jobs j SET status = $2::jsonb ->> t.status, cancel_requested_at = now(),
-        updated_at = now(), next_run_at = NULL,
-        finished_at = CASE WHEN $2::jsonb ->> t.status = {_CANCELLED} THEN now() END,
-        error_code = CASE WHEN $2::jsonb ->> t.status = {_CANCELLED} THEN $3 END,
-        public_error_message = CASE WHEN $2::jsonb ->> t.status = {_CANCELLED} THEN $4 END
-    FROM targets t WHERE j.id = t.id
-    RETURNING j.id, j.job_type, j.status, j.attempt_count, t.status AS from_status
-), event AS (
-    {timeline_event("changed", "from_status", "status", reason="'parent_cancelled'")}
-), domain_event AS (
-    {cancelled_events("changed")}
-)
-SELECT id::text AS id, status FROM changed
-"""
-
 # Removes expired snapshots of finished jobs (an unfinished job still needs its input).
 DELETE_EXPIRED_SNAPSHOTS = """
 DELETE FROM job_snapshots WHERE job_id IN (
@@ -254,20 +226,6 @@ class JobRepository:
         """Removes up to ``limit`` expired snapshots of finished jobs; returns how many."""
         done = await self._pool.execute(DELETE_EXPIRED_SNAPSHOTS, status_values(TERMINAL), limit)
         return int(done.split()[-1])
-
-
-async def cancel_descendants_of(
-    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record], job_ids: list[str]
-) -> list[tuple[str, JobStatus]]:
-    """Cancels the jobs' unfinished descendants; each one changed with its new status."""
-    rows = await conn.fetch(
-        CANCEL_DESCENDANTS,
-        job_ids,
-        CANCEL_STEP,
-        ErrorCode.CANCELLED.value,
-        public_message(ErrorCode.CANCELLED),
-    )
-    return [(r["id"], JobStatus(r["status"])) for r in rows]
 
 
 def _input_state(row: asyncpg.Record) -> InputState:

@@ -11,19 +11,14 @@ insert only names the live retry in the refusal. An admin RetryJob's idempotency
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from job_service.adapters.postgres.rows import JOB_COLUMNS, job_from_row
-from job_service.adapters.postgres.vocabulary.dependencies import (
-    ATTACH_BACKOFF_S,
-    ATTACH_TRIES,
-    MOVE_WAITING,
-    attach,
-)
+from job_service.adapters.postgres.units import attach, attach_retrying_on
+from job_service.adapters.postgres.vocabulary.dependencies import MOVE_WAITING
 from job_service.adapters.postgres.vocabulary.line import LOCK_RERUN_LINE, place_in_line
 from job_service.adapters.postgres.vocabulary.new_job import new_job_rows, snapshot_row
 from job_service.adapters.postgres.vocabulary.statuses import sql_status
@@ -229,16 +224,8 @@ async def _rerun_retrying(
     since: datetime | None,
 ) -> asyncpg.Record | None:
     """``_rerun`` in a transaction, again while a dependency it attaches is being ended
-    (``attach_retrying``'s reason)."""
-    for attempt in range(ATTACH_TRIES):
-        try:
-            async with conn.transaction():
-                return await _rerun(conn, job_id, spec, reason, key, since)
-        except asyncpg.LockNotAvailableError:
-            if attempt == ATTACH_TRIES - 1:
-                raise
-            await asyncio.sleep(ATTACH_BACKOFF_S)
-    raise AssertionError("unreachable")
+    (``units.attach_retrying``'s reason)."""
+    return await attach_retrying_on(conn, lambda: _rerun(conn, job_id, spec, reason, key, since))
 
 
 async def _rerun(

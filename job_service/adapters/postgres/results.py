@@ -9,7 +9,8 @@ from typing import Any
 
 import asyncpg
 
-from job_service.adapters.postgres.vocabulary.dependencies import SIBLINGS, attach, attach_retrying
+from job_service.adapters.postgres.units import attach, attach_retrying
+from job_service.adapters.postgres.vocabulary.dependencies import SIBLINGS
 from job_service.adapters.postgres.vocabulary.line import place_in_line, released_slot_tokens
 from job_service.adapters.postgres.vocabulary.new_job import (
     KEY_COLUMNS,

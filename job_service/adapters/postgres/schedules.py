@@ -2,23 +2,23 @@
 
 A firing round is one transaction: it locks the due schedules (``FOR UPDATE SKIP LOCKED``,
 so replicas split them and never fire one together), creates each slot's job with
-CreateJob's own statement on the same connection (``new_jobs.create_job``, which app.py
-hands this store, so that neither adapter imports the other), records the slot in
-``schedule_runs`` and advances ``next_fire_at`` — all committed together, or none of it.
+CreateJob's own statement on the same connection (the unit of work ``units.create_job``),
+records the slot in ``schedule_runs`` and advances ``next_fire_at`` — all committed
+together, or none of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any, TypeAlias
+from typing import Any
 
 import asyncpg
 
+from job_service.adapters.postgres.units import create_job
 from job_service.domain.jobs import NewJob
 from job_service.domain.lifecycle import TERMINAL, status_values
-from job_service.domain.outbox import OutboxMessage
 from job_service.domain.quotas import Quotas
 from job_service.domain.schedules import (
     CatchUpMode,
@@ -33,13 +33,6 @@ from job_service.domain.schedules import (
 from job_service.domain.selection import Cursor
 from job_service.ports.jobs import Stored
 from shared.credentials import CredentialMode
-
-# CreateJob's statement on a connection (``new_jobs.create_job``): the job and what it
-# hands over to the dispatcher (nothing, within a transaction).
-CreateOn: TypeAlias = (
-    "Callable[[asyncpg.pool.PoolConnectionProxy[asyncpg.Record], NewJob, Quotas],"
-    " Awaitable[tuple[Stored, list[OutboxMessage]]]]"
-)
 
 _SPEC_COLUMNS = (
     "cron",
@@ -194,16 +187,14 @@ class FiringRound:
         self,
         conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
         schedules: list[Schedule],
-        create_on: CreateOn,
     ) -> None:
         self._conn = conn
         self.schedules = schedules
-        self._create_on = create_on
 
     async def create_job(self, new: NewJob, quotas: Quotas) -> Stored:
         """CreateJob's statement (quotas, snapshot, timeline, dispatch row), in the round:
         its dispatch row is claimed once the round commits (nothing to hand over)."""
-        stored, _ = await self._create_on(self._conn, new, quotas)
+        stored, _ = await create_job(self._conn, new, quotas)
         return stored
 
     async def unfinished(self, job_id: str) -> bool:
@@ -236,15 +227,12 @@ class FiringRound:
 
 
 class ScheduleRepository:
-    """Schedules and their runs on one asyncpg pool; ``create_on`` runs CreateJob's
-    statement in a firing round's transaction, each statement of which is cancelled past
-    ``round_statement_timeout_s`` (0: the pool's own timeout)."""
+    """Schedules and their runs on one asyncpg pool; each statement of a firing round's
+    transaction is cancelled past ``round_statement_timeout_s`` (0: the pool's own
+    timeout)."""
 
-    def __init__(
-        self, pool: asyncpg.Pool, create_on: CreateOn, *, round_statement_timeout_s: float = 0
-    ) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, round_statement_timeout_s: float = 0) -> None:
         self._pool = pool
-        self._create_on = create_on
         self._round_timeout = str(round(round_statement_timeout_s * 1000))
 
     async def create(
@@ -347,7 +335,7 @@ class ScheduleRepository:
             if self._round_timeout != "0":
                 await conn.execute(ROUND_STATEMENT_TIMEOUT, self._round_timeout)
             rows = await conn.fetch(CLAIM_DUE, now, limit)
-            yield FiringRound(conn, [schedule_from_row(r) for r in rows], self._create_on)
+            yield FiringRound(conn, [schedule_from_row(r) for r in rows])
 
     @asynccontextmanager
     async def one(self, schedule_id: str, user_id: str) -> AsyncIterator[FiringRound]:
@@ -356,7 +344,7 @@ class ScheduleRepository:
         async with self._pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(LOCK_ONE, schedule_id, user_id)
             schedules = [] if row is None else [schedule_from_row(row)]
-            yield FiringRound(conn, schedules, self._create_on)
+            yield FiringRound(conn, schedules)
 
     async def prune_runs(self, older_than_s: float, limit: int) -> int:
         status = await self._pool.execute(PRUNE_RUNS, older_than_s, limit)

@@ -493,30 +493,33 @@ WITH taken AS (
     FROM taken GROUP BY job_id
 ), locked AS (
     SELECT j.id, j.queue, j.priority, j.fairness_key, NULL::timestamptz AS next_run_at, p.n,
-           j.status = 'created' AND p.failed AND j.dependency_policy <> 'run' AS broken,
-           j.status = 'created' AND j.dependencies_uncounted = p.n
-               AND NOT (p.failed AND j.dependency_policy <> 'run') AS ready
+           CASE WHEN NOT (j.status = 'created') THEN NULL
+                WHEN p.failed AND j.dependency_policy <> 'run'
+                THEN CASE WHEN j.dependency_policy = 'cancel' THEN 'cancel'
+                          ELSE 'fail' END
+                WHEN j.dependencies_uncounted - p.n = 0 THEN 'run' END AS outcome
     FROM jobs j JOIN per_job p ON p.job_id = j.id
     ORDER BY j.id FOR UPDATE OF j
 ), decided AS (
-    SELECT src.*, CASE WHEN src.ready THEN greatest(
+    SELECT src.*, coalesce(src.outcome IN ('fail', 'cancel'), false) AS broken,
+           coalesce(src.outcome = 'run', false) AS ready,
+           CASE WHEN src.outcome = 'run' THEN greatest(
         extract(epoch FROM coalesce(src.next_run_at, now()))::float8
             - src.priority * coalesce(nullif(current_setting('jobs.priority_step_s', true), '')::float8, 10.0),
         (SELECT max(w.sched_key) FROM jobs w
          WHERE w.queue = src.queue AND w.fairness_key = src.fairness_key
            AND w.priority = src.priority AND w.status IN ('created', 'queued', 'retrying')
-           AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05)) END AS place FROM locked src
+           AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05)) END AS place
+    FROM locked src
 ), counted AS (
     UPDATE jobs j SET
         dependencies_uncounted = j.dependencies_uncounted - d.n,
-        status = CASE WHEN NOT d.broken THEN j.status
-                      WHEN j.dependency_policy = 'cancel'
-                      THEN 'cancelled'
-                      ELSE 'failed' END,
-        error_code = CASE WHEN NOT d.broken THEN j.error_code
-                          WHEN j.dependency_policy = 'cancel'
-                          THEN 'DEPENDENCY_CANCELLED'
-                          ELSE 'DEPENDENCY_FAILED' END,
+        status = CASE d.outcome WHEN 'cancel' THEN 'cancelled'
+                                WHEN 'fail' THEN 'failed'
+                                ELSE j.status END,
+        error_code = CASE d.outcome WHEN 'cancel' THEN 'DEPENDENCY_CANCELLED'
+                                    WHEN 'fail' THEN 'DEPENDENCY_FAILED'
+                                    ELSE j.error_code END,
         public_error_message = CASE WHEN d.broken
             THEN 'A job it depends on failed or was cancelled.'
             ELSE j.public_error_message END,
@@ -692,40 +695,6 @@ WITH changed AS (
 
 )
 SELECT status FROM changed;
-
--- jobs.CANCEL_DESCENDANTS
-WITH RECURSIVE tree AS (
-    SELECT id FROM jobs WHERE parent_job_id = ANY($1::uuid[])
-    UNION
-    SELECT c.id FROM jobs c JOIN tree ON c.parent_job_id = tree.id
-), targets AS (
-    SELECT j.id, j.status FROM jobs j JOIN tree ON tree.id = j.id
-    WHERE $2::jsonb ? j.status
-    ORDER BY j.id
-    FOR UPDATE OF j
-), changed AS (
-    UPDATE jobs j SET status = $2::jsonb ->> t.status, cancel_requested_at = now(),
-        updated_at = now(), next_run_at = NULL,
-        finished_at = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN now() END,
-        error_code = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN $3 END,
-        public_error_message = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN $4 END
-    FROM targets t WHERE j.id = t.id
-    RETURNING j.id, j.job_type, j.status, j.attempt_count, t.status AS from_status
-), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
-    SELECT id, from_status, status, attempt_count, 'parent_cancelled' FROM changed
-), domain_event AS (
-
-    INSERT INTO outbox_events (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at)
-    SELECT 'job.' || src.status, 'job', src.id::text, 'job.' || src.status || ':' || src.id,
-           'jobs.events.' || src.job_type || '.' || src.status,
-           jsonb_build_object('job_id', src.id::text, 'job_type', src.job_type,
-                              'status', src.status),
-           now()
-    FROM (SELECT * FROM changed WHERE status = 'cancelled') src
-
-)
-SELECT id::text AS id, status FROM changed;
 
 -- jobs.DELETE_EXPIRED_SNAPSHOTS
 DELETE FROM job_snapshots WHERE job_id IN (
@@ -910,126 +879,6 @@ SELECT secret FROM api_secrets WHERE name = 'page_token';
 -- new_jobs.OWNED
 SELECT d.id::text AS id FROM unnest($1::text[]::uuid[]) AS x(id) JOIN jobs d ON d.id = x.id
 WHERE d.user_id = $2;
-
--- new_jobs.LOCK_LINES
-SELECT pg_advisory_xact_lock(h) FROM (
-    SELECT DISTINCT hashtextextended('line' || chr(31) || q || chr(31) || k || chr(31) || p, 0) AS h
-    FROM unnest($1::text[], $2::text[], $3::int[]) AS x(q, k, p) ORDER BY 1
-) lines;
-
--- new_jobs.FIND_BY_IDEMPOTENCY_KEY
-SELECT 
-    j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
-    j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
-    j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
-    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
-    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
-    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
-    j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
-    j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
-    j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
- FROM jobs j
-WHERE j.user_id = $1 AND j.job_type = $2 AND j.idempotency_key = $3;
-
--- new_jobs.CREATE_JOB
-WITH new AS (
-    SELECT $1::varchar AS user_id, $2::varchar AS job_type, $3::varchar AS queue, $4::smallint AS priority, $5::varchar AS idempotency_key, $6::varchar AS request_hash, $7::int AS max_attempts, $8::int AS timeout_ms, $9::varchar AS input_schema_version, $10::varchar AS output_schema_version, $11::varchar AS definition_version, $12::varchar AS prompt_key, $13::varchar AS prompt_version, $14::varchar AS model_tier, $15::varchar AS credential_mode, $16::uuid AS credential_id, $17::varchar AS fairness_key, $18::varchar AS concurrency_key, $19::int AS concurrency_limit, $20::timestamptz AS next_run_at, $21::varchar AS target_type, $22::varchar AS target_id, $23::varchar AS created_by, $24::uuid AS schedule_id, $25::timestamptz AS scheduled_for, $26::jsonb AS snapshot, $27::varchar AS snapshot_hash, $28::float8 AS snapshot_ttl_s, $29::varchar AS redaction_version, $30::jsonb AS trace
-), usage AS (
-    SELECT
-        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = $1::varchar
-                               AND status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested') LIMIT $31::int) a)
-            AS active,
-        coalesce((SELECT created FROM job_quota_usage
-                  WHERE $32::int > 0 AND user_id = $1::varchar
-                    AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today,
-        CASE WHEN $33::numeric > 0 THEN
-        (SELECT coalesce(sum(spend.cost_usd), 0) FROM usage_logs spend
-         WHERE spend.created_at >= (date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') AND spend.job_id IN (
-             SELECT id FROM jobs WHERE user_id = $1::varchar AND status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested')
-             UNION ALL
-             SELECT id FROM jobs WHERE user_id = $1::varchar AND finished_at >= (date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')))
-        + (SELECT coalesce(sum(cost_usd), 0) FROM usage_daily
-           WHERE user_id = $1::varchar AND day = (now() AT TIME ZONE 'UTC')::date)
-        ELSE 0 END AS spent
-), keyed AS (
-    SELECT new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key, new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version, new.output_schema_version, new.definition_version, new.prompt_key, new.prompt_version, new.model_tier, new.credential_mode, new.credential_id, new.concurrency_limit, new.next_run_at, new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for,
-           replace(new.fairness_key, '{user}', new.user_id) AS fairness_key, replace(new.concurrency_key, '{user}', new.user_id) AS concurrency_key
-    FROM new
-), inserted AS (
-    INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash,
-                           max_attempts, timeout_ms, input_schema_version,
-                           output_schema_version, definition_version, prompt_key,
-                           prompt_version, model_tier, credential_mode, credential_id,
-                           fairness_key, concurrency_key, concurrency_limit, next_run_at,
-                           target_type, target_id, created_by, schedule_id, scheduled_for,
-                           status, queued_at, sched_key, trigger_type)
-    SELECT new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key,
-           new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version,
-           new.output_schema_version, new.definition_version, new.prompt_key,
-           new.prompt_version, new.model_tier, new.credential_mode, new.credential_id,
-           new.fairness_key, new.concurrency_key, new.concurrency_limit, new.next_run_at,
-           new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for,
-           CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
-           greatest(
-        extract(epoch FROM coalesce(new.next_run_at, now()))::float8
-            - new.priority * coalesce(nullif(current_setting('jobs.priority_step_s', true), '')::float8, 10.0),
-        (SELECT max(w.sched_key) FROM jobs w
-         WHERE w.queue = new.queue AND w.fairness_key = new.fairness_key
-           AND w.priority = new.priority AND w.status IN ('created', 'queued', 'retrying')
-           AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05)),
-           CASE WHEN new.schedule_id IS NULL THEN 'api' ELSE 'schedule' END
-    FROM keyed new, usage
-    WHERE ($31::int = 0 OR usage.active < $31::int)
-      AND ($32::int = 0 OR usage.today < $32::int)
-      AND ($33::numeric = 0 OR usage.spent < $33::numeric)
-    ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
-        DO NOTHING
-    RETURNING 
-    j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
-    j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
-    j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
-    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
-    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
-    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
-    j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
-    j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
-    j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
-
-), snapshot AS (
-    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
-                               redaction_version)
-    SELECT inserted.id::uuid, new.snapshot, new.snapshot_hash, new.input_schema_version,
-           now() + new.snapshot_ttl_s * interval '1 second', new.redaction_version
-    FROM inserted, new
-), event AS (
-    INSERT INTO job_events (job_id, from_status, to_status, attempt)
-    SELECT id::uuid, NULL, status, 0 FROM inserted
-), dispatch AS (
-
-    INSERT INTO outbox_events (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at, status, locked_by, locked_at, attempt_count)
-    SELECT 'job.dispatch', 'job', src.id::text, 'job.dispatch:' || src.id || ':create',
-           'jobs.dispatch.' || src.queue,
-           jsonb_strip_nulls(jsonb_build_object('job_id', src.id::text, 'attempt', 1,
-                                                'trace', $30::jsonb)),
-           coalesce(src.next_run_at, now()),
-           CASE WHEN ($34::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN 'processing' ELSE 'pending' END,
-           CASE WHEN ($34::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN $34::text END,
-           CASE WHEN ($34::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN now() END,
-           CASE WHEN ($34::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN 1 ELSE 0 END
-    FROM inserted src
-    RETURNING id, subject, dedupe_key, payload, attempt_count, status
-
-), counted AS (
-    INSERT INTO job_quota_usage AS q (user_id, day, created)
-    SELECT inserted.user_id, (now() AT TIME ZONE 'UTC')::date, 1 FROM inserted
-    WHERE $32::int > 0
-    ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + 1
-)
-SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today,
-       usage.spent AS quota_spent, CASE WHEN true THEN (SELECT jsonb_agg(to_jsonb(h)) FROM (SELECT id, subject, dedupe_key, payload, attempt_count FROM dispatch WHERE status = 'processing') h) END AS handed
-FROM usage LEFT JOIN inserted ON true;
 
 -- outbox.CLAIM
 WITH due AS (
@@ -1810,6 +1659,181 @@ ORDER BY job_id, created_at, step;
 
 -- steps.JOB_TYPE
 SELECT job_type FROM jobs WHERE id = $1::uuid;
+
+-- units.ATTACH
+WITH deps AS (
+    SELECT d.id, d.status FROM unnest($2::text[]::uuid[]) AS x(id) JOIN jobs d ON d.id = x.id
+    WHERE d.user_id = $4
+    ORDER BY d.id FOR SHARE OF d NOWAIT
+), edges AS (
+    INSERT INTO job_dependencies (job_id, depends_on_id, ended_status, ended_at)
+    SELECT $1::uuid, d.id, CASE WHEN d.status IN ('succeeded', 'failed', 'cancelled') THEN d.status END,
+           CASE WHEN d.status IN ('succeeded', 'failed', 'cancelled') THEN now() END
+    FROM deps d
+    RETURNING ended_status
+), facts AS (
+    SELECT count(*) AS attached, count(*) FILTER (WHERE ended_status IS NULL) AS pending
+    FROM edges
+), counted AS (
+    UPDATE jobs j SET dependency_policy = $3::text, dependencies_uncounted = facts.attached
+    FROM facts WHERE j.id = $1::uuid
+)
+SELECT attached, pending FROM facts;
+
+-- units.LOCK_LINES
+SELECT pg_advisory_xact_lock(h) FROM (
+    SELECT DISTINCT hashtextextended('line' || chr(31) || q || chr(31) || k || chr(31) || p, 0) AS h
+    FROM unnest($1::text[], $2::text[], $3::int[]) AS x(q, k, p) ORDER BY 1
+) lines;
+
+-- units.FIND_BY_IDEMPOTENCY_KEY
+SELECT 
+    j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
+    j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
+    j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
+    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
+    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
+    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
+    j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
+    j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
+    j.model_provider, j.model_name, j.created_by,
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
+ FROM jobs j
+WHERE j.user_id = $1 AND j.job_type = $2 AND j.idempotency_key = $3;
+
+-- units.CREATE_JOB
+WITH new AS (
+    SELECT $1::varchar AS user_id, $2::varchar AS job_type, $3::varchar AS queue, $4::smallint AS priority, $5::varchar AS idempotency_key, $6::varchar AS request_hash, $7::int AS max_attempts, $8::int AS timeout_ms, $9::varchar AS input_schema_version, $10::varchar AS output_schema_version, $11::varchar AS definition_version, $12::varchar AS prompt_key, $13::varchar AS prompt_version, $14::varchar AS model_tier, $15::varchar AS credential_mode, $16::uuid AS credential_id, $17::varchar AS fairness_key, $18::varchar AS concurrency_key, $19::int AS concurrency_limit, $20::timestamptz AS next_run_at, $21::varchar AS target_type, $22::varchar AS target_id, $23::varchar AS created_by, $24::uuid AS schedule_id, $25::timestamptz AS scheduled_for, $26::jsonb AS snapshot, $27::varchar AS snapshot_hash, $28::float8 AS snapshot_ttl_s, $29::varchar AS redaction_version, $30::jsonb AS trace
+), usage AS (
+    SELECT
+        (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = $1::varchar
+                               AND status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested') LIMIT $31::int) a)
+            AS active,
+        coalesce((SELECT created FROM job_quota_usage
+                  WHERE $32::int > 0 AND user_id = $1::varchar
+                    AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today,
+        CASE WHEN $33::numeric > 0 THEN
+        (SELECT coalesce(sum(spend.cost_usd), 0) FROM usage_logs spend
+         WHERE spend.created_at >= (date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') AND spend.job_id IN (
+             SELECT id FROM jobs WHERE user_id = $1::varchar AND status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested')
+             UNION ALL
+             SELECT id FROM jobs WHERE user_id = $1::varchar AND finished_at >= (date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')))
+        + (SELECT coalesce(sum(cost_usd), 0) FROM usage_daily
+           WHERE user_id = $1::varchar AND day = (now() AT TIME ZONE 'UTC')::date)
+        ELSE 0 END AS spent
+), keyed AS (
+    SELECT new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key, new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version, new.output_schema_version, new.definition_version, new.prompt_key, new.prompt_version, new.model_tier, new.credential_mode, new.credential_id, new.concurrency_limit, new.next_run_at, new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for,
+           replace(new.fairness_key, '{user}', new.user_id) AS fairness_key, replace(new.concurrency_key, '{user}', new.user_id) AS concurrency_key
+    FROM new
+), inserted AS (
+    INSERT INTO jobs AS j (user_id, job_type, queue, priority, idempotency_key, request_hash,
+                           max_attempts, timeout_ms, input_schema_version,
+                           output_schema_version, definition_version, prompt_key,
+                           prompt_version, model_tier, credential_mode, credential_id,
+                           fairness_key, concurrency_key, concurrency_limit, next_run_at,
+                           target_type, target_id, created_by, schedule_id, scheduled_for,
+                           status, queued_at, sched_key, trigger_type)
+    SELECT new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key,
+           new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version,
+           new.output_schema_version, new.definition_version, new.prompt_key,
+           new.prompt_version, new.model_tier, new.credential_mode, new.credential_id,
+           new.fairness_key, new.concurrency_key, new.concurrency_limit, new.next_run_at,
+           new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for,
+           CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
+           greatest(
+        extract(epoch FROM coalesce(new.next_run_at, now()))::float8
+            - new.priority * coalesce(nullif(current_setting('jobs.priority_step_s', true), '')::float8, 10.0),
+        (SELECT max(w.sched_key) FROM jobs w
+         WHERE w.queue = new.queue AND w.fairness_key = new.fairness_key
+           AND w.priority = new.priority AND w.status IN ('created', 'queued', 'retrying')
+           AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05)),
+           CASE WHEN new.schedule_id IS NULL THEN 'api' ELSE 'schedule' END
+    FROM keyed new, usage
+    WHERE ($31::int = 0 OR usage.active + 1 <= $31::int)
+      AND ($32::int = 0 OR usage.today + 1 <= $32::int)
+      AND ($33::numeric = 0 OR usage.spent < $33::numeric)
+    ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
+        DO NOTHING
+    RETURNING 
+    j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
+    j.max_attempts, j.idempotency_key, j.request_hash, j.progress, j.validated_output,
+    j.output_hash, j.error_code, j.public_error_message, j.internal_error_message,
+    j.created_at, j.updated_at, j.started_at, j.finished_at, j.next_run_at,
+    j.parent_job_id::text AS parent_job_id, j.prompt_key, j.prompt_version, j.model_tier,
+    j.trigger_type, j.retried_from_job_id::text AS retried_from_job_id,
+    j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
+    j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
+    j.model_provider, j.model_name, j.created_by,
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
+
+), snapshot AS (
+    INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
+                               redaction_version)
+    SELECT inserted.id::uuid, new.snapshot, new.snapshot_hash, new.input_schema_version,
+           now() + new.snapshot_ttl_s * interval '1 second', new.redaction_version
+    FROM inserted, new
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt)
+    SELECT id::uuid, NULL, status, 0 FROM inserted
+), dispatch AS (
+
+    INSERT INTO outbox_events (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at, status, locked_by, locked_at, attempt_count)
+    SELECT 'job.dispatch', 'job', src.id::text, 'job.dispatch:' || src.id || ':create',
+           'jobs.dispatch.' || src.queue,
+           jsonb_strip_nulls(jsonb_build_object('job_id', src.id::text, 'attempt', 1,
+                                                'trace', $30::jsonb)),
+           coalesce(src.next_run_at, now()),
+           CASE WHEN ($34::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN 'processing' ELSE 'pending' END,
+           CASE WHEN ($34::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN $34::text END,
+           CASE WHEN ($34::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN now() END,
+           CASE WHEN ($34::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN 1 ELSE 0 END
+    FROM inserted src
+    RETURNING id, subject, dedupe_key, payload, attempt_count, status
+
+), counted AS (
+    INSERT INTO job_quota_usage AS q (user_id, day, created)
+    SELECT user_id, (now() AT TIME ZONE 'UTC')::date, count(*) FROM inserted
+    WHERE $32::int > 0
+    GROUP BY user_id
+    ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + excluded.created
+)
+SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today,
+       usage.spent AS quota_spent, CASE WHEN true THEN (SELECT jsonb_agg(to_jsonb(h)) FROM (SELECT id, subject, dedupe_key, payload, attempt_count FROM dispatch WHERE status = 'processing') h) END AS handed
+FROM usage LEFT JOIN inserted ON true;
+
+-- units.CANCEL_DESCENDANTS
+WITH RECURSIVE tree AS (
+    SELECT id FROM jobs WHERE parent_job_id = ANY($1::uuid[])
+    UNION
+    SELECT c.id FROM jobs c JOIN tree ON c.parent_job_id = tree.id
+), targets AS (
+    SELECT j.id, j.status FROM jobs j JOIN tree ON tree.id = j.id
+    WHERE $2::jsonb ? j.status
+    ORDER BY j.id
+    FOR UPDATE OF j
+), changed AS (
+    UPDATE jobs j SET status = $2::jsonb ->> t.status, cancel_requested_at = now(),
+        updated_at = now(), next_run_at = NULL,
+        finished_at = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN now() END,
+        error_code = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN $3 END,
+        public_error_message = CASE WHEN $2::jsonb ->> t.status = 'cancelled' THEN $4 END
+    FROM targets t WHERE j.id = t.id
+    RETURNING j.id, j.job_type, j.status, j.attempt_count, t.status AS from_status
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason)
+    SELECT id, from_status, status, attempt_count, 'parent_cancelled' FROM changed
+), domain_event AS (
+
+    INSERT INTO outbox_events (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at)
+    SELECT 'job.' || src.status, 'job', src.id::text, 'job.' || src.status || ':' || src.id,
+           'jobs.events.' || src.job_type || '.' || src.status,
+           jsonb_build_object('job_id', src.id::text, 'job_type', src.job_type,
+                              'status', src.status),
+           now()
+    FROM (SELECT * FROM changed WHERE status = 'cancelled') src
+
+)
+SELECT id::text AS id, status FROM changed;
 
 -- usage_reports.USAGE_ROWS
 SELECT j.user_id, j.job_type, u.provider, u.model,

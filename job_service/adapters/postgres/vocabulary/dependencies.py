@@ -1,24 +1,21 @@
-"""Attaching a job to the jobs it depends on, as the statements that create jobs do it
-(CreateJob, a result's join, an operator's re-run): the edges and the count of edges the
-resolver has yet to count. The resolver and the reads are ``dependencies.py``'s; the
-trigger that marks an ending dependency's edges is migration 0021's.
+"""Dependencies in SQL: attaching a job to the jobs it depends on, as the statements that
+create jobs do it (CreateJob, a result's join, an operator's re-run): the edges and the
+count of edges the resolver has yet to count; and the resolver's ``outcome`` of a waiting
+job's count. Running the attach (and retrying it) is a unit of work (``units.attach``); the
+resolver and the reads are ``dependencies.py``'s; the trigger that marks an ending
+dependency's edges is migration 0021's (rendered in ``schema.sql``).
 
 Attaching locks the dependencies' rows FOR SHARE NOWAIT: a dependency is either ended
 (committed) when it is attached, and counted as ended then, or ends after the attach has
 committed, when the trigger sees the edge. NOWAIT makes an attach never wait for (so never
 deadlock with) a statement ending a dependency: a busy row fails the attach, whose
-transaction is run again (``attach_retrying``).
+transaction is run again (``units.attach_retrying``).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
-
-import asyncpg
-
 from job_service.adapters.postgres.vocabulary.statuses import sql_status, statuses_sql
+from job_service.domain.dependencies import Outcome
 from job_service.domain.lifecycle import TERMINAL, JobStatus
 from shared.registry import DependencyPolicy
 
@@ -94,44 +91,16 @@ SELECT count(*) FROM edges
 
 # For the rest of the attaching transaction.
 CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
-# How often a new job's attach is tried while a dependency's row is busy being ended.
-ATTACH_TRIES = 50
-ATTACH_BACKOFF_S = 0.02
-
-T = TypeVar("T")
 
 
-async def attach_retrying(
-    pool: asyncpg.Pool,
-    work: Callable[[asyncpg.pool.PoolConnectionProxy[asyncpg.Record]], Awaitable[T]],
-) -> T:
-    """Runs ``work`` in a transaction of its own, again (from the start) while an attach in
-    it finds a dependency's row locked by the statement ending it: that statement commits
-    in milliseconds, and the next try then counts the dependency as ended."""
-    for attempt in range(ATTACH_TRIES):
-        try:
-            async with pool.acquire() as conn, conn.transaction():
-                return await work(conn)
-        except asyncpg.LockNotAvailableError:
-            if attempt == ATTACH_TRIES - 1:
-                raise
-            await asyncio.sleep(ATTACH_BACKOFF_S * (1 + attempt % 5))
-    raise AssertionError("unreachable")
-
-
-async def attach(
-    conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record],
-    job_id: str,
-    depends_on: Sequence[str],
-    policy: DependencyPolicy,
-    user_id: str,
-) -> tuple[int, int]:
-    """Attaches ``job_id``'s dependencies (in the caller's transaction): how many were
-    found (the user's jobs among ``depends_on``), and how many of them have not ended."""
-    # Planned for these dependencies, not from a cached generic plan: a plan made while
-    # `jobs` was small (the hot pool forces generic plans) joined a wide join's ids and
-    # checked each edge's foreign key by scanning `jobs` — 12 s for 10,000 against 0.5 s.
-    await conn.execute(CUSTOM_PLANS)
-    row = await conn.fetchrow(ATTACH, job_id, list(depends_on), policy.value, user_id)
-    assert row is not None
-    return int(row["attached"]), int(row["pending"])
+def outcome(policy: str, failed: str, left: str, waiting: str) -> str:
+    """What the resolver does with a job whose counted edges say ``failed`` (a dependency
+    failed or was cancelled), with ``left`` edges still to count, under dependency policy
+    ``policy`` (``waiting``: the job still waits, CREATED): the SQL rendering of
+    ``domain.dependencies.outcome`` (each argument SQL), as its value or NULL."""
+    run, fail, cancel = (f"'{o.value}'" for o in (Outcome.RUN, Outcome.FAIL, Outcome.CANCEL))
+    return f"""CASE WHEN NOT ({waiting}) THEN NULL
+                WHEN {failed} AND {policy} <> '{DependencyPolicy.RUN.value}'
+                THEN CASE WHEN {policy} = '{DependencyPolicy.CANCEL.value}' THEN {cancel}
+                          ELSE {fail} END
+                WHEN {left} = 0 THEN {run} END"""
