@@ -12,10 +12,10 @@ import asyncpg
 from alembic import command
 
 from job_service.adapters.postgres.gauges import QUEUE_DEPTH
-from job_service.adapters.postgres.jobs import CANCEL_DESCENDANTS
 from job_service.adapters.postgres.migrations import alembic_config
 from job_service.adapters.postgres.queues import QUEUES
 from job_service.adapters.postgres.results import JOIN_CREATED
+from job_service.adapters.postgres.units import CANCEL_DESCENDANTS
 from job_service.adapters.postgres.vocabulary.filters import filter_conditions
 from job_service.domain.lifecycle import UNFINISHED, JobStatus, status_values
 from job_service.domain.selection import JobFilter
