@@ -1,5 +1,5 @@
 """The deployment as written, run (issue 26, item 1): ``deploy/k8s`` rendered as ``kubectl
-apply -k`` would (tests.support.manifests implements the kustomize subset it uses), and
+apply -k`` would (tests.support.deploy implements the kustomize subset it uses), and
 ``docker-compose.yml``, each started as local processes with exactly the commands,
 environment, files and start order they declare, probed as the kubelet (or compose) would,
 then used: one job to SUCCEEDED with a client token from the Secrets, the console's sign-in
@@ -18,7 +18,7 @@ compose's NATS as ``nats-server -c <deploy/nats/nats.conf>``. The images of
 ``NOT_RUN_LOCALLY`` (the exporters) have no local stand-in: their containers' references
 are resolved, and they are not started.
 
-What must change to run locally, and nothing else (each applied by tests.support.manifests):
+What must change to run locally, and nothing else (each applied by tests.support.deploy):
 
 =================================  ======================================================
 In the files                       Locally, and why
@@ -90,22 +90,15 @@ from durable_jobs_client.statuses import status_name as name_of
 
 from devstack.embedded import EmbeddedPostgres, create_database, free_port
 from tests.support.certs import Authority
+from tests.support.deploy import ROOT
+from tests.support.deploy.cluster import Cluster, runs_locally
+from tests.support.deploy.compose import Compose, compose_up
+from tests.support.deploy.docs_commands import build_secrets, certificate_names, secret_commands
+from tests.support.deploy.image import dockerfile_image
+from tests.support.deploy.kubelet import Pod
+from tests.support.deploy.kustomize import find, kustomize_build
+from tests.support.deploy.network import Network
 from tests.support.docs import section
-from tests.support.manifests import (
-    ROOT,
-    Cluster,
-    Compose,
-    Network,
-    Pod,
-    build_secrets,
-    certificate_names,
-    compose_up,
-    dockerfile_image,
-    find,
-    kustomize_build,
-    runs_locally,
-    secret_commands,
-)
 from tests.support.manifests_tls import assert_tls_and_nats_users_in_force
 from tests.support.wait import eventually
 

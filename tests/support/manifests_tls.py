@@ -14,7 +14,8 @@ import nats
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.support.manifests import Cluster, Pod
+from tests.support.deploy.cluster import Cluster
+from tests.support.deploy.kubelet import Pod
 
 # the users nats.yaml's authorization block gives the services (JOBS_NATS_USER)
 NATS_USERS = {"job-service", "worker-service"}

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from cryptography import x509
 
+from tests.support.deploy.docs_commands import certificate_names
 from tests.support.docs import section
-from tests.support.manifests import certificate_names
 from tests.unit.test_deployment import (
     by_kind,
     containers,
