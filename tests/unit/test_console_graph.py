@@ -1,7 +1,8 @@
-"""The console's job graph (``console.graph`` and ``_job_graph.html``) against a fake
-AdminService.GetJob: one box per neighbour with its status and a link to its page, the
-layers and arrows, the per-layer bound and its "+N more", reads bounded in number, in
-concurrency and in time, and a hostile job type escaped. (Against a real job_service:
+"""The console's job graph (``console.graph`` and ``_job_graph.html``) against the fake
+AdminService.GetJob of ``durable_jobs_client.testing``: one box per neighbour with its
+status and a link to its page, the layers and arrows, the per-layer bound and its "+N
+more", reads bounded in number, in concurrency and in time, and a hostile job type
+escaped. (Against a real job_service:
 tests/integration/test_console_graph.py.)"""
 
 from __future__ import annotations
@@ -10,10 +11,9 @@ import asyncio
 import re
 from dataclasses import dataclass, field
 
-import grpc
 import pytest
-from durable_jobs_client import JobsError
 from durable_jobs_client.protos import job_pb2
+from durable_jobs_client.testing import FakeJobService
 from markupsafe import escape
 
 from console import graph
@@ -31,26 +31,30 @@ def jid(name: str) -> str:
 
 
 @dataclass
-class FakeAdmin:
-    """AdminService.GetJob over a dict: counts reads and the most at once."""
+class Reading:
+    """AdminService.GetJob of a fake job service, watched: each read takes a moment,
+    the most at once are counted, and the ids in ``hang`` never answer."""
 
-    jobs: dict[str, job_pb2.Job]
-    reads: list[str] = field(default_factory=list)
+    service: FakeJobService
     in_flight: int = 0
     most: int = 0
     hang: set[str] = field(default_factory=set)
 
-    async def get_job(self, job_id: str) -> job_pb2.Job:
-        self.reads.append(job_id)
+    def __post_init__(self) -> None:
+        self.service.on("admin.get_job", self.read)
+        self.get_job = self.service.client().admin.get_job
+
+    @property
+    def reads(self) -> list[str]:
+        return [c["job_id"] for c in self.service.asked("admin.get_job")]
+
+    async def read(self, job_id: str) -> None:
         self.in_flight += 1
         self.most = max(self.most, self.in_flight)
         try:
             await asyncio.sleep(0.001)
             if job_id in self.hang:
                 await asyncio.Event().wait()
-            if job_id not in self.jobs:
-                raise JobsError("no such job", code=grpc.StatusCode.NOT_FOUND)
-            return self.jobs[job_id]
         finally:
             self.in_flight -= 1
 
@@ -77,11 +81,11 @@ def the_job() -> job_pb2.Job:
     )
 
 
-def admin_of(*jobs: job_pb2.Job) -> FakeAdmin:
-    return FakeAdmin({j.id: j for j in jobs})
+def admin_of(*jobs: job_pb2.Job) -> Reading:
+    return Reading(FakeJobService(jobs={j.id: j for j in jobs}))
 
 
-def neighbours() -> FakeAdmin:
+def neighbours() -> Reading:
     return admin_of(
         neighbour("p", SUCCEEDED, "split"),
         neighbour("d1", SUCCEEDED),
@@ -181,7 +185,7 @@ async def test_a_neighbour_gone_or_too_slow_is_drawn_unknown_and_the_page_still_
 ) -> None:
     monkeypatch.setattr(graph, "READ_BUDGET_S", 0.2)
     admin = neighbours()
-    del admin.jobs[jid("d1")]  # deleted by retention
+    del admin.service.jobs[jid("d1")]  # deleted by retention
     admin.hang.add(jid("c2"))
 
     shown = page(the_job(), await graph.neighbourhood(the_job(), admin.get_job))

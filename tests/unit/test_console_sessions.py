@@ -9,52 +9,36 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
 import grpc
 import httpx
 import pytest
 from durable_jobs_client import JobsError, Unauthenticated
-from durable_jobs_client.protos import admin_service_pb2
+from durable_jobs_client.testing import FakeJobService
 
 from console.app import Console
 from console.sessions import SESSION_COOKIE, SessionCodec
 from console.settings import ConsoleSettings
 
 
-@dataclass
-class FakeAdmin:
-    refusal: JobsError | None = None
-    checked: list[str] = field(default_factory=list)
-    listed: int = 0
-
-    async def check_console_session(
-        self, session_id: str
-    ) -> admin_service_pb2.CheckConsoleSessionResponse:
-        self.checked.append(session_id)
-        if self.refusal is not None:
-            raise self.refusal
-        return admin_service_pb2.CheckConsoleSessionResponse(principal="ops-ada")
-
-    async def list_job_definitions(self) -> list[admin_service_pb2.JobDefinitionInfo]:
-        self.listed += 1
-        return []
+@pytest.fixture
+def fake() -> FakeJobService:
+    """A job service where the tests' session "session-7" is open, for "ops-ada"."""
+    return FakeJobService(console_sessions={"session-7": "ops-ada"})
 
 
-@dataclass
-class FakeClient:
-    admin: FakeAdmin
+def checked(fake: FakeJobService) -> list[str]:
+    return [c["session_id"] for c in fake.asked("admin.check_console_session")]
+
+
+def listed(fake: FakeJobService) -> int:
+    return len(fake.asked("admin.list_job_definitions"))
 
 
 @pytest.fixture
-def fake() -> FakeAdmin:
-    return FakeAdmin()
-
-
-@pytest.fixture
-async def console(fake: FakeAdmin) -> AsyncIterator[tuple[Console, httpx.AsyncClient]]:
+async def console(fake: FakeJobService) -> AsyncIterator[tuple[Console, httpx.AsyncClient]]:
     console = Console(ConsoleSettings())
-    console.jobs = lambda token: FakeClient(fake)  # type: ignore[assignment,method-assign,return-value]
+    console.jobs = lambda token: fake.client()  # type: ignore[method-assign]
     transport = httpx.ASGITransport(app=console.app())
     async with httpx.AsyncClient(transport=transport, base_url="http://console.test") as client:
         yield console, client
@@ -70,7 +54,7 @@ def test_the_cookie_carries_the_session_id_and_principal_encrypted() -> None:
 
 
 async def test_every_page_checks_the_session_and_learns_the_principal(
-    console: tuple[Console, httpx.AsyncClient], fake: FakeAdmin
+    console: tuple[Console, httpx.AsyncClient], fake: FakeJobService
 ) -> None:
     app, client = console
     _, cookie = app.sessions.new("admin-token", "session-7")
@@ -79,35 +63,41 @@ async def test_every_page_checks_the_session_and_learns_the_principal(
     page = await client.get("/sessions")
 
     assert page.status_code == 200
-    assert fake.checked == ["session-7"]
+    assert checked(fake) == ["session-7"]
     assert 'id="principal">ops-ada<' in page.text
 
 
 async def test_an_ended_session_signs_out_and_clears_the_cookie(
-    console: tuple[Console, httpx.AsyncClient], fake: FakeAdmin
+    console: tuple[Console, httpx.AsyncClient], fake: FakeJobService
 ) -> None:
     app, client = console
     _, cookie = app.sessions.new("admin-token", "session-7")
     client.cookies.set(SESSION_COOKIE, cookie, domain="console.test")
-    fake.refusal = Unauthenticated("console session ended", code=grpc.StatusCode.UNAUTHENTICATED)
+    fake.refuse(
+        "admin.check_console_session",
+        Unauthenticated("console session ended", code=grpc.StatusCode.UNAUTHENTICATED),
+    )
 
     page = await client.get("/definitions")
 
     assert page.status_code == 303
     assert page.headers["location"] == "/signin?next=%2Fdefinitions"
     assert SESSION_COOKIE not in client.cookies
-    assert fake.listed == 0
+    assert listed(fake) == 0
 
 
 async def test_an_unreachable_service_says_only_unavailable(
-    console: tuple[Console, httpx.AsyncClient], fake: FakeAdmin
+    console: tuple[Console, httpx.AsyncClient], fake: FakeJobService
 ) -> None:
     app, client = console
     _, cookie = app.sessions.new("admin-token", "session-7")
     client.cookies.set(SESSION_COOKIE, cookie, domain="console.test")
-    fake.refusal = JobsError(
-        "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.7:50051",
-        code=grpc.StatusCode.UNAVAILABLE,
+    fake.refuse(
+        "admin.check_console_session",
+        JobsError(
+            "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.7:50051",
+            code=grpc.StatusCode.UNAVAILABLE,
+        ),
     )
 
     page = await client.get("/definitions")
@@ -116,11 +106,11 @@ async def test_an_unreachable_service_says_only_unavailable(
     assert "The job service is unavailable." in page.text
     assert "10.0.0.7" not in page.text and "ipv4" not in page.text
     assert 'id="signout"' not in page.text  # not shown as signed in
-    assert fake.listed == 0
+    assert listed(fake) == 0
 
 
 async def test_a_cookie_naming_no_service_session_is_no_session(
-    console: tuple[Console, httpx.AsyncClient], fake: FakeAdmin
+    console: tuple[Console, httpx.AsyncClient], fake: FakeJobService
 ) -> None:
     app, client = console
     # a cookie as the console wrote them before sessions lived in job_service
@@ -130,4 +120,4 @@ async def test_a_cookie_naming_no_service_session_is_no_session(
     page = await client.get("/definitions")
 
     assert page.status_code == 303
-    assert fake.checked == [] and fake.listed == 0
+    assert checked(fake) == [] and listed(fake) == 0
