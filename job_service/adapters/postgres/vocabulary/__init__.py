@@ -1,8 +1,9 @@
 """The SQL vocabulary of the PostgreSQL adapters: every piece that more than one statement
 is built from, spelled once. A statement stays in its concern's module, beside the code
 that binds it; the concern modules import these pieces (and ``pool.py``, ``rows.py``),
-never each other — a star, not a web (an import-linter contract). A concern that runs
-another's statement in its own transaction is handed it by ``app.py``.
+never each other — a star, not a web (an import-linter contract). SQL text and row
+mapping only: nothing here runs a statement (a test); a transaction that more than one
+concern runs is a unit of work (``units.py``, the star's second hub).
 
 - ``statuses.py``: a status as an SQL literal (from the lifecycle), the waiting set, the
   timeline event of a change of status, CancelJob's step for set-based cancels;
@@ -20,6 +21,10 @@ another's statement in its own transaction is handed it by ``app.py``.
   rows;
 - ``buckets.py``: a tier's rate bucket refilled, its back-off factor recovered or halved
   (the pure twins are ``domain/rate_limits.py``'s);
+- ``quotas.py``: the quota gate of CreateJob and CreateJobs — a user's usage, whether a
+  new job fits (the pure twin is ``domain/quotas.admits``), the day's counter;
+- ``dependencies.py``: attaching a job to its dependencies, and the resolver's outcome
+  (the pure twin is ``domain/dependencies.outcome``);
 - ``usage_rows.py``: usage rows, one per provider call;
 - ``filters.py``: a job filter's conditions, and bound parameters of a query built on
   the fly.
