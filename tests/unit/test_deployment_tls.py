@@ -25,8 +25,8 @@ from tests.unit.test_deployment import (
     env_of,
     manifests,
     pod_workloads,
-    rules_of,
 )
+from tests.unit.test_deployment_monitoring import rules_of
 
 __all__ = ["manifests"]  # the fixture, shared with test_deployment.py
 
