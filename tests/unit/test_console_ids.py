@@ -3,8 +3,9 @@ jobs created together (version-7 ids sharing their time prefix) stay distinguish
 jobs list, the dead letters and the job page, each short form with the whole id at hand; the
 "go to job" box opens a whole id, finds a job by the end of its id (one: opened; none: a 404
 that says so; two: both to choose from), and answers anything else with a 400 page that says
-why, escaped. The pages run over HTTP (httpx's ASGI transport, no socket) against a fake
-AdminService. (Against a real job_service: tests/integration/test_console_ids.py.)"""
+why, escaped. The pages run over HTTP (httpx's ASGI transport, no socket) against the fake
+AdminService of ``durable_jobs_client.testing``. (Against a real job_service:
+tests/integration/test_console_ids.py.)"""
 
 from __future__ import annotations
 
@@ -12,14 +13,12 @@ import re
 import secrets
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
 import httpx
 import pytest
-from durable_jobs_client import JobsError
 from durable_jobs_client.protos import admin_service_pb2, job_pb2
+from durable_jobs_client.testing import FakeJobService
 
 from console.app import Console
 from console.ids import SHORT_ID, parse_job_id, short_id
@@ -42,71 +41,33 @@ def v7_id(ms: int = MS) -> str:
     return str(uuid.UUID(int=value))
 
 
-@dataclass
-class FakeAdmin:
-    jobs: dict[str, job_pb2.Job] = field(default_factory=dict)
-    failed: list[job_pb2.Job] = field(default_factory=list)
-    dead: list[admin_service_pb2.DeadOutboxEvent] = field(default_factory=list)
-    reads: list[str] = field(default_factory=list)
-    suffixes: list[str] = field(default_factory=list)
-
-    async def check_console_session(
-        self, session_id: str
-    ) -> admin_service_pb2.CheckConsoleSessionResponse:
-        """Every session the tests sign in with is live (the real check:
-        tests/integration/test_console_sessions.py)."""
-        assert session_id == SESSION_ID
-        return admin_service_pb2.CheckConsoleSessionResponse(principal="test-admin")
-
-    async def list_jobs(
-        self, id_suffix: str = "", page_size: int = 0, **_: Any
-    ) -> admin_service_pb2.AdminListJobsResponse:
-        """As job_service lists: ``id_suffix`` keeps the ids ending with it (dashes
-        ignored), ``page_size`` cuts the page and says there is more."""
-        found = list(self.jobs.values())
-        if id_suffix:
-            self.suffixes.append(id_suffix)
-            found = [j for j in found if j.id.replace("-", "").endswith(id_suffix)]
-        more = bool(page_size) and len(found) > page_size
-        return admin_service_pb2.AdminListJobsResponse(
-            jobs=found[:page_size] if page_size else found, next_page_token="next" if more else ""
-        )
-
-    async def list_job_definitions(self) -> list[Any]:
-        return []
-
-    async def list_dead_letters(self, **_: Any) -> admin_service_pb2.ListDeadLettersResponse:
-        return admin_service_pb2.ListDeadLettersResponse(
-            failed_jobs=self.failed, dead_events=self.dead
-        )
-
-    async def get_job(self, job_id: str) -> job_pb2.Job:
-        self.reads.append(job_id)
-        if job_id not in self.jobs:
-            raise JobsError("no such job", code=grpc.StatusCode.NOT_FOUND)
-        return self.jobs[job_id]
-
-
-@dataclass
-class FakeClient:
-    admin: FakeAdmin
+@pytest.fixture
+def fake() -> FakeJobService:
+    """The console's job service, where the tests' session is open (the real check:
+    tests/integration/test_console_sessions.py)."""
+    return FakeJobService(console_sessions={SESSION_ID: "test-admin"})
 
 
 @pytest.fixture
-def fake() -> FakeAdmin:
-    return FakeAdmin()
-
-
-@pytest.fixture
-async def admin(fake: FakeAdmin) -> AsyncIterator[httpx.AsyncClient]:
+async def admin(fake: FakeJobService) -> AsyncIterator[httpx.AsyncClient]:
     """A signed-in browser of a console whose job_service is ``fake``."""
     console = Console(ConsoleSettings())
-    console.jobs = lambda token: FakeClient(fake)  # type: ignore[assignment,method-assign,return-value]
+    console.jobs = lambda token: fake.client()  # type: ignore[method-assign]
     _, cookie = console.sessions.new("admin-token", SESSION_ID)
     transport = httpx.ASGITransport(app=console.app())
     async with httpx.AsyncClient(transport=transport, base_url="http://console.test") as client:
         client.cookies.set(SESSION_COOKIE, cookie, domain="console.test")
         yield client
+
+
+def reads(fake: FakeJobService) -> list[str]:
+    """The jobs the console read one by one (AdminService.GetJob)."""
+    return [c["job_id"] for c in fake.asked("admin.get_job")]
+
+
+def suffixes(fake: FakeJobService) -> list[str]:
+    """The ends of ids the console looked jobs up by (AdminService.ListJobs)."""
+    return [c["id_suffix"] for c in fake.asked("admin.list_jobs") if c["id_suffix"]]
 
 
 def job(job_id: str, **fields: Any) -> job_pb2.Job:
@@ -152,7 +113,7 @@ def test_anything_else_is_refused_with_a_message(given: str, says: str) -> None:
 
 
 async def test_forty_jobs_created_in_the_same_millisecond_read_as_forty_ids(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     fake.jobs = {i: job(i) for i in (v7_id() for _ in range(40))}
 
@@ -160,18 +121,20 @@ async def test_forty_jobs_created_in_the_same_millisecond_read_as_forty_ids(
 
     assert page.status_code == 200
     rows = ROW.findall(page.text)
-    assert [full for full, _ in rows] == list(fake.jobs)
+    assert [full for full, _ in rows] == sorted(fake.jobs, reverse=True)  # newest first
     assert all(shown == full[-8:] for full, shown in rows)
     assert len({shown for _, shown in rows}) == 40
     assert f"<code>{MS:012x}"[:14] not in page.text  # no row shows the shared prefix
 
 
 async def test_dead_letters_name_jobs_by_their_tail_with_the_whole_id_as_title(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     failed, dead = v7_id(), v7_id()
-    fake.failed = [job(failed, status=job_pb2.JOB_STATUS_FAILED)]
-    fake.dead = [admin_service_pb2.DeadOutboxEvent(id=7, job_id=dead, subject="jobs.dispatch")]
+    fake.put(job(failed, status=job_pb2.JOB_STATUS_FAILED))
+    fake.dead_events = [
+        admin_service_pb2.DeadOutboxEvent(id=7, job_id=dead, subject="jobs.dispatch")
+    ]
 
     page = await admin.get("/dead-letters")
 
@@ -181,7 +144,7 @@ async def test_dead_letters_name_jobs_by_their_tail_with_the_whole_id_as_title(
 
 
 async def test_the_job_page_shows_the_tail_in_its_title_and_the_whole_id_to_copy(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     job_id = v7_id()
     fake.jobs[job_id] = job(job_id, status=job_pb2.JOB_STATUS_SUCCEEDED)
@@ -212,7 +175,7 @@ async def test_the_go_to_box_opens_a_whole_id(admin: httpx.AsyncClient) -> None:
 
 @pytest.mark.parametrize("given", ["", "01a2e", "not-a-job", "01a23460x", HOSTILE])
 async def test_the_go_to_box_answers_a_malformed_id_with_a_400_page_that_says_why(
-    admin: httpx.AsyncClient, fake: FakeAdmin, given: str
+    admin: httpx.AsyncClient, fake: FakeJobService, given: str
 ) -> None:
     page = await admin.get("/jobs/go", params={"id": given})
 
@@ -225,11 +188,11 @@ async def test_the_go_to_box_answers_a_malformed_id_with_a_400_page_that_says_wh
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in message.group(1)
         # what was typed stays in the box, escaped as an attribute value
         assert 'value="&#34;&gt;&lt;script&gt;' in page.text
-    assert fake.reads == [] and fake.suffixes == []  # nothing was asked of job_service
+    assert reads(fake) == [] and suffixes(fake) == []  # nothing was asked of job_service
 
 
 async def test_the_go_to_box_opens_the_one_job_a_short_id_ends(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     wanted, other = v7_id(), v7_id()
     fake.jobs = {i: job(i) for i in (wanted, other)}
@@ -239,11 +202,11 @@ async def test_the_go_to_box_opens_the_one_job_a_short_id_ends(
         assert went.status_code == 303, typed
         assert went.headers["location"] == f"/jobs/{wanted}"
     # dashes ignored: the last 17 characters hold one
-    assert fake.suffixes[2] == wanted[-17:].replace("-", "")
+    assert suffixes(fake)[2] == wanted[-17:].replace("-", "")
 
 
 async def test_a_short_id_no_job_ends_with_is_a_404_that_says_so(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     fake.jobs = {i: job(i) for i in (v7_id(), v7_id())}
 
@@ -256,7 +219,7 @@ async def test_a_short_id_no_job_ends_with_is_a_404_that_says_so(
 
 
 async def test_a_short_id_two_jobs_end_with_lists_both_by_their_whole_ids(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     tail = "00005e1a9c3f"
     twins = [v7_id()[:-12] + tail for _ in range(3)]
@@ -268,18 +231,18 @@ async def test_a_short_id_two_jobs_end_with_lists_both_by_their_whole_ids(
     chosen = re.findall(
         r'<tr id="choice-([0-9a-f-]{36})"><td><a href="/jobs/\1"><code>\1</code>', page.text
     )
-    assert chosen == twins[:2]  # what the one call of two answered
+    assert chosen == sorted(twins, reverse=True)[:2]  # what the one call of two answered
     assert "more end with it: type more of the id" in page.text  # a third exists
 
 
 async def test_a_malformed_job_address_is_the_same_400_page(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     page = await admin.get("/jobs/01a23460")
 
     assert page.status_code == 400
     assert "looks like a short id" in page.text
-    assert fake.reads == []
+    assert reads(fake) == []
     missing = await admin.get(f"/jobs/{v7_id()}")
     assert missing.status_code == 404
 

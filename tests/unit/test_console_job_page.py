@@ -6,7 +6,7 @@ waited and ran and each attempt ran, on which worker, and when the next attempt 
 
 The live stream re-renders the page's changing parts with the page's own partials; a test
 here holds the two to the same HTML. Pages run over HTTP (httpx's ASGI transport, no socket)
-against a fake AdminService (tests/unit/test_console_ids.py); against a real job_service:
+against the fake AdminService of ``durable_jobs_client.testing``; against a real job_service:
 tests/integration/test_console_operator.py.
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from durable_jobs_client.protos import job_pb2
+from durable_jobs_client.testing import FakeJobService
 from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -30,7 +31,7 @@ from console.pages.jobs import followed
 from console.render import cost, environment, hash_label, size, when, when_ms
 from console.sessions import SESSION_COOKIE
 from console.settings import ConsoleSettings
-from tests.unit.test_console_ids import SESSION_ID, FakeAdmin, admin, fake, job, v7_id
+from tests.unit.test_console_ids import SESSION_ID, admin, fake, job, v7_id
 
 __all__ = ["admin", "fake"]
 
@@ -103,7 +104,7 @@ def second_attempt_running() -> job_pb2.Job:
 
 
 async def test_the_input_is_shown_with_whole_numbers_and_withheld_fields_named(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     job_id = v7_id()
     fake.jobs[job_id] = job(
@@ -132,7 +133,7 @@ async def test_the_input_is_shown_with_whole_numbers_and_withheld_fields_named(
     ],
 )
 async def test_an_input_not_shown_says_why(
-    admin: httpx.AsyncClient, fake: FakeAdmin, state: job_pb2.InputState, says: str
+    admin: httpx.AsyncClient, fake: FakeJobService, state: job_pb2.InputState, says: str
 ) -> None:
     job_id = v7_id()
     fake.jobs[job_id] = job(job_id, input_state=state, input_bytes=70_400)
@@ -144,7 +145,7 @@ async def test_an_input_not_shown_says_why(
 
 
 async def test_output_and_artifacts_show_whole_numbers_and_the_hash_by_its_scheme_and_12_digits(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     job_id = v7_id()
     fake.jobs[job_id] = job(
@@ -210,7 +211,7 @@ def test_a_time_to_come_says_how_far_off_it_is() -> None:
 
 
 async def test_a_running_second_attempt_labels_the_first_attempts_error(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     running = second_attempt_running()
     fake.jobs[running.id] = running
@@ -231,7 +232,7 @@ async def test_a_running_second_attempt_labels_the_first_attempts_error(
 
 
 async def test_the_page_says_how_long_the_job_waited_and_each_attempt_ran_and_where(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     running = second_attempt_running()
     fake.jobs[running.id] = running
@@ -262,7 +263,7 @@ async def test_the_page_says_how_long_the_job_waited_and_each_attempt_ran_and_wh
 
 
 async def test_a_finished_job_says_how_long_it_ran(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     job_id = v7_id()
     fake.jobs[job_id] = job(
@@ -282,7 +283,7 @@ async def test_a_finished_job_says_how_long_it_ran(
 
 
 async def test_a_retrying_job_says_when_its_next_attempt_is_due(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     job_id = v7_id()
     due = Timestamp()
@@ -299,7 +300,7 @@ async def test_a_retrying_job_says_when_its_next_attempt_is_due(
 
 
 async def test_a_retried_job_links_its_retry_and_offers_no_second_retry(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     original, retry = v7_id(), v7_id()
     fake.jobs[original] = job(original, status=FAILED, retried_as_job_ids=[retry])
@@ -319,7 +320,7 @@ async def test_a_retried_job_links_its_retry_and_offers_no_second_retry(
 
 
 async def test_a_failed_job_not_yet_retried_offers_retry(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     job_id = v7_id()
     fake.jobs[job_id] = job(job_id, status=FAILED)
@@ -334,7 +335,7 @@ LIVE_PARTS = ("job-actions", "job-state", "job-error", "job-timeline", "job-sign
 
 
 async def test_the_live_update_is_the_pages_own_parts(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     running = second_attempt_running()
     fake.jobs[running.id] = running
@@ -389,24 +390,22 @@ async def test_each_state_change_reads_the_whole_job_and_progress_is_merged() ->
 
 
 async def test_the_live_stream_sends_the_timeline_and_error_as_the_job_moves(
-    fake: FakeAdmin,
+    fake: FakeJobService,
 ) -> None:
     running = second_attempt_running()
     first = job(running.id, status=QUEUED, attempt_count=1, max_attempts=3, created_at=at(0))
     fake.jobs[running.id] = first
     ended = job(running.id, status=FAILED, attempt_count=2, max_attempts=3)
 
-    class Client:
-        admin = fake
+    async def states(job_id: str, **_: Any) -> AsyncIterator[job_pb2.Job]:
+        fake.jobs[job_id] = running
+        yield job(job_id, status=RUNNING, attempt_count=2)
+        fake.jobs[job_id] = ended
+        yield ended
 
-        async def watch(self, job_id: str, **_: Any) -> AsyncIterator[job_pb2.Job]:
-            fake.jobs[job_id] = running
-            yield job(job_id, status=RUNNING, attempt_count=2)
-            fake.jobs[job_id] = ended
-            yield ended
-
+    fake.on("watch", states)
     console = Console(ConsoleSettings())
-    console.jobs = lambda token: Client()  # type: ignore[assignment,method-assign,return-value]
+    console.jobs = lambda token: fake.client()  # type: ignore[method-assign]
     _, cookie = console.sessions.new("admin-token", SESSION_ID)
     transport = httpx.ASGITransport(app=console.app())
     async with httpx.AsyncClient(transport=transport, base_url="http://console.test") as client:
