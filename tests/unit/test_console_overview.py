@@ -2,16 +2,15 @@
 (status created, their run time to come) count as unfinished, as their own figure; the
 tables keep every status column, zeros included, whatever the data; the status CREATED is
 not headed "created" beside "Jobs created since…"; workers are named by their ids
-(AdminService.ListWorkers). Over HTTP (httpx's ASGI transport) against a fake AdminService
-and a fake metrics endpoint; against a real job_service: tests/integration/test_console_operator.py.
+(AdminService.ListWorkers). Over HTTP (httpx's ASGI transport) against the fake AdminService
+of ``durable_jobs_client.testing`` and a fake metrics endpoint; against a real job_service:
+tests/integration/test_console_operator.py.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,7 +19,7 @@ import httpx
 import pytest
 from durable_jobs_client import JobsError
 from durable_jobs_client.protos import admin_service_pb2, job_pb2
-from durable_jobs_client.statuses import TERMINAL
+from durable_jobs_client.testing import FakeJobService
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from console.app import Console
@@ -48,79 +47,6 @@ def made(queue: str, status: job_pb2.JobStatus, run_in_s: float | None = None) -
     return job
 
 
-@dataclass
-class FakeAdmin:
-    jobs: list[job_pb2.Job] = field(default_factory=list)
-    queues: list[admin_service_pb2.QueueInfo] = field(default_factory=list)
-    workers: list[admin_service_pb2.Worker] = field(default_factory=list)
-    workers_refused: JobsError | None = None
-    counted: list[datetime] = field(default_factory=list)
-
-    async def check_console_session(
-        self, session_id: str
-    ) -> admin_service_pb2.CheckConsoleSessionResponse:
-        """Every session the tests sign in with is live (the real check:
-        tests/integration/test_console_sessions.py)."""
-        assert session_id == SESSION_ID
-        return admin_service_pb2.CheckConsoleSessionResponse(principal="test-admin")
-
-    async def list_jobs(
-        self, status: int | None = None, page_size: int = 0, page_token: str = "", **_: Any
-    ) -> admin_service_pb2.AdminListJobsResponse:
-        found = [j for j in self.jobs if status is None or j.status == status]
-        return admin_service_pb2.AdminListJobsResponse(jobs=found)
-
-    async def count_jobs(
-        self, since: datetime, until: datetime | None = None
-    ) -> admin_service_pb2.CountJobsResponse:
-        """As job_service counts: created in [since, now) by status now, finished in it,
-        every unfinished job now, and the delayed ones among them."""
-        now = datetime.now(UTC)
-        self.counted.append(since)
-
-        def inside(stamp: Timestamp) -> bool:
-            return stamp.seconds > 0 and since <= stamp.ToDatetime(tzinfo=UTC) < now
-
-        def counts(jobs: list[job_pb2.Job], statuses: Any) -> list[Any]:
-            found = Counter(j.status for j in jobs)
-            return [admin_service_pb2.StatusCount(status=s, count=found[s]) for s in statuses]
-
-        every = [v for v in job_pb2.JobStatus.values() if v]
-        ended = [v for v in every if v in TERMINAL]
-        answer = admin_service_pb2.CountJobsResponse(
-            created=counts([j for j in self.jobs if inside(j.created_at)], every),
-            finished=counts([j for j in self.jobs if inside(j.finished_at)], ended),
-            unfinished=counts(
-                [j for j in self.jobs if j.status not in TERMINAL],
-                [v for v in every if v not in TERMINAL],
-            ),
-            delayed=sum(
-                1
-                for j in self.jobs
-                if j.status == CREATED and j.next_run_at.ToDatetime(tzinfo=UTC) > now
-            ),
-        )
-        answer.since.FromDatetime(since)
-        answer.until.FromDatetime(now)
-        return answer
-
-    async def list_dead_letters(self, **_: Any) -> admin_service_pb2.ListDeadLettersResponse:
-        return admin_service_pb2.ListDeadLettersResponse()
-
-    async def list_queues(self) -> list[admin_service_pb2.QueueInfo]:
-        return self.queues
-
-    async def list_workers(self) -> list[admin_service_pb2.Worker]:
-        if self.workers_refused is not None:
-            raise self.workers_refused
-        return self.workers
-
-
-@dataclass
-class FakeClient:
-    admin: FakeAdmin
-
-
 GAUGES = """# TYPE jobs_queue_depth gauge
 jobs_queue_depth{queue="ai-batch",status="queued"} 4.0
 jobs_queue_depth{queue="ai-batch",status="running"} 0.0
@@ -141,18 +67,20 @@ def endpoints(request: httpx.Request) -> httpx.Response:
 
 
 @pytest.fixture
-def fake() -> FakeAdmin:
-    return FakeAdmin(
+def fake() -> FakeJobService:
+    """A job service with a paused queue and the tests' console session open."""
+    return FakeJobService(
+        console_sessions={SESSION_ID: "test-admin"},
         queues=[
             admin_service_pb2.QueueInfo(name="ai-batch", paused=True, paused_by="ops-alice"),
             admin_service_pb2.QueueInfo(name="ai-interactive"),
-        ]
+        ],
     )
 
 
-async def signed_in(fake: FakeAdmin, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
+async def signed_in(fake: FakeJobService, **settings: Any) -> AsyncIterator[httpx.AsyncClient]:
     console = Console(ConsoleSettings(**settings))
-    console.jobs = lambda token: FakeClient(fake)  # type: ignore[assignment,method-assign,return-value]
+    console.jobs = lambda token: fake.client()  # type: ignore[method-assign]
     app = console.app()
     async with console.lifespan(app):
         assert console.http is not None
@@ -166,13 +94,13 @@ async def signed_in(fake: FakeAdmin, **settings: Any) -> AsyncIterator[httpx.Asy
 
 
 @pytest.fixture
-async def admin(fake: FakeAdmin) -> AsyncIterator[httpx.AsyncClient]:
+async def admin(fake: FakeJobService) -> AsyncIterator[httpx.AsyncClient]:
     async for client in signed_in(fake):
         yield client
 
 
 @pytest.fixture
-async def with_metrics(fake: FakeAdmin) -> AsyncIterator[httpx.AsyncClient]:
+async def with_metrics(fake: FakeJobService) -> AsyncIterator[httpx.AsyncClient]:
     urls = {"console_metrics_url": METRICS, "console_worker_metrics_urls": WORKER_METRICS}
     async for client in signed_in(fake, **urls):
         yield client
@@ -210,7 +138,7 @@ async def test_a_paused_queue_is_flagged(admin: httpx.AsyncClient) -> None:
 
 
 async def test_nothing_is_flagged_when_no_queue_is_paused(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     fake.queues = [admin_service_pb2.QueueInfo(name="ai-batch")]
 
@@ -220,15 +148,15 @@ async def test_nothing_is_flagged_when_no_queue_is_paused(
 
 
 async def test_delayed_jobs_are_counted_as_unfinished_on_their_own(
-    with_metrics: httpx.AsyncClient, fake: FakeAdmin
+    with_metrics: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
-    fake.jobs = [
+    fake.put(
         made("ai-interactive", CREATED, run_in_s=3600),
         made("ai-interactive", CREATED, run_in_s=600),
         made("ai-batch", CREATED, run_in_s=60),
         made("ai-batch", CREATED, run_in_s=-5),  # due: not delayed, not yet queued
         made("ai-batch", CREATED),
-    ]
+    )
 
     page = (await with_metrics.get("/")).text
 
@@ -281,9 +209,9 @@ async def test_the_tables_keep_every_status_column_with_no_jobs_at_all(
 
 
 async def test_the_status_created_is_not_headed_like_jobs_created_since(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
-    fake.jobs = [made("ai-interactive", CREATED), made("ai-interactive", job_pb2.JOB_STATUS_FAILED)]
+    fake.put(made("ai-interactive", CREATED), made("ai-interactive", job_pb2.JOB_STATUS_FAILED))
 
     page = (await admin.get("/")).text
 
@@ -295,7 +223,7 @@ async def test_the_status_created_is_not_headed_like_jobs_created_since(
 
 
 async def test_workers_are_listed_by_their_ids(
-    with_metrics: httpx.AsyncClient, fake: FakeAdmin
+    with_metrics: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     fake.workers = [
         admin_service_pb2.Worker(
@@ -326,9 +254,11 @@ async def test_no_worker_connected_says_so(admin: httpx.AsyncClient) -> None:
 
 
 async def test_a_service_without_list_workers_still_shows_the_overview(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
-    fake.workers_refused = JobsError("unimplemented", code=grpc.StatusCode.UNIMPLEMENTED)
+    fake.refuse(
+        "admin.list_workers", JobsError("unimplemented", code=grpc.StatusCode.UNIMPLEMENTED)
+    )
 
     page = await admin.get("/")
 
@@ -338,25 +268,25 @@ async def test_a_service_without_list_workers_still_shows_the_overview(
 
 
 async def test_the_last_hour_is_counted_exactly_over_the_window_shown(
-    admin: httpx.AsyncClient, fake: FakeAdmin
+    admin: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     finished = stamp(-30)
-    fake.jobs = [
+    jobs = [
         made("ai-interactive", job_pb2.JOB_STATUS_SUCCEEDED),
         made("ai-interactive", job_pb2.JOB_STATUS_SUCCEEDED),
         made("ai-interactive", job_pb2.JOB_STATUS_FAILED),
         made("ai-batch", job_pb2.JOB_STATUS_RUNNING),
     ]
-    for job in fake.jobs[:3]:
+    for job in jobs[:3]:
         job.finished_at.CopyFrom(finished)
     old = made("ai-batch", job_pb2.JOB_STATUS_FAILED)  # created two hours ago, failed now
     old.created_at.CopyFrom(stamp(-7200))
     old.finished_at.CopyFrom(finished)
-    fake.jobs.append(old)
+    fake.put(*jobs, old)
 
     page = (await admin.get("/")).text
 
-    [since] = fake.counted
+    [since] = [c["since"] for c in fake.asked("admin.count_jobs")]
     assert timedelta(minutes=59) < datetime.now(UTC) - since < timedelta(minutes=61)
     found = re.search(r'id="recent-window">(.*?)</p>', page)
     assert found is not None
