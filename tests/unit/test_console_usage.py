@@ -1,21 +1,20 @@
 """The usage page's pieces without a service: costs from the exact Decimal at a sensible
 precision, the chart's layout (a slot per day, bars to scale, round gridlines), and the page
-over HTTP against a fake UsageService (every user's usage, four groupings, the costliest
-first). Against a real job_service: tests/integration/test_console_actions.py."""
+over HTTP against the fake UsageService of ``durable_jobs_client.testing`` (every user's
+usage, four groupings, the costliest first). Against a real job_service: tests/integration/test_console_actions.py."""
 
 from __future__ import annotations
 
 import itertools
 import re
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import httpx
 import pytest
-from durable_jobs_client.protos import admin_service_pb2
+from durable_jobs_client.testing import FakeJobService
 from durable_jobs_client.usage import Usage, UsageGroup, UsageTotals
 
 from console.app import Console
@@ -85,41 +84,38 @@ def group(**fields: Any) -> UsageGroup:
     return UsageGroup(**(base | fields))
 
 
-@dataclass
-class FakeJobs:
-    asked: list[tuple[date, date, tuple[str, ...], str]] = field(default_factory=list)
-    admin: Any = None
-
-    async def get_usage(
-        self, start: date, end: date, *, group_by: Sequence[str] = (), user_id: str | None = None
-    ) -> Usage:
-        self.asked.append((start, end, tuple(group_by), user_id or ""))
-        yesterday = datetime.now(UTC).date() - timedelta(days=1)
-        groups = {
-            "day": [group(day=yesterday, totals=totals("1.5", 3))],
-            "model": [group(provider="fake", model="fake-primary", totals=totals("1.5", 3))],
-            "job_type": [group(job_type="synthetic", totals=totals("1.5", 3))],
-            "user": [group(user_id=f"user-{i:03}", totals=totals(f"0.{i:03}")) for i in range(60)],
-        }[group_by[0]]
-        return Usage(groups, totals("1.5", 3), None)  # type: ignore[arg-type]
+def spent(
+    start: date, end: date, *, group_by: Sequence[str] = (), user_id: str | None = None
+) -> Usage:
+    """UsageService's answer, by the grouping asked for."""
+    yesterday = datetime.now(UTC).date() - timedelta(days=1)
+    groups = {
+        "day": [group(day=yesterday, totals=totals("1.5", 3))],
+        "model": [group(provider="fake", model="fake-primary", totals=totals("1.5", 3))],
+        "job_type": [group(job_type="synthetic", totals=totals("1.5", 3))],
+        "user": [group(user_id=f"user-{i:03}", totals=totals(f"0.{i:03}")) for i in range(60)],
+    }[group_by[0]]
+    return Usage(groups, totals("1.5", 3), None)  # type: ignore[arg-type]
 
 
-class FakeAdmin:
-    async def check_console_session(
-        self, session_id: str
-    ) -> admin_service_pb2.CheckConsoleSessionResponse:
-        return admin_service_pb2.CheckConsoleSessionResponse(principal="test-admin")
+def asked(fake: FakeJobService) -> list[tuple[date, date, tuple[str, ...], str]]:
+    return [
+        (c["start"], c["end"], tuple(c["group_by"]), c["user_id"] or "")
+        for c in fake.asked("get_usage")
+    ]
 
 
 @pytest.fixture
-def fake() -> FakeJobs:
-    return FakeJobs(admin=FakeAdmin())
+def fake() -> FakeJobService:
+    service = FakeJobService(console_sessions={SESSION_ID: "test-admin"})
+    service.on("get_usage", spent)
+    return service
 
 
 @pytest.fixture
-async def browser(fake: FakeJobs) -> AsyncIterator[httpx.AsyncClient]:
+async def browser(fake: FakeJobService) -> AsyncIterator[httpx.AsyncClient]:
     console = Console(ConsoleSettings())
-    console.jobs = lambda token: fake  # type: ignore[assignment,method-assign,return-value]
+    console.jobs = lambda token: fake.client()  # type: ignore[method-assign]
     _, cookie = console.sessions.new("admin-token", SESSION_ID)
     transport = httpx.ASGITransport(app=console.app())
     async with httpx.AsyncClient(transport=transport, base_url="http://console.test") as client:
@@ -128,14 +124,14 @@ async def browser(fake: FakeJobs) -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def test_the_page_asks_for_every_users_usage_in_four_groupings(
-    browser: httpx.AsyncClient, fake: FakeJobs
+    browser: httpx.AsyncClient, fake: FakeJobService
 ) -> None:
     page = await browser.get("/usage")
 
     assert page.status_code == 200
     today = datetime.now(UTC).date()
-    assert {a[2] for a in fake.asked} == {("day",), ("model",), ("job_type",), ("user",)}
-    assert {(a[0], a[1], a[3]) for a in fake.asked} == {
+    assert {a[2] for a in asked(fake)} == {("day",), ("model",), ("job_type",), ("user",)}
+    assert {(a[0], a[1], a[3]) for a in asked(fake)} == {
         (today - timedelta(days=29), today + timedelta(days=1), "")
     }
     assert len(re.findall(r'<rect class="bar"', page.text)) == 30
@@ -155,8 +151,8 @@ async def test_the_page_asks_for_every_users_usage_in_four_groupings(
     ],
 )
 async def test_a_range_that_is_none_is_refused_before_asking(
-    browser: httpx.AsyncClient, fake: FakeJobs, query: dict[str, str]
+    browser: httpx.AsyncClient, fake: FakeJobService, query: dict[str, str]
 ) -> None:
     page = await browser.get("/usage", params=query)
     assert page.status_code == 400
-    assert fake.asked == []
+    assert asked(fake) == []
