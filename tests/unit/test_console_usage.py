@@ -1,7 +1,8 @@
 """The usage page's pieces without a service: costs from the exact Decimal at a sensible
 precision, the chart's layout (a slot per day, bars to scale, round gridlines), and the page
 over HTTP against the fake UsageService of ``durable_jobs_client.testing`` (every user's
-usage, four groupings, the costliest first). Against a real job_service: tests/integration/test_console_actions.py."""
+usage, four groupings, the costliest first). Against a real job_service:
+tests/integration/test_console_actions.py."""
 
 from __future__ import annotations
 
