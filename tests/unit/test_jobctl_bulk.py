@@ -1,6 +1,7 @@
-"""``cancel-many`` / ``retry-many`` against a fake AdminService client: the selection the
-options make, the count-confirm-loop order, progress, the formats and the exit statuses.
-(Against the real service: tests/e2e/test_jobctl_bulk.py.)"""
+"""``cancel-many`` / ``retry-many`` against the fake AdminService of
+``durable_jobs_client.testing``: the selection the options make, the count-confirm-loop
+order, progress, the formats and the exit statuses. (Against the real service:
+tests/e2e/test_jobctl_bulk.py.)"""
 
 from __future__ import annotations
 
