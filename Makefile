@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-faults test-chaos test-browser test-interop test-client-floor test-deploy lint lint-deploy lint-proto typecheck format gen check-generate bench bench-peers bench-growth bench-memory chaos install lock check-lock clean
+.PHONY: run check test test-faults test-chaos test-browser test-interop test-client-floor test-deploy lint lint-deploy lint-proto typecheck format gen check-generate bench bench-peers bench-growth bench-memory chaos install lock check-lock clean
 
 $(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,18 @@ $(BENCH_STAMP): $(STAMP)
 run: $(STAMP)
 	$(PY) -m devstack
 
-## test: the whole suite against real PostgreSQL and NATS started by the tests
+## check: before every commit (~4 minutes on the shared 2-core machine): ruff, the format,
+## the import contracts, mypy, then tests/unit and tests/integration but for the tests
+## marked slow (measured at 3 s or more, or spawning OS processes), which `make test` runs
+check: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
+	$(PY) -m pytest -q -m "not slow" tests/unit tests/integration
+
+## test: the README's suite (tests/unit, tests/integration, tests/e2e: pyproject.toml's
+## testpaths) against real PostgreSQL and NATS started by the tests
 test: $(STAMP)
 	$(PY) -m pytest -q
 

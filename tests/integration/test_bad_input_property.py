@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import grpc
+import pytest
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import error_details_pb2
@@ -193,6 +194,7 @@ def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {t: after[t] - before[t] for t in before if after[t] != before[t]}
 
 
+@pytest.mark.slow
 @settings(
     max_examples=150,
     deadline=None,

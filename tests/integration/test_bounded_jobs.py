@@ -173,6 +173,7 @@ async def grow(db: asyncpg.Connection, job_id: str, n: int) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_get_job_of_a_grown_job_answers_within_the_default_message_limit(
     client: Client, db: asyncpg.Connection, target: str
 ) -> None:

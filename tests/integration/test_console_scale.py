@@ -91,6 +91,7 @@ async def console(database_url: str, nats_url: str) -> AsyncIterator[tuple[Conso
                 yield console, job.id
 
 
+@pytest.mark.slow
 async def test_every_page_answers_within_its_budget_with_100k_jobs(
     console: tuple[Console, str],
 ) -> None:

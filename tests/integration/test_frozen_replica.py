@@ -60,6 +60,7 @@ async def frozen_replica(database_url: str, lock: str, *args: Any) -> AsyncItera
         pool.terminate()
 
 
+@pytest.mark.slow
 async def test_a_frozen_replicas_row_locks_end_within_the_idle_timeout_for_claims_and_cancels(
     job_service: JobServiceApp, client: Client, database_url: str
 ) -> None:
@@ -87,6 +88,7 @@ async def test_a_frozen_replicas_row_locks_end_within_the_idle_timeout_for_claim
             await frozen.execute("SELECT 1")
 
 
+@pytest.mark.slow
 async def test_a_schedule_a_frozen_replica_holds_fires_again_within_the_idle_timeout(
     job_service: JobServiceApp, database_url: str, db: asyncpg.Connection
 ) -> None:

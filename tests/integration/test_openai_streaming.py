@@ -95,6 +95,7 @@ async def test_an_error_status_on_a_streamed_call_maps_as_usual(
     assert raised.value.code == "PROVIDER_RATE_LIMITED" and raised.value.retry_after_s == 2
 
 
+@pytest.mark.slow
 async def test_streamed_calls_reuse_the_connection(
     server: LocalOpenAIServer, provider: OpenAICompatibleProvider
 ) -> None:

@@ -203,6 +203,7 @@ def _assert_one_job_per_slot_without_gaps(slots: list[tuple[datetime, int]]) -> 
     assert gaps == [], f"slots missing between {gaps}"
 
 
+@pytest.mark.slow
 async def test_every_second_slot_fires_once_with_the_schedule_on_its_job(
     schedules: Stub, db: asyncpg.Connection
 ) -> None:
@@ -242,6 +243,7 @@ async def test_overlap_skip_creates_no_job_while_the_previous_one_is_unfinished(
     assert await db.fetchval("SELECT count(*) FROM jobs WHERE schedule_id = $1", made.id) == 1
 
 
+@pytest.mark.slow
 async def test_two_replicas_fire_each_slot_exactly_once_while_one_stops_and_returns(
     database_url: str, nats_url: str, db: asyncpg.Connection
 ) -> None:
