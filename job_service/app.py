@@ -1,6 +1,6 @@
-"""The composition root of job_service: wires the postgres, NATS and gRPC adapters to the
-use cases, starts the background loops and the gRPC server, and runs them under one
-supervisor."""
+"""The composition root of job_service: connects to PostgreSQL and NATS, has the concerns
+wired (``job_service.wiring``: the adapters into the use cases, those into the gRPC server
+and the loops), then serves, reports health and shuts down in order."""
 
 from __future__ import annotations
 
@@ -16,66 +16,17 @@ from grpc_health.v1 import health, health_pb2
 from nats.aio.client import Client as NATS
 
 from job_service.adapters.grpc.auth import TokenTable
-from job_service.adapters.grpc.server import SERVICE_NAMES, build_server, server_credentials
-from job_service.adapters.nats_partials import NatsPartialOutputFeed
-from job_service.adapters.nats_publisher import NatsPublisher
-from job_service.adapters.postgres.batches import BatchRepository
-from job_service.adapters.postgres.bulk import BulkRepository
-from job_service.adapters.postgres.call_permits import CallPermitRepository
-from job_service.adapters.postgres.claims import ClaimRepository
-from job_service.adapters.postgres.console_sessions import ConsoleSessionRepository
+from job_service.adapters.grpc.server import SERVICE_NAMES, server_credentials
 from job_service.adapters.postgres.credentials import CredentialRepository
-from job_service.adapters.postgres.dependencies import DependencyRepository
-from job_service.adapters.postgres.jobs import JobRepository
-from job_service.adapters.postgres.leases import AttemptTransaction, LeaseRepository
-from job_service.adapters.postgres.listing import JobListing
-from job_service.adapters.postgres.new_jobs import NewJobRepository
-from job_service.adapters.postgres.outbox import OutboxRepository
 from job_service.adapters.postgres.pool import HOT_PATH_SESSION, create_pool
-from job_service.adapters.postgres.queues import QueueRepository
-from job_service.adapters.postgres.rate_limits import RateLimitRepository
-from job_service.adapters.postgres.reruns import RerunRepository
-from job_service.adapters.postgres.results import ResultRepository
-from job_service.adapters.postgres.schedules import ScheduleRepository
-from job_service.adapters.postgres.sessions import SessionRepository
-from job_service.adapters.postgres.signals import SignalRepository
-from job_service.adapters.postgres.steps import StepRepository
-from job_service.adapters.postgres.usage_reports import UsageReportRepository
 from job_service.databases import check_schema, rest_pool_size, session_guards
-from job_service.domain.paging import PageTokens
-from job_service.domain.quotas import Quotas
-from job_service.domain.rate_limits import TierBudgets
-from job_service.loops import Supervisor, housekeeping
-from job_service.periodic import Periodic
+from job_service.loops import Supervisor
 from job_service.settings import JobServiceSettings
-from job_service.usecases.admin import Admin
-from job_service.usecases.bulk import BulkActions
-from job_service.usecases.call_permits import CallPermits
-from job_service.usecases.claims import Claims
-from job_service.usecases.console_sessions import ConsoleSessions
 from job_service.usecases.credentials import CredentialVault
-from job_service.usecases.dependencies import (
-    RESOLVE_BATCH,
-    RESOLVE_INTERVAL_S,
-    DependencyResolver,
-    DependencyResults,
-)
-from job_service.usecases.firing import ScheduleFiring
-from job_service.usecases.grants import Grants
-from job_service.usecases.jobs import Jobs
-from job_service.usecases.leases import Leases
-from job_service.usecases.new_jobs import NewJobs
-from job_service.usecases.outbox import OutboxDispatcher, OutboxUpkeep
-from job_service.usecases.queues import Queues
-from job_service.usecases.rate_limits import RateReservations
-from job_service.usecases.results import Results
-from job_service.usecases.schedules import Schedules
 from job_service.usecases.sessions import WorkerSessions
-from job_service.usecases.signals import Signals
-from job_service.usecases.steps import Steps
-from job_service.usecases.usage import UsageReports
-from job_service.usecases.waiting_workers import WaitingWorkers
 from job_service.usecases.watch import WatchHub
+from job_service.wiring.assembly import wire
+from job_service.wiring.connections import Connections
 from shared.jetstream import ensure_streams
 from shared.lifetime import Lifetime
 from shared.metrics import MetricsServer, publish_build_info
@@ -130,7 +81,13 @@ class JobServiceApp(Lifetime):
         # Refuse to start rather than fail every job whose key cannot be opened.
         await vault.check_master_keys()
         await self._connect_nats()
-        self._server, self._loops = await self._wire(tokens, credentials, vault)
+        assert self._pool is not None and self._hot_pool is not None and self._nc is not None
+        connections = Connections(
+            s, self.registry, self.instance_id, self._pool, self._hot_pool, self._nc
+        )
+        wired = await wire(connections, tokens, credentials, vault, self._health, self._stopped)
+        self._server, self._loops = wired.server, wired.loops
+        self._watches, self._sessions = wired.watches, wired.sessions
         address = f"{s.grpc_host}:{s.grpc_port}"
         if tls is None:
             self.port = self._server.add_insecure_port(address)
@@ -190,157 +147,6 @@ class JobServiceApp(Lifetime):
             lambda: ensure_streams(nc.jetstream(), s.nats_stream_replicas),
         )
 
-    async def _wire(
-        self, tokens: TokenTable, credentials: CredentialRepository, vault: CredentialVault
-    ) -> tuple[grpc.aio.Server, Supervisor]:
-        """The adapters into the use cases, and those into the server and the loops."""
-        s = self.settings
-        assert self._pool is not None and self._hot_pool is not None and self._nc is not None
-        hot = self._hot_pool
-        publisher = NatsPublisher(self._nc, stream_replicas=s.nats_stream_replicas)
-        outbox_store = OutboxRepository(hot)
-        dispatcher = OutboxDispatcher(
-            outbox_store,
-            publisher,
-            owner=self.instance_id,
-            batch_size=s.outbox_batch_size,
-            poll_interval_s=s.outbox_poll_interval_s,
-            claim_ttl_s=s.outbox_claim_ttl_s,
-            max_attempts=s.outbox_max_attempts,
-        )
-        outbox = OutboxUpkeep(outbox_store, dispatcher)
-        job_store = JobRepository(hot)
-        jobs = Jobs(self.registry, job_store, publisher, dispatcher)
-        new_job_store = NewJobRepository(hot, dispatcher.owner)
-        new_jobs = NewJobs(
-            self.registry,
-            new_job_store,
-            BatchRepository(hot, dispatcher.owner),
-            credentials,
-            dispatcher,
-            dispatcher,
-            Quotas(
-                max_active=s.max_active_jobs_per_user,
-                daily=s.daily_job_quota_per_user,
-                daily_cost_usd=s.daily_cost_budget_usd_per_user,
-            ),
-        )
-        budgets = TierBudgets(s.tier_rate_limits(), s.rate_limit_recovery_s)
-        rates = RateLimitRepository(hot, budgets)
-        await rates.ensure_buckets()
-        reservations = RateReservations(rates)
-        permits = CallPermits(CallPermitRepository(hot), budgets, slack_s=s.rate_limit_call_slack_s)
-        await permits.ensure_buckets()
-        leases = Leases(
-            self.registry, LeaseRepository(hot, lease_ttl_s=s.lease_ttl_s), dispatcher, reservations
-        )
-        sessions = self._sessions = WorkerSessions(
-            SessionRepository(self._pool, AttemptTransaction),
-            leases,
-            instance_id=self.instance_id,
-            grace_s=s.worker_disconnect_grace_s,
-            reconnect_grace_s=s.worker_reconnect_grace_s,
-            ping_interval_s=s.worker_session_ping_interval_s,
-        )
-        claims = Claims(
-            self.registry,
-            ClaimRepository(hot, lease_ttl_s=s.lease_ttl_s),
-            rates,
-            budgets,
-            queue_limits=s.queue_limits(),
-        )
-        queues = Queues(self.registry, QueueRepository(self._pool, s.queue_limits()), rates)
-        results = Results(
-            self.registry,
-            ResultRepository(hot, dispatcher.owner),
-            leases,
-            dispatcher,
-            reservations,
-        )
-        waiting = WaitingWorkers() if s.push_grants else None
-        grants = Grants(claims, leases, StepRepository(hot), waiting)
-        dispatcher.push_grants_with(grants.push if waiting is not None else None)
-        dependency_store = DependencyRepository(hot)
-        listing = JobListing(self._pool)
-        page_tokens = PageTokens(await _page_token_secret(s, listing))
-        admin = Admin(
-            self.registry,
-            job_store,
-            RerunRepository(hot),
-            listing,
-            outbox_store,
-            page_tokens,
-            dispatcher,
-            dependency_store,
-        )
-        bulk = BulkActions(
-            self.registry,
-            admin,
-            BulkRepository(self._pool),
-            page_tokens,
-            publisher,
-            dispatcher,
-        )
-        rounds = s.db_statement_timeout_s
-        schedule_store = ScheduleRepository(self._pool, round_statement_timeout_s=rounds)
-        schedules = Schedules(new_jobs, jobs, schedule_store, page_tokens)
-        watches = self._watches = WatchHub(listing, NatsPartialOutputFeed(self._nc), self.registry)
-        server = build_server(
-            s,
-            self.registry,
-            tokens,
-            self._health,
-            new_jobs=new_jobs,
-            jobs=jobs,
-            leases=leases,
-            results=results,
-            grants=grants,
-            permits=permits,
-            dependencies=DependencyResults(dependency_store),
-            queues=queues,
-            admin=admin,
-            console_sessions=ConsoleSessions(ConsoleSessionRepository(self._pool)),
-            bulk=bulk,
-            outbox=outbox,
-            vault=vault,
-            watches=watches,
-            sessions=sessions,
-            usage=UsageReports(UsageReportRepository(self._pool)),
-            steps=Steps(StepRepository(hot), self.registry),
-            schedules=schedules,
-            signals=Signals(
-                SignalRepository(self._pool), publisher, max_per_job=s.max_signals_per_job
-            ),
-        )
-        loops = Supervisor(
-            [
-                ("outbox dispatcher", dispatcher),
-                ("schedule firing", ScheduleFiring(schedules)),
-                (
-                    "dependency resolver",
-                    Periodic(
-                        "dependency resolver",
-                        DependencyResolver(dependency_store, dispatcher).resolve,
-                        interval_s=RESOLVE_INTERVAL_S,
-                        batch=RESOLVE_BATCH,
-                    ),
-                ),
-                *housekeeping(
-                    s,
-                    self.registry,
-                    self._pool,
-                    leases=leases,
-                    outbox=outbox,
-                    jobs=jobs,
-                    watches=watches,
-                    queues=queues,
-                    schedules=schedules,
-                ),
-            ],
-            stopped=self._stopped,
-        )
-        return server, loops
-
     @property
     def tls(self) -> bool:
         return bool(self.settings.tls_cert_file)
@@ -386,12 +192,3 @@ class JobServiceApp(Lifetime):
             await self._pool.close()
             self._pool = None
         self.metrics.stop()
-
-
-async def _page_token_secret(s: JobServiceSettings, listing: JobListing) -> bytes:
-    if s.page_token_secret:
-        return s.page_token_secret.encode()
-    secret = await listing.page_token_secret()
-    if secret is None:
-        raise RuntimeError("no page token secret: run `python -m job_service migrate` first")
-    return secret
