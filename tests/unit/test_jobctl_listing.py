@@ -11,7 +11,7 @@ from durable_jobs_client.protos import job_pb2
 from jobctl.cli import build_parser, parse
 from jobctl.exits import Exit, UsageError
 from jobctl.render import jobs_table
-from tests.unit.test_jobctl_lookup import FakeClient, fleet, jid, job, run
+from tests.unit.test_jobctl_lookup import fleet, jid, job, listed, run
 
 
 def test_the_table_shows_short_ids_that_tell_jobs_created_together_apart() -> None:
@@ -42,7 +42,7 @@ def test_a_filter_lists_the_users_own_jobs_through_adminservice() -> None:
     status, _ = run(client, "list", "--status", "running")
 
     assert status == Exit.OK
-    [request] = client.admin.listed
+    [request] = listed(client)
     assert (request["user_id"], request["status"]) == ("cli-user", job_pb2.JOB_STATUS_RUNNING)
     assert run(fleet(), "list", "--status", "running", "--all-users")[0] == Exit.OK
 
@@ -55,19 +55,19 @@ def test_a_filter_without_the_admin_role_is_refused_not_ignored() -> None:
 def test_user_filter_still_lists_one_users_jobs() -> None:
     client = fleet()
     _, out = run(client, "list", "--user-filter", "learner-4")
-    assert client.admin.listed[0]["user_id"] == "learner-4"
+    assert listed(client)[0]["user_id"] == "learner-4"
     assert {line.split()[1] for line in out.splitlines()[1:]} == {"learner-4"}
 
 
 def test_an_empty_listing_tells_an_admin_what_to_add(capsys: pytest.CaptureFixture[str]) -> None:
-    nobody = FakeClient(fleet().admin, user_id="root")
+    nobody = fleet().service.client(user_id="root")
 
     status, out = run(nobody, "list")
 
     assert (status, out.strip()) == (Exit.OK, "no jobs")
     err = capsys.readouterr().err
     assert "user 'root' has no jobs; other users do: add --all-users" in err
-    run(FakeClient(fleet(allowed=False).admin, user_id="root"), "list")
+    run(fleet(allowed=False).service.client(user_id="root"), "list")
     assert capsys.readouterr().err == ""  # not an admin: nothing to suggest
 
 

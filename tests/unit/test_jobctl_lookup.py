@@ -1,22 +1,20 @@
 """Which job a JOB_ID names (``jobctl.lookup``), through the commands that take one, against
-a fake client: short ids resolve among the user's jobs, then (with the admin role) among
-every user's; another user's job is read as AdminService shows it and acted on for its
-owner; what is not found or ambiguous says so. (Against the real service:
-tests/e2e/test_jobctl_ids.py.)"""
+the fake client of ``durable_jobs_client.testing``: short ids resolve among the user's jobs,
+then (with the admin role) among every user's; another user's job is read as AdminService
+shows it and acted on for its owner; what is not found or ambiguous says so. (Against the
+real service: tests/e2e/test_jobctl_ids.py.)"""
 
 from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 import pytest
-from durable_jobs_client import JobNotFound, JobsError, PermissionDenied
-from durable_jobs_client.protos import admin_service_pb2 as apb
+from durable_jobs_client import JobsError, PermissionDenied
 from durable_jobs_client.protos import job_pb2, job_service_pb2
+from durable_jobs_client.testing import FakeAsyncJobsClient, FakeJobService
 
 from jobctl.__main__ import report
 from jobctl.cli import parse
@@ -32,103 +30,43 @@ def jid(tail: str) -> str:
 
 
 def job(tail: str, user_id: str = ME, **fields: Any) -> job_pb2.Job:
-    return job_pb2.Job(id=jid(tail), user_id=user_id, job_type="synthetic", **fields)
-
-
-def ending(jobs: list[job_pb2.Job], digits: str, page_size: int) -> list[job_pb2.Job]:
-    return [j for j in jobs if j.id.replace("-", "").endswith(digits)][:page_size]
-
-
-@dataclass
-class FakeAdmin:
-    """AdminService over every user's jobs; refuses everything without the admin role."""
-
-    jobs: list[job_pb2.Job]
-    allowed: bool = True
-    listed: list[dict[str, Any]] = field(default_factory=list)
-
-    def _check(self) -> None:
-        if not self.allowed:
-            raise PermissionDenied("needs admin", code=grpc.StatusCode.PERMISSION_DENIED)
-
-    async def get_job(self, job_id: str) -> job_pb2.Job:
-        self._check()
-        for j in self.jobs:
-            if j.id == job_id:
-                admin_view = job_pb2.Job()
-                admin_view.CopyFrom(j)
-                admin_view.internal_error_message = "admin detail"
-                return admin_view
-        raise JobNotFound("no such job", code=grpc.StatusCode.NOT_FOUND)
-
-    async def list_jobs(self, **request: Any) -> apb.AdminListJobsResponse:
-        self._check()
-        self.listed.append(request)
-        found = [
-            j for j in self.jobs if not request.get("user_id") or j.user_id == request["user_id"]
-        ]
-        if request.get("id_suffix"):
-            found = ending(found, request["id_suffix"], request["page_size"])
-        return apb.AdminListJobsResponse(jobs=found[: request.get("page_size") or 20])
-
-
-@dataclass
-class FakeClient:
-    """JobService as ``user_id`` sees it (a user_id given names another user, as an
-    admin's token may), over the same jobs as ``admin``."""
-
-    admin: FakeAdmin
-    user_id: str = ME
-    cancelled: list[tuple[str, str]] = field(default_factory=list)
-    watched: list[tuple[str, str]] = field(default_factory=list)
-    signalled: list[tuple[str, str]] = field(default_factory=list)
-
-    def _of(self, user_id: str | None) -> list[job_pb2.Job]:
-        return [j for j in self.admin.jobs if j.user_id == (user_id or self.user_id)]
-
-    async def get(self, job_id: str, *, user_id: str | None = None) -> job_pb2.Job:
-        for j in self._of(user_id):
-            if j.id == job_id:
-                return j
-        raise JobNotFound("no such job", code=grpc.StatusCode.NOT_FOUND)
-
-    async def list_page(self, **request: Any) -> job_service_pb2.ListJobsResponse:
-        mine = self._of(None)
-        if request.get("id_suffix"):
-            mine = ending(mine, request["id_suffix"], request["page_size"])
-        return job_service_pb2.ListJobsResponse(jobs=mine)
-
-    async def cancel(self, job_id: str, *, user_id: str | None = None) -> job_pb2.Job:
-        found = await self.get(job_id, user_id=user_id)
-        self.cancelled.append((job_id, user_id or self.user_id))
-        return job_pb2.Job(id=found.id, status=job_pb2.JOB_STATUS_CANCELLED)
-
-    async def signal(self, job_id: str, name: str, payload: Any, **options: Any) -> Any:
-        found = await self.get(job_id, user_id=options.get("user_id"))
-        self.signalled.append((found.id, options.get("user_id") or self.user_id))
-        return job_service_pb2.SendSignalResponse(created=True, signal={"name": name, "seq": 1})
-
-    async def watch(self, job_id: str, **options: Any) -> AsyncIterator[job_pb2.Job]:
-        found = await self.get(job_id, user_id=options.get("user_id"))
-        self.watched.append((job_id, options.get("user_id") or self.user_id))
-        yield job_pb2.Job(id=found.id, status=SUCCEEDED, attempt_count=1)
-
-
-def fleet(allowed: bool = True) -> FakeClient:
-    return FakeClient(
-        FakeAdmin(
-            [
-                job("aaaa11112222", status=SUCCEEDED),
-                job("bbbb33334444", user_id="learner-3", status=job_pb2.JOB_STATUS_RUNNING),
-                job("cccc55556666", user_id="learner-4"),
-                job("dddd55556666", user_id="learner-4"),
-            ],
-            allowed,
-        )
+    """A job as stored, with what only AdminService shows (its internal error message)."""
+    return job_pb2.Job(
+        id=jid(tail),
+        user_id=user_id,
+        job_type="synthetic",
+        internal_error_message="admin detail",
+        **fields,
     )
 
 
-def run(client: FakeClient, *argv: str) -> tuple[Exit, str]:
+def fleet(allowed: bool = True) -> FakeAsyncJobsClient:
+    """A client acting as ME over four jobs of three users; without the admin role
+    AdminService refuses every call."""
+    service = FakeJobService()
+    service.put(
+        job("aaaa11112222", status=SUCCEEDED),
+        job("bbbb33334444", user_id="learner-3", status=job_pb2.JOB_STATUS_RUNNING),
+        job("cccc55556666", user_id="learner-4"),
+        job("dddd55556666", user_id="learner-4"),
+    )
+    if not allowed:
+        refused = PermissionDenied("needs admin", code=grpc.StatusCode.PERMISSION_DENIED)
+        service.refuse("admin.*", refused)
+    return service.client(user_id=ME)
+
+
+def listed(client: FakeAsyncJobsClient) -> list[dict[str, Any]]:
+    """The AdminService.ListJobs requests jobctl made."""
+    return client.service.asked("admin.list_jobs")
+
+
+def acted(client: FakeAsyncJobsClient, method: str) -> list[tuple[str, str]]:
+    """Which job each call of ``method`` named, and for which user."""
+    return [(c["job_id"], c["user_id"] or ME) for c in client.service.asked(method)]
+
+
+def run(client: FakeAsyncJobsClient, *argv: str) -> tuple[Exit, str]:
     args = parse(list(argv))
     out = io.StringIO()
     status = asyncio.run(args.run(args, client, out))
@@ -146,7 +84,7 @@ def test_a_short_id_of_ones_own_job_is_that_job() -> None:
 
     assert status == Exit.OK
     assert shown(out)["id"].strip() == jid("aaaa11112222")
-    assert client.admin.listed == []  # found among the user's own: no admin call
+    assert listed(client) == []  # found among the user's own: no admin call
     # dashes are ignored, case too
     assert shown(run(client, "get", "1111-2222")[1])["id"].strip() == jid("aaaa11112222")
     assert shown(run(client, "get", "AAAA11112222")[1])["id"].strip() == jid("aaaa11112222")
@@ -189,16 +127,17 @@ def test_an_admin_reads_another_users_job_without_flags(
 def test_cancel_watch_and_signal_act_for_the_owner_of_another_users_job() -> None:
     client = fleet()
 
+    status, out = run(client, "signal", "33334444", "approve")
+    assert (status, out.strip()) == (Exit.OK, f"sent approve #1 to {jid('bbbb33334444')}")
+    assert acted(client, "signal") == [(jid("bbbb33334444"), "learner-3")]
     status, out = run(client, "cancel", "33334444")
 
     assert status == Exit.OK
-    assert out.split() == [jid("bbbb33334444"), "cancelled"]
-    assert client.cancelled == [(jid("bbbb33334444"), "learner-3")]
-    assert run(client, "watch", "33334444")[0] == Exit.OK
-    assert client.watched == [(jid("bbbb33334444"), "learner-3")]
-    status, out = run(client, "signal", "33334444", "approve")
-    assert (status, out.strip()) == (Exit.OK, f"sent approve #1 to {jid('bbbb33334444')}")
-    assert client.signalled == [(jid("bbbb33334444"), "learner-3")]
+    assert out.split() == [jid("bbbb33334444"), "cancel_requested"]  # it was running
+    assert acted(client, "cancel") == [(jid("bbbb33334444"), "learner-3")]
+    client.service.update(jid("bbbb33334444"), status=job_pb2.JOB_STATUS_CANCELLED)  # stopped
+    assert run(client, "watch", "33334444")[0] == Exit.JOB_CANCELLED
+    assert acted(client, "watch") == [(jid("bbbb33334444"), "learner-3")]
 
 
 def test_without_the_admin_role_another_users_job_is_not_found_for_this_user() -> None:
@@ -211,7 +150,7 @@ def test_without_the_admin_role_another_users_job_is_not_found_for_this_user() -
         assert str(refused.value).startswith(f"no job {given} for user 'cli-user'")
         assert "--user <its owner>" in str(refused.value)
         assert report(refused.value) == Exit.NOT_FOUND
-    assert client.cancelled == []
+    assert client.service.jobs[jid("bbbb33334444")].status == job_pb2.JOB_STATUS_RUNNING
 
 
 def test_an_id_no_user_has_is_not_found_among_every_users() -> None:
@@ -226,21 +165,19 @@ def test_all_users_and_its_old_name_admin_read_through_adminservice() -> None:
         client = fleet()
         _, out = run(client, "get", "11112222", flag)
         assert shown(out)["internal"].strip() == "admin detail"
-        assert [r["id_suffix"] for r in client.admin.listed] == ["11112222"]
-
-
-@dataclass
-class IgnoringClient(FakeClient):
-    """A job service from before ListJobs took ``id_suffix``: it answers the user's jobs."""
-
-    async def list_page(self, **request: Any) -> job_service_pb2.ListJobsResponse:
-        return job_service_pb2.ListJobsResponse(jobs=self._of(None))
+        assert [r["id_suffix"] for r in listed(client)] == ["11112222"]
 
 
 def test_a_service_that_ignores_the_suffix_still_yields_only_matching_jobs() -> None:
-    admin = fleet().admin
-    admin.jobs.append(job("eeee77778888"))  # a second job of the user's
+    client = fleet()
+    client.service.put(job("eeee77778888"))  # a second job of the user's
 
-    _, out = run(IgnoringClient(admin), "get", "77778888")
+    def ignoring(**_: Any) -> job_service_pb2.ListJobsResponse:
+        """A job service from before ListJobs took ``id_suffix``: the user's jobs."""
+        mine = [j for j in client.service.jobs.values() if j.user_id == ME]
+        return job_service_pb2.ListJobsResponse(jobs=mine)
+
+    client.service.on("list_page", ignoring)
+    _, out = run(client, "get", "77778888")
 
     assert shown(out)["id"].strip() == jid("eeee77778888")
