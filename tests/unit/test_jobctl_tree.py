@@ -1,4 +1,5 @@
-"""``jobctl tree`` and ``create --depends-on`` against a fake client: the walk (each job
+"""``jobctl tree`` and ``create --depends-on`` against the fake client of
+``durable_jobs_client.testing``: the walk (each job
 read once, its bounds), the drawing (a job reached twice drawn once, then referenced;
 what was left out said), the JSON, and the CreateJobRequest ``--depends-on`` makes.
 (Against the real service: tests/e2e/test_jobctl_dependencies.py.)"""
@@ -9,13 +10,12 @@ import asyncio
 import io
 import json
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
 import pytest
 from durable_jobs_client import JobsError
 from durable_jobs_client.protos import job_pb2, job_service_pb2
+from durable_jobs_client.testing import FakeAsyncJobsClient, FakeJobService
 
 from jobctl.cli import parse
 from jobctl.exits import Exit, UsageError
@@ -23,6 +23,7 @@ from jobctl.graph import walk
 from jobctl.render.detail import job_detail
 from jobctl.render.tree import job_tree, short_id
 
+ME = "cli-user"
 CREATED = job_pb2.JOB_STATUS_CREATED
 RUNNING = job_pb2.JOB_STATUS_RUNNING
 SUCCEEDED = job_pb2.JOB_STATUS_SUCCEEDED
@@ -41,28 +42,27 @@ def job(
 ) -> job_pb2.Job:
     """A job named ``name`` whose id lists (``depends_on=["a"]``) name jobs the same way."""
     fields = {k: [jid(n) for n in v] if isinstance(v, list) else v for k, v in links.items()}
-    return job_pb2.Job(id=jid(name), job_type=job_type, status=status, **fields)  # type: ignore[arg-type]
+    return job_pb2.Job(id=jid(name), user_id=ME, job_type=job_type, status=status, **fields)  # type: ignore[arg-type]
 
 
-@dataclass
-class FakeJobs:
-    """JobService.GetJob over a dict; counts the reads."""
-
-    jobs: dict[str, job_pb2.Job]
-    reads: Counter[str] = field(default_factory=Counter)
-
-    async def get(self, job_id: str) -> job_pb2.Job:
-        self.reads[job_id] += 1
-        if job_id not in self.jobs:
-            raise JobsError("no such job", code=grpc.StatusCode.NOT_FOUND)
-        return self.jobs[job_id]
+def fake(*jobs: job_pb2.Job) -> FakeAsyncJobsClient:
+    """A client of the user the jobs belong to, over a fake job service holding them."""
+    service = FakeJobService()
+    service.put(*jobs)
+    return service.client(user_id=ME)
 
 
-def fake(*jobs: job_pb2.Job) -> FakeJobs:
-    return FakeJobs({j.id: j for j in jobs})
+def reads(client: FakeAsyncJobsClient) -> Counter[str]:
+    """How often each job was read (JobService.GetJob)."""
+    return Counter(c["job_id"] for c in client.service.asked("get"))
 
 
-def fan_in() -> FakeJobs:
+def batches(client: FakeAsyncJobsClient) -> list[list[job_service_pb2.CreateJobRequest]]:
+    """The CreateJobs batches sent."""
+    return [list(c["requests"]) for c in client.service.asked("create_many")]
+
+
+def fan_in() -> FakeAsyncJobsClient:
     """a and b, and a join waiting for both (a has ended, b runs)."""
     return fake(
         job("a", dependent_job_ids=["join"], dependents_total=1),
@@ -79,7 +79,7 @@ def fan_in() -> FakeJobs:
     )
 
 
-def fan_out() -> FakeJobs:
+def fan_out() -> FakeAsyncJobsClient:
     """A parent with three children; the third (a join) waits for the first two."""
     return fake(
         job("p", job_type="split", child_job_ids=["c1", "c2", "j"], child_jobs_total=3),
@@ -97,7 +97,7 @@ def fan_out() -> FakeJobs:
     )
 
 
-async def tree_of(jobs: FakeJobs, root: str, **bounds: int) -> str:
+async def tree_of(jobs: FakeAsyncJobsClient, root: str, **bounds: int) -> str:
     return job_tree(await walk(jobs.get, jid(root), **bounds))
 
 
@@ -138,7 +138,7 @@ async def test_a_join_reached_from_several_jobs_is_drawn_once_then_referenced() 
             "    `-- needs      000000c2  (see above)",
         ]
     )
-    assert set(jobs.reads.values()) == {1}  # each job read once
+    assert set(reads(jobs).values()) == {1}  # each job read once
     assert sum(line.endswith("waits for 1 of 2") for line in drawn.splitlines()) == 1
 
 
@@ -156,22 +156,22 @@ async def test_the_bounds_say_what_they_left_out() -> None:
         "        `-- ... 1 more not shown",
         "(3 jobs shown; left out: 1 jobs deeper than --depth 2)",
     ]
-    assert chain.reads[jid("n3")] == 0
+    assert reads(chain)[jid("n3")] == 0
 
     wide = fake(job("p", child_job_ids=[f"c{i}" for i in range(10)], child_jobs_total=1500))
-    wide.jobs.update({jid(f"c{i}"): job(f"c{i}") for i in range(10)})
+    wide.service.put(*(job(f"c{i}") for i in range(10)))
     capped = await tree_of(wide, "p", max_jobs=4)
     assert capped.splitlines()[-2:] == [
         "`-- ... 1497 more not shown",
         "(4 jobs shown; left out: 7 jobs past --max-jobs 4, "
         "1490 links the service does not list (the first 1000 each))",
     ]
-    assert sum(wide.reads.values()) == 4
+    assert sum(reads(wide).values()) == 4
 
 
 async def test_a_job_not_found_is_named_and_the_first_job_not_found_is_the_error() -> None:
     jobs = fan_in()
-    del jobs.jobs[jid("b")]  # deleted by retention
+    del jobs.service.jobs[jid("b")]  # deleted by retention
 
     drawn = await tree_of(jobs, "join")
 
@@ -180,28 +180,7 @@ async def test_a_job_not_found_is_named_and_the_first_job_not_found_is_the_error
         await tree_of(jobs, "b")
 
 
-@dataclass
-class FakeClient:
-    jobs: FakeJobs
-    user_id: str = "cli-user"
-    batches: list[list[job_service_pb2.CreateJobRequest]] = field(default_factory=list)
-    admin: Any = None
-
-    async def get(self, job_id: str) -> job_pb2.Job:
-        return await self.jobs.get(job_id)
-
-    async def list_page(self, **request: Any) -> job_service_pb2.ListJobsResponse:
-        """ListJobs by id suffix (the user's jobs are all of ``jobs``)."""
-        digits = request["id_suffix"]
-        found = [j for i, j in self.jobs.jobs.items() if i.replace("-", "").endswith(digits)]
-        return job_service_pb2.ListJobsResponse(jobs=found)
-
-    async def create_many(self, requests: list[Any]) -> list[Any]:
-        self.batches.append(requests)
-        return [job_service_pb2.CreateJobResponse(job=job("new", CREATED), created=True)]
-
-
-def run(client: FakeClient, *argv: str) -> tuple[Exit, str]:
+def run(client: FakeAsyncJobsClient, *argv: str) -> tuple[Exit, str]:
     args = parse(list(argv))
     out = io.StringIO()
     status = asyncio.run(args.run(args, client, out))
@@ -209,7 +188,7 @@ def run(client: FakeClient, *argv: str) -> tuple[Exit, str]:
 
 
 def test_tree_for_scripts_gives_whole_ids_and_what_was_left_out() -> None:
-    status, out = run(FakeClient(fan_in()), "tree", jid("join"), "-o", "json")
+    status, out = run(fan_in(), "tree", jid("join"), "-o", "json")
 
     assert status == Exit.OK
     answer = json.loads(out)
@@ -217,7 +196,7 @@ def test_tree_for_scripts_gives_whole_ids_and_what_was_left_out() -> None:
     assert answer["jobs"][0]["dependencies_pending"] == 1
     assert answer["jobs"][0]["dependency_policy"] == "DEPENDENCY_POLICY_RUN"
     assert answer["left_out"] == {"beyond_depth": [], "beyond_max_jobs": [], "unlisted_links": 0}
-    _, lines = run(FakeClient(fan_in()), "tree", jid("a"), "-o", "jsonl")
+    _, lines = run(fan_in(), "tree", jid("a"), "-o", "jsonl")
     assert [json.loads(line)["status"] for line in lines.splitlines()] == [
         "JOB_STATUS_SUCCEEDED",
         "JOB_STATUS_CREATED",
@@ -226,7 +205,7 @@ def test_tree_for_scripts_gives_whole_ids_and_what_was_left_out() -> None:
 
 
 def test_depends_on_and_the_policy_go_into_the_request() -> None:
-    client = FakeClient(fan_in())
+    client = fan_in()
 
     status, out = run(
         client,
@@ -245,7 +224,7 @@ def test_depends_on_and_the_policy_go_into_the_request() -> None:
     )
 
     assert status == Exit.OK and out.startswith("created\n")
-    [[request]] = client.batches
+    [[request]] = batches(client)
     assert list(request.depends_on) == [jid("a"), jid("b")]
     assert request.dependency_policy == job_pb2.DEPENDENCY_POLICY_CANCEL
     assert (request.user_id, request.job_type, request.idempotency_key) == (
@@ -257,12 +236,12 @@ def test_depends_on_and_the_policy_go_into_the_request() -> None:
 
 
 def test_depends_on_takes_short_ids_of_the_users_jobs() -> None:
-    client = FakeClient(fan_in())
+    client = fan_in()
 
     status, _ = run(client, "create", "merge", "--depends-on", "0000000b", "--depends-on", jid("a"))
 
     assert status == Exit.OK
-    [[request]] = client.batches
+    [[request]] = batches(client)
     assert list(request.depends_on) == [jid("b"), jid("a")]
 
 
@@ -277,10 +256,10 @@ def test_depends_on_takes_short_ids_of_the_users_jobs() -> None:
 def test_dependency_options_that_make_no_sense_are_refused_before_any_call(
     argv: list[str],
 ) -> None:
-    client = FakeClient(fan_in())
+    client = fan_in()
     with pytest.raises(UsageError):
         run(client, "create", "merge", *argv)
-    assert client.batches == []
+    assert batches(client) == []
 
 
 def test_a_short_id_is_the_end_of_the_id_where_jobs_created_together_differ() -> None:
