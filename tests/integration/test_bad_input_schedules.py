@@ -16,7 +16,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import schedule_service_pb2 as spb
 from shared.pbconv import struct_from_dict
-from tests.integration.test_bad_input import (
+from tests.support.bad_input import (
     CONTROL,
     INVALID,
     LONG,
@@ -24,10 +24,10 @@ from tests.integration.test_bad_input import (
     SQL,
     UNKNOWN_ID,
     Case,
-    _call,
-    _infos,
-    _reasons,
-    _violated_fields,
+    call,
+    infos,
+    reasons,
+    violated_fields,
 )
 from tests.support.shared_stack import SharedStack, shared_stack
 from tests.support.stack import CLIENT_TOKEN, WORKER_TOKEN, count_rows
@@ -241,10 +241,10 @@ async def test_bad_schedule_input_is_refused_and_changes_nothing(
     case = CASES[name]
     before = await count_rows(shared_stack.database_url)
 
-    error = await _call(shared_stack, case)
+    error = await call(shared_stack, case)
 
-    assert (error.code(), _reasons(error, case.method)) == (case.code, [case.reason])
-    [info] = _infos(error, case.method)
-    assert info.metadata.get("field") == _violated_fields(error)
+    assert (error.code(), reasons(error, case.method)) == (case.code, [case.reason])
+    [info] = infos(error, case.method)
+    assert info.metadata.get("field") == violated_fields(error)
     assert "Traceback" not in (error.details() or "")
     assert await count_rows(shared_stack.database_url) == before
