@@ -47,9 +47,8 @@ async def test_the_sql_decides_what_the_pure_function_does(
         (failed, left, waiting): outcome(policy, failed, left, waiting=waiting)
         for failed, left, waiting in CASES
     }
-    disagree = {
-        c: (got[c], expected[c]) for c in CASES if got[c] != (expected[c] and expected[c].value)
-    }
+    values = {c: None if o is None else o.value for c, o in expected.items()}
+    disagree = {c: (got[c], values[c]) for c in CASES if got[c] != values[c]}
     assert not disagree, f"(failed, left, waiting): (sql, pure) {disagree}"
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from job_service.adapters.postgres.vocabulary.dependencies import outcome
+from job_service.adapters.postgres.vocabulary.dependencies import outcome, outcome_writes
 from job_service.adapters.postgres.vocabulary.line import place_in_line
 from job_service.adapters.postgres.vocabulary.outbox_rows import dispatch_key, domain_event_rows
 from job_service.adapters.postgres.vocabulary.statuses import (
@@ -22,9 +22,7 @@ from job_service.domain.lifecycle import (
     LEASED,
     TERMINAL,
     JobStatus,
-    Step,
     status_values,
-    transition,
 )
 from shared.errors import ErrorCode
 from shared.registry import DependencyOutput
@@ -33,13 +31,9 @@ _TERMINAL = statuses_sql(TERMINAL)
 _BROKEN = statuses_sql(TERMINAL - {JobStatus.SUCCEEDED})
 _CREATED = sql_status(JobStatus.CREATED)
 _RUN, _FAIL, _CANCEL = (f"'{o.value}'" for o in (Outcome.RUN, Outcome.FAIL, Outcome.CANCEL))
-_FAILED_BY_DEPENDENCY = transition(JobStatus.CREATED, Step.DEPENDENCY_FAILED)
-_CANCELLED_BY_DEPENDENCY = transition(JobStatus.CREATED, Step.CANCEL)
-
-# What the resolver does with a job it counted down (``domain.dependencies.outcome``).
-_OUTCOME = outcome(
-    "j.dependency_policy", "p.failed", "j.dependencies_uncounted - p.n", f"j.status = {_CREATED}"
-)
+# the outcome's inputs: the edges a job has left to count after this round's, and whether
+# it still waits (``domain.dependencies.outcome``)
+_LEFT, _WAITING = "j.dependencies_uncounted - p.n", f"j.status = {_CREATED}"
 
 # The resolver's round: up to $1 ended edges not yet counted, taken (SKIP LOCKED: replicas
 # share the work) and marked counted; their jobs locked in id order (two rounds never
@@ -63,7 +57,7 @@ WITH taken AS (
     FROM taken GROUP BY job_id
 ), locked AS (
     SELECT j.id, j.queue, j.priority, j.fairness_key, NULL::timestamptz AS next_run_at, p.n,
-           {_OUTCOME} AS outcome
+           {outcome("j.dependency_policy", "p.failed", _LEFT, _WAITING)} AS outcome
     FROM jobs j JOIN per_job p ON p.job_id = j.id
     ORDER BY j.id FOR UPDATE OF j
 ), decided AS (
@@ -74,15 +68,7 @@ WITH taken AS (
 ), counted AS (
     UPDATE jobs j SET
         dependencies_uncounted = j.dependencies_uncounted - d.n,
-        status = CASE d.outcome WHEN {_CANCEL} THEN {sql_status(_CANCELLED_BY_DEPENDENCY)}
-                                WHEN {_FAIL} THEN {sql_status(_FAILED_BY_DEPENDENCY)}
-                                ELSE j.status END,
-        error_code = CASE d.outcome WHEN {_CANCEL} THEN '{ErrorCode.DEPENDENCY_CANCELLED.value}'
-                                    WHEN {_FAIL} THEN '{ErrorCode.DEPENDENCY_FAILED.value}'
-                                    ELSE j.error_code END,
-        public_error_message = CASE WHEN d.broken
-            THEN 'A job it depends on failed or was cancelled.'
-            ELSE j.public_error_message END,
+        {outcome_writes("d.outcome")},
         next_run_at = CASE WHEN d.broken THEN NULL WHEN d.ready THEN now()
                            ELSE j.next_run_at END,
         sched_key = CASE WHEN d.ready THEN d.place ELSE j.sched_key END,

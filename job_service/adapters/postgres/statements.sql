@@ -520,7 +520,7 @@ WITH taken AS (
         error_code = CASE d.outcome WHEN 'cancel' THEN 'DEPENDENCY_CANCELLED'
                                     WHEN 'fail' THEN 'DEPENDENCY_FAILED'
                                     ELSE j.error_code END,
-        public_error_message = CASE WHEN d.broken
+        public_error_message = CASE WHEN d.outcome IN ('fail', 'cancel')
             THEN 'A job it depends on failed or was cancelled.'
             ELSE j.public_error_message END,
         next_run_at = CASE WHEN d.broken THEN NULL WHEN d.ready THEN now()

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from job_service.adapters.postgres.vocabulary.statuses import sql_status, statuses_sql
 from job_service.domain.dependencies import Outcome
-from job_service.domain.lifecycle import TERMINAL, JobStatus
+from job_service.domain.lifecycle import TERMINAL, JobStatus, Step, transition
+from shared.errors import ErrorCode
 from shared.registry import DependencyPolicy
 
 _TERMINAL = statuses_sql(TERMINAL)
@@ -104,3 +105,21 @@ def outcome(policy: str, failed: str, left: str, waiting: str) -> str:
                 THEN CASE WHEN {policy} = '{DependencyPolicy.CANCEL.value}' THEN {cancel}
                           ELSE {fail} END
                 WHEN {left} = 0 THEN {run} END"""
+
+
+def outcome_writes(outcome: str) -> str:
+    """What an ``outcome`` (SQL: ``outcome``'s value, or NULL) writes on the job ``j`` it
+    ends: its policy's status and error code and the public message (a job it leaves
+    waiting, or makes due, keeps its own), as assignments of an UPDATE of ``jobs j``."""
+    fail, cancel = (f"'{o.value}'" for o in (Outcome.FAIL, Outcome.CANCEL))
+    failed = sql_status(transition(JobStatus.CREATED, Step.DEPENDENCY_FAILED))
+    cancelled = sql_status(transition(JobStatus.CREATED, Step.CANCEL))
+    return f"""status = CASE {outcome} WHEN {cancel} THEN {cancelled}
+                                WHEN {fail} THEN {failed}
+                                ELSE j.status END,
+        error_code = CASE {outcome} WHEN {cancel} THEN '{ErrorCode.DEPENDENCY_CANCELLED.value}'
+                                    WHEN {fail} THEN '{ErrorCode.DEPENDENCY_FAILED.value}'
+                                    ELSE j.error_code END,
+        public_error_message = CASE WHEN {outcome} IN ({fail}, {cancel})
+            THEN 'A job it depends on failed or was cancelled.'
+            ELSE j.public_error_message END"""
