@@ -82,7 +82,7 @@ async def test_a_create_whose_server_dies_after_committing_is_retried_into_the_s
         blocked = await eventually(
             lambda: holder_blocks(db, holder), timeout=30, message="the create never reached PG"
         )
-        # CreateJob's statement (job_service/adapters/postgres/new_jobs.py), waiting on our lock
+        # CreateJob's statement (job_service/adapters/postgres/units.py), waiting on our lock
         assert blocked.lstrip().startswith("WITH new AS (")
 
         proxy.drop()  # the answer will be lost on the way
