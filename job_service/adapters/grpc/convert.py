@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
+from google.protobuf.message import Message
+
 from job_service.domain.dependencies import UNTIL_DEPENDENCIES_END
 from job_service.domain.holds import Hold, HoldReason
 from job_service.domain.jobs import InputState, Job
@@ -56,6 +60,21 @@ def dependency_policy_from_pb(number: int) -> DependencyPolicy | None:
         raise InvalidInput(
             "dependency_policy is not a known policy",
             [FieldViolation("dependency_policy", "RUN, FAIL or CANCEL")],
+        ) from None
+
+
+def instant_from_pb(message: Message, name: str, prefix: str = "") -> datetime | None:
+    """A request's optional Timestamp field ``name`` as an aware datetime (None: unset);
+    InvalidInput naming ``prefix + name`` for one beyond what datetime holds (years 1 to
+    9999)."""
+    if not message.HasField(name):
+        return None
+    try:
+        return getattr(message, name).ToDatetime(tzinfo=UTC)  # type: ignore[no-any-return]
+    except (ValueError, OverflowError):
+        raise InvalidInput(
+            f"{prefix}{name} is out of range",
+            [FieldViolation(prefix + name, "a valid timestamp")],
         ) from None
 
 

@@ -4,7 +4,6 @@ ErrorInterceptor translates them."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -13,6 +12,7 @@ from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.convert import (
     credential_mode_from_pb,
     dependency_policy_from_pb,
+    instant_from_pb,
     job_to_pb,
     received_signal_to_pb,
 )
@@ -170,7 +170,7 @@ def _create_request(request: pb.CreateJobRequest) -> CreateRequest:
         priority=request.priority if request.HasField("priority") else None,
         credential_mode=credential_mode_from_pb(request.credential_mode),
         credential_id=request.credential_id,
-        run_at=_run_at(request),
+        run_at=instant_from_pb(request, "run_at"),
         delay_s=request.delay.ToTimedelta().total_seconds() if request.HasField("delay") else None,
         pins=Pins(
             target_type=request.target_type,
@@ -181,14 +181,3 @@ def _create_request(request: pb.CreateJobRequest) -> CreateRequest:
         depends_on=tuple(request.depends_on),
         dependency_policy=dependency_policy_from_pb(request.dependency_policy),
     )
-
-
-def _run_at(request: pb.CreateJobRequest) -> datetime | None:
-    if not request.HasField("run_at"):
-        return None
-    try:
-        return request.run_at.ToDatetime(tzinfo=UTC)
-    except (ValueError, OverflowError):
-        raise InvalidInput(
-            "run_at is out of range", [FieldViolation("run_at", "a valid timestamp")]
-        ) from None
