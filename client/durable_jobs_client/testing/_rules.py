@@ -195,7 +195,11 @@ def made(service: FakeJobService, request: pb.CreateJobRequest) -> pb.CreateJobR
     (first, job_id), created = service.once(key, make)
     if first != asked:
         raise refusal(IdempotencyKeyReused, "the idempotency key was used for another job")
-    return pb.CreateJobResponse(job=copy_of(service.jobs[job_id], internal=False), created=created)
+    answer = pb.CreateJobResponse(job=copy_of(service.jobs[job_id], internal=False))
+    answer.job.ClearField("input")  # as CreateJob answers: a read shows the input
+    answer.job.input_state = job_pb2.INPUT_STATE_UNSPECIFIED
+    answer.created = created
+    return answer
 
 
 def new_job(service: FakeJobService, request: pb.CreateJobRequest, definition: Any) -> job_pb2.Job:
@@ -220,6 +224,7 @@ def new_job(service: FakeJobService, request: pb.CreateJobRequest, definition: A
         dependencies_total=len(needs),
         dependencies_pending=waiting,
         dependency_policy=request.dependency_policy,
+        input_state=job_pb2.INPUT_STATE_SHOWN,
     )
     now_stamp(job.created_at)
     job.updated_at.CopyFrom(job.created_at)

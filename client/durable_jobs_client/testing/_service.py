@@ -32,7 +32,6 @@ CODES = {  # the status code job_service answers each refusal with
     "CREDENTIAL_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
     "UNAUTHENTICATED": grpc.StatusCode.UNAUTHENTICATED,
     "PERMISSION_DENIED": grpc.StatusCode.PERMISSION_DENIED,
-    "IDEMPOTENCY_KEY_REUSED": grpc.StatusCode.ALREADY_EXISTS,
 }
 
 
