@@ -1,9 +1,12 @@
-"""Job definitions: what each job type is, validated once at registration.
+"""The job types a deployment knows: the registry, the checks a definition passes to be
+registered, and loading the job-type modules.
 
 Both services read the same registry: the job service to validate input and route jobs, the
 worker to run them. A job type is one module that builds a ``JobDefinition`` and registers
 it; a deployment finds them through the ``durable_jobs.job_types`` entry-point group (the
-shipped ones are in the ``jobtypes`` package).
+shipped ones are in the ``jobtypes`` package). This module is also the job type author's one
+import path: the definition (``shared/definitions.py``) and what job code receives and
+returns (``shared/execution.py``) are re-exported here.
 """
 
 from __future__ import annotations
@@ -11,25 +14,21 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from enum import StrEnum
+from collections.abc import Iterable
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-from pydantic import BaseModel, ValidationError
 
 from shared.ai.provider import ModelTier
 from shared.constants import Queue
 from shared.credentials import CredentialMode
+from shared.definitions import AbortStrategy as AbortStrategy  # re-exported
+from shared.definitions import JobDefinition as JobDefinition  # re-exported
 from shared.dependencies import DependencyOutput as DependencyOutput  # re-exported
 from shared.dependencies import DependencyPolicy as DependencyPolicy  # re-exported
-from shared.errors import FieldViolation, InvalidInput, UnknownJobType
-from shared.validation import validation_problems
-
-if TYPE_CHECKING:
-    from shared.ai.prompts import RenderedPrompt
-    from shared.ai.provider import ProviderResponse
+from shared.errors import FieldViolation, UnknownJobType
+from shared.execution import ArtifactDraft as ArtifactDraft  # re-exported
+from shared.execution import ChildJobDraft as ChildJobDraft  # re-exported
+from shared.execution import ExecutionContext as ExecutionContext  # re-exported
+from shared.execution import JobResult as JobResult  # re-exported
 
 JOB_TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_]{1,63}")
 MIN_TIMEOUT_S = 1.0
@@ -39,232 +38,8 @@ MAX_ATTEMPTS = 100
 # DEFINITION or DEFINITIONS), plus JOBS_JOB_TYPE_MODULES (comma-separated module names).
 ENTRY_POINT_GROUP = "durable_jobs.job_types"
 MODULES_ENV = "JOBS_JOB_TYPE_MODULES"
-# Input field names that never enter a snapshot, whatever an allow-list says.
-SECRET_NAME = re.compile(
-    r"(^|_)(api_?key|apikey|token|secret|password|passwd|jwt|authorization|credential|"
-    r"private_?key|access_?key)s?($|_)",
-    re.IGNORECASE,
-)
-DEFAULT_SNAPSHOT_TTL_S = 30 * 24 * 3600.0
-
-
-class AbortStrategy(StrEnum):
-    """What a timed-out attempt leads to."""
-
-    FAIL = "fail"
-    RETRY = "retry"
-
-
-@dataclass(frozen=True)
-class ArtifactDraft:
-    """A piece of a result, stored once per (artifact_type, artifact_id)."""
-
-    artifact_type: str
-    artifact_id: str
-    payload: dict[str, Any]
-    ordinal: int = 0
-
-
-@dataclass(frozen=True)
-class ChildJobDraft:
-    """A job a projection creates, committed in the same transaction as its parent's
-    result. The idempotency key makes it at most one per (parent's user, type, key).
-    A join (fan-in) names the siblings it waits for by their idempotency keys."""
-
-    job_type: str
-    input: dict[str, Any]
-    idempotency_key: str
-    priority: int | None = None
-    depends_on_keys: tuple[str, ...] = ()
-    dependency_policy: DependencyPolicy = DependencyPolicy.FAIL
-
-
-@dataclass(frozen=True)
-class JobResult:
-    output: BaseModel
-    artifacts: list[ArtifactDraft] = field(default_factory=list)
-    children: list[ChildJobDraft] = field(default_factory=list)
-
-
-class ExecutionContext(Protocol):
-    """What job code may know and do while it runs."""
-
-    @property
-    def job_id(self) -> str: ...
-
-    @property
-    def attempt(self) -> int: ...
-
-    @property
-    def user_id(self) -> str: ...
-
-    @property
-    def prompt(self) -> tuple[str, str]:
-        """(prompt_key, prompt_version) the job was created with; ("", "") if none."""
-        ...
-
-    def report_progress(self, fraction: float) -> None: ...
-
-    async def generate(
-        self, tier: ModelTier, prompt: RenderedPrompt, *, step: str = ""
-    ) -> ProviderResponse:
-        """One model call through the provider the tier routes to; its usage is recorded
-        with the attempt whether it succeeds or not. A named ``step`` (a-z, 0-9, _) is
-        checkpointed: its response is recorded before the call returns, and a later
-        attempt of the job gets that response back without a call (once per step and
-        attempt: asking for the same step again calls the provider, e.g. to repair an
-        answer that failed validation)."""
-        ...
-
-    async def api_key(self) -> str | None:
-        """The provider key this attempt must use: the job owner's own key (fetched from
-        the job service under the attempt's lease, at most once), or None for the platform's
-        key. Secret: pass it to the provider only; never log, return or store it."""
-        ...
-
-    async def signal(self, name: str, timeout: float | None = None) -> dict[str, Any]:
-        """The payload of the next signal named ``name`` sent to this job
-        (JobService.SendSignal), waiting up to ``timeout`` seconds (None: as long as the
-        attempt may run); TimeoutError when none came. Signals come in send order, each
-        once per attempt; a signal sent before the job started is waiting for it, and a
-        retried attempt receives every signal again."""
-        ...
-
-    async def poll_signal(self, name: str) -> dict[str, Any] | None:
-        """The payload of the next signal named ``name`` if one has arrived (each once per
-        attempt, in send order), else None; never waits for one."""
-        ...
-
-    async def dependency_results(self) -> list[DependencyOutput]:
-        """The results of the jobs this one depended on (CreateJob's ``depends_on`` or a
-        join's siblings), in job id order, fetched page by page under the attempt's lease;
-        empty for a job without dependencies."""
-        ...
-
-
-Execute = Callable[[Any, ExecutionContext], Awaitable[JobResult]]
-
-
-@dataclass(frozen=True)
-class JobDefinition:
-    job_type: str
-    label: str
-    domain: str
-    version: str
-    queue: str
-    input_model: type[BaseModel]
-    output_model: type[BaseModel]
-    execute: Execute
-    input_schema_version: str = "1"
-    output_schema_version: str = "1"
-    default_priority: int = 0
-    timeout_s: float = 60.0
-    # Attempts in all, the first included.
-    max_attempts: int = 3
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 60.0
-    cancellable: bool = True
-    abort_strategy: AbortStrategy = AbortStrategy.FAIL
-    # Jobs of this type one worker runs at once; a queue's slots are its types' maximum.
-    concurrency: int = 8
-    # The input fields a snapshot may hold (None: every declared field); fields named like
-    # secrets (SECRET_NAME) or marked secret never enter it either way.
-    snapshot_fields: frozenset[str] | None = None
-    # A finished job's snapshot is removed this long after creation.
-    snapshot_ttl_s: float = DEFAULT_SNAPSHOT_TTL_S
-    # The prompt and model tier jobs of this type are created with (AI job types).
-    prompt_key: str = ""
-    prompt_version: str = ""
-    model_tier: ModelTier | Literal[""] = ""
-    # Job types this type's projection may create as children.
-    child_job_types: frozenset[str] = frozenset()
-    # Whose provider keys a job of this type may run with (CreateJob's credential_mode).
-    credential_modes: tuple[CredentialMode, ...] = (CredentialMode.PLATFORM,)
-    # Scheduling. Fair share is kept across this key within a queue and priority: "user"
-    # (the job's owner) or "input.<field>" (a declared input field, e.g. a tenant).
-    fairness_key: str = "user"
-    # At most `concurrency_limit` jobs of this type with the same key run at once,
-    # fleet-wide: "" (no limit), "user" or "input.<field>" (e.g. "input.knowledge_base_id").
-    concurrency_key: str = ""
-    concurrency_limit: int = 0
-    # Provider tokens one attempt is expected to use: reserved from the model tier's rate
-    # limit when a job is granted, settled with the real usage when it ends.
-    estimated_tokens: int = 1000
-    # Data lifecycle (seed 000 §2.1 security, seed 003 §6).
-    # Output fields never stored in the job row nor returned to the owner: the job keeps
-    # "sha256:<hex>" of the field's canonical JSON in their place (seed 000 outputRedaction).
-    output_redaction: frozenset[str] = frozenset()
-    # The version of this definition's redaction rules (snapshot allow-list, secret names,
-    # output_redaction); recorded with every snapshot (seed 000 §8.4 redactionVersion).
-    redaction_version: str = "1"
-    # Whether prompts and outputs pass a content-safety check (seed 000 contentSafetyCheck).
-    content_safety_check: bool = False
-    # A finished job (with its events, artifacts, snapshot, usage and outbox rows) is
-    # deleted this long after it finished; None: the deployment's JOBS_JOB_RETENTION_S.
-    # 0 keeps them forever.
-    retention_s: float | None = None
-    # What a job is about when CreateJob names no target: (target_type, "input.<field>"),
-    # e.g. ("knowledge_item", "input.knowledge_item_id") (seed 003 targetType, targetId).
-    default_target: tuple[str, str] | None = None
-
-    def target_of(self, validated: BaseModel) -> tuple[str, str] | None:
-        """The default target of a job with this input, or None."""
-        if self.default_target is None:
-            return None
-        target_type, spec = self.default_target
-        value = getattr(validated, spec.removeprefix("input."), None)
-        return (target_type, str(value)) if value not in (None, "") else None
-
-    def scheduling_keys(self, validated: BaseModel, user_id: str) -> tuple[str, str | None]:
-        """The job's fairness key and concurrency key (None without a limit). A user-scoped
-        key of a child job, whose user the job service fills in, reads "{user}"."""
-        fairness = _key_value(self.fairness_key, validated, user_id)
-        if not self.concurrency_key:
-            return fairness, None
-        return fairness, f"{self.job_type}:{self.concurrency_key}=" + _key_value(
-            self.concurrency_key, validated, user_id
-        )
-
-    def validate_input(self, raw: dict[str, Any]) -> BaseModel:
-        """The input as the definition's model, or InvalidInput naming every bad field."""
-        try:
-            return self.input_model.model_validate(raw)
-        except ValidationError as exc:
-            violations = [
-                FieldViolation(field=".".join(["input", *problem.loc]), description=problem.message)
-                for problem in validation_problems(exc)
-            ]
-            raise InvalidInput(
-                f"input does not match the {self.job_type} schema", violations
-            ) from None
-
-    def snapshot(self, validated: BaseModel) -> dict[str, Any]:
-        """What the executor may see: the allow-listed declared fields only, secrets
-        (by marking or by name) dropped; undeclared extras never enter."""
-        excluded = set(self.withheld_fields())
-        data = validated.model_dump(mode="json", exclude=excluded)
-        return {k: v for k, v in data.items() if k in self.input_model.model_fields}
-
-    def withheld_fields(self) -> tuple[str, ...]:
-        """The declared input fields a snapshot never holds, in declaration order: those
-        outside ``snapshot_fields`` and those named or marked secret."""
-        allowed = self.snapshot_fields
-        return tuple(
-            name
-            for name, info in self.input_model.model_fields.items()
-            if (allowed is not None and name not in allowed)
-            or SECRET_NAME.search(name)
-            or (isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("secret"))
-        )
-
-
+# A fairness or concurrency key: the job's owner, or one of its declared input fields.
 KEY_SPEC = re.compile(r"user|input\.[A-Za-z_][A-Za-z0-9_]{0,63}")
-
-
-def _key_value(spec: str, validated: BaseModel, user_id: str) -> str:
-    if spec == "user":
-        return user_id or "{user}"
-    return str(getattr(validated, spec.removeprefix("input.")))
 
 
 class DefinitionError(ValueError):
