@@ -14,7 +14,8 @@ import contextlib
 import logging
 from datetime import UTC, datetime
 
-from job_service.usecases.schedules import FIRE_BATCH, Schedules
+from job_service.usecases.schedule_rounds import FIRE_BATCH
+from job_service.usecases.schedules import Schedules
 
 log = logging.getLogger(__name__)
 

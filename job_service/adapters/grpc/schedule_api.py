@@ -22,7 +22,8 @@ from job_service.domain.schedules import (
     Schedule,
     ScheduleRun,
 )
-from job_service.usecases.schedules import Schedules, SpecRequest
+from job_service.usecases.schedule_specs import SpecRequest
+from job_service.usecases.schedules import Schedules
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import schedule_service_pb2 as pb
 from shared.pb.jobs.v1 import schedule_service_pb2_grpc
