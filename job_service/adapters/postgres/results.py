@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 
 from job_service.adapters.postgres.units import attach, attach_retrying
+from job_service.adapters.postgres.vocabulary.children import CHILD_COLUMNS, children_of
 from job_service.adapters.postgres.vocabulary.dependencies import SIBLINGS
 from job_service.adapters.postgres.vocabulary.line import place_in_line, released_slot_tokens
 from job_service.adapters.postgres.vocabulary.new_job import (
@@ -20,7 +21,6 @@ from job_service.adapters.postgres.vocabulary.new_job import (
     new_job_record,
     new_job_rows,
     queued_or_created,
-    record_type,
     record_values,
     snapshot_row,
     snapshot_values,
@@ -37,17 +37,6 @@ from job_service.domain.attempts import Submission
 from job_service.domain.jobs import NewChild
 from job_service.domain.lifecycle import JobStatus, Step, transition
 from job_service.ports.results import Committed
-
-# A child belongs to its parent's user and runs with the parent's key when it inherits it:
-# those columns come from the parent's row, the rest from the record.
-_FROM_PARENT = ("user_id", "credential_mode", "credential_id")
-_CHILD_COLUMNS = {c: t for c, t in NEW_JOB_COLUMNS.items() if c not in _FROM_PARENT}
-_CHILD_RECORD = {
-    "parent_job_id": "uuid",
-    **_CHILD_COLUMNS,
-    **SNAPSHOT_FIELDS,
-    "inherits_credential": "bool",
-}
 
 # A result moves its job from running to succeeded.
 _RUNNING = JobStatus.RUNNING
@@ -101,12 +90,7 @@ _CHILD_SNAPSHOT_SOURCE = """FROM children ch JOIN children_in c
 # $5 names the replica whose dispatcher publishes the outbox rows.
 _PROJECTION = f"""
 ), children_in AS (
-    SELECT c.*, done.user_id,
-           CASE WHEN c.inherits_credential THEN done.credential_mode ELSE 'platform'
-           END AS credential_mode,
-           CASE WHEN c.inherits_credential THEN done.credential_id END AS credential_id
-    FROM jsonb_to_recordset($3::jsonb) AS c({record_type(_CHILD_RECORD)})
-    JOIN done ON done.id = c.parent_job_id
+    {children_of("$3", "done")}
 ), children_keyed AS (
     SELECT {", ".join(f"c.{col}" for col in NEW_JOB_COLUMNS if col not in KEY_COLUMNS)},
            c.parent_job_id, {user_keys("c")}
@@ -247,7 +231,7 @@ async def _attach_join(
 
 
 def _child_row(child: NewChild) -> dict[str, Any]:
-    record = new_job_record(child.job, {**_CHILD_COLUMNS, **SNAPSHOT_FIELDS})
+    record = new_job_record(child.job, {**CHILD_COLUMNS, **SNAPSHOT_FIELDS})
     # the rows travel as JSON: a join's next_run_at (it waits for its siblings) as text
     if record.get("next_run_at") is not None:
         record["next_run_at"] = record["next_run_at"].isoformat()

@@ -10,6 +10,8 @@ concern runs is a unit of work (``units.py``, the star's second hub).
 - ``new_job.py``: what a new job brings (columns, record, keys, today's spend) and its
   rows — job, snapshot, first timeline event, dispatch row — as the CTEs every producer
   uses (CreateJob, CreateJobs, a projected child, a re-run);
+- ``children.py``: a child job a result projects, with what it takes from its parent's
+  row;
 - ``outbox_rows.py``: dispatch and domain-event rows, their dedupe keys, and the rows a
   statement hands to its replica's dispatcher;
 - ``line.py``: a waiting job's place in line, a retry's, and the work tokens an attempt
