@@ -17,8 +17,10 @@ from job_service.domain.jobs import Job
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, PageTokens, page_size
 from job_service.domain.selection import Cursor
-from job_service.usecases.watch import WatchHub, fingerprint
+from job_service.usecases.watch import WatchHub
 from shared.errors import InvalidInput
+from tests.support.fakes import FakeJobListingStore
+from tests.support.fakes.jobs import job
 from tests.support.wait import eventually
 
 TOKENS = PageTokens(b"k" * 32)
@@ -104,53 +106,32 @@ def test_inputdepth() -> None:
 # --- WatchHub --------------------------------------------------------------------------
 
 
-def _job(status: JobStatus, progress: float = 0.0) -> Job:
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    return Job(
-        id="j1", user_id="u", job_type="synthetic", status=status, queue="q", priority=0,
-        attempt_count=0, max_attempts=3, idempotency_key=None, request_hash="h",
-        progress=progress, validated_output=None, output_hash=None, error_code=None,
-        public_error_message=None, internal_error_message=None, created_at=now,
-        updated_at=now, started_at=None, finished_at=None, next_run_at=None,
-    )  # fmt: skip
-
-
-class FakeListing:
-    def __init__(self) -> None:
-        self.row: Job | None = None
-        self.polls = 0
-
-    async def fingerprints(self, job_ids: Any) -> dict[str, Any]:
-        self.polls += 1
-        return {} if self.row is None else {self.row.id: fingerprint(self.row)}
-
-
 async def test_the_hub_sends_the_current_state_then_changes_until_terminal() -> None:
-    listing = FakeListing()
+    listing = FakeJobListingStore()
     hub = WatchHub(listing)  # type: ignore[arg-type]
-    listing.row = _job(JobStatus.QUEUED)
+    listing.jobs["j1"] = job("j1", JobStatus.QUEUED)
 
     async def read() -> Job | None:
-        return listing.row
+        return listing.jobs.get("j1")
 
     seen: list[JobStatus] = []
 
     async def watch() -> None:
-        async for job in hub.watch("j1", read):
-            seen.append(job.status)
+        async for watched in hub.watch("j1", read):
+            seen.append(watched.status)
 
     task = asyncio.create_task(watch())
     await eventually(lambda: hub.watching == 1)
     assert await hub.poll() == 0 and seen == [JobStatus.QUEUED]
     # a change before any poll is not lost: the watcher compares with what it sent
-    listing.row = _job(JobStatus.RUNNING, 0.5)
+    listing.jobs["j1"] = job("j1", JobStatus.RUNNING, progress=0.5)
     await hub.poll()
     await eventually(lambda: len(seen) == 2)
-    listing.row = _job(JobStatus.SUCCEEDED, 1.0)
+    listing.jobs["j1"] = job("j1", JobStatus.SUCCEEDED, progress=1.0)
     await hub.poll()
     await asyncio.wait_for(task, 1)
     assert seen == [JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.SUCCEEDED]
     assert hub.watching == 0
-    polls = listing.polls
+    polls = len(listing.asked)
     await hub.poll()  # nobody watches: no query
-    assert listing.polls == polls
+    assert len(listing.asked) == polls

@@ -12,19 +12,10 @@ import pytest
 from job_service.domain.usage import Grouping, UsageGroup, UsageQuery, UsageTotals
 from job_service.usecases.usage import MAX_GROUPS, UsageReports
 from shared.errors import InvalidInput
+from tests.support.fakes import FakeUsageStore
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 END = datetime(2026, 12, 1, tzinfo=UTC)
-
-
-class FakeStore:
-    def __init__(self, groups: list[UsageGroup]) -> None:
-        self.groups = groups
-        self.asked: list[tuple[UsageQuery, int]] = []
-
-    async def usage(self, query: UsageQuery, limit: int) -> list[UsageGroup]:
-        self.asked.append((query, limit))
-        return self.groups[:limit]
 
 
 def _group(cost: str, calls: int = 1, **keys: str) -> UsageGroup:
@@ -32,7 +23,7 @@ def _group(cost: str, calls: int = 1, **keys: str) -> UsageGroup:
 
 
 async def test_totals_add_up_exactly_and_the_query_is_passed_on() -> None:
-    store = FakeStore([_group("0.100001", user_id="a"), _group("0.200002", user_id="b")])
+    store = FakeUsageStore([_group("0.100001", user_id="a"), _group("0.200002", user_id="b")])
 
     report = await UsageReports(store).get_usage(
         "", START, END, [Grouping.USER, Grouping.DAY], any_user=True
@@ -46,7 +37,7 @@ async def test_totals_add_up_exactly_and_the_query_is_passed_on() -> None:
 
 
 async def test_without_groupings_only_the_totals_are_answered() -> None:
-    store = FakeStore([_group("1.5", calls=3)])
+    store = FakeUsageStore([_group("1.5", calls=3)])
 
     report = await UsageReports(store).get_usage("alice", START, END, [], any_user=False)
 
@@ -55,7 +46,7 @@ async def test_without_groupings_only_the_totals_are_answered() -> None:
 
 
 async def test_more_groups_than_the_cap_are_refused() -> None:
-    store = FakeStore([_group("0", user_id=str(n)) for n in range(MAX_GROUPS + 1)])
+    store = FakeUsageStore([_group("0", user_id=str(n)) for n in range(MAX_GROUPS + 1)])
 
     with pytest.raises(InvalidInput) as refused:
         await UsageReports(store).get_usage("a", START, END, [Grouping.DAY], any_user=False)
@@ -87,7 +78,7 @@ async def test_malformed_queries_are_refused_naming_their_fields(
     any_user: bool,
     fields: list[str],
 ) -> None:
-    store = FakeStore([])
+    store = FakeUsageStore([])
 
     with pytest.raises(InvalidInput) as refused:
         await UsageReports(store).get_usage(user, start, end, group_by, any_user=any_user)
@@ -97,7 +88,7 @@ async def test_malformed_queries_are_refused_naming_their_fields(
 
 
 async def test_400_days_of_whole_days_are_accepted() -> None:
-    store = FakeStore([])
+    store = FakeUsageStore([])
     end = START + timedelta(days=400)
 
     report = await UsageReports(store).get_usage("a", START, end, [], any_user=False)

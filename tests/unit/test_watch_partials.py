@@ -7,43 +7,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
 
 from job_service.domain.jobs import Job
 from job_service.domain.lifecycle import JobStatus
-from job_service.ports.partials import PieceSink
 from job_service.usecases import watch as watch_module
 from job_service.usecases.watch import WatchHub
 from shared.registry import Registry, default_registry
+from tests.support.fakes import FakeJobListingStore, FakePartialOutputFeed
+from tests.support.fakes.jobs import job
 from tests.support.wait import eventually
-from tests.unit.test_paging import FakeListing, _job
-
-
-class FakeFeed:
-    def __init__(self) -> None:
-        self.sinks: dict[str, PieceSink] = {}
-        self.subscribed: list[str] = []
-
-    @contextlib.asynccontextmanager
-    async def subscribe(self, job_id: str, deliver: PieceSink) -> AsyncIterator[None]:
-        self.subscribed.append(job_id)
-        self.sinks[job_id] = deliver
-        try:
-            yield
-        finally:
-            del self.sinks[job_id]
-
-    def publish(self, job_id: str, data: bytes) -> None:
-        self.sinks[job_id](data)
 
 
 async def start(
-    hub: WatchHub, listing: FakeListing, partial_output: bool
+    hub: WatchHub, listing: FakeJobListingStore, partial_output: bool
 ) -> tuple[list[Job | bytes], asyncio.Task[None]]:
     seen: list[Job | bytes] = []
 
     async def read() -> Job | None:
-        return listing.row
+        return listing.jobs.get("j1")
 
     async def watch() -> None:
         async for item in hub.watch("j1", read, partial_output=partial_output):
@@ -55,15 +36,15 @@ async def start(
 
 
 async def test_pieces_come_between_the_states_and_the_subscription_ends_with_the_watch() -> None:
-    listing, feed = FakeListing(), FakeFeed()
+    listing, feed = FakeJobListingStore(), FakePartialOutputFeed()
     hub = WatchHub(listing, feed, default_registry())  # type: ignore[arg-type]
-    listing.row = _job(JobStatus.RUNNING)
+    listing.jobs["j1"] = job("j1", JobStatus.RUNNING)
     seen, task = await start(hub, listing, partial_output=True)
 
     feed.publish("j1", b"one")
     feed.publish("j1", b"two")
     await eventually(lambda: len(seen) == 3)
-    listing.row = _job(JobStatus.SUCCEEDED, 1.0)
+    listing.jobs["j1"] = job("j1", JobStatus.SUCCEEDED, progress=1.0)
     await hub.poll()
     await asyncio.wait_for(task, 1)
 
@@ -74,9 +55,9 @@ async def test_pieces_come_between_the_states_and_the_subscription_ends_with_the
 
 
 async def test_without_the_flag_there_is_no_subscription() -> None:
-    listing, feed = FakeListing(), FakeFeed()
+    listing, feed = FakeJobListingStore(), FakePartialOutputFeed()
     hub = WatchHub(listing, feed, default_registry())  # type: ignore[arg-type]
-    listing.row = _job(JobStatus.RUNNING)
+    listing.jobs["j1"] = job("j1", JobStatus.RUNNING)
     _, task = await start(hub, listing, partial_output=False)
 
     assert feed.subscribed == []
@@ -86,9 +67,9 @@ async def test_without_the_flag_there_is_no_subscription() -> None:
 
 
 async def test_a_watcher_that_falls_behind_keeps_the_newest_pieces() -> None:
-    listing, feed = FakeListing(), FakeFeed()
+    listing, feed = FakeJobListingStore(), FakePartialOutputFeed()
     hub = WatchHub(listing, feed, default_registry())  # type: ignore[arg-type]
-    listing.row = _job(JobStatus.RUNNING)
+    listing.jobs["j1"] = job("j1", JobStatus.RUNNING)
     seen, task = await start(hub, listing, partial_output=True)
     limit = watch_module.MAX_PENDING_PIECES
 
@@ -104,7 +85,7 @@ async def test_a_watcher_that_falls_behind_keeps_the_newest_pieces() -> None:
 
 
 async def test_a_job_whose_type_redacts_output_gets_no_pieces() -> None:
-    listing, feed = FakeListing(), FakeFeed()
+    listing, feed = FakeJobListingStore(), FakePartialOutputFeed()
     redacting = Registry(
         dataclasses.replace(d, output_redaction=frozenset({"data"}))
         if d.job_type == "synthetic"
@@ -112,11 +93,11 @@ async def test_a_job_whose_type_redacts_output_gets_no_pieces() -> None:
         for d in default_registry()
     )
     hub = WatchHub(listing, feed, redacting)  # type: ignore[arg-type]
-    listing.row = _job(JobStatus.RUNNING)
+    listing.jobs["j1"] = job("j1", JobStatus.RUNNING)
     seen, task = await start(hub, listing, partial_output=True)
 
     feed.publish("j1", b"secret")
-    listing.row = _job(JobStatus.SUCCEEDED, 1.0)
+    listing.jobs["j1"] = job("j1", JobStatus.SUCCEEDED, progress=1.0)
     await hub.poll()
     await asyncio.wait_for(task, 1)
 
@@ -126,13 +107,13 @@ async def test_a_job_whose_type_redacts_output_gets_no_pieces() -> None:
 
 
 async def test_a_hub_without_a_registry_relays_nothing() -> None:
-    listing, feed = FakeListing(), FakeFeed()
+    listing, feed = FakeJobListingStore(), FakePartialOutputFeed()
     hub = WatchHub(listing, feed)  # type: ignore[arg-type]
-    listing.row = _job(JobStatus.RUNNING)
+    listing.jobs["j1"] = job("j1", JobStatus.RUNNING)
     seen, task = await start(hub, listing, partial_output=True)
 
     feed.publish("j1", b"secret")
-    listing.row = _job(JobStatus.SUCCEEDED, 1.0)
+    listing.jobs["j1"] = job("j1", JobStatus.SUCCEEDED, progress=1.0)
     await hub.poll()
     await asyncio.wait_for(task, 1)
 
