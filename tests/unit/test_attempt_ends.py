@@ -4,33 +4,22 @@ cancel that won or a lost lease, and every end settles its rate reservation once
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
-from typing import Any
-
 import pytest
 from pydantic import BaseModel
 
 from job_service.domain.attempts import (
     AttemptEnd,
     AttemptFacts,
-    EndedAttempt,
-    HeartbeatAck,
     LeaseState,
-    LockedAttempt,
     Refusal,
     Submission,
     attempt_end,
     refusal,
     repeated_failure,
 )
-from job_service.domain.jobs import NewChild
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.outbox import OutboxMessage
 from job_service.domain.retry import Outcome, RetryDecision
-from job_service.ports.results import Committed
-from job_service.ports.sessions import Registration
 from job_service.usecases.leases import Leases
 from job_service.usecases.rate_limits import RateReservations
 from job_service.usecases.results import Results
@@ -40,10 +29,18 @@ from shared.constants import Queue
 from shared.errors import ErrorCode, LeaseLost
 from shared.output_hash import output_hash
 from shared.registry import JobDefinition, Registry
+from tests.support.fakes import (
+    FakeDispatcher,
+    FakeLeaseStore,
+    FakeRateLimitStore,
+    FakeResultStore,
+    FakeSessionStore,
+)
 
 TOKEN = "00000000-0000-4000-8000-00000000000a"
 OTHER = "00000000-0000-4000-8000-00000000000b"
 JOB = "00000000-0000-4000-8000-000000000001"
+EVENT = OutboxMessage(1, "jobs.events", "k", {}, 1)
 USAGE = [UsageRecord("openai", "gpt", "platform", input_tokens=7, output_tokens=3)]
 
 
@@ -109,115 +106,8 @@ def test_what_a_refused_result_means(state: LeaseState | None, expected: Refusal
     assert refusal(state, TOKEN, "h") is expected
 
 
-class FakeLeases:
-    """Jobs by id, each (status, lease token, attempt); records the transactions and the
-    ends written."""
-
-    def __init__(self) -> None:
-        self.jobs: dict[str, tuple[JobStatus, str, int]] = {}
-        self.transactions = 0
-        self.ended: list[tuple[str, AttemptEnd, bool]] = []
-        self.usage: list[tuple[str, int]] = []
-        # attempts that ran past their timeout and the grace
-        self.past_deadline: set[str] = set()
-
-    @asynccontextmanager
-    async def ending(self) -> AsyncIterator[FakeLeases]:
-        self.transactions += 1
-        yield self
-
-    def _locked(self, job_id: str) -> LockedAttempt:
-        status, token, attempt = self.jobs[job_id]
-        facts = AttemptFacts(job_id, "probe", status, attempt, 3)
-        return LockedAttempt(facts, token, past_deadline=job_id in self.past_deadline)
-
-    async def attempt(self, job_id: str, lease_token: str) -> LockedAttempt | None:
-        status, token, _ = self.jobs[job_id]
-        leased = status in (JobStatus.RUNNING, JobStatus.CANCEL_REQUESTED)
-        return self._locked(job_id) if leased and token == lease_token else None
-
-    async def expired(self, limit: int) -> list[LockedAttempt]:
-        return [self._locked(j) for j in list(self.jobs)[:limit]]
-
-    async def of_worker(self, worker_id: str, limit: int) -> list[LockedAttempt]:
-        leased = [j for j, (s, _, _) in self.jobs.items() if s is JobStatus.RUNNING]
-        return [self._locked(j) for j in leased[:limit]]
-
-    async def lease_state(self, job_id: str) -> LeaseState | None:
-        status, token, _ = self.jobs[job_id]
-        return LeaseState(status, token, output_hash({}))
-
-    async def store_usage(self, attempt: LockedAttempt, usage: Sequence[UsageRecord]) -> None:
-        self.usage += [(attempt.facts.job_id, attempt.facts.attempt)] * len(usage)
-
-    async def end(
-        self, attempt: LockedAttempt, end: AttemptEnd, message: str, *, reaped: bool = False
-    ) -> EndedAttempt:
-        job_id = attempt.facts.job_id
-        self.ended.append((job_id, end, reaped))
-        self.jobs[job_id] = (end.status, attempt.lease_token, attempt.facts.attempt)
-        due = datetime.now(UTC) + timedelta(seconds=end.delay_s)
-        return EndedAttempt(end.status, due if end.status is JobStatus.RETRYING else None)
-
-    async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
-        raise NotImplementedError
-
-    async def report_usage(
-        self, job_id: str, lease_token: str, usage: Sequence[UsageRecord]
-    ) -> tuple[int, int]:
-        raise NotImplementedError
-
-
-class FakeRates:
-    def __init__(self) -> None:
-        self.settled: list[list[tuple[str, int]]] = []
-        self.backoffs: list[tuple[str, float]] = []
-
-    def spent_keys(self) -> list[str]:
-        return []
-
-    async def settle(self, used: Sequence[tuple[str, int]]) -> None:
-        self.settled.append(list(used))
-
-    async def throttled(self, job_id: str, retry_after_s: float) -> None:
-        self.backoffs.append((job_id, retry_after_s))
-
-    async def states(self) -> list[Any]:
-        return []
-
-
-class FakeDispatcher:
-    owner = "replica-1"
-
-    def __init__(self) -> None:
-        self.wakes: list[float] = []
-        self.handed: list[OutboxMessage] = []
-
-    def wake(self, after_s: float = 0.0) -> None:
-        self.wakes.append(after_s)
-
-    def hand_over(self, messages: Sequence[OutboxMessage]) -> None:
-        self.handed += messages
-
-
-class FakeResults:
-    """Commits the results of the jobs in ``committing``, handing over one message."""
-
-    def __init__(self, committing: set[str]) -> None:
-        self.committing = committing
-
-    async def job_types(self, job_ids: Sequence[str]) -> dict[str, str]:
-        return dict.fromkeys(job_ids, "probe")
-
-    async def submit_results(
-        self, results: Sequence[Submission], children: Sequence[NewChild] = ()
-    ) -> Committed:
-        done = {r.job_id: "probe" for r in results if r.job_id in self.committing}
-        return Committed(done, [OutboxMessage(1, "jobs.events", "k", {}, 1)])
-
-
-def use_cases() -> tuple[FakeLeases, FakeRates, FakeDispatcher, Leases]:
-    store, rates, dispatcher = FakeLeases(), FakeRates(), FakeDispatcher()
+def use_cases() -> tuple[FakeLeaseStore, FakeRateLimitStore, FakeDispatcher, Leases]:
+    store, rates, dispatcher = FakeLeaseStore("probe"), FakeRateLimitStore(), FakeDispatcher()
     return store, rates, dispatcher, Leases(REGISTRY, store, dispatcher, RateReservations(rates))
 
 
@@ -232,7 +122,8 @@ async def test_a_failure_ends_the_attempt_with_its_usage_and_settles_its_reserva
     assert store.usage == [(JOB, 1)] and store.transactions == 1
     # the 429 blocked its call's tier when the worker reported it (ReportRateLimited): the
     # failure settles the reservation and delays the retry, and backs no tier off again
-    assert rates.settled == [[(JOB, 10)]] and rates.backoffs == []
+    # (a RateLimitStore cannot: CallPermitStore.throttle does, which Leases does not hold)
+    assert rates.settled == [[(JOB, 10)]]
     assert dispatcher.wakes and dispatcher.wakes[0] >= 30
 
 
@@ -287,9 +178,11 @@ async def test_a_refused_result_is_a_repeat_a_cancel_that_won_or_a_lost_lease() 
     store, rates, dispatcher, leases = use_cases()
     ids = [f"00000000-0000-4000-8000-00000000020{n}" for n in range(4)]
     store.jobs[ids[1]] = (JobStatus.SUCCEEDED, TOKEN, 1)  # committed before: a repeat
+    store.outputs[ids[1]] = output_hash({})
     store.jobs[ids[2]] = (JobStatus.CANCEL_REQUESTED, TOKEN, 1)
     store.jobs[ids[3]] = (JobStatus.RUNNING, OTHER, 2)
-    results = Results(REGISTRY, FakeResults({ids[0]}), leases, dispatcher, RateReservations(rates))
+    committing = FakeResultStore(dict.fromkeys(ids, "probe"), {ids[0]}, [EVENT])
+    results = Results(REGISTRY, committing, leases, dispatcher, RateReservations(rates))
     submitted = [Submission(i, TOKEN, {}, output_hash({}), [], usage=USAGE) for i in ids]
     answers = await results.submit_results(submitted)
     assert answers[:3] == [JobStatus.SUCCEEDED, JobStatus.SUCCEEDED, JobStatus.CANCELLED]
@@ -300,38 +193,11 @@ async def test_a_refused_result_is_a_repeat_a_cancel_that_won_or_a_lost_lease() 
     assert rates.settled == [[(i, 10) for i in ids[:3]]]
 
 
-class SessionRegistry:
-    """The session registry over FakeLeases: the incarnation of each session, in order."""
-
-    def __init__(self, store: FakeLeases) -> None:
-        self.store = store
-        self.incarnations: list[str | None] = []
-
-    @asynccontextmanager
-    async def open(
-        self, worker_id: str, instance_id: str, incarnation: str
-    ) -> AsyncIterator[Registration]:
-        previous = self.incarnations[-1] if self.incarnations else None
-        self.incarnations.append(incarnation or None)
-        async with self.store.ending() as tx:
-            yield Registration(len(self.incarnations), previous, tx)
-
-    async def close(self, session_id: int, *, goodbye: bool) -> None:
-        pass
-
-    @asynccontextmanager
-    async def ending_leases(
-        self, worker_id: str, session_id: int
-    ) -> AsyncIterator[FakeLeases | None]:
-        async with self.store.ending() as tx:
-            yield None if len(self.incarnations) > session_id else tx
-
-
 def worker_sessions(
-    store: FakeLeases, leases: Leases, reconnect_grace_s: float | None = None
+    store: FakeLeaseStore, leases: Leases, reconnect_grace_s: float | None = None
 ) -> WorkerSessions:
     return WorkerSessions(
-        SessionRegistry(store),
+        FakeSessionStore(store),
         leases,
         instance_id="r",
         grace_s=0.0,

@@ -9,16 +9,15 @@ parent, with its message, field violations and retry delay.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import durable_jobs_client.errors as client_errors
-import grpc
 import pytest
 
 from shared import errors as engine_errors
 from shared.errors import FieldViolation, Reason
 from shared.rpc_errors import grpc_code, status_for, status_proto_for
+from tests.support.fakes import FakeRpcError
 
 DOMAIN = "jobs.v1.JobService"
 # Answered by ExecutorService alone (to workers, never to a client of the library).
@@ -49,23 +48,6 @@ def _ancestry(cls: type[Exception], root: type[Exception]) -> list[str]:
     return [str(c.reason) for c in cls.__mro__ if issubclass(c, root) and c is not root]  # type: ignore[attr-defined]
 
 
-class FakeRpcError(grpc.RpcError):  # type: ignore[misc]
-    """A failed call as grpc raises it, from the status the job service aborts with."""
-
-    def __init__(self, status: Any) -> None:
-        self._status = status
-
-    def code(self) -> grpc.StatusCode:
-        code: grpc.StatusCode = self._status.code
-        return code
-
-    def details(self) -> str:
-        return str(self._status.details)
-
-    def trailing_metadata(self) -> Sequence[tuple[str, bytes]]:
-        return tuple(self._status.trailing_metadata)
-
-
 def test_every_engine_reason_has_an_engine_class() -> None:
     assert set(ENGINE) == {r.value for r in Reason}
 
@@ -82,7 +64,7 @@ def test_the_client_has_no_class_for_a_reason_the_engine_never_sends() -> None:
 def test_a_refusal_comes_back_as_the_client_class_of_its_reason(reason: Reason) -> None:
     violations = [FieldViolation("input.sleep_ms", "must be at least 0")]
     sent = ENGINE[reason]("refused: ünïcode", violations, 1.5)
-    back = client_errors.error_from_rpc(FakeRpcError(status_for(sent, DOMAIN)))
+    back = client_errors.error_from_rpc(FakeRpcError.of(status_for(sent, DOMAIN)))
     assert type(back) is CLIENT[reason.value]
     assert back.reason == reason.value
     assert back.code is grpc_code(reason)
@@ -110,6 +92,6 @@ def test_the_client_classes_nest_as_the_engines_do(reason: Reason) -> None:
 def test_a_workers_only_reason_reaches_a_client_as_internal_with_its_reason(
     reason: Reason,
 ) -> None:
-    back = client_errors.error_from_rpc(FakeRpcError(status_for(ENGINE[reason]("x"), DOMAIN)))
+    back = client_errors.error_from_rpc(FakeRpcError.of(status_for(ENGINE[reason]("x"), DOMAIN)))
     assert type(back) is client_errors.InternalError
     assert back.reason == reason.value

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
 import grpc
@@ -27,6 +26,7 @@ from shared.errors import (
     public_message,
 )
 from shared.rpc_errors import domain_of, error_from_rpc, grpc_code, status_for
+from tests.support.fakes import FakeRpcError
 
 DOMAIN = "jobs.v1.JobService"
 
@@ -360,34 +360,6 @@ def test_the_domain_is_the_service_called(method: str, domain: str) -> None:
 
 
 # --- error_from_rpc --------------------------------------------------------------------
-
-
-class FakeRpcError(grpc.RpcError):
-    """What a failed call looks like to grpc_status.rpc_status.from_call."""
-
-    def __init__(
-        self,
-        code: grpc.StatusCode,
-        details: str,
-        trailing_metadata: Sequence[tuple[str, bytes]] | None,
-    ) -> None:
-        super().__init__()
-        self._code = code
-        self._details = details
-        self._trailing = trailing_metadata
-
-    @classmethod
-    def of(cls, status: grpc.Status) -> FakeRpcError:
-        return cls(status.code, status.details, status.trailing_metadata)
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-    def trailing_metadata(self) -> Sequence[tuple[str, bytes]] | None:
-        return self._trailing
 
 
 @pytest.mark.parametrize("cls", ERROR_CLASSES, ids=lambda c: c.__name__)

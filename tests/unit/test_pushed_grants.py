@@ -7,54 +7,18 @@ real thing."""
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
-from typing import Any, cast
+from typing import cast
 
-from job_service.domain.grants import LockGrant, QueueClaim
+from job_service.domain.grants import LockGrant
 from job_service.domain.outbox import OutboxMessage
 from job_service.ports.steps import StepStore
 from job_service.usecases.claims import Claims
 from job_service.usecases.grants import Grants
 from job_service.usecases.leases import Leases
 from job_service.usecases.waiting_workers import REPORT_STALE_S, WaitingWorker, WaitingWorkers
+from tests.support.fakes import FakeClaims, FakeLeases
 
 Q = "ai-interactive"
-
-
-def grant(n: int) -> LockGrant:
-    return LockGrant(f"job-{n}", "synthetic", f"token-{n}", 1, datetime.now(UTC), {})
-
-
-class FakeClaims:
-    """Grants up to ``eligible`` jobs in all, recording each claim."""
-
-    def __init__(self, eligible: int) -> None:
-        self.eligible = eligible
-        self.claims: list[tuple[str, int, str]] = []
-        self._next = 0
-
-    async def claim_queue(
-        self,
-        queue: str,
-        want: int,
-        worker_id: str,
-        definitions: list[str] | None,
-        **_: Any,
-    ) -> QueueClaim:
-        self.claims.append((queue, want, worker_id))
-        n = min(want, self.eligible)
-        self.eligible -= n
-        grants = [grant(self._next + i) for i in range(n)]
-        self._next += n
-        return QueueClaim(grants)
-
-
-class FakeLeases:
-    def __init__(self) -> None:
-        self.handed_back: list[tuple[str, str]] = []
-
-    async def submit_failure(self, job_id: str, lease_token: str, code: str, message: str) -> Any:
-        self.handed_back.append((job_id, code))
 
 
 def dispatches(n: int, queue: str = Q, first_id: int = 1) -> list[OutboxMessage]:
