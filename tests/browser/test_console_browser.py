@@ -19,12 +19,8 @@ Screenshots go to ``artifacts/browser/``. Run it with
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,7 +34,6 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from devstack.embedded import free_port
 from shared.constants import Queue
 from shared.grpc_client import ChannelConfig, sync_channel
 from shared.pb.jobs.v1 import admin_service_pb2 as apb
@@ -48,64 +43,14 @@ from shared.pb.jobs.v1 import job_service_pb2_grpc as jgrpc
 from shared.pb.jobs.v1 import schedule_service_pb2 as spb
 from shared.pb.jobs.v1 import schedule_service_pb2_grpc as sgrpc
 from shared.pbconv import struct_from_dict
+from tests.support.devstack_harness import Devstack, private_devstack
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "browser"
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-READY = "The job engine is running."
 USER = "browser-user"
 T = TypeVar("T")
-
-
-class Stack:
-    """``python -m devstack`` in a private data directory on free ports."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.grpc_port = free_port()
-        self.log = data_dir.parent / "devstack.log"
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if k
-            not in (
-                "JOBS_DATABASE_URL",
-                "JOBS_NATS_URL",
-                "JOBS_AUTH_TOKENS",
-                "JOBS_AUTH_TOKENS_FILE",
-                "JOBS_CREDENTIALS_MASTER_KEY",
-            )
-        }
-        env |= {
-            "JOBS_DATA_DIR": str(data_dir),
-            "JOBS_GRPC_PORT": str(self.grpc_port),
-            "JOBS_CONSOLE_PORT": str(free_port()),
-            "JOBS_METRICS_PORT": str(free_port()),
-            "JOBS_WORKER_METRICS_PORT": str(free_port()),
-        }
-        self._out = self.log.open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "devstack"], env=env, stdout=self._out, stderr=subprocess.STDOUT
-        )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def field(self, pattern: str) -> str:
-        found = re.search(pattern, self.output())
-        assert found is not None, pattern
-        return found.group(1)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._out.close()
 
 
 def until(condition: Callable[[], T], timeout: float = 30, message: str = "") -> T:
@@ -117,18 +62,10 @@ def until(condition: Callable[[], T], timeout: float = 30, message: str = "") ->
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
-    # Not under pytest's basetemp (see tests/conftest.py: PostgreSQL needs a path it keeps).
-    root = Path(tempfile.mkdtemp(prefix="jobs-browser-"))
-    stack = Stack(root / "data")
-    try:
-        until(lambda: READY in stack.output() or stack.process.poll() is not None, 120)
-        assert READY in stack.output(), stack.output()
+def stack() -> Iterator[Devstack]:
+    with private_devstack("jobs-browser-", ARTIFACTS) as stack:
+        asyncio.run(stack.ready())
         yield stack
-    finally:
-        stack.stop()
-        shutil.copy(stack.log, ARTIFACTS / "devstack.log")
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -208,9 +145,9 @@ def text_of(driver: WebDriver, css: str) -> str:
         raise
 
 
-def db(stack: Stack, query: str, *args: Any) -> list[asyncpg.Record]:
+def db(stack: Devstack, query: str, *args: Any) -> list[asyncpg.Record]:
     async def run() -> list[asyncpg.Record]:
-        conn = await asyncpg.connect(stack.field(r"PostgreSQL\s+(postgres\S+)"))
+        conn = await asyncpg.connect(stack.logged(r"PostgreSQL\s+(postgres\S+)"))
         try:
             return list(await conn.fetch(query, *args))
         finally:
@@ -219,10 +156,9 @@ def db(stack: Stack, query: str, *args: Any) -> list[asyncpg.Record]:
     return asyncio.run(run())
 
 
-def create(stack: Stack, user: str = USER, **job_input: Any) -> str:
-    token = (stack.data_dir / "client.token").read_text().strip()
-    target = f"127.0.0.1:{stack.grpc_port}"
-    with sync_channel(ChannelConfig(target=target, token=token)) as channel:
+def create(stack: Devstack, user: str = USER, **job_input: Any) -> str:
+    token = stack.token("client")
+    with sync_channel(ChannelConfig(target=stack.target, token=token)) as channel:
         response = jgrpc.JobServiceStub(channel).CreateJob(  # type: ignore[no-untyped-call]
             jpb.CreateJobRequest(
                 user_id=user, job_type="synthetic", input=struct_from_dict(job_input)
@@ -231,12 +167,11 @@ def create(stack: Stack, user: str = USER, **job_input: Any) -> str:
     return str(response.job.id)
 
 
-def resume(stack: Stack, queue: str) -> None:
+def resume(stack: Devstack, queue: str) -> None:
     """AdminService.ResumeQueue with the stack's admin token (the console's page is open
     elsewhere: the live view must show what follows without a reload)."""
-    token = (stack.data_dir / "admin.token").read_text().strip()
-    target = f"127.0.0.1:{stack.grpc_port}"
-    with sync_channel(ChannelConfig(target=target, token=token)) as channel:
+    token = stack.token("admin")
+    with sync_channel(ChannelConfig(target=stack.target, token=token)) as channel:
         agrpc.AdminServiceStub(channel).ResumeQueue(  # type: ignore[no-untyped-call]
             apb.ResumeQueueRequest(queue=queue)
         )
@@ -255,15 +190,15 @@ def timeline(driver: WebDriver) -> list[list[str]]:
     return rows
 
 
-def job_status(stack: Stack, job_id: str) -> str:
+def job_status(stack: Devstack, job_id: str) -> str:
     rows = db(stack, "SELECT status FROM jobs WHERE id = $1", job_id)
     return str(rows[0]["status"]) if rows else ""
 
 
 def test_an_operator_signs_in_follows_cancels_retries_and_redrives(
-    stack: Stack, browser: WebDriver
+    stack: Devstack, browser: WebDriver
 ) -> None:
-    console = stack.field(r"web console\s+(http://127\.0\.0\.1:\d+)/")
+    console = stack.logged(r"web console\s+(http://127\.0\.0\.1:\d+)/")
 
     # No session: every page sends the browser to sign in.
     browser.get(f"{console}/jobs?user_id={USER}")
@@ -274,7 +209,7 @@ def test_an_operator_signs_in_follows_cancels_retries_and_redrives(
     assert browser.get_cookie("jobs_console_session") is None
     shot(browser, "01-signin-refused")
 
-    admin_token = (stack.data_dir / "admin.token").read_text().strip()
+    admin_token = stack.token("admin")
     browser.find_element(By.ID, "token").send_keys(admin_token)
     browser.find_element(By.ID, "signin").click()
     until(lambda: browser.current_url.endswith(f"/jobs?user_id={USER}"))
@@ -476,27 +411,26 @@ def test_an_operator_signs_in_follows_cancels_retries_and_redrives(
     until(lambda: "/signin" in browser.current_url)
 
 
-def make_schedule(stack: Stack, user: str) -> str:
+def make_schedule(stack: Devstack, user: str) -> str:
     """A daily schedule of ``user``'s, made through ScheduleService with the client token."""
-    token = (stack.data_dir / "client.token").read_text().strip()
-    target = f"127.0.0.1:{stack.grpc_port}"
+    token = stack.token("client")
     spec = spb.ScheduleSpec(
         cron="0 6 * * *",
         job_template=spb.JobTemplate(job_type="synthetic", input=struct_from_dict({"sleep_ms": 5})),
     )
-    with sync_channel(ChannelConfig(target=target, token=token)) as channel:
+    with sync_channel(ChannelConfig(target=stack.target, token=token)) as channel:
         made = sgrpc.ScheduleServiceStub(channel).CreateSchedule(  # type: ignore[no-untyped-call]
             spb.CreateScheduleRequest(user_id=user, spec=spec, idempotency_key="browser-day")
         )
     return str(made.schedule.id)
 
 
-def sign_in(browser: WebDriver, console: str, stack: Stack) -> None:
+def sign_in(browser: WebDriver, console: str, stack: Devstack) -> None:
     browser.get(f"{console}/signin")
     browser.delete_all_cookies()  # whatever an earlier test left
     browser.get(f"{console}/signin")
     until(lambda: browser.find_elements(By.ID, "token"), message="no sign-in form")
-    token = (stack.data_dir / "admin.token").read_text().strip()
+    token = stack.token("admin")
     browser.find_element(By.ID, "token").send_keys(token)
     browser.find_element(By.ID, "signin").click()
     until(lambda: "/signin" not in browser.current_url, message="not signed in")
@@ -509,8 +443,8 @@ def confirm(browser: WebDriver, button_id: str, says: str) -> None:
     browser.find_element(By.ID, "confirm").click()
 
 
-def test_an_operators_day(stack: Stack, browser: WebDriver) -> None:
-    console = stack.field(r"web console\s+(http://127\.0\.0\.1:\d+)/")
+def test_an_operators_day(stack: Devstack, browser: WebDriver) -> None:
+    console = stack.logged(r"web console\s+(http://127\.0\.0\.1:\d+)/")
     failing = create(stack, user="day-ada", fail="fatal", output_bytes=29)
     bulk = [create(stack, user="day-bulk", fail="fatal") for _ in range(3)]
     for job_id in [failing, *bulk]:

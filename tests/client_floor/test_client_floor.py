@@ -19,11 +19,6 @@ import asyncio
 import json
 import os
 import pkgutil
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,16 +27,14 @@ from typing import Any
 import pytest
 from durable_jobs_client import AsyncJobsClient, JobStatus, to_python
 
-from devstack.embedded import free_port
 from tests.client_floor.floors import CLIENT, floors
-from tests.support.wait import eventually
+from tests.support.devstack_harness import Devstack, private_devstack
 
 # absolute, not resolved: the venv's python is a symlink to the interpreter it was made from
 FLOOR_VENV_PYTHON = os.environ.get("JOBS_CLIENT_FLOOR_PYTHON", "")
 FLOOR_PYTHON = str(Path(FLOOR_VENV_PYTHON).absolute()) if FLOOR_VENV_PYTHON else ""
 SCRIPT = Path(__file__).with_name("floor_client.py")
 ARTIFACTS = CLIENT.parent / "artifacts" / "client-floor"
-READY = "The job engine is running."
 USER = "client-floor"
 # what would point the stack or the floor client elsewhere than at each other
 EXTERNAL = (
@@ -68,64 +61,10 @@ pytestmark = [
 ]
 
 
-class Devstack:
-    """``python -m devstack`` in a private data directory on free ports."""
-
-    def __init__(self, root: Path) -> None:
-        self.data_dir = root / "data"
-        self.target = f"127.0.0.1:{free_port()}"
-        self.log = root / "devstack.log"
-        env = {k: v for k, v in os.environ.items() if k not in EXTERNAL}
-        env |= {
-            "JOBS_DATA_DIR": str(self.data_dir),
-            "JOBS_GRPC_PORT": self.target.rsplit(":", 1)[1],
-            "JOBS_CONSOLE_PORT": str(free_port()),
-            "JOBS_METRICS_PORT": str(free_port()),
-            "JOBS_WORKER_METRICS_PORT": str(free_port()),
-        }
-        self._out = self.log.open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "devstack"], env=env, stdout=self._out, stderr=subprocess.STDOUT
-        )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    async def ready(self) -> None:
-        await eventually(
-            lambda: READY in self.output() or self.process.poll() is not None,
-            timeout=120,
-            interval=0.1,
-            message="devstack did not start",
-        )
-        assert READY in self.output(), self.output()
-
-    def token(self, role: str) -> Path:
-        return self.data_dir / f"{role}.token"
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._out.close()
-
-
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Devstack]:
-    # Not under pytest's basetemp (see tests/conftest.py: PostgreSQL needs a path it keeps).
-    root = Path(tempfile.mkdtemp(prefix="jobs-client-floor-"))
-    stack = Devstack(root)
-    try:
+    with private_devstack("jobs-client-floor-", ARTIFACTS, without=EXTERNAL) as stack:
         yield stack
-    finally:
-        stack.stop()
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(stack.log, ARTIFACTS / "devstack.log")
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +75,8 @@ async def lines(stack: Devstack) -> dict[str, dict[str, Any]]:
     env = {k: v for k, v in os.environ.items() if k not in EXTERNAL}
     env |= {
         "JOBS_JOB_SERVICE_TARGET": stack.target,
-        "JOBS_AUTH_TOKEN_FILE": str(stack.token("client")),
-        "JOBS_FLOOR_ADMIN_TOKEN_FILE": str(stack.token("admin")),
+        "JOBS_AUTH_TOKEN_FILE": str(stack.token_file("client")),
+        "JOBS_FLOOR_ADMIN_TOKEN_FILE": str(stack.token_file("admin")),
         "JOBS_FLOOR_USER_ID": USER,
     }
     process = await asyncio.create_subprocess_exec(
@@ -198,7 +137,7 @@ async def test_a_job_runs_through_on_the_floor(
     assert statuses[-1] == JobStatus.JOB_STATUS_SUCCEEDED, statuses
     assert len(statuses) == len(set(statuses)), statuses  # no state shown twice
     # what the floor client read is what the service holds, as the newest protobuf reads it
-    token = stack.token("client").read_text().strip()
+    token = stack.token("client")
     async with AsyncJobsClient(stack.target, user_id=USER, token=token) as jobs:
         job = await jobs.get(job_id)
         awaited = await jobs.get(lines["async_wait"]["job_id"])

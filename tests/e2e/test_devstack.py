@@ -4,11 +4,7 @@ it started on Ctrl-C, and keeps its data for the next start."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import grpc
@@ -21,54 +17,16 @@ from shared.pb.jobs.v1 import credential_service_pb2 as cpb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from tests.support.ai import feynman_flow, review_cards
+from tests.support.devstack_harness import Devstack
 from tests.support.metrics import scrape, value
 from tests.support.stack import Client, open_channel
 from tests.support.wait import eventually
 
-READY = "The job engine is running."
 BANNER_END = "Ctrl-C stops everything."
 # `make run` up to the end of its banner fits on one screen (issue 31): 40 lines, one of
 # them make's echo of the command
 MOST_START_LINES = 40 - 1
 USER_KEY = "sk-devstack-user-key-3d9f"
-
-
-class Devstack:
-    def __init__(self, data_dir: Path, port: int, log_path: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in _EXTERNAL}
-        env |= {"JOBS_DATA_DIR": str(data_dir), "JOBS_GRPC_PORT": str(port)}
-        self.log_path = log_path
-        self._log = log_path.open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "devstack"],
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    async def interrupt(self) -> int:
-        self.process.send_signal(signal.SIGINT)
-        status = await asyncio.to_thread(self.process.wait, 60)
-        self._log.close()
-        return status
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        self._log.close()
-
-
-_EXTERNAL = (
-    "JOBS_DATABASE_URL",
-    "JOBS_NATS_URL",
-    "JOBS_CREDENTIALS_MASTER_KEY",
-    "JOBS_AUTH_TOKENS",
-    "JOBS_AUTH_TOKENS_FILE",
-)
 
 
 def alive(pid: int) -> bool:
@@ -77,10 +35,6 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"  # a zombie has exited; only its parent's bookkeeping is left
-
-
-def dev_token(data_dir: Path, role: str) -> str:
-    return (data_dir / f"{role}.token").read_text().strip()
 
 
 async def create_and_finish(target: str, token: str) -> str:
@@ -144,16 +98,17 @@ async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
 ) -> None:
     port = free_port()
     target = f"127.0.0.1:{port}"
-    first = Devstack(pg_data_dir, port, tmp_path / "first.log")
+    # devstack's own console and metrics ports, as a user's `make run` has them
+    first = Devstack(pg_data_dir, tmp_path / "first.log", grpc_port=port, free_ports=False)
     try:
-        await eventually(lambda: READY in first.output(), timeout=90, message="no banner")
+        await first.ready(timeout=90)
         await eventually(lambda: BANNER_END in first.output(), timeout=10, message="cut banner")
         assert_a_quiet_start(first.output())
         # the banner says where the generated tokens are; the worker got its own
         assert f"{pg_data_dir}/{{client,admin,worker}}.token" in first.output()
-        tokens = {role: dev_token(pg_data_dir, role) for role in ("client", "admin", "worker")}
+        tokens = {role: first.token(role) for role in ("client", "admin", "worker")}
         assert len(set(tokens.values())) == 3
-        assert (pg_data_dir / "client.token").stat().st_mode & 0o077 == 0
+        assert first.token_file("client").stat().st_mode & 0o077 == 0
         job_id = await create_and_finish(target, tokens["client"])
         # a client token is not a worker's
         async with open_channel(target, tokens["client"]) as channel:
@@ -175,9 +130,9 @@ async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
         async with httpx.AsyncClient(base_url=console.group(1)) as web:
             assert (await web.get("/jobs")).headers["location"].startswith("/signin")
 
-        assert await first.interrupt() == 0
+        assert await asyncio.to_thread(first.stop) == 0  # Ctrl-C
     finally:
-        first.kill()
+        first.stop()
     # PostgreSQL and NATS are named when ready, the services when being stopped
     pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", first.output())]
     assert len(pids) == 5  # PostgreSQL, NATS, job_service, worker, console
@@ -185,17 +140,17 @@ async def test_the_embedded_stack_runs_a_job_stops_cleanly_and_keeps_its_data(
     assert "PostgreSQL stopped" in first.output()
     assert (pg_data_dir / "credentials-master-key").stat().st_mode & 0o777 == 0o600
 
-    second = Devstack(pg_data_dir, port, tmp_path / "second.log")
+    second = Devstack(pg_data_dir, tmp_path / "second.log", grpc_port=port, free_ports=False)
     try:
-        await eventually(lambda: READY in second.output(), timeout=90, message="no banner")
+        await second.ready(timeout=90)
         # the same tokens again after a restart
-        async with open_channel(target, dev_token(pg_data_dir, "client")) as channel:
+        async with open_channel(target, second.token("client")) as channel:
             again = await Client(channel).create(key="kept", sleep_ms=10)
         # the master key was kept with the data: the stored key still opens
-        await run_on_user_key(target, dev_token(pg_data_dir, "client"), credential_id)
-        assert await second.interrupt() == 0
+        await run_on_user_key(target, second.token("client"), credential_id)
+        assert await asyncio.to_thread(second.stop) == 0
     finally:
-        second.kill()
+        second.stop()
     assert not again.created
     assert again.job.id == job_id
     assert again.job.status == job_pb2.JOB_STATUS_SUCCEEDED

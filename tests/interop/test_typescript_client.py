@@ -16,38 +16,26 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 
-from devstack.embedded import free_port
 from shared.output_hash import output_hash
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import dict_from_struct
+from tests.support.devstack_harness import Devstack, private_devstack
 from tests.support.stack import Client, open_channel
-from tests.support.wait import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "interop" / "typescript"
 ARTIFACTS = ROOT / "artifacts" / "interop"
-READY = "The job engine is running."
 USER = "interop-typescript"
 # npm ci again only when package-lock.json changed since node_modules was installed from it
 INSTALLED_FROM = PROJECT / "node_modules" / ".installed-from-lock-sha256"
-EXTERNAL = (
-    "JOBS_DATABASE_URL",
-    "JOBS_NATS_URL",
-    "JOBS_AUTH_TOKENS",
-    "JOBS_AUTH_TOKENS_FILE",
-    "JOBS_CREDENTIALS_MASTER_KEY",
-)
 
 pytestmark = [
     # `make test` collects tests/ and must not need Node.js: only `make test-interop` sets this
@@ -62,53 +50,6 @@ pytestmark = [
     # the first run installs the npm packages (about 10 s here, longer on a cold cache)
     pytest.mark.timeout(300),
 ]
-
-
-class Devstack:
-    """``python -m devstack`` in a private data directory on free ports."""
-
-    def __init__(self, root: Path) -> None:
-        self.data_dir = root / "data"
-        self.target = f"127.0.0.1:{free_port()}"
-        self.log = root / "devstack.log"
-        env = {k: v for k, v in os.environ.items() if k not in EXTERNAL}
-        env |= {
-            "JOBS_DATA_DIR": str(self.data_dir),
-            "JOBS_GRPC_PORT": self.target.rsplit(":", 1)[1],
-            "JOBS_CONSOLE_PORT": str(free_port()),
-            "JOBS_METRICS_PORT": str(free_port()),
-            "JOBS_WORKER_METRICS_PORT": str(free_port()),
-        }
-        self._out = self.log.open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "devstack"], env=env, stdout=self._out, stderr=subprocess.STDOUT
-        )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    async def ready(self) -> None:
-        await eventually(
-            lambda: READY in self.output() or self.process.poll() is not None,
-            timeout=120,
-            interval=0.1,
-            message="devstack did not start",
-        )
-        assert READY in self.output(), self.output()
-
-    @property
-    def client_token_file(self) -> Path:
-        return self.data_dir / "client.token"
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._out.close()
 
 
 def npm(*args: str) -> None:
@@ -133,16 +74,8 @@ def build_client() -> None:
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Devstack]:
-    # Not under pytest's basetemp (see tests/conftest.py: PostgreSQL needs a path it keeps).
-    root = Path(tempfile.mkdtemp(prefix="jobs-interop-"))
-    stack = Devstack(root)
-    try:
+    with private_devstack("jobs-interop-", ARTIFACTS) as stack:
         yield stack
-    finally:
-        stack.stop()
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(stack.log, ARTIFACTS / "devstack.log")
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +101,7 @@ async def run_client(stack: Devstack, name: str, **env: str) -> Run:
         env={
             **os.environ,
             "JOBS_JOB_SERVICE_TARGET": stack.target,
-            "JOBS_AUTH_TOKEN_FILE": str(stack.client_token_file),
+            "JOBS_AUTH_TOKEN_FILE": str(stack.token_file("client")),
             "JOBS_INTEROP_USER_ID": USER,
             **env,
         },
@@ -216,7 +149,7 @@ async def test_typescript_client_creates_watches_and_reads_error_details(stack: 
     succeeded = one(lines, "succeeded")
     # what the TypeScript client read is what the service holds, and both languages hash
     # the output alike (RFC 8785)
-    token = stack.client_token_file.read_text().strip()
+    token = stack.token("client")
     async with open_channel(stack.target, token) as channel:
         rpc = Client(channel)
         job = await rpc.get(job_id, user_id=USER)
