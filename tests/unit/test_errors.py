@@ -115,6 +115,9 @@ def test_unknown_codes_count_as_internal(code: str) -> None:
 @given(code=st.text())
 def test_classify_is_total_and_prefix_driven(code: str) -> None:
     found = classify(code)
+    if code in ENGINE_CODES:  # three of them are classed otherwise than by their prefix
+        assert found is ENGINE_CODES[code]
+        return
     matching = [c for c in ErrorClass if code == c.value or code.startswith(c.value + "_")]
     if matching:
         assert found in matching
