@@ -99,7 +99,7 @@ from tests.support.fakes import (
 
 
 @dataclass(frozen=True)
-class Faked:
+class Pair:
     """A fake and what it stands for (ports, or the real classes it fakes a part of).
     ``whole``: it offers every method of each; ``helpers``: its methods a test drives it
     with, which what it fakes does not have."""
@@ -111,23 +111,23 @@ class Faked:
 
 
 FAKES = [
-    Faked(FakeBulkStore, (BulkStore,), whole=True),
-    Faked(FakeCancelNotifier, (CancelNotifier,), whole=True),
-    Faked(FakeDispatcher, (Waker, Handoff), whole=True),
-    Faked(FakeLeaseStore, (LeaseStore, AttemptEnding), whole=True),
-    Faked(FakePartialOutputFeed, (PartialOutputFeed,), whole=True, helpers=frozenset({"publish"})),
-    Faked(FakeRateLimitStore, (RateLimitStore,), whole=True),
-    Faked(FakeResultStore, (ResultStore,), whole=True),
-    Faked(FakeSessionStore, (SessionStore,), whole=True),
-    Faked(FakeUsageStore, (UsageStore,), whole=True),
+    Pair(FakeBulkStore, (BulkStore,), whole=True),
+    Pair(FakeCancelNotifier, (CancelNotifier,), whole=True),
+    Pair(FakeDispatcher, (Waker, Handoff), whole=True),
+    Pair(FakeLeaseStore, (LeaseStore, AttemptEnding), whole=True),
+    Pair(FakePartialOutputFeed, (PartialOutputFeed,), whole=True, helpers=frozenset({"publish"})),
+    Pair(FakeRateLimitStore, (RateLimitStore,), whole=True),
+    Pair(FakeResultStore, (ResultStore,), whole=True),
+    Pair(FakeSessionStore, (SessionStore,), whole=True),
+    Pair(FakeUsageStore, (UsageStore,), whole=True),
     # what WatchJob's poll reads of the read side
-    Faked(FakeJobListingStore, (JobListingStore,), whole=False),
+    Pair(FakeJobListingStore, (JobListingStore,), whole=False),
     # use cases as other use cases call them
-    Faked(FakeAdmin, (Admin,), whole=False),
-    Faked(FakeClaims, (Claims,), whole=False),
-    Faked(FakeLeases, (Leases,), whole=False),
+    Pair(FakeAdmin, (Admin,), whole=False),
+    Pair(FakeClaims, (Claims,), whole=False),
+    Pair(FakeLeases, (Leases,), whole=False),
     # a failed call as grpc raises it on a client
-    Faked(FakeRpcError, (grpc.Call,), whole=False, helpers=frozenset({"of"})),
+    Pair(FakeRpcError, (grpc.Call,), whole=False, helpers=frozenset({"of"})),
 ]
 
 # Each port and what implements it in the service: found by the ports' names and the
@@ -264,26 +264,26 @@ def test_every_shared_fake_is_held_to_what_it_fakes() -> None:
     assert defined == {f.fake for f in FAKES}
 
 
-@pytest.mark.parametrize("faked", FAKES, ids=lambda f: f.fake.__name__)
+@pytest.mark.parametrize("pair", FAKES, ids=lambda f: f.fake.__name__)
 def test_every_method_of_a_fake_is_on_what_it_fakes_with_the_same_signature(
-    faked: Faked,
+    pair: Pair,
 ) -> None:
     problems = []
-    for name, member in members(faked.fake, own_module=tests.support.fakes.__name__).items():
-        if name in faked.helpers or (not callable(member) and not isinstance(member, property)):
+    for name, member in members(pair.fake, own_module=tests.support.fakes.__name__).items():
+        if name in pair.helpers or (not callable(member) and not isinstance(member, property)):
             continue  # the fake's records and settings
-        faking = [r for r in faked.real if offered(r, name) is not None]
+        faking = [r for r in pair.real if offered(r, name) is not None]
         if not faking:
-            problems.append(f"{name}: not a member of {[r.__name__ for r in faked.real]}")
+            problems.append(f"{name}: not a member of {[r.__name__ for r in pair.real]}")
         for real in faking:
-            problems += differences(real, faked.fake, {name})
-    report(faked.fake.__name__, problems)
+            problems += differences(real, pair.fake, {name})
+    report(pair.fake.__name__, problems)
 
 
-@pytest.mark.parametrize("faked", [f for f in FAKES if f.whole], ids=lambda f: f.fake.__name__)
-def test_a_fake_of_a_whole_port_has_every_method_of_it(faked: Faked) -> None:
-    problems = [p for port in faked.real for p in differences(port, faked.fake, set(members(port)))]
-    report(faked.fake.__name__, problems)
+@pytest.mark.parametrize("pair", [f for f in FAKES if f.whole], ids=lambda f: f.fake.__name__)
+def test_a_fake_of_a_whole_port_has_every_method_of_it(pair: Pair) -> None:
+    problems = [p for port in pair.real for p in differences(port, pair.fake, set(members(port)))]
+    report(pair.fake.__name__, problems)
 
 
 # --- the adapters ----------------------------------------------------------------------
