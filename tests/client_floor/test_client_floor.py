@@ -28,6 +28,7 @@ import pytest
 from durable_jobs_client import AsyncJobsClient, JobStatus, to_python
 
 from tests.client_floor.floors import CLIENT, floors
+from tests.support.devstack_harness import EXTERNAL as STACK_EXTERNAL
 from tests.support.devstack_harness import Devstack, private_devstack
 
 # absolute, not resolved: the venv's python is a symlink to the interpreter it was made from
@@ -38,11 +39,7 @@ ARTIFACTS = CLIENT.parent / "artifacts" / "client-floor"
 USER = "client-floor"
 # what would point the stack or the floor client elsewhere than at each other
 EXTERNAL = (
-    "JOBS_DATABASE_URL",
-    "JOBS_NATS_URL",
-    "JOBS_AUTH_TOKENS",
-    "JOBS_AUTH_TOKENS_FILE",
-    "JOBS_CREDENTIALS_MASTER_KEY",
+    *STACK_EXTERNAL,
     "JOBS_AUTH_TOKEN",
     "JOBS_TLS_CA_FILE",
     "JOBS_TLS_CERT_FILE",
