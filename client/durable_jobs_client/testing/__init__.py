@@ -27,8 +27,9 @@ test_client_testing_conformance.py holds them to it.
 
 from durable_jobs_client.testing._admin import FakeAdminClient
 from durable_jobs_client.testing._credentials import FakeCredentialsClient
+from durable_jobs_client.testing._fake_service import FakeJobService
 from durable_jobs_client.testing._jobs import FakeAsyncJobsClient
-from durable_jobs_client.testing._service import Call, FakeJobService, new_id
+from durable_jobs_client.testing._service import Call, JobServiceState, new_id
 
 __all__ = [
     "Call",
@@ -36,5 +37,6 @@ __all__ = [
     "FakeAsyncJobsClient",
     "FakeCredentialsClient",
     "FakeJobService",
+    "JobServiceState",
     "new_id",
 ]

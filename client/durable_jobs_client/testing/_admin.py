@@ -1,4 +1,4 @@
-"""``FakeAdminClient``: ``AsyncAdminClient``'s methods over a ``FakeJobService``."""
+"""``FakeAdminClient``: ``AsyncAdminClient``'s methods over a ``JobServiceState``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from durable_jobs_client.testing._rules import (
     status_of,
 )
 from durable_jobs_client.testing._service import (
-    FakeJobService,
+    JobServiceState,
     copy_of,
     id_ending,
     newest_first,
@@ -35,9 +35,9 @@ BULK_LIMIT, MAX_BULK_LIMIT = 100, 1000  # jobs per CancelJobs / RetryJobs call
 
 class FakeAdminClient:
     """AdminService in memory: every user's jobs, dead letters, queues, workers, console
-    sessions of ``FakeJobService``."""
+    sessions of ``JobServiceState``."""
 
-    def __init__(self, service: FakeJobService) -> None:
+    def __init__(self, service: JobServiceState) -> None:
         self.service = service
 
     async def list_jobs(

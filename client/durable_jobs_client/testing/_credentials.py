@@ -1,5 +1,5 @@
 """``FakeCredentialsClient``: ``AsyncCredentialsClient``'s methods over a
-``FakeJobService``: a key goes in, only its fingerprint comes back."""
+``JobServiceState``: a key goes in, only its fingerprint comes back."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import uuid
 
 from durable_jobs_client._pb.jobs.v1 import credential_service_pb2 as cpb
 from durable_jobs_client.errors import CredentialNotFound, InvalidInput
-from durable_jobs_client.testing._service import FakeJobService, now_stamp, refusal
+from durable_jobs_client.testing._service import JobServiceState, now_stamp, refusal
 
 Credential = cpb.Credential
 
@@ -16,7 +16,7 @@ Credential = cpb.Credential
 class FakeCredentialsClient:
     """CredentialService in memory, acting for ``user_id`` unless a call names another."""
 
-    def __init__(self, service: FakeJobService, user_id: str) -> None:
+    def __init__(self, service: JobServiceState, user_id: str) -> None:
         self.service = service
         self.user_id = user_id
 

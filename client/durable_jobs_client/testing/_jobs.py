@@ -1,4 +1,4 @@
-"""``FakeAsyncJobsClient``: ``AsyncJobsClient``'s methods over a ``FakeJobService``, each
+"""``FakeAsyncJobsClient``: ``AsyncJobsClient``'s methods over a ``JobServiceState``, each
 answering as job_service does for the parts a client sees (ids, idempotency keys, the
 user's own jobs, paging, cancel's transitions, signals), with ``.admin`` and
 ``.credentials`` over the same service."""
@@ -35,7 +35,7 @@ from durable_jobs_client.testing._admin import FakeAdminClient
 from durable_jobs_client.testing._credentials import FakeCredentialsClient
 from durable_jobs_client.testing._rules import cancel, made
 from durable_jobs_client.testing._service import (
-    FakeJobService,
+    JobServiceState,
     copy_of,
     id_ending,
     newest_first,
@@ -53,17 +53,17 @@ Sent = pb.SendSignalResponse
 
 class FakeAsyncJobsClient:
     """``AsyncJobsClient`` in memory: the same methods and answers, over ``service``
-    (a new empty ``FakeJobService`` when none is given)."""
+    (a new empty ``JobServiceState`` when none is given)."""
 
     def __init__(
         self,
-        service: FakeJobService | None = None,
+        service: JobServiceState | None = None,
         *,
         user_id: str = "",
         timeout: float = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
     ) -> None:
-        self.service = service if service is not None else FakeJobService()
+        self.service = service if service is not None else JobServiceState()
         self.user_id = user_id
         self.timeout = timeout
         self.retry = retry or RetryPolicy()

@@ -27,7 +27,7 @@ from durable_jobs_client.errors import (
 )
 from durable_jobs_client.statuses import TERMINAL
 from durable_jobs_client.testing._service import (
-    FakeJobService,
+    JobServiceState,
     copy_of,
     new_id,
     now_stamp,
@@ -51,7 +51,7 @@ COPIED = (
 )
 
 
-def cancel(service: FakeJobService, job: job_pb2.Job) -> bool:
+def cancel(service: JobServiceState, job: job_pb2.Job) -> bool:
     """Cancels ``job`` and its unfinished descendants as CancelJob does; whether the job
     itself moved."""
     for child_id in job.child_job_ids:
@@ -108,7 +108,7 @@ def selector(selection: apb.JobSelection) -> Any:
     return lambda job: matches(job, **where)
 
 
-def rerun(service: FakeJobService, job_id: str) -> job_pb2.Job:
+def rerun(service: JobServiceState, job_id: str) -> job_pb2.Job:
     """A failed or cancelled job again, as a new job (AdminService.RetryJob), held to one
     live retry per job and one live child per parent and type."""
     old = service.job(job_id)
@@ -178,7 +178,7 @@ def counts(jobs: Iterable[job_pb2.Job], since: datetime, until: datetime) -> apb
     return answer
 
 
-def made(service: FakeJobService, request: pb.CreateJobRequest) -> pb.CreateJobResponse:
+def made(service: JobServiceState, request: pb.CreateJobRequest) -> pb.CreateJobResponse:
     """A new job, or the one the same idempotency key made (IdempotencyKeyReused if
     asked for something else)."""
     if not request.job_type:
@@ -202,7 +202,7 @@ def made(service: FakeJobService, request: pb.CreateJobRequest) -> pb.CreateJobR
     return answer
 
 
-def new_job(service: FakeJobService, request: pb.CreateJobRequest, definition: Any) -> job_pb2.Job:
+def new_job(service: JobServiceState, request: pb.CreateJobRequest, definition: Any) -> job_pb2.Job:
     needs = [service.job(d, request.user_id) for d in request.depends_on]
     waiting = sum(1 for d in needs if d.status not in TERMINAL)
     job = job_pb2.Job(

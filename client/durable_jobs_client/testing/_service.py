@@ -1,4 +1,4 @@
-"""``FakeJobService``: what a fake client reads and changes, in memory, and what every
+"""``JobServiceState``: what a fake client reads and changes, in memory, and what every
 call of its clients was (``calls``), with the hooks a test puts between a call and its
 answer (``on``, ``refuse``)."""
 
@@ -62,11 +62,11 @@ class Call:
 
 
 @dataclass
-class FakeJobService:
+class JobServiceState:
     """The job service a fake client talks to, in memory: seed it (``put``, or the lists
     and dicts below), change its jobs as a worker would (``update``), read what was asked
     (``calls``, ``asked``) and make any call wait, answer otherwise or raise (``on``,
-    ``refuse``). One service serves any number of clients (``client(user_id=...)``)."""
+    ``refuse``). Its public face, with ``client()``, is ``FakeJobService``."""
 
     jobs: dict[str, job_pb2.Job] = field(default_factory=dict)
     dead_events: list[apb.DeadOutboxEvent] = field(default_factory=list)
@@ -85,12 +85,6 @@ class FakeJobService:
     _hooks: dict[str, Callable[..., Any]] = field(default_factory=dict, repr=False)
     _keys: dict[tuple[str, ...], Any] = field(default_factory=dict, repr=False)
     _waiters: list[asyncio.Future[None]] = field(default_factory=list, repr=False)
-
-    def client(self, *, user_id: str = "", timeout: float = 30.0) -> Any:
-        """A ``FakeAsyncJobsClient`` of this service acting as ``user_id``."""
-        from durable_jobs_client.testing._jobs import FakeAsyncJobsClient
-
-        return FakeAsyncJobsClient(self, user_id=user_id, timeout=timeout)
 
     # --- what tests set up and read ---------------------------------------------------
 
