@@ -6,12 +6,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import grpc
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from job_service.adapters.grpc.auth import Role, TokenTable
+from job_service.adapters.grpc.convert import instant_from_pb
 from job_service.domain.usage import Grouping, UsageGroup, UsageTotals
 from job_service.usecases.usage import UsageReports
-from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import usage_service_pb2 as pb
 from shared.pb.jobs.v1 import usage_service_pb2_grpc
 from shared.pbconv import timestamp
@@ -37,26 +36,14 @@ class UsageServicer(usage_service_pb2_grpc.UsageServiceServicer):
         admin = Role.ADMIN in self._tokens.roles(context.invocation_metadata())
         report = await self._reports.get_usage(
             request.user_id,
-            _instant(request, "start_time"),
-            _instant(request, "end_time"),
+            instant_from_pb(request, "start_time"),
+            instant_from_pb(request, "end_time"),
             [_GROUPINGS.get(g) for g in request.group_by],
             any_user=admin,
         )
         return pb.GetUsageResponse(
             groups=[_group_to_pb(g) for g in report.groups], totals=_totals_to_pb(report.totals)
         )
-
-
-def _instant(request: pb.GetUsageRequest, field: str) -> datetime | None:
-    if not request.HasField(field):
-        return None
-    value: Timestamp = getattr(request, field)
-    try:
-        return value.ToDatetime(tzinfo=UTC)
-    except (ValueError, OverflowError):
-        raise InvalidInput(
-            f"{field} is out of range", [FieldViolation(field, "a valid timestamp")]
-        ) from None
 
 
 def _totals_to_pb(totals: UsageTotals) -> pb.UsageTotals:
