@@ -63,8 +63,9 @@ test-browser: $(STAMP)
 
 ## test-interop: a TypeScript client generated from proto/ (protoc-gen-es run by buf, Connect's
 ## gRPC transport; interop/typescript) creates, watches and is refused against `make run`'s
-## stack. Needs Node.js >= 20 and npm (npm ci of the pinned lock when it changed); not part
-## of `make test`, which stays pip-only.
+## stack, and a TypeScript worker (nats.js) runs a job type only it declares there. Needs
+## Node.js >= 20 and npm (npm ci of the pinned lock when it changed); not part of `make
+## test`, which stays pip-only.
 test-interop: $(STAMP)
 	@command -v npm >/dev/null || { echo "make test-interop needs Node.js and npm"; exit 1; }
 	JOBS_TEST_INTEROP=1 $(PY) -m pytest -q tests/interop
@@ -85,10 +86,10 @@ test-client-floor: $(STAMP)
 
 ## test-faults: the long fault suites (tests/faults), left out of `make test` for its 15-minute budget
 ## (~4 minutes): killed, frozen and cut-off workers and replicas (sessions, incarnations,
-## the frozen worker), schedules across a replica's death, the model-based random
-## interleavings of the public API, retention over 100,000 jobs, the scheduler's fleet
-## tests (fairness under a 3,000-job backlog, concurrency keys across replicas and a killed
-## worker, delayed jobs on time, a rolling deploy). .ci/run runs it.
+## the frozen worker, crash recovery at the defaults), schedules across a replica's death,
+## retention over 100,000 jobs, the scheduler's fleet tests (fairness under a 3,000-job
+## backlog, concurrency keys across replicas and a killed worker, delayed jobs on time, a
+## rolling deploy). .ci/run runs it.
 test-faults: $(STAMP)
 	$(PY) -m pytest -q tests/faults
 

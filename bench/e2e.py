@@ -50,11 +50,15 @@ import asyncpg
 import grpc
 import uvloop
 
+from bench.cpu_meter import tree_cpu_s
 from devstack.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database, free_port
 from shared.grpc_client import ChannelConfig, aio_channel
+from shared.job_type_specs import spec_of
+from shared.pb.jobs.v1 import executor_service_pb2 as epb
+from shared.pb.jobs.v1 import executor_service_pb2_grpc, job_service_pb2_grpc
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
-from shared.pb.jobs.v1 import job_service_pb2_grpc
 from shared.pbconv import struct_from_dict
+from shared.registry import default_registry
 
 IN_FLIGHT = 64
 USERS = 100
@@ -98,6 +102,7 @@ class Stack:
         await asyncio.to_thread(subprocess.run, migrate, env=self._env(), check=True)
         self.service = self._spawn("job_service", "serve")
         await self._wait_serving()
+        await self._declare()
 
     def cpu_seconds(self) -> tuple[float, float]:
         """CPU time (user + system) used so far by job_service and by the workers: per job,
@@ -106,6 +111,12 @@ class Stack:
             sum(map(_cpu_seconds, self.service_pids())),
             sum(_cpu_seconds(w.pid) for w in self.workers),
         )
+
+    def postgres_cpu_seconds(self) -> float:
+        """CPU time used so far by PostgreSQL: the postmaster, its backends and those it
+        reaped."""
+        pid = self.pg.pid
+        return tree_cpu_s(pid) if pid is not None else 0.0
 
     def service_pids(self) -> list[int]:
         """job_service's processes: the one started and the replicas it started."""
@@ -151,6 +162,18 @@ class Stack:
         return subprocess.Popen(
             [sys.executable, "-m", *args], env=self._env(), stdout=log, stderr=subprocess.STDOUT
         )
+
+    async def _declare(self) -> None:
+        """The shipped job types declared as a worker declares them: the job service runs
+        no job type code and refuses a job of a type no worker has declared, and the
+        backlogs are created before any worker starts."""
+        config = ChannelConfig(target=f"127.0.0.1:{self.port}", token=WORKER_TOKEN)
+        async with aio_channel(config) as declaring:
+            stub = executor_service_pb2_grpc.ExecutorServiceStub(declaring)
+            for definition in default_registry():
+                await stub.DeclareJobType(
+                    epb.DeclareJobTypeRequest(worker_id="bench", spec=spec_of(definition))
+                )
 
     async def _wait_serving(self) -> None:
         deadline = time.monotonic() + 60
@@ -263,6 +286,12 @@ async def postgres_ceiling(url: str, seconds: float = 3.0) -> float:
     return count / (time.perf_counter() - started)
 
 
+def _per_job(before: tuple[float, float], stack: Stack, jobs: int) -> tuple[float, float]:
+    """job_service's and PostgreSQL's CPU ms per job since ``before``."""
+    service, postgres = stack.cpu_seconds()[0], stack.postgres_cpu_seconds()
+    return ((service - before[0]) * 1000 / jobs, (postgres - before[1]) * 1000 / jobs)
+
+
 def _cpu_seconds(pid: int) -> float:
     # /proc/<pid>/stat: utime and stime are fields 14 and 15, in clock ticks
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -341,13 +370,16 @@ async def main(args: argparse.Namespace) -> None:
             stub = job_service_pb2_grpc.JobServiceStub(client_channel)
             await create(stub, 200, "warmup")
 
+            cpu_before = (stack.cpu_seconds()[0], stack.postgres_cpu_seconds())
             create_rate = await create(stub, args.jobs, "backlog")
+            create_cpu = _per_job(cpu_before, stack, args.jobs)
             await create_batched(stub, 1000, "warmup-batched")
             batched_rate = await create_batched(stub, args.jobs, "batched")
             if args.create_only:
                 await db.close()
                 report_creates(args, ceiling, create_rate, batched_rate)
                 return
+            cpu_before = (stack.cpu_seconds()[0], stack.postgres_cpu_seconds())
             for _ in range(args.workers):
                 stack.start_worker()
             await wait_for(lambda: all_succeeded(db, "warmup", 200), 120, "warm-up jobs")
@@ -357,13 +389,17 @@ async def main(args: argparse.Namespace) -> None:
             # the CreateJobs phase's jobs are not part of the next phases: let them finish
             for tag, n in (("warmup-batched", 1000), ("batched", args.jobs)):
                 await wait_for(lambda t=tag, k=n: all_succeeded(db, t, k), 600, f"{tag} jobs")
+            # every job waiting when the workers started, from their start to the last
+            drain_cpu = _per_job(cpu_before, stack, 200 + args.jobs + 1000 + args.jobs)
 
             await create(stub, args.jobs, "mixed")
             await wait_for(lambda: all_succeeded(db, "mixed", args.jobs), 600, "mixed jobs")
             mixed = args.jobs / await span(db, "mixed", "created_at")
 
             cpu_before = stack.cpu_seconds()
+            pg_before = stack.postgres_cpu_seconds()
             p50, p99, n = await steady(stub, db, args.rate, args.seconds)
+            cpu_pg = (stack.postgres_cpu_seconds() - pg_before) / n * 1000
             cpu_service, cpu_workers = (
                 (after - before) / n * 1000
                 for before, after in zip(cpu_before, stack.cpu_seconds(), strict=True)
@@ -385,6 +421,10 @@ async def main(args: argparse.Namespace) -> None:
     print(f"{'backlog drain, first 99 % jobs/s':<34}{drain99:>14,.0f}{drain99 / ceiling:>14.2f}")
     print(f"{'steady: job_service CPU ms per job':<34}{cpu_service:>14.2f}")
     print(f"{'steady: workers CPU ms per job':<34}{cpu_workers:>14.2f}")
+    print(f"{'steady: postgres CPU ms per job':<34}{cpu_pg:>14.2f}")
+    for phase, (service, postgres) in (("create", create_cpu), ("drain", drain_cpu)):
+        print(f"{phase + ': job_service CPU ms/job':<34}{service:>14.2f}")
+        print(f"{phase + ': postgres CPU ms/job':<34}{postgres:>14.2f}")
     print(f"{'jobs re-sent by the reconciler':<34}{resent:>14,}")
     print(f"{'longest wait to start, s':<34}{longest:>14.1f}")
 

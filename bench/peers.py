@@ -60,6 +60,8 @@ from pathlib import Path
 import asyncpg
 import uvloop
 
+from bench import stages as stage_times
+from bench.cpu_meter import MACHINE, CpuMeter, own_cpu_s, trees
 from bench.e2e import CLIENT_TOKEN, NOOP, Stack
 from bench.profile import Profiler
 from devstack.embedded import EmbeddedNats, ensure_database
@@ -90,7 +92,9 @@ class Figures:
     drain: float = float("nan")  # nan: not measured
     p50: float = 0.0
     p99: float = 0.0
-    stages: list[tuple[str, float, float]] = field(default_factory=list)
+    stages: list[tuple[str, float, float, int]] = field(default_factory=list)
+    # phase ("drain", "steady") → process group → CPU ms per job (MACHINE: every core)
+    cpu: dict[str, dict[str, float]] = field(default_factory=dict)
     profile: str = ""  # py-spy's top costs (``--profile``): the drain ran slower for it
     spread: str = ""  # the engine's connections per job_service process
 
@@ -128,8 +132,14 @@ class System:
         """Enqueue → done, ms, per job."""
         raise NotImplementedError
 
-    async def stages(self, ids: Sequence[object]) -> list[tuple[str, float, float]]:
+    async def stages(self, ids: Sequence[object]) -> list[tuple[str, float, float, int]]:
+        """Per stage (label, p50 ms, p99 ms, jobs): read after the workers stopped."""
         return []
+
+    def cpu_groups(self) -> dict[str, Callable[[], float]]:
+        """The system's own processes by group, each its CPU seconds so far (PostgreSQL
+        and the load generator are counted by ``measure``)."""
+        return {}
 
     def check(self) -> None:
         """Raises when a worker process has died."""
@@ -159,6 +169,9 @@ class Processes:
                 subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT)
             )
 
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.running if p.poll() is None]
+
     def check(self) -> None:
         """Raises when a worker has exited: a phase would otherwise wait for nothing."""
         for process in self.running:
@@ -178,15 +191,6 @@ class Processes:
 
 
 # --- this engine ---------------------------------------------------------------------------
-
-ENGINE_STAGES = """
-SELECT extract(epoch FROM o.locked_at - j.created_at) * 1000 AS claimed,
-       extract(epoch FROM o.published_at - j.created_at) * 1000 AS published,
-       extract(epoch FROM j.locked_at - j.created_at) * 1000 AS locked,
-       extract(epoch FROM j.finished_at - j.created_at) * 1000 AS done
-FROM jobs j JOIN outbox_events o ON o.dedupe_key = 'job.dispatch:' || j.id || ':create'
-WHERE j.id = ANY($1::uuid[])
-"""
 
 
 @dataclass(frozen=True)
@@ -229,6 +233,7 @@ class SyncedNats(EmbeddedNats):
 class Engine(System):
     def __init__(self, stack: Stack, db: asyncpg.Connection, variant: EngineVariant) -> None:
         self.stack, self.db, self.name = stack, db, variant.label
+        self.stage_dir: Path | None = None  # where the workers write their stage times
         # a subchannel pool of its own per channel: channels share one connection otherwise
         config = ChannelConfig(target=f"127.0.0.1:{stack.port}", token=CLIENT_TOKEN)
         own = [("grpc.use_local_subchannel_pool", 1)]
@@ -283,18 +288,16 @@ class Engine(System):
         )
         return [float(r[0]) for r in rows]
 
-    async def stages(self, ids: Sequence[object]) -> list[tuple[str, float, float]]:
-        rows = await self.db.fetch(ENGINE_STAGES, ids)
-        labels = {
-            "claimed": "dispatch row claimed (0: by CreateJob's own statement)",
-            "published": "dispatch published (NATS ack, row marked)",
-            "locked": "job locked by a worker (LockJobs)",
-            "done": "result committed (SubmitResults)",
+    async def stages(self, ids: Sequence[object]) -> list[tuple[str, float, float, int]]:
+        return await stage_times.stage_table(self.db, ids, self.stage_dir)
+
+    def cpu_groups(self) -> dict[str, Callable[[], float]]:
+        stack = self.stack
+        return {
+            "job_service": trees(stack.service_pids),
+            "workers": trees(lambda: [w.pid for w in stack.workers if w.poll() is None]),
+            "nats": trees(lambda: [pid] if (pid := stack.nats.pid) is not None else []),
         }
-        return [
-            (label, *p50_p99([float(r[column]) for r in rows if r[column] is not None]))
-            for column, label in labels.items()
-        ]
 
     def check(self) -> None:
         for process in [self.stack.service, *self.stack.workers]:
@@ -374,6 +377,9 @@ class Pgqueuer(System):
     def check(self) -> None:
         self.workers.check()
 
+    def cpu_groups(self) -> dict[str, Callable[[], float]]:
+        return {"workers": trees(self.workers.pids)}
+
     async def done(self) -> int:
         return int(
             await self.pool.fetchval(
@@ -443,6 +449,9 @@ class Procrastinate(System):
     def check(self) -> None:
         self.workers.check()
 
+    def cpu_groups(self) -> dict[str, Callable[[], float]]:
+        return {"workers": trees(self.workers.pids)}
+
     async def done(self) -> int:
         return int(
             await self.pool.fetchval(
@@ -508,32 +517,41 @@ async def settle(admin_url: str) -> None:
 
 
 async def measure(
-    system: System, args: argparse.Namespace, profile: Path | None, drain: bool = True
+    system: System,
+    args: argparse.Namespace,
+    profile: Path | None,
+    drain: bool = True,
+    postgres: Callable[[], float] = lambda: 0.0,
 ) -> Figures:
     """Both phases; with ``drain`` False, only a warm-up backlog before the steady phase
-    (the workers past their start-up) and no drain figure."""
+    (the workers past their start-up) and no drain figure. ``postgres``: the PostgreSQL
+    server's CPU seconds so far, counted in the system's CPU per job."""
     figures = Figures()
+    meter = CpuMeter({**system.cpu_groups(), "postgres": postgres, "client": own_cpu_s})
     jobs = args.jobs if drain else WARM_UP
     print(f"{system.name}: {'backlog' if drain else 'warm-up'} of {jobs}", flush=True)
     before = await system.done()
     backlog = await system.enqueue_backlog(jobs)
     system.start_workers()
-    profiler = None
-    if profile is not None and system.pids():
-        # from the first completions on: the workers' start-up (imports) is not the drain
-        await wait_for(
-            lambda: _done_since(system, before, len(backlog) // 100), 300, "the first completions"
-        )
-        profiler = Profiler(system.pids(), profile)
+    # CPU and profiles from the first completions on: the workers' start-up (imports) is
+    # not the drain
+    await wait_for(
+        lambda: _done_since(system, before, len(backlog) // 100), 300, "the first completions"
+    )
+    meter.start()
+    counted_from = await system.done()
+    profiler = Profiler(system.pids(), profile) if profile is not None and system.pids() else None
     await wait_for(_progress(system, before, len(backlog)), 900, f"{system.name}'s backlog")
     if profiler is not None:
         figures.profile = profiler.stop()
     if drain:
         figures.drain = (len(backlog) - 1) / await system.completion_span(backlog)
+        figures.cpu["drain"] = meter.per_job(await system.done() - counted_from)
 
     print(f"{system.name}: steady {args.rate:.0f}/s for {args.seconds:.0f} s", flush=True)
     n = int(args.rate * args.seconds)
     before = await system.done()
+    meter.start()
     started = time.perf_counter()
     calls = []
     for i in range(n):
@@ -543,10 +561,11 @@ async def measure(
         calls.append(asyncio.ensure_future(system.enqueue_one(i)))
     steady = await asyncio.gather(*calls)
     await wait_for(_progress(system, before, n), 300, f"{system.name}'s steady jobs")
+    figures.cpu["steady"] = meter.per_job(n)
     figures.p50, figures.p99 = p50_p99(await system.latencies(steady))
-    figures.stages = await system.stages(steady)
     figures.spread = system.spread()
     system.stop_workers()
+    figures.stages = await system.stages(steady)  # the workers wrote theirs as they exited
     return figures
 
 
@@ -605,7 +624,7 @@ async def run_peer(
     try:
         await peer.install()
         await settle(stack.pg.url("postgres"))
-        return await measure(peer, args, None, drain)
+        return await measure(peer, args, None, drain, postgres_cpu(stack))
     finally:
         workers.stop()
         await peer.close()
@@ -622,14 +641,18 @@ async def run_engine(
     finally:
         await admin.close()
     store = stack.root / f"nats-{variant.nats}-{variant.processes}"
+    stage_dir = stack.root / f"stages-{variant.nats}-{variant.processes}"
+    stage_dir.mkdir()
+    os.environ[stage_times.ENV] = str(stage_dir)  # the workers' environment (Stack._env)
     stack.nats = SyncedNats(store) if variant.nats == "always" else EmbeddedNats(store)
     stack.service_processes, stack.workers = variant.processes, []
     await stack.start()
     db = await asyncpg.connect(stack.database_url)
     engine = Engine(stack, db, variant)
+    engine.stage_dir = stage_dir
     try:
         await settle(stack.pg.url("postgres"))
-        return await measure(engine, args, profile)
+        return await measure(engine, args, profile, postgres=postgres_cpu(stack))
     finally:
         await engine.close()
         await db.close()
@@ -667,6 +690,12 @@ async def main(args: argparse.Namespace) -> None:
     report(args, results, time.monotonic() - started)
 
 
+def postgres_cpu(stack: Stack) -> Callable[[], float]:
+    """The embedded PostgreSQL's CPU seconds so far: the postmaster, its backends and the
+    backends it has reaped."""
+    return trees(lambda: [pid] if (pid := stack.pg.pid) is not None else [])
+
+
 def engine_variants(args: argparse.Namespace) -> list[EngineVariant]:
     return [EngineVariant(n, p) for n in args.nats for p in args.service_processes]
 
@@ -700,18 +729,42 @@ def report(args: argparse.Namespace, results: Results, elapsed_s: float) -> None
                 f" its default is -c {results.procrastinate[0][0]})"
             )
 
+    report_cpu(rows, results.pgqueuer)
     for variant, f in results.engines:
         if f.stages:
             print(f"\n{variant.label}, steady phase, time since the job's create (ms):")
-            print(f"{'stage':<58}{'p50':>8}{'p99':>8}")
-            for label, p50, p99 in f.stages:
-                print(f"{label:<58}{p50:>8.1f}{p99:>8.1f}")
+            print(f"{'stage':<58}{'p50':>8}{'p99':>8}{'jobs':>7}")
+            for label, p50, p99, count in f.stages:
+                print(f"{label:<58}{p50:>8.1f}{p99:>8.1f}{count:>7}")
         if variant.processes > 1:
             print(f"connections per job_service process at the end: {f.spread}")
         if f.profile:
             print(f"\n{variant.label}, processes during the drain (py-spy, in {args.profile}):")
             print(f.profile)
     print(f"\n(the run took {elapsed_s / 60:.1f} min)")
+
+
+CPU_GROUPS = ("postgres", "job_service", "workers", "nats")
+
+
+def report_cpu(rows: list[tuple[str, Figures]], pgqueuer: Figures | None) -> None:
+    """CPU ms per job, per phase: the system's processes together (PostgreSQL included),
+    each group, the load generator, the whole machine (other sessions' work included)."""
+    print("\nCPU ms per job (user + system, from /proc; system = its processes, PostgreSQL")
+    print("included, the load generator not; machine = every core, other sessions included):")
+    heading = "".join(f"{g:>12}" for g in (*CPU_GROUPS, "client", MACHINE))
+    print(f"{'system, phase':<36}{'system':>9}{'÷ pgq':>7}{heading}")
+    for label, f in rows:
+        for phase, cpu in f.cpu.items():
+            total = sum(cpu.get(g, 0.0) for g in CPU_GROUPS)
+            base = pgqueuer.cpu.get(phase, {}) if pgqueuer is not None else {}
+            base_total = sum(base.get(g, 0.0) for g in CPU_GROUPS)
+            ratio = f"{total / base_total:.2f}" if base_total else "-"
+            cells = "".join(
+                f"{cpu[g]:>12.3f}" if g in cpu else f"{'-':>12}"
+                for g in (*CPU_GROUPS, "client", MACHINE)
+            )
+            print(f"{label + ', ' + phase:<36}{total:>9.3f}{ratio:>7}{cells}")
 
 
 def _peer_columns(results: Results) -> list[tuple[str, Callable[[Figures], float]]]:

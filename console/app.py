@@ -25,6 +25,7 @@ from console.pages import (
     bulk,
     dead_letters,
     definitions,
+    erasure,
     jobs,
     overview,
     queues,
@@ -38,7 +39,18 @@ from console.site import Site
 
 # In the order the routes are matched: a page module's fixed paths come before its
 # parameterised ones (``/jobs/live`` before ``/jobs/{job_id}``).
-PAGES = (signin, overview, jobs, bulk, schedules, usage, dead_letters, definitions, queues)
+PAGES = (
+    signin,
+    overview,
+    jobs,
+    bulk,
+    schedules,
+    usage,
+    dead_letters,
+    definitions,
+    queues,
+    erasure,
+)
 
 
 async def healthz(request: Request) -> Response:

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import httpx
-from durable_jobs_client import AsyncJobsClient, JobsError
+from durable_jobs_client import AsyncJobsClient, JobsError, PermissionDenied
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -32,6 +32,9 @@ from console.live import STREAM_MAX_S
 from console.render import environment
 from console.sessions import SESSION_COOKIE, Session, SessionCodec, csrf_ok
 from console.settings import ConsoleSettings
+
+# An action refused to a token that may only look (the operator role).
+READ_ONLY = "Your token may look but not change anything (the operator role). Nothing was changed."
 
 Handler = Callable[[Request, Session], Awaitable[Response]]
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -154,6 +157,10 @@ class Site:
             try:
                 return await handler(request, session)
             except JobsError as error:
+                if isinstance(error, PermissionDenied):
+                    # the session was just checked, so the token is good: a read-only
+                    # (operator) one, refused an action or its dry run, stays signed in
+                    return self.error(session, 403, "Read-only", READ_ONLY)
                 if signed_out(error):
                     return self.signed_out(request)
                 code = code_of(error)

@@ -1,6 +1,6 @@
 """A development stack's secrets, generated on its first start and kept in its data
-directory (readable by the owner only): the master key for users' provider keys and one
-auth token per role."""
+directory (readable by the owner only): the master key for users' provider keys, the
+key-encryption key for their data keys, and one auth token per role."""
 
 from __future__ import annotations
 
@@ -13,11 +13,27 @@ from pathlib import Path
 MASTER_KEY_FILE = "credentials-master-key"
 
 
+DATA_KEK_FILE = "data-kek"
+
+
 def dev_master_key(data_dir: Path) -> str:
     """The data directory's master key for users' provider keys, created on first use
     (readable by this user only). A development convenience: production passes
     JOBS_CREDENTIALS_MASTER_KEY from its secret store."""
-    path = data_dir / MASTER_KEY_FILE
+    return _dev_key(data_dir / MASTER_KEY_FILE)
+
+
+def dev_data_kek(data_dir: Path) -> Path:
+    """The file of the data directory's key-encryption key for users' data keys, created
+    on first use (readable by this user only); production passes JOBS_DATA_KEK or
+    JOBS_DATA_KEK_FILE from its secret store, or a KMS."""
+    path = data_dir / DATA_KEK_FILE
+    _dev_key(path)
+    return path
+
+
+def _dev_key(path: Path) -> str:
+    """32 random bytes (URL-safe base64) kept in ``path``, created on first use."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

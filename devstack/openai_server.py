@@ -54,6 +54,8 @@ class Reply:
     body: dict[str, Any] | str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    # The answer waits for this to be set: a test's go-ahead once it is ready to observe.
+    held_until: asyncio.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,8 @@ class LocalOpenAIServer(Lifetime):
                     return
                 self.requests.append(request)
                 reply = self._script.popleft() if self._script else Reply(delay_s=self.delay_s)
+                if reply.held_until is not None:
+                    await reply.held_until.wait()
                 if reply.delay_s and await _hung_up_within(reader, reply.delay_s):
                     self.disconnects += 1
                     self.disconnected.set()

@@ -8,7 +8,8 @@ runs ``python -m job_service serve`` and one ``python -m worker_service`` as chi
 Environment: ``JOBS_DATA_DIR`` (default ``./.jobs-data``; data survives restarts),
 ``JOBS_GRPC_PORT`` (default 50051), ``JOBS_DATABASE_URL``, ``JOBS_NATS_URL``,
 ``JOBS_CREDENTIALS_MASTER_KEY`` (default: one generated on first start and kept in the data
-directory, so that stored user keys open again after a restart),
+directory, so that stored user keys open again after a restart), ``JOBS_DATA_KEK`` (default:
+the file ``data-kek`` there, generated likewise, passed as ``JOBS_DATA_KEK_FILE``),
 ``JOBS_METRICS_PORT`` / ``JOBS_WORKER_METRICS_PORT`` (default 9464 / 9465, or a free port
 when that one is taken), ``JOBS_CONSOLE_PORT`` (the web console, ``python -m console``;
 default 8080, or a free port when taken). Logs are plain text unless ``JOBS_LOG_FORMAT``
@@ -37,13 +38,9 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-import grpc
-import httpx
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from devstack.banner import banner
 from devstack.config import DevstackConfig
-from devstack.dev_credentials import TOKENS_FILE, dev_master_key, dev_tokens
+from devstack.dev_credentials import TOKENS_FILE, dev_data_kek, dev_master_key, dev_tokens
 from devstack.embedded import (
     EmbeddedNats,
     EmbeddedPostgres,
@@ -51,25 +48,21 @@ from devstack.embedded import (
     free_port,
     port_is_free,
 )
-from shared.grpc_client import ChannelConfig, aio_channel
+from devstack.readiness import (
+    DevstackError,
+    Interrupted,
+    wait_until_answering,
+    wait_until_serving,
+)
 
 DATABASE = "jobs"
 DEFAULT_NATS_PORT = 4222
 DEFAULT_METRICS_PORT = 9464
 DEFAULT_WORKER_METRICS_PORT = 9465
 DEFAULT_CONSOLE_PORT = 8080
-HEALTH_TIMEOUT_S = 60.0
 MIGRATE_TIMEOUT_S = 120.0
 # Per child: the worker may be finishing a job, job_service draining RPCs.
 STOP_GRACE_S = 20.0
-
-
-class DevstackError(Exception):
-    """Start-up failed or a child died: the message says which and why."""
-
-
-class Interrupted(Exception):
-    """Ctrl-C or SIGTERM arrived while starting up."""
 
 
 def metrics_port(configured: int | None, default: int) -> int:
@@ -180,52 +173,6 @@ class Children:
                 await exited
 
 
-async def wait_until_serving(target: str, exited: asyncio.Task[int], stop: asyncio.Event) -> None:
-    """Poll the standard gRPC health service until job_service reports SERVING."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + HEALTH_TIMEOUT_S
-    request = health_pb2.HealthCheckRequest(service="")
-    async with aio_channel(ChannelConfig.from_env(target)) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while True:
-            if exited.done():
-                raise DevstackError(
-                    f"job_service exited with status {exited.result()} before it was healthy"
-                )
-            if stop.is_set():
-                raise Interrupted
-            with contextlib.suppress(grpc.aio.AioRpcError):
-                response = await stub.Check(request, timeout=1.0)
-                if response.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            if loop.time() > deadline:
-                raise DevstackError(
-                    f"job_service not SERVING on {target} after {HEALTH_TIMEOUT_S}s"
-                )
-            # Poll interval; a stop request cuts it short.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 0.1)
-
-
-async def wait_until_listening(port: int, children: Children, stop: asyncio.Event) -> None:
-    """Until the console answers its health check."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + HEALTH_TIMEOUT_S
-    async with httpx.AsyncClient() as http:
-        while True:
-            if stop.is_set():
-                raise Interrupted
-            if children.exited("console"):
-                raise DevstackError("the console exited before it served")
-            with contextlib.suppress(httpx.HTTPError):
-                if (await http.get(f"http://127.0.0.1:{port}/healthz", timeout=1)).is_success:
-                    return
-            if loop.time() > deadline:
-                raise DevstackError(f"the console not serving on {port} after {HEALTH_TIMEOUT_S}s")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 0.1)
-
-
 async def start_server(name: str, start: Callable[[], None]) -> None:
     # In a thread so that a Ctrl-C meanwhile is still noticed by the event loop.
     try:
@@ -311,6 +258,8 @@ async def run(config: DevstackConfig) -> int:
                         **auth_env,
                         "JOBS_CREDENTIALS_MASTER_KEY": config.credentials_master_key
                         or dev_master_key(config.data_dir),
+                        # a JOBS_DATA_KEK of one's own wins over the file
+                        "JOBS_DATA_KEK_FILE": str(dev_data_kek(config.data_dir)),
                         "JOBS_METRICS_HOST": "127.0.0.1",
                         "JOBS_METRICS_PORT": str(ports[0]),
                         **log_format,
@@ -341,7 +290,20 @@ async def run(config: DevstackConfig) -> int:
                         "JOBS_CONSOLE_WORKER_METRICS_URLS": f"http://127.0.0.1:{ports[1]}/metrics",
                     },
                 )
-                await wait_until_listening(console_port, children, stop)
+                console = f"http://127.0.0.1:{console_port}/healthz"
+                await wait_until_answering(
+                    "console", console, "serving", lambda: children.exited("console"), stop
+                )
+                # ready once consuming, which is after its job types were declared: a job
+                # created once the banner is up finds its type
+                worker = f"http://127.0.0.1:{ports[1]}/readyz"
+                await wait_until_answering(
+                    "worker_service",
+                    worker,
+                    "ready",
+                    lambda: children.exited("worker_service"),
+                    stop,
+                )
                 print(
                     banner(config, target, database_url, nats_url, ports, generated, console_port),
                     flush=True,

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from job_service import fault_hooks
 from job_service.settings import JobServiceSettings
-from shared import logs, tracing
+from shared import gc_tuning, logs, tracing
 from shared.settings_errors import describe
 from shared.startup import StartupError
 
@@ -33,6 +33,7 @@ async def serve(settings: JobServiceSettings) -> None:
     from job_service.processes import ReplicaProcesses
 
     async with ReplicaProcesses(settings) as children, JobServiceApp(settings) as app:
+        gc_tuning.tune()  # started: what lives for the process is frozen out of the GC's way
         stopping: asyncio.Future[None] | None = None
 
         def stop() -> None:

@@ -18,19 +18,22 @@ from nats.aio.client import Client as NATS
 from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.server import SERVICE_NAMES, server_credentials
 from job_service.adapters.postgres.credentials import CredentialRepository
+from job_service.adapters.postgres.job_types import JobTypeRepository
 from job_service.adapters.postgres.pool import HOT_PATH_SESSION, create_pool
 from job_service.databases import check_schema, rest_pool_size, session_guards
+from job_service.domain.declared_types import JobTypes
 from job_service.loops import Supervisor
 from job_service.settings import JobServiceSettings
 from job_service.usecases.credentials import CredentialVault
+from job_service.usecases.job_types import DeclaredJobTypes
 from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.watch import WatchHub
 from job_service.wiring.assembly import wire
 from job_service.wiring.connections import Connections
+from job_service.wiring.sealing import sealer
 from shared.jetstream import ensure_streams
 from shared.lifetime import Lifetime
 from shared.metrics import MetricsServer, publish_build_info
-from shared.registry import Registry, default_registry
 from shared.startup import connect_nats, within_startup
 
 log = logging.getLogger(__name__)
@@ -40,9 +43,11 @@ class JobServiceApp(Lifetime):
     """job_service as one object: ``async with JobServiceApp(settings) as app: await
     app.wait()``. ``port`` is the bound gRPC port (useful with port 0)."""
 
-    def __init__(self, settings: JobServiceSettings, registry: Registry | None = None) -> None:
+    def __init__(self, settings: JobServiceSettings) -> None:
         self.settings = settings
-        self.registry = registry or default_registry()
+        # The job types workers declared; no job type's code is ever loaded here.
+        self.registry = JobTypes()
+        self.declared: DeclaredJobTypes | None = None
         self.instance_id = settings.instance_id or f"{socket.gethostname()}-{os.getpid()}"
         self.port = 0
         # Two pools: the hot path's statements with generic plans, the rest with custom
@@ -82,8 +87,10 @@ class JobServiceApp(Lifetime):
         await vault.check_master_keys()
         await self._connect_nats()
         assert self._pool is not None and self._hot_pool is not None and self._nc is not None
+        declared = self.declared = DeclaredJobTypes(JobTypeRepository(pool), self.registry)
+        await declared.load()
         connections = Connections(
-            s, self.registry, self.instance_id, self._pool, self._hot_pool, self._nc
+            s, declared, self.instance_id, self._pool, self._hot_pool, self._nc, sealer(s, pool)
         )
         wired = await wire(connections, tokens, credentials, vault, self._health, self._stopped)
         self._server, self._loops = wired.server, wired.loops

@@ -21,6 +21,7 @@ from job_service.adapters.postgres.retention import RetentionRepository
 from job_service.periodic import Periodic
 from job_service.settings import JobServiceSettings
 from job_service.usecases.gauges import DatabaseGauges
+from job_service.usecases.job_types import DeclaredJobTypes
 from job_service.usecases.jobs import SNAPSHOT_CLEAN_BATCH, Jobs
 from job_service.usecases.leases import REAP_BATCH, Leases
 from job_service.usecases.outbox import PRUNE_BATCH, REDISPATCH_BATCH, OutboxUpkeep
@@ -29,7 +30,7 @@ from job_service.usecases.retention import Retention
 from job_service.usecases.schedules import PRUNE_BATCH as SCHEDULE_PRUNE_BATCH
 from job_service.usecases.schedules import Schedules
 from job_service.usecases.watch import WatchHub
-from shared.registry import Registry
+from shared.constants import Queue
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class Supervisor:
 
 def housekeeping(
     s: JobServiceSettings,
-    registry: Registry,
+    declared: DeclaredJobTypes,
     pool: asyncpg.Pool,
     *,
     leases: Leases,
@@ -93,14 +94,14 @@ def housekeeping(
 ) -> list[tuple[str, Loop]]:
     """The rounds done every so often (at once again while a round's batch was full)."""
     retention = Retention(
-        registry,
+        declared.types,
         RetentionRepository(pool),
         job_retention_s=s.job_retention_s,
         usage_retention_s=s.usage_retention_s,
         batch=s.retention_batch,
     )
     gauges = DatabaseGauges(
-        GaugeRepository(pool), OutboxRepository(pool), registry.queue_concurrency()
+        GaugeRepository(pool), OutboxRepository(pool), [queue.value for queue in Queue]
     )
     rounds = [
         Periodic(
@@ -150,6 +151,12 @@ def housekeeping(
             schedules.prune_runs,
             interval_s=s.retention_interval_s,
             batch=SCHEDULE_PRUNE_BATCH,
+        ),
+        Periodic(
+            "job type refresher",  # what other replicas were declared
+            declared.load,
+            interval_s=s.job_types_refresh_interval_s,
+            batch=_NEVER_FULL,
         ),
         Periodic(
             "metrics collector",

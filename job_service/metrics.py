@@ -114,6 +114,12 @@ JOBS_WITHOUT_WORKER = Gauge(
     "jobs_waiting_without_worker",
     "Due jobs whose definition version no live worker runs (from the database).",
 )
+JOBS_SUSPENDED = Gauge(
+    "jobs_suspended",
+    "Jobs whose code sleeps (reason=sleep) or waits for a signal (reason=signal), holding no "
+    "worker slot (from the database).",
+    ["reason"],
+)
 RATE_LIMIT_FACTOR = Gauge(
     "jobs_rate_limit_factor",
     "The effective share of a tier's configured rate (1 = full; halved by each 429).",
@@ -141,6 +147,7 @@ REPLICATED_GAUGES = (
     OUTBOX_ROWS,
     OUTBOX_OLDEST_DUE_AGE,
     JOBS_WITHOUT_WORKER,
+    JOBS_SUSPENDED,
     RATE_LIMIT_FACTOR,
     RATE_LIMIT_REQUESTS_AVAILABLE,
     RATE_LIMIT_TOKENS_AVAILABLE,
@@ -310,6 +317,17 @@ def dependencies_resolved(*, due: int, ended: int) -> None:
         DEPENDENTS_RELEASED.labels("due").inc(due)
     if ended:
         DEPENDENTS_RELEASED.labels("ended").inc(ended)
+
+
+DEPENDENCY_ATTACH_RETRIES = Counter(
+    "jobs_dependency_attach_retries_total",
+    "Transactions attaching a job to its dependencies run again because a dependency's row"
+    " was being ended (a join over running jobs attaches in one try: heartbeats never count).",
+)
+
+
+def dependency_attach_retried() -> None:
+    DEPENDENCY_ATTACH_RETRIES.inc()
 
 
 PARTIAL_OUTPUT_FORWARDED = Counter(

@@ -27,6 +27,10 @@ from shared.startup import (
 )
 from shared.tcp_keepalive import TcpKeepalive
 
+# A session its process does not reopen within this is taken for a crash (issue 43): the
+# workers' channels retry a replica within about a second, and their fetch wait is 1 s.
+DEFAULT_RECONNECT_GRACE_S = 1.0
+
 
 class JobServiceSettings(BaseSettings):
     # hide_input_in_errors: a complaint about a URL or a master key never quotes it
@@ -80,9 +84,12 @@ class JobServiceSettings(BaseSettings):
     lease_ttl_s: float = Field(default=5.0, gt=0)
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
     reaper_interval_s: float = Field(default=1.0, gt=0)
-    # An attempt still running this long after its definition's timeout is ended by the
-    # reaper as a TIMEOUT, whatever its heartbeats say (the worker times out by itself
-    # first; this bounds a hung one).
+    # How often a replica reads the job types declared at other replicas (a request naming
+    # a type it does not know reads them at once).
+    job_types_refresh_interval_s: float = Field(default=1.0, gt=0)
+    # An attempt still running a quarter of its definition's timeout past it, but at most
+    # this long, is ended by the reaper as a TIMEOUT, whatever its heartbeats say (the
+    # worker times out by itself first; this bounds a hung one; issue 43).
     attempt_timeout_grace_s: float = Field(default=DEFAULT_TIMEOUT_GRACE_S, ge=0, le=3600)
     # Worker sessions (docs/adr/0003-worker-sessions.md): an older worker (its session names
     # no incarnation) whose session stream ends without a goodbye and that opens no new one
@@ -90,12 +97,15 @@ class JobServiceSettings(BaseSettings):
     # not after the lease. A current worker is judged by its process: only a new process
     # under its worker id ends its leases early.
     worker_disconnect_grace_s: float = Field(default=0.5, gt=0, le=60)
-    # Opt-in, for a current worker: a session that ends without a goodbye and that its
-    # process does not reopen (on any replica) within this grace has its leases ended
+    # For a current worker: a session that ends without a goodbye and that its process
+    # does not reopen (on any replica) within this grace has its leases ended
     # (WORKER_DISCONNECTED), so a killed worker's jobs run again within about this instead
-    # of the lease. The price: a live worker cut off from every replica for longer loses
-    # its jobs (they run again). Unset: an interruption ends nothing (ADR 0003).
-    worker_reconnect_grace_s: float | None = Field(default=None, gt=0, le=60)
+    # of the lease (issue 43: on by default, for direct connections). The price: a live
+    # worker cut off from every replica for longer loses its jobs (they run again; it stops
+    # them when it reconnects). 0: an interruption ends nothing, the lease decides (ADR
+    # 0003; for workers behind a proxy that restarts). Left at its default with a lease
+    # not longer than it, the lease decides.
+    worker_reconnect_grace_s: float = Field(default=DEFAULT_RECONNECT_GRACE_S, ge=0, le=60)
     # How often a worker pings on its session (told to it when the session opens).
     worker_session_ping_interval_s: float = Field(default=10.0, gt=0, le=3600)
     # Grant jobs to workers that report free slots down their sessions as the jobs become
@@ -165,6 +175,12 @@ class JobServiceSettings(BaseSettings):
     credentials_master_key: SecretStr | None = None
     # Comma-separated former master keys: they still open what they sealed (rotation).
     credentials_retired_master_keys: SecretStr = SecretStr("")
+    # The key-encryption key that wraps users' data keys (issue 44's payload encryption;
+    # job_service.adapters.local_kek): 32 bytes, URL-safe base64, or a file holding it
+    # (the variable wins); former KEKs comma-separated, still unwrapping (rotation).
+    data_kek: SecretStr | None = None
+    data_kek_file: str = ""
+    data_retired_keks: SecretStr = SecretStr("")
 
     # Scheduling (docs/architecture.md, "Scheduling"). One priority level is worth this
     # much waiting: a job is overtaken only by work created less than (priority difference
@@ -260,6 +276,14 @@ class JobServiceSettings(BaseSettings):
             parse_master_key(value.get_secret_value())
         return value
 
+    @field_validator("data_kek", "data_retired_keks")
+    @classmethod
+    def _keks_parse(cls, value: SecretStr | None) -> SecretStr | None:
+        for key in (value.get_secret_value() if value is not None else "").split(","):
+            if key.strip():
+                parse_master_key(key)
+        return value
+
     @field_validator("credentials_retired_master_keys")
     @classmethod
     def _retired_keys_parse(cls, value: SecretStr) -> SecretStr:
@@ -291,9 +315,10 @@ class JobServiceSettings(BaseSettings):
     def _reconnect_grace_is_under_the_lease(self) -> JobServiceSettings:
         # past the lease, the reaper ends a vanished worker's jobs first: the setting would
         # only cost live workers their jobs
-        if self.worker_reconnect_grace_s is not None and (
-            self.worker_reconnect_grace_s >= self.lease_ttl_s
-        ):
+        if 0 < self.lease_ttl_s <= self.worker_reconnect_grace_s:
+            if "worker_reconnect_grace_s" not in self.model_fields_set:
+                self.worker_reconnect_grace_s = 0.0  # the default under a short lease: off
+                return self
             raise ValueError(
                 "JOBS_WORKER_RECONNECT_GRACE_S must be under JOBS_LEASE_TTL_S (the lease "
                 "already ends a vanished worker's jobs by then)"

@@ -16,6 +16,7 @@ from jobctl.commands import (
     bulk,
     credentials,
     dead_letters,
+    erasure,
     jobs,
     listing,
     queues,
@@ -104,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands = Commands(sub, common)
     groups = (jobs, listing, watching, queues, bulk, dead_letters, credentials, schedules)
-    for group in (*groups, signals, usage):
+    for group in (*groups, signals, usage, erasure):
         group.register(commands)
     p = commands.add("completion", None, "print the shell completion script (bash or zsh)")
     p.add_argument("shell", choices=["bash", "zsh"])

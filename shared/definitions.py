@@ -1,5 +1,7 @@
 """A job definition: what a job type is (its queue, models, limits, scheduling keys and data
-lifecycle) and what it decides about one job's input (validation, target, snapshot).
+lifecycle), as its Python code defines it. The worker renders it to the spec it declares
+(``shared/job_type_specs.py``); the job service decides a job's target, keys and snapshot
+from that spec (``job_service/domain/job_types.py``), never from this object.
 Job type authors import ``JobDefinition`` from ``shared.registry``, which checks a
 definition when it is registered."""
 
@@ -96,24 +98,6 @@ class JobDefinition:
     # e.g. ("knowledge_item", "input.knowledge_item_id") (seed 003 targetType, targetId).
     default_target: tuple[str, str] | None = None
 
-    def target_of(self, validated: BaseModel) -> tuple[str, str] | None:
-        """The default target of a job with this input, or None."""
-        if self.default_target is None:
-            return None
-        target_type, spec = self.default_target
-        value = getattr(validated, spec.removeprefix("input."), None)
-        return (target_type, str(value)) if value not in (None, "") else None
-
-    def scheduling_keys(self, validated: BaseModel, user_id: str) -> tuple[str, str | None]:
-        """The job's fairness key and concurrency key (None without a limit). A user-scoped
-        key of a child job, whose user the job service fills in, reads "{user}"."""
-        fairness = _key_value(self.fairness_key, validated, user_id)
-        if not self.concurrency_key:
-            return fairness, None
-        return fairness, f"{self.job_type}:{self.concurrency_key}=" + _key_value(
-            self.concurrency_key, validated, user_id
-        )
-
     def validate_input(self, raw: dict[str, Any]) -> BaseModel:
         """The input as the definition's model, or InvalidInput naming every bad field."""
         try:
@@ -127,13 +111,6 @@ class JobDefinition:
                 f"input does not match the {self.job_type} schema", violations
             ) from None
 
-    def snapshot(self, validated: BaseModel) -> dict[str, Any]:
-        """What the executor may see: the allow-listed declared fields only, secrets
-        (by marking or by name) dropped; undeclared extras never enter."""
-        excluded = set(self.withheld_fields())
-        data = validated.model_dump(mode="json", exclude=excluded)
-        return {k: v for k, v in data.items() if k in self.input_model.model_fields}
-
     def withheld_fields(self) -> tuple[str, ...]:
         """The declared input fields a snapshot never holds, in declaration order: those
         outside ``snapshot_fields`` and those named or marked secret."""
@@ -145,9 +122,3 @@ class JobDefinition:
             or SECRET_NAME.search(name)
             or (isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("secret"))
         )
-
-
-def _key_value(spec: str, validated: BaseModel, user_id: str) -> str:
-    if spec == "user":
-        return user_id or "{user}"
-    return str(getattr(validated, spec.removeprefix("input.")))

@@ -17,7 +17,7 @@ same class (``shared.rpc_errors``). The message is public: the caller reads it::
 
     JobsError                      (reason, public message, field violations, retry_after_s)
     ├── InvalidInput               INVALID_ARGUMENT    INVALID_INPUT
-    │   └── UnknownJobType         INVALID_ARGUMENT    UNKNOWN_JOB_TYPE
+    │   └── UnknownJobType         NOT_FOUND           UNKNOWN_JOB_TYPE (no worker declared it)
     ├── JobNotFound                NOT_FOUND           JOB_NOT_FOUND
     ├── CredentialNotFound         NOT_FOUND           CREDENTIAL_NOT_FOUND
     ├── ScheduleNotFound           NOT_FOUND           SCHEDULE_NOT_FOUND
@@ -29,6 +29,8 @@ same class (``shared.rpc_errors``). The message is public: the caller reads it::
     ├── LiveRetryExists            FAILED_PRECONDITION LIVE_RETRY_EXISTS
     ├── IdempotencyKeyReused       FAILED_PRECONDITION IDEMPOTENCY_KEY_REUSED
     ├── JobFinished                FAILED_PRECONDITION JOB_FINISHED
+    ├── JobTypeSpecConflict        FAILED_PRECONDITION JOB_TYPE_SPEC_CONFLICT
+    ├── UserHasRunningJobs         FAILED_PRECONDITION USER_HAS_RUNNING_JOBS
     ├── TooManyJobs                RESOURCE_EXHAUSTED  TOO_MANY_JOBS   (+ RetryInfo)
     ├── QuotaExceeded              RESOURCE_EXHAUSTED  QUOTA_EXCEEDED  (+ RetryInfo)
     ├── SignalLimitReached         RESOURCE_EXHAUSTED  SIGNAL_LIMIT_REACHED
@@ -40,9 +42,11 @@ same class (``shared.rpc_errors``). The message is public: the caller reads it::
     │
     │   The job's own failure: what an attempt ends with, never the status of a call.
     └── ExecutionError             raised by job code in a worker: its code becomes
-                                   job.error_code, its class decides retries; the owner
-                                   reads the public message of the class, operators the
-                                   detail
+        │                          job.error_code, its class decides retries; the owner
+        │                          reads the public message of the class, operators the
+        │                          detail
+        └── SignalWait             ctx.wait_for_signal with no signal yet (worker):
+                                   SUSPENDED_SIGNAL, with the newest seq it saw
 
 Configuration errors: raised while a process starts. It prints one sentence and exits 2
 (invalid configuration) or 3 (cannot start); none is ever translated into a status::
@@ -86,6 +90,22 @@ where it is raised; no caller ever sees one as such::
                                    call without a reason; not retried
     DispatchUnavailable            worker's dispatch port: NATS cannot be read right
                                    now; intake fetches again shortly
+    SchemaError                    job service: a declared JSON Schema that does not
+                                   compile; the spec is refused as INVALID_ARGUMENT
+    ScopeError                     job service auth: a token's scope is malformed (an
+                                   AuthConfigError at start-up)
+    KekConfigError                 data keys: the key-encryption key setting is
+                                   malformed (reported among the invalid settings)
+    UnwrapFailed                   data keys: a wrapped data key does not open under
+                                   any configured key-encryption key
+    PayloadBroken                  sealed payloads: a ciphertext does not open for its
+                                   job and field
+    PayloadUnreadable              the Sealer: a stored payload does not open (its
+                                   user's key erased, its KEK not configured, moved);
+                                   the interceptor answers InternalError
+    DataKeyChanged                 new jobs: the key a job was sealed under is no longer
+                                   its user's (another replica's erase or rotation);
+                                   CreateJob seals it again and stores it again
     ReplicaExited                  job service processes: one of the replicas
                                    JOBS_SERVICE_PROCESSES started exited; the others
                                    stop, and the parent exits with its status
@@ -106,6 +126,7 @@ class Reason(StrEnum):
 
     INVALID_INPUT = "INVALID_INPUT"
     UNKNOWN_JOB_TYPE = "UNKNOWN_JOB_TYPE"
+    JOB_TYPE_SPEC_CONFLICT = "JOB_TYPE_SPEC_CONFLICT"
     JOB_NOT_FOUND = "JOB_NOT_FOUND"
     CREDENTIAL_NOT_FOUND = "CREDENTIAL_NOT_FOUND"
     SCHEDULE_NOT_FOUND = "SCHEDULE_NOT_FOUND"
@@ -117,6 +138,7 @@ class Reason(StrEnum):
     LIVE_RETRY_EXISTS = "LIVE_RETRY_EXISTS"
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     JOB_FINISHED = "JOB_FINISHED"
+    USER_HAS_RUNNING_JOBS = "USER_HAS_RUNNING_JOBS"
     TOO_MANY_JOBS = "TOO_MANY_JOBS"
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
     SIGNAL_LIMIT_REACHED = "SIGNAL_LIMIT_REACHED"
@@ -161,7 +183,17 @@ class InvalidInput(JobsError):
 
 
 class UnknownJobType(InvalidInput):
+    """No worker has declared the job type (NOT_FOUND; an InvalidInput still, so that a
+    batch refuses the one item as it refuses bad input)."""
+
     reason = Reason.UNKNOWN_JOB_TYPE
+
+
+class JobTypeSpecConflict(JobsError):
+    """A worker declared a spec that differs from the one stored for its (type, version);
+    the violations name each field that differs."""
+
+    reason = Reason.JOB_TYPE_SPEC_CONFLICT
 
 
 class JobNotFound(JobsError):
@@ -225,6 +257,12 @@ class JobFinished(JobsError):
     reason = Reason.JOB_FINISHED
 
 
+class UserHasRunningJobs(JobsError):
+    """EraseUserData while the user has unfinished jobs: nothing was erased."""
+
+    reason = Reason.USER_HAS_RUNNING_JOBS
+
+
 class TooManyJobs(JobsError):
     """The user has as many unfinished jobs as allowed."""
 
@@ -268,91 +306,12 @@ class InternalError(JobsError):
 # --- why an attempt failed -------------------------------------------------------------
 
 
-class ErrorClass(StrEnum):
-    """The family of an attempt's error code; the retry policy keys on it."""
-
-    PROVIDER = "PROVIDER"  # timeout, 5xx, rate limit: retry with backoff
-    VALIDATION = "VALIDATION"  # output failed its schema: retry
-    CONTENT_SAFETY = "CONTENT_SAFETY"  # never retried
-    TIMEOUT = "TIMEOUT"  # the definition's abort strategy decides
-    CREDENTIAL = "CREDENTIAL"  # never retried
-    CANCELLED = "CANCELLED"  # the job ends cancelled
-    INTERNAL = "INTERNAL"  # retried once
-    JOB = "JOB"  # the job's own code declared the input unworkable: never retried
-    LEASE = "LEASE"  # the worker vanished (lease expired, or it disconnected): retry
-    WORKER_SHUTDOWN = "WORKER_SHUTDOWN"  # handed back by a draining worker: run again now
-
-
-class ErrorCode(StrEnum):
-    """The attempt error codes the engine itself produces. Job types may add their own
-    codes as long as the prefix names an ``ErrorClass``."""
-
-    PROVIDER_TIMEOUT = "PROVIDER_TIMEOUT"
-    PROVIDER_UNAVAILABLE = "PROVIDER_UNAVAILABLE"
-    PROVIDER_RATE_LIMITED = "PROVIDER_RATE_LIMITED"
-    PROVIDER_REQUEST_REJECTED = "PROVIDER_REQUEST_REJECTED"
-    VALIDATION_OUTPUT_SCHEMA = "VALIDATION_OUTPUT_SCHEMA"
-    VALIDATION_OUTPUT_MALFORMED = "VALIDATION_OUTPUT_MALFORMED"
-    VALIDATION_OUTPUT_REJECTED = "VALIDATION_OUTPUT_REJECTED"
-    CONTENT_SAFETY_BLOCKED = "CONTENT_SAFETY_BLOCKED"
-    TIMEOUT = "TIMEOUT"
-    CREDENTIAL_INVALID = "CREDENTIAL_INVALID"
-    CREDENTIAL_FORBIDDEN = "CREDENTIAL_FORBIDDEN"
-    CANCELLED = "CANCELLED"
-    INTERNAL_ERROR = "INTERNAL_ERROR"
-    # The job service refused an attempt's projection (a child job it may not create, ...).
-    INTERNAL_PROJECTION_REFUSED = "INTERNAL_PROJECTION_REFUSED"
-    JOB_REJECTED = "JOB_REJECTED"
-    LEASE_EXPIRED = "LEASE_EXPIRED"
-    WORKER_SHUTDOWN = "WORKER_SHUTDOWN"
-    # The worker process holding the lease is gone: a new process opened a session under
-    # its worker id (it was restarted), or, for an older worker that names no process, its
-    # session ended without a goodbye and no new one came within the grace. Class LEASE,
-    # like LEASE_EXPIRED (its name predates no class prefix).
-    WORKER_DISCONNECTED = "WORKER_DISCONNECTED"
-    # A user's key was deleted, or cannot be opened with this deployment's master keys.
-    CREDENTIAL_UNAVAILABLE = "CREDENTIAL_UNAVAILABLE"
-    # The job never ran: a job it depended on ended failed or cancelled, and its dependency
-    # policy is "fail" (DEPENDENCY_FAILED) or "cancel" (DEPENDENCY_CANCELLED).
-    DEPENDENCY_FAILED = "DEPENDENCY_FAILED"
-    DEPENDENCY_CANCELLED = "DEPENDENCY_CANCELLED"
-
-
-# Engine codes whose prefix does not name their class.
-_CLASS_OF = {
-    ErrorCode.WORKER_DISCONNECTED.value: ErrorClass.LEASE,
-    ErrorCode.DEPENDENCY_FAILED.value: ErrorClass.JOB,
-    ErrorCode.DEPENDENCY_CANCELLED.value: ErrorClass.CANCELLED,
-}
-
-
-def classify(code: str) -> ErrorClass:
-    """The class of an attempt error code; unknown codes count as internal errors."""
-    if code in _CLASS_OF:
-        return _CLASS_OF[code]
-    for cls in sorted(ErrorClass, key=lambda c: -len(c.value)):
-        if code == cls.value or code.startswith(cls.value + "_"):
-            return cls
-    return ErrorClass.INTERNAL
-
-
-# What the job's owner is told; never the internal detail.
-PUBLIC_MESSAGES: dict[ErrorClass, str] = {
-    ErrorClass.PROVIDER: "The model provider did not answer successfully.",
-    ErrorClass.VALIDATION: "The model's answer did not have the expected shape.",
-    ErrorClass.CONTENT_SAFETY: "The content was blocked by a safety check.",
-    ErrorClass.TIMEOUT: "The job ran longer than its time limit.",
-    ErrorClass.CREDENTIAL: "The credential for the model provider was rejected.",
-    ErrorClass.CANCELLED: "The job was cancelled.",
-    ErrorClass.INTERNAL: "The job failed because of an internal error.",
-    ErrorClass.JOB: "The job could not be completed with the given input.",
-    ErrorClass.LEASE: "The worker running the job stopped responding.",
-    ErrorClass.WORKER_SHUTDOWN: "The worker running the job shut down.",
-}
-
-
-def public_message(code: str) -> str:
-    return PUBLIC_MESSAGES[classify(code)]
+# The codes, their classes and public messages live in shared.attempt_errors.
+from shared.attempt_errors import PUBLIC_MESSAGES as PUBLIC_MESSAGES  # noqa: E402
+from shared.attempt_errors import ErrorClass as ErrorClass  # noqa: E402
+from shared.attempt_errors import ErrorCode as ErrorCode  # noqa: E402
+from shared.attempt_errors import classify as classify  # noqa: E402
+from shared.attempt_errors import public_message as public_message  # noqa: E402
 
 
 @dataclass

@@ -1,11 +1,13 @@
 """What job code receives and returns: the context an attempt runs in (model calls, keys,
-signals, dependency results) and the result it hands back (output, artifacts, children).
-Job type authors import these names from ``shared.registry``."""
+signals, dependency results, durable steps, sleeps and waits) and the result it hands back
+(output, artifacts, children). Job type authors import these names from
+``shared.registry``."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
@@ -102,6 +104,43 @@ class ExecutionContext(Protocol):
         """The results of the jobs this one depended on (CreateJob's ``depends_on`` or a
         join's siblings), in job id order, fetched page by page under the attempt's lease;
         empty for a job without dependencies."""
+        ...
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Runs ``fn(*args)`` (awaited when it returns an awaitable) as the job's next
+        durable step, once per job: its JSON result is recorded before this returns, and
+        every later attempt gets the recorded result back without calling ``fn``. Steps
+        must be asked for in the same order on every run (an attempt that asks for
+        another step at a position than was recorded there fails NONDETERMINISTIC). While
+        ``fn`` runs, ``step_key`` is its idempotency key: pass it to the system the effect
+        is made in. A job error ``fn`` raises (ExecutionError) is recorded and raised again
+        on replay; any other exception is not, and the next attempt calls ``fn`` again."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """A durable sleep: the attempt ends without a failure (its worker slot and lease
+        freed, the attempt not spent) and the job runs again from the top ``seconds`` after
+        the first run's call, its recorded steps returned as recorded. A sleep is a step
+        (``sleep``): keep the order of steps and sleeps the same on every run. The job's
+        ``timeout_s`` counts the time an attempt runs, never the time it sleeps."""
+        ...
+
+    async def sleep_until(self, when: datetime | float) -> None:
+        """``sleep`` until ``when``: an aware datetime, or seconds since the epoch."""
+        ...
+
+    async def wait_for_signal(self, name: str, timeout: float) -> dict[str, Any] | None:
+        """A durable wait for the next signal named ``name`` (SendSignal; each once, in send
+        order): its payload, or None once ``timeout`` seconds (from the first run's call)
+        passed without one. A signal already there returns at once; otherwise the attempt
+        ends as ``sleep``'s does and the signal (or the timeout) wakes the job. Two steps
+        (``signal_wait``, ``signal``). ``signal`` is for short waits that keep the slot."""
+        ...
+
+    @property
+    def step_key(self) -> str:
+        """The idempotency key of the step whose function runs now: the same on every
+        attempt of the job (job id, ordinal and name). Outside a step: RuntimeError."""
         ...
 
 

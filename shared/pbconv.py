@@ -14,8 +14,9 @@ from google.protobuf import struct_pb2, timestamp_pb2
 
 from shared.ai.provider import UsageRecord
 from shared.ai.steps import RecordedStep, StepResponse
+from shared.durable_steps import StepResult
+from shared.execution import ArtifactDraft
 from shared.pb.jobs.v1 import executor_service_pb2, job_pb2
-from shared.registry import ArtifactDraft
 
 _INT32_MAX = 2**31 - 1
 
@@ -188,4 +189,38 @@ def recorded_step_from_pb(message: executor_service_pb2.RecordedStep) -> Recorde
         response=step_response_from_pb(message.response),
         attempt=message.attempt,
         call_id=message.call_id,
+    )
+
+
+def step_outcome_to_pb(result: StepResult) -> executor_service_pb2.StepOutcome:
+    if result.result_json is not None:
+        return executor_service_pb2.StepOutcome(result_json=result.result_json)
+    return executor_service_pb2.StepOutcome(
+        error=executor_service_pb2.StepError(
+            code=result.error_code or "", message=result.error_message
+        )
+    )
+
+
+def step_result_to_pb(result: StepResult) -> executor_service_pb2.StepResult:
+    return executor_service_pb2.StepResult(
+        ordinal=result.ordinal,
+        name=result.name,
+        outcome=step_outcome_to_pb(result),
+        attempt=result.attempt,
+    )
+
+
+def step_result_from_pb(
+    ordinal: int, name: str, outcome: executor_service_pb2.StepOutcome, attempt: int = 0
+) -> StepResult:
+    """As the message says, unchecked (the job service checks what it is sent)."""
+    if outcome.WhichOneof("outcome") == "result_json":
+        return StepResult(ordinal, name, result_json=outcome.result_json, attempt=attempt)
+    return StepResult(
+        ordinal,
+        name,
+        error_code=outcome.error.code,
+        error_message=outcome.error.message,
+        attempt=attempt,
     )

@@ -34,27 +34,39 @@ A job type this deployment does not know counts as redacting: nothing leaks by d
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Set
+from typing import Any, Protocol
 
 from shared.canonical import content_hash
 from shared.errors import UnknownJobType
-from shared.registry import JobDefinition, Registry
 
 
-def redacts(definition: JobDefinition | None) -> bool:
+class Redacting(Protocol):
+    """A job type as far as redaction is concerned: a Python definition (the worker's) or
+    a declared spec (the job service's)."""
+
+    @property
+    def output_redaction(self) -> Set[str]: ...
+
+
+class Types(Protocol):
+    def get(self, job_type: str) -> Redacting: ...
+
+
+def redacts(definition: Redacting | None) -> bool:
     """Whether the type's output has fields never stored nor returned (None: an unknown
     type, counted as redacting)."""
     return definition is None or bool(definition.output_redaction)
 
 
-def definition_of(registry: Registry, job_type: str) -> JobDefinition | None:
+def definition_of(registry: Types, job_type: str) -> Redacting | None:
     try:
         return registry.get(job_type)
     except UnknownJobType:
         return None
 
 
-def stored_output(definition: JobDefinition, output: dict[str, Any]) -> dict[str, Any]:
+def stored_output(definition: Redacting, output: dict[str, Any]) -> dict[str, Any]:
     """The output as it may be stored and shown: each ``output_redaction`` field replaced
     by the hash of its canonical JSON."""
     if not definition.output_redaction:
@@ -70,7 +82,7 @@ def stored_output(definition: JobDefinition, output: dict[str, Any]) -> dict[str
 MIN_QUOTED_CHARS = 8
 
 
-def scrubbed(definition: JobDefinition, output: dict[str, Any], value: Any) -> Any:
+def scrubbed(definition: Redacting, output: dict[str, Any], value: Any) -> Any:
     """``value`` (an artifact's payload, a child's input), which the type's projection
     built from ``output``, with every copy of a redacted field's value replaced by what
     ``stored_output`` stores for it."""
@@ -109,11 +121,11 @@ def _distinct(raw: Any) -> bool:
     )
 
 
-def relays_partial_output(definition: JobDefinition | None) -> bool:
+def relays_partial_output(definition: Redacting | None) -> bool:
     """Whether the type's provider calls may stream their text to the job's watchers."""
     return not redacts(definition)
 
 
-def records_steps(definition: JobDefinition | None) -> bool:
+def records_steps(definition: Redacting | None) -> bool:
     """Whether the type's provider responses may be recorded as step checkpoints."""
     return not redacts(definition)

@@ -1,10 +1,12 @@
-"""The job types a deployment knows: the registry, the checks a definition passes to be
+"""The job types a Python worker runs: the registry, the checks a definition passes to be
 registered, and loading the job-type modules.
 
-Both services read the same registry: the job service to validate input and route jobs, the
-worker to run them. A job type is one module that builds a ``JobDefinition`` and registers
-it; a deployment finds them through the ``durable_jobs.job_types`` entry-point group (the
-shipped ones are in the ``jobtypes`` package). This module is also the job type author's one
+Only the worker reads it: it runs the types and declares each to the job service as data
+(``shared/job_type_specs.py``, ``worker_service/declarations.py``); the job service never
+imports this module (an import-linter contract). A job type is one module that builds a
+``JobDefinition`` and registers it; a deployment finds them through the
+``durable_jobs.job_types`` entry-point group (the shipped ones are in the ``jobtypes``
+package). This module is also the job type author's one
 import path: the definition (``shared/definitions.py``) and what job code receives and
 returns (``shared/execution.py``) are re-exported here.
 """

@@ -31,7 +31,8 @@ PACKAGE = "jobs.v1"
 
 _CODES: dict[Reason, grpc.StatusCode] = {
     Reason.INVALID_INPUT: grpc.StatusCode.INVALID_ARGUMENT,
-    Reason.UNKNOWN_JOB_TYPE: grpc.StatusCode.INVALID_ARGUMENT,
+    Reason.UNKNOWN_JOB_TYPE: grpc.StatusCode.NOT_FOUND,
+    Reason.JOB_TYPE_SPEC_CONFLICT: grpc.StatusCode.FAILED_PRECONDITION,
     Reason.JOB_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     Reason.CREDENTIAL_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     Reason.SCHEDULE_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
@@ -43,6 +44,7 @@ _CODES: dict[Reason, grpc.StatusCode] = {
     Reason.LIVE_RETRY_EXISTS: grpc.StatusCode.FAILED_PRECONDITION,
     Reason.IDEMPOTENCY_KEY_REUSED: grpc.StatusCode.FAILED_PRECONDITION,
     Reason.JOB_FINISHED: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.USER_HAS_RUNNING_JOBS: grpc.StatusCode.FAILED_PRECONDITION,
     Reason.TOO_MANY_JOBS: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.QUOTA_EXCEEDED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.SIGNAL_LIMIT_REACHED: grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -69,6 +71,8 @@ _CLASSES: dict[Reason, type[JobsError]] = {
         errors.LiveRetryExists,
         errors.IdempotencyKeyReused,
         errors.JobFinished,
+        errors.UserHasRunningJobs,
+        errors.JobTypeSpecConflict,
         errors.TooManyJobs,
         errors.QuotaExceeded,
         errors.SignalLimitReached,

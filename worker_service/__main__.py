@@ -13,7 +13,7 @@ import sys
 import uvloop
 from pydantic import ValidationError
 
-from shared import logs, tracing
+from shared import gc_tuning, logs, tracing
 from shared.grpc_client import ClientConfigError
 from shared.settings_errors import describe
 from shared.startup import StartupError
@@ -47,6 +47,7 @@ def run() -> None:
     logs.configure(settings.log_level, settings.log_format)
     logs.set_worker_id(settings.worker_id)
     tracing.configure("worker_service")
+    gc_tuning.tune()  # what the imports and the settings made lives for the process
     try:
         uvloop.run(main(settings, models))
     except StartupError as error:

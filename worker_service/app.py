@@ -14,6 +14,7 @@ import contextlib
 import logging
 import signal
 
+import grpc
 from nats.aio.client import Client
 
 from shared.lifetime import Lifetime
@@ -23,6 +24,7 @@ from shared.startup import connect_nats, within_startup
 from worker_service.adapters.grpc_executor import GrpcExecutorClient, open_channel
 from worker_service.adapters.nats import CancelListener, NatsDispatchSource, SignalListener
 from worker_service.call_permits import CallPermits
+from worker_service.declarations import declare_job_types
 from worker_service.gateway import ModelGateway
 from worker_service.health import WorkerHealth
 from worker_service.model_router import ModelRouter, ModelSettings
@@ -150,6 +152,12 @@ class WorkerApp(Lifetime):
         )
         stack.push_async_callback(nc.close)
         self._nc_connected = True
+        channel = open_channel(s.channel_config())
+        stack.push_async_callback(channel.close)
+        await within_startup(
+            f"job_service at {s.job_service_target}", s.startup_timeout_s, channel.channel_ready
+        )
+        await self._declare(channel)
         source = self._source = NatsDispatchSource(nc.jetstream())
         # retried too: a JetStream cluster still electing its leaders (or a server still
         # starting) times the declarations out for a while, as for the job service
@@ -159,11 +167,6 @@ class WorkerApp(Lifetime):
             lambda: source.subscribe(self.slots),
         )
         stack.push_async_callback(source.close)
-        channel = open_channel(s.channel_config())
-        stack.push_async_callback(channel.close)
-        await within_startup(
-            f"job_service at {s.job_service_target}", s.startup_timeout_s, channel.channel_ready
-        )
         router = ModelRouter.from_settings(self.models)
         stack.push_async_callback(router.aclose)
         executor = GrpcExecutorClient(channel)
@@ -185,6 +188,19 @@ class WorkerApp(Lifetime):
         await stack.enter_async_context(CancelListener(nc, worker.cancel_job))
         await stack.enter_async_context(SignalListener(nc, worker.signal_job))
         return worker
+
+    async def _declare(self, channel: grpc.aio.Channel) -> None:
+        """Declares the job types to the job service (retried while it is unreachable);
+        one it refuses is dropped from what this worker consumes and runs."""
+        s = self.settings
+        accepted = await within_startup(
+            "declaring job types",
+            s.startup_timeout_s,
+            lambda: declare_job_types(channel, s.worker_id, self.registry),
+        )
+        if len(list(accepted)) != len(list(self.registry)):
+            self.registry = accepted
+            self.slots = s.queue_slots(accepted)
 
     async def _nats_error(self, exc: Exception) -> None:
         log.warning("nats: %s: %s", type(exc).__name__, exc)

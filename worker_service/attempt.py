@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared.ai.prompts import RenderedPrompt
@@ -17,7 +18,9 @@ from worker_service.credentials import CredentialResolver
 from worker_service.dependencies import PAGE_SIZE, DependencyResults
 from worker_service.domain.errors import means_lease_lost
 from worker_service.domain.model import CancelCause, LockedJob, Signal
+from worker_service.durable_steps import DurableSteps
 from worker_service.signals import AttemptSignals
+from worker_service.waits import Waits
 
 if TYPE_CHECKING:
     from worker_service.gateway import ModelGateway
@@ -37,8 +40,10 @@ class Attempt:
     __slots__ = (
         "_api_key",
         "_checkpoints",
+        "_confirmed",
         "_credentials",
         "_dependencies",
+        "_durable",
         "_executor",
         "_gateway",
         "_progress",
@@ -46,6 +51,8 @@ class Attempt:
         "_signals",
         "_streams_to",
         "_task",
+        "_waits",
+        "beat_now",
         "cause",
         "job",
         "usage",
@@ -82,6 +89,12 @@ class Attempt:
         # created when job code first asks for a signal: attempts that never do cost nothing
         self._signals: AttemptSignals | None = None
         self._dependencies: DependencyResults | None = None
+        self._durable = DurableSteps(job, executor)
+        self._waits = Waits(self._durable, self._inbox)
+        # None: the lease is not in doubt; unset: no provider call until a heartbeat answers
+        self._confirmed: asyncio.Event | None = None
+        # set by the attempt's heartbeat: beat now rather than at the next interval
+        self.beat_now: Callable[[], None] | None = None
 
     # --- ExecutionContext ---------------------------------------------------------------
 
@@ -111,6 +124,8 @@ class Attempt:
             response, usage = reused
             self.usage.append(usage)
             return response
+        if self._confirmed is not None:
+            await self._confirmed.wait()  # a lost lease cancels this wait with the attempt
         # the owner's own key (fetched under this lease) or None: the tier's platform key
         api_key = await self.api_key()
         try:
@@ -170,6 +185,45 @@ class Attempt:
             return []
         return await self._lease_guarded(self._dependency_results().all())
 
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Runs ``fn(*args)`` as the job's next durable step, once per job
+        (``worker_service.durable_steps``)."""
+        if self._confirmed is not None:
+            await self._confirmed.wait()  # no side effect while the lease is in doubt
+        return await self._lease_guarded(self._durable.run(name, fn, args))
+
+    async def sleep(self, seconds: float) -> None:
+        """A durable sleep: the attempt ends and the job runs again ``seconds`` from the
+        first run's call (``worker_service.waits``)."""
+        if not seconds >= 0:
+            raise ValueError(f"a sleep lasts 0 seconds or more (got {seconds!r})")
+        await self.sleep_until(time.time() + seconds)
+
+    async def sleep_until(self, when: datetime | float) -> None:
+        """A durable sleep until ``when`` (an aware datetime, or epoch seconds)."""
+        if isinstance(when, datetime):
+            if when.tzinfo is None:
+                raise ValueError("sleep_until needs an aware datetime (with its time zone)")
+            when = when.timestamp()
+        await self._lease_guarded(self._waits.sleep_until(when))
+
+    async def wait_for_signal(self, name: str, timeout: float) -> dict[str, Any] | None:
+        """A durable wait for the next signal named ``name``: its payload, or None after
+        ``timeout`` seconds (``worker_service.waits``)."""
+        return await self._lease_guarded(self._waits.wait_for_signal(name, timeout))
+
+    def watch_lease(self, expired: Callable[[], bool]) -> None:
+        """``expired``: whether the lease has run out by this worker's clock (a process
+        paused past it): then no durable step calls its function."""
+        self._durable.lease_expired = expired
+
+    @property
+    def step_key(self) -> str:
+        key = self._durable.key
+        if key is None:
+            raise RuntimeError("ctx.step_key is the key of the step running now: there is none")
+        return key
+
     # --- control ------------------------------------------------------------------------
 
     def announce_signals(self, seq: int) -> None:
@@ -186,6 +240,24 @@ class Attempt:
         """Put back progress whose heartbeat failed, unless newer progress arrived."""
         if progress >= 0 and self._progress is None:
             self._progress = progress
+
+    def doubt_lease(self) -> None:
+        """The worker's session came back after a cut: the job service may have ended this
+        lease meanwhile (its reconnect grace) and run the job again elsewhere. No provider
+        call until the heartbeat, sent at once, says whether the lease is still ours."""
+        if self._confirmed is None:
+            self._confirmed = asyncio.Event()
+        self._confirmed.clear()
+        if self.beat_now is not None:
+            self.beat_now()
+
+    @property
+    def lease_in_doubt(self) -> bool:
+        return self._confirmed is not None and not self._confirmed.is_set()
+
+    def lease_confirmed(self) -> None:
+        if self._confirmed is not None:
+            self._confirmed.set()
 
     def bind(self, task: asyncio.Task[object]) -> None:
         self._task = task

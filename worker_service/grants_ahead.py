@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from shared.registry import JobDefinition
+from worker_service import stage_times
 from worker_service.domain.model import LockedJob, ResultSubmission
 from worker_service.intake import QueueIntake
 
@@ -42,22 +43,48 @@ class GrantsAhead:
         self.changed = asyncio.Event()
         # pushed grants taken in the current session (the job service counts the same)
         self._taken = 0
+        self._taken_by_queue: Counter[str] = Counter()
+        # what the last report said: free slots and taken grants per queue (None: none yet)
+        self._reported: tuple[dict[str, int], Counter[str]] | None = None
         for intake in intakes:
             intake.on_slots_changed(self.changed.set)
 
     def session_opened(self) -> None:
         """A new session counts its pushed grants from zero."""
         self._taken = 0
+        self._taken_by_queue = Counter()
+        self._reported = None
 
     def report(self) -> tuple[dict[str, int], int]:
         """The free slots per queue (queues with none left out), and how many pushed grants
-        this session has taken, as of now."""
+        this session has taken, as of now (what ``drifted`` compares with next)."""
         free = {queue: intake.free for queue, intake in self._intakes.items() if intake.free > 0}
+        self._reported = (free, Counter(self._taken_by_queue))
         return free, self._taken
+
+    def drifted(self) -> bool:
+        """Whether the job service's view of the free slots is worth correcting now: its
+        view is the last report less the grants pushed since (at most those this worker has
+        taken since). Worth it when that view exceeds a queue's free slots (slots taken by
+        fetched jobs: it could push more than there is room for), or is under half of them
+        (jobs ended: it pushes less than it could). Anything smaller waits for the next
+        regular report: a busy worker's slots change with every job, and a report per
+        change cost the job service more than the pushes it informs (issue 42)."""
+        if self._reported is None:
+            return True
+        free_then, taken_then = self._reported
+        for queue, intake in self._intakes.items():
+            taken_since = self._taken_by_queue[queue] - taken_then[queue]
+            view, free = free_then.get(queue, 0) - taken_since, intake.free
+            if view > free or 2 * view < free:
+                return True
+        return False
 
     def pushed(self, jobs: Sequence[LockedJob]) -> None:
         """Grants the job service pushed down the session: each runs now."""
+        stage_times.mark((job.job_id for job in jobs), "pushed")
         self._taken += len(jobs)
+        self._taken_by_queue.update(self._intake_of(job.job_type).queue for job in jobs)
         self._run(jobs)
 
     def wanted(self, submissions: Sequence[ResultSubmission]) -> dict[str, int]:

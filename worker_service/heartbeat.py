@@ -4,11 +4,13 @@ service says so (cancel requested, lease lost)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 
 from shared.lifetime import Lifetime
+from worker_service import metrics
 from worker_service.attempt import Attempt
 from worker_service.domain.errors import is_transient, means_lease_lost
 from worker_service.domain.model import CancelCause, Lease
@@ -45,11 +47,23 @@ class Heartbeat(Lifetime):
         self._interval = attempt.job.heartbeat_interval_s
         self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
 
     async def start(self) -> None:
         self._timer = asyncio.get_running_loop().call_later(self._interval, self._first_beat)
+        self._attempt.beat_now = self._beat_now
+
+    def _beat_now(self) -> None:
+        """Beat at once (the session came back: is the lease still ours?)."""
+        if self._task is None:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._first_beat()
+        else:
+            self._wake.set()
 
     async def stop(self) -> None:
+        self._attempt.beat_now = None
         if self._timer is not None:
             self._timer.cancel()
         task = self._task
@@ -88,6 +102,8 @@ class Heartbeat(Lifetime):
                         attempt.job_id,
                         attempt.attempt,
                     )
+                    if attempt.lease_in_doubt:  # ended while this worker was cut off
+                        metrics.rerun_after_reconnect(attempt.job.job_type)
                     attempt.cancel(CancelCause.LEASE_LOST)
                     return
                 level = logging.DEBUG if is_transient(exc) else logging.WARNING
@@ -100,6 +116,7 @@ class Heartbeat(Lifetime):
                 )
             else:
                 lease.extend(started)
+                attempt.lease_confirmed()
                 attempt.announce_signals(reply.latest_signal_seq)
                 if reply.cancel_requested:
                     log.info(
@@ -109,4 +126,8 @@ class Heartbeat(Lifetime):
                     )
                     attempt.cancel(CancelCause.CANCEL_REQUESTED)
                     return
-            await asyncio.sleep(max(0.0, self._interval - (self._clock() - started)))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._wake.wait(), max(0.0, self._interval - (self._clock() - started))
+                )
+            self._wake.clear()

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from shared import tracing
-from worker_service import metrics
+from worker_service import metrics, stage_times
 from worker_service.domain.errors import DispatchUnavailable, ExecutorCallFailed, is_transient
 from worker_service.domain.model import (
     LockedJob,
@@ -264,6 +264,7 @@ class QueueIntake:
                 delivery, UNREACHABLE_NAK_DELAY_S if is_transient(lock) else REFUSED_NAK_DELAY_S
             )
         elif lock.outcome is LockOutcome.LOCKED and lock.job is not None:
+            stage_times.mark((lock.job.job_id,), "locked")
             await _ack(delivery)
             await self._pipeline.run(lock.job)
         elif lock.outcome is LockOutcome.NOT_DUE:

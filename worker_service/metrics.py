@@ -49,6 +49,19 @@ def attempt_ended(job_type: str, outcome: str, duration_s: float) -> None:
     child(RUN_DURATION, job_type, outcome).observe(max(0.0, duration_s))
 
 
+RERUNS_AFTER_RECONNECT = Counter(
+    "jobs_worker_reruns_after_reconnect_total",
+    "Attempts this worker stopped when its session came back because the job service had "
+    "ended their leases while it was cut off (JOBS_WORKER_RECONNECT_GRACE_S): their jobs "
+    "run again elsewhere, the cost of the grace for a live worker.",
+    ["job_type"],
+)
+
+
+def rerun_after_reconnect(job_type: str) -> None:
+    child(RERUNS_AFTER_RECONNECT, job_type).inc()
+
+
 def usage_reported_late(stored: int) -> None:
     if stored:
         USAGE_REPORTED.inc(stored)

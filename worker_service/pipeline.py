@@ -15,7 +15,7 @@ from shared import logs, redaction, tracing
 from shared.ai.provider import UsageRecord
 from shared.errors import ErrorCode, classify
 from shared.registry import JobDefinition
-from worker_service import metrics
+from worker_service import metrics, stage_times
 from worker_service.attempt import Attempt
 from worker_service.credentials import CredentialResolver
 from worker_service.domain.errors import is_transient, means_lease_lost
@@ -107,6 +107,13 @@ class Pipeline:
         attempt.announce_signals(seq)
         return True
 
+    def doubt_leases(self) -> None:
+        """The worker's session came back after a cut: every running attempt checks its
+        lease at once and makes no provider call until it knows (a lease ended meanwhile
+        stops its attempt: the job runs again elsewhere)."""
+        for attempt in list(self._running.values()):
+            attempt.doubt_lease()
+
     def shutdown(self) -> int:
         """Stop every executing attempt so it is handed back, and refuse new ones."""
         self._closing = True
@@ -118,6 +125,7 @@ class Pipeline:
     async def run(self, job: LockedJob) -> None:
         """Execute one attempt and report its outcome. Never raises for job failures."""
         with logs.job_context(job.job_id, job.attempt):
+            stage_times.mark((job.job_id,), "started")
             started = self._clock()
             lease = Lease.granted(job, started)
             outcome: Outcome | None
@@ -152,6 +160,8 @@ class Pipeline:
             executor=self._executor,
             relays_partial_output=redaction.relays_partial_output(definition),
         )
+        clock = self._clock
+        attempt.watch_lease(lambda: lease.expired(clock()))
         self._running[job.job_id] = attempt
         early = self._early_cancels.pop(job.job_id, None)
         if early is not None and early > self._clock():
@@ -268,6 +278,7 @@ class Pipeline:
                     timeout_s=timeout,
                     usage=failure.usage,
                     retry_after_s=failure.retry_after_s,
+                    signals_seen=failure.signals_seen,
                 ),
             )
         except Exception as exc:

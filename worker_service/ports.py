@@ -17,6 +17,7 @@ from typing import Protocol
 from shared.ai.provider import UsageRecord
 from shared.ai.steps import StepResponse
 from shared.dependencies import DependencyOutput
+from shared.durable_steps import StepResult
 from worker_service.domain.model import (
     CallPermit,
     HeartbeatReply,
@@ -87,9 +88,11 @@ class ExecutorApi(Protocol):
         timeout_s: float,
         usage: Sequence[UsageRecord] = (),
         retry_after_s: float | None = None,
+        signals_seen: int = 0,
     ) -> str:
         """The job's resulting status name: "RETRYING", "FAILED" or "CANCELLED". ``usage``
-        is stored with the failure; ``retry_after_s`` delays a retry at least that long."""
+        is stored with the failure; ``retry_after_s`` delays a retry at least that long;
+        ``signals_seen``: a signal wait's newest seen signal seq (SUSPENDED_SIGNAL)."""
         ...
 
     async def report_usage(
@@ -113,6 +116,14 @@ class ExecutorApi(Protocol):
         """RecordStep: the provider call's response as the job's step ``step``, with the
         call's usage, while ``lease_token`` holds the lease (else ``LeaseLost``); the
         attempt number it was recorded under."""
+        ...
+
+    async def record_step_result(
+        self, job_id: str, lease_token: str, step: StepResult, *, timeout_s: float
+    ) -> tuple[bool, StepResult | None]:
+        """RecordStepResult: a durable step's outcome at its ordinal, while ``lease_token``
+        holds the lease (else ``LeaseLost``): (True, None) when this call recorded it,
+        (False, the outcome stored there already, or None when it is not visible yet)."""
         ...
 
     async def resolve_credential(
@@ -166,6 +177,11 @@ class SlotReports(Protocol):
 
     def report(self) -> tuple[dict[str, int], int]:
         """Free slots per queue, and the pushed grants this session has taken."""
+        ...
+
+    def drifted(self) -> bool:
+        """Whether the job service's view of the free slots, since the last report, is
+        worth correcting before the next regular one."""
         ...
 
     def pushed(self, jobs: Sequence[LockedJob]) -> None: ...

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from shared.lifetime import Lifetime
+from worker_service import stage_times
 from worker_service.domain.errors import ExecutorCallFailed
 from worker_service.domain.model import ResultSubmission
 from worker_service.grants_ahead import GrantsAhead
@@ -160,6 +161,7 @@ class ResultBatcher(Lifetime):
         timeout_s = min(item.timeout_s for item in batch)
         grants = self.grants
         wanted = grants.wanted(submissions) if grants is not None else {}
+        stage_times.mark((s.job_id for s in submissions), "submitted")
         try:
             if grants is not None and wanted:
                 answered, granted = await self._executor.submit_results_and_lock(

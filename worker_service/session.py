@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections.abc import Callable
 
 from shared.lifetime import Lifetime
 from worker_service.domain.errors import is_transient
@@ -31,9 +32,18 @@ class WorkerSession(Lifetime):
     """``run()`` holds the session until ``close()``; ``close()`` says goodbye (when a
     session is open) and is idempotent; ``async with`` runs it for the block."""
 
-    def __init__(self, api: SessionApi, worker_id: str, slots: SlotReports | None = None) -> None:
-        """``slots``: reported on every session, for the grants pushed down it (ADR 0009)."""
+    def __init__(
+        self,
+        api: SessionApi,
+        worker_id: str,
+        slots: SlotReports | None = None,
+        reopened: Callable[[], None] | None = None,
+    ) -> None:
+        """``slots``: reported on every session, for the grants pushed down it (ADR 0009).
+        ``reopened``: called when a session opens after an earlier one ended (the job
+        service may have ended this process's leases meanwhile: its reconnect grace)."""
         self._api = api
+        self._reopened = reopened
         self._slots = slots
         self._worker_id = worker_id
         # this process (one WorkerSession per worker process): random, never reused
@@ -82,8 +92,10 @@ class WorkerSession(Lifetime):
     def _opened(self, session_id: str) -> None:
         self.session_id = session_id
         self.opened.set()
-        self.registered.set()
         log.info("worker %s: session %s open", self._worker_id, session_id)
+        if self.registered.is_set() and self._reopened is not None:
+            self._reopened()
+        self.registered.set()
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self.run(), name=f"session-{self._worker_id}")

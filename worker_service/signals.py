@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from worker_service.domain.errors import means_lease_lost
+from worker_service.domain.errors import ExecutorUnreachable, means_lease_lost
 from worker_service.domain.model import Signal
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,10 @@ class SignalInbox:
         if complete:
             self._fetched = True
         return new
+
+    def mark_taken(self, seq: int) -> None:
+        """A signal an earlier attempt took (a recorded signal wait): never handed over again."""
+        self._taken.add(seq)
 
     def take(self, name: str) -> Signal | None:
         """The earliest signal named ``name`` that job code has not taken yet (now taken)."""
@@ -131,6 +135,24 @@ class AttemptSignals:
         await self._catch_up()
         signal = self._inbox.take(name)
         return None if signal is None else self._hand_over(signal)
+
+    async def poll_signal(self, name: str) -> Signal | None:
+        """``poll``, answering the signal with its seq; ExecutorUnreachable when the job
+        service could not be asked (a durable wait must not take silence for "none")."""
+        if not await self._catch_up():
+            raise ExecutorUnreachable("the job service could not be asked for signals")
+        signal = self._inbox.take(name)
+        if signal is not None:
+            self._hand_over(signal)
+        return signal
+
+    def mark_taken(self, seq: int) -> None:
+        self._inbox.mark_taken(seq)
+
+    @property
+    def seen_seq(self) -> int:
+        """The newest signal seq fetched."""
+        return self._inbox.fetched_seq
 
     def _hand_over(self, signal: Signal) -> dict[str, Any]:
         self._delivered(signal, signal.sent_at.timestamp() >= self._started_at)

@@ -86,7 +86,9 @@ class Worker(Lifetime):
             if lock_on_submit:
                 self._results.grants = grants
         if sessions is not None:
-            self.session = WorkerSession(sessions, worker_id, grants)
+            self.session = WorkerSession(
+                sessions, worker_id, grants, reopened=self._pipeline.doubt_leases
+            )
             for intake in self._intakes:
                 intake.start_after(self.session.registered)
         self._stop_requested = asyncio.Event()

@@ -53,6 +53,7 @@ from durable_jobs_client.errors import (
     Unauthenticated,
     Unavailable,
     UnknownJobType,
+    UserHasRunningJobs,
 )
 from durable_jobs_client.schedules import (
     AsyncSchedulesClient,
@@ -111,6 +112,7 @@ __all__ = [
     "Usage",
     "UsageGroup",
     "UsageTotals",
+    "UserHasRunningJobs",
     "create_request",
     "job_selection",
     "plain",

@@ -262,6 +262,18 @@ class AsyncAdminClient:
         )
         return answer.revoked
 
+    async def erase_user_data(
+        self, user_id: str, *, dry_run: bool = False, cancel_running: bool = False
+    ) -> apb.EraseUserDataResponse:
+        """Erases the user's data for good (their data key destroyed, their jobs, schedules
+        and stored keys deleted), or with ``dry_run`` counts what would go. Refused
+        (UserHasRunningJobs) while their jobs have not ended; ``cancel_running`` cancels
+        them first (call again once they have ended). Idempotent."""
+        request = apb.EraseUserDataRequest(
+            user_id=user_id, dry_run=dry_run, cancel_running=cancel_running
+        )
+        return await self._call(self._stub.EraseUserData, request, apb.EraseUserDataResponse)
+
     async def list_rate_limits(self) -> list[apb.RateLimitInfo]:
         """The fleet-wide provider rate limits per model tier."""
         request = apb.ListRateLimitsRequest()

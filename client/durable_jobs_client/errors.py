@@ -14,6 +14,7 @@ the field violations of bad input and the wait ``RetryInfo`` asks for::
     ├── LiveChildExists           LIVE_CHILD_EXISTS (a retried child: its parent has a live one)
     ├── LiveRetryExists           LIVE_RETRY_EXISTS (a retried job: its original has a live retry)
     ├── JobFinished               JOB_FINISHED      (a signal sent to a finished job)
+    ├── UserHasRunningJobs        USER_HAS_RUNNING_JOBS (EraseUserData: unfinished jobs)
     ├── IdempotencyKeyReused      IDEMPOTENCY_KEY_REUSED
     ├── TooManyJobs               TOO_MANY_JOBS     (retry_after)
     ├── QuotaExceeded             QUOTA_EXCEEDED    (retry_after)
@@ -25,8 +26,9 @@ the field violations of bad input and the wait ``RetryInfo`` asks for::
     └── InternalError             INTERNAL, and any reason this client does not know
     ConfigError (ValueError)      TLS or auth settings incomplete or unreadable
 
-Every reason the engine answers a caller with has its class here; the one left out,
-LEASE_LOST, only ExecutorService answers (to workers, never to this client). A unit test
+Every reason the engine answers a caller with has its class here; the ones left out,
+LEASE_LOST and JOB_TYPE_SPEC_CONFLICT, only ExecutorService answers (to workers, never to
+this client). UnknownJobType comes with NOT_FOUND (no worker declared the type). A unit test
 (tests/unit/test_error_parity.py) holds the tree to the engine's.
 """
 
@@ -126,6 +128,12 @@ class JobFinished(JobsError):
     reason = "JOB_FINISHED"
 
 
+class UserHasRunningJobs(JobsError):
+    """EraseUserData while the user has unfinished jobs; nothing was erased."""
+
+    reason = "USER_HAS_RUNNING_JOBS"
+
+
 class IdempotencyKeyReused(JobsError):
     reason = "IDEMPOTENCY_KEY_REUSED"
 
@@ -177,6 +185,7 @@ _BY_REASON: dict[str, type[JobsError]] = {
         LiveChildExists,
         LiveRetryExists,
         JobFinished,
+        UserHasRunningJobs,
         IdempotencyKeyReused,
         TooManyJobs,
         QuotaExceeded,

@@ -1,4 +1,5 @@
-"""The job type registry: each type's queue, limits, versions and schemas."""
+"""The job types workers declared: each (type, version) with its queue, limits and schemas,
+which version is current, and which worker declared it first and last."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ async def definitions(site: Site, request: Request, session: Session) -> Respons
         "definitions.html",
         session,
         nav="definitions",
+        # by type, each type's versions in the order the service lists them (oldest first)
         definitions=sorted(found, key=lambda d: d.job_type),
     )
 

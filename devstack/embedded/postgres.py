@@ -20,6 +20,7 @@ import importlib.util
 import logging
 import os
 import shlex
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -42,6 +43,22 @@ _MAX_SOCKET_PATH = 100
 _SOCKET_NAME = ".s.PGSQL.5432"
 # pg_ctl shutdown modes: wait for clients, disconnect them, or crash-like (recovery on start).
 StopMode = Literal["smart", "fast", "immediate"]
+
+
+def as_user(argv: list[str], run_as: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """``argv`` and the subprocess kwargs that run it as ``run_as``'s user (empty: as we
+    are). Through setpriv, not subprocess's user and group: with those Python fork()s where
+    it would vfork(), and a fork() in a process where gRPC threads run calls gRPC's fork
+    handlers in the child, which crashed about every other one before its exec (issue 43:
+    the "Fatal Python error: Segmentation fault" of the chaos runs, a pg_ctl that never
+    ran)."""
+    if not run_as:
+        return argv, {}
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return argv, dict(run_as)
+    uid, gid = run_as["user"], run_as["group"]
+    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", *argv], {}
 
 
 def _pg_bin_dir() -> Path:
@@ -218,12 +235,10 @@ class EmbeddedPostgres:
         return short
 
     def _pg_ctl_status(self, run_as: Mapping[str, Any]) -> int:
-        return subprocess.run(
-            [str(self._bin / "pg_ctl"), "status", "-D", str(self.data_dir)],
-            capture_output=True,
-            cwd=self.data_dir,
-            **run_as,
-        ).returncode
+        argv, as_them = as_user(
+            [str(self._bin / "pg_ctl"), "status", "-D", str(self.data_dir)], run_as
+        )
+        return subprocess.run(argv, capture_output=True, cwd=self.data_dir, **as_them).returncode
 
     def _stop_server(self, run_as: Mapping[str, Any], mode: StopMode = "fast") -> None:
         try:
@@ -243,17 +258,18 @@ class EmbeddedPostgres:
     def _run(self, program: str, *args: str, run_as: Mapping[str, Any]) -> None:
         # Output goes to a file, not a pipe: pg_ctl's detached server inherits the
         # descriptors and a pipe would never reach EOF.
+        argv, as_them = as_user([str(self._bin / program), "-D", str(self.data_dir), *args], run_as)
         with tempfile.TemporaryFile() as output:
             try:
                 subprocess.run(
-                    [str(self._bin / program), "-D", str(self.data_dir), *args],
+                    argv,
                     check=True,
                     stdin=subprocess.DEVNULL,
                     stdout=output,
                     stderr=subprocess.STDOUT,
                     cwd=self.data_dir,  # the server user may not be allowed into ours
                     timeout=self.timeout + 10,
-                    **run_as,
+                    **as_them,
                 )
             except subprocess.CalledProcessError:
                 output.seek(0)

@@ -19,23 +19,27 @@ from job_service.domain.checks import (
     MAX_ID_CHARS,
     is_uuid,
     require_input,
+    require_job_type,
     require_name,
     require_priority,
     require_schedule,
     require_target,
 )
+from job_service.domain.declared_types import JobTypes
 from job_service.domain.dependencies import (
     NONE,
     UNTIL_DEPENDENCIES_END,
     Dependencies,
     require_dependencies,
 )
+from job_service.domain.job_types import JobType
 from job_service.domain.jobs import Job, NewJob, RetrySpec
 from shared.ai.prompts import PromptNotFound, get_prompt
 from shared.canonical import content_hash
 from shared.credentials import CredentialMode
+from shared.dependencies import DependencyPolicy
 from shared.errors import FieldViolation, InvalidInput
-from shared.registry import ChildJobDraft, DependencyPolicy, JobDefinition, Registry
+from shared.execution import ChildJobDraft
 
 
 @dataclass(frozen=True)
@@ -77,13 +81,13 @@ class Screened:
     (None: the platform's key)."""
 
     request: CreateRequest
-    definition: JobDefinition
+    definition: JobType
     due: datetime | None
     credential_id: str | None
     dependencies: Dependencies = NONE
 
 
-def screen(registry: Registry, request: CreateRequest, now: datetime) -> Screened:
+def screen(registry: JobTypes, request: CreateRequest, now: datetime) -> Screened:
     """CreateJob's checks of ``request`` made ``now``, in CreateJob's order, but for the
     input's schema (``admit``): names, job type, priority, run time, dependencies, input,
     target, pinned versions, credential mode. That the dependencies are jobs of the user is
@@ -91,6 +95,7 @@ def screen(registry: Registry, request: CreateRequest, now: datetime) -> Screene
     require_name("user_id", request.user_id)
     if request.idempotency_key:
         require_name("idempotency_key", request.idempotency_key)
+    require_job_type(request.job_type)
     definition = registry.get(request.job_type)
     require_priority(request.priority)
     due = require_schedule(request.run_at, request.delay_s, now)
@@ -144,7 +149,7 @@ def _requested_time(run_at: datetime | None, delay_s: float | None) -> dict[str,
     return {}
 
 
-def admit_child(definition: JobDefinition, draft: ChildJobDraft) -> NewJob:
+def admit_child(definition: JobType, draft: ChildJobDraft) -> NewJob:
     """A child a result projects, held to CreateJob's checks of what it carries: its
     idempotency key (required), priority and input. Its user is its parent's (filled in
     when it is stored, as is its parent's credential when it inherits it); it is due now
@@ -163,7 +168,7 @@ def admit_child(definition: JobDefinition, draft: ChildJobDraft) -> NewJob:
     )
 
 
-def readmit(registry: Registry, job: Job, stored_input: dict[str, Any]) -> RetrySpec:
+def readmit(registry: JobTypes, job: Job, stored_input: dict[str, Any]) -> RetrySpec:
     """A re-run of ``job``, which copies it, held to CreateJob's checks of what it copies:
     the user, the job type, the priority, the stored input as it is (a snapshot of the
     allowed fields: not validated again) and the prompt version. Its output schema version
@@ -191,7 +196,7 @@ def unknown_credential() -> InvalidInput:
     )
 
 
-def _credential(definition: JobDefinition, mode: CredentialMode, credential_id: str) -> str | None:
+def _credential(definition: JobType, mode: CredentialMode, credential_id: str) -> str | None:
     """The key a job may run with: allowed by its type, and an id with a user key only.
     The credential's canonical id, or None for the platform's key."""
     if mode not in definition.credential_modes:
@@ -217,7 +222,7 @@ def _credential(definition: JobDefinition, mode: CredentialMode, credential_id: 
     return str(uuid.UUID(credential_id))
 
 
-def _require_versions(definition: JobDefinition, pins: Pins) -> None:
+def _require_versions(definition: JobType, pins: Pins) -> None:
     """Pinned versions must be ones this deployment knows: a registered version of the
     definition's prompt, and the output schema version its output model describes."""
     if pins.prompt_version:
@@ -261,7 +266,7 @@ def _prompt_known(key: str, version: str) -> bool:
 
 
 def _new_job(
-    definition: JobDefinition,
+    definition: JobType,
     raw_input: dict[str, Any],
     user_id: str,
     idempotency_key: str,
@@ -289,7 +294,7 @@ def _new_job(
     # job (job_service.proto, CreateJobRequest, lists them)
     request: dict[str, Any] = {
         "job_type": definition.job_type,
-        "input": validated.model_dump(mode="json"),
+        "input": validated,
         "priority": effective_priority,
         **(requested_time or {}),
     }

@@ -17,7 +17,7 @@ from job_service.domain.lifecycle import LEASED, JobStatus, Step, transition
 from job_service.domain.retry import Outcome, RetryDecision
 from shared.ai.provider import UsageRecord
 from shared.errors import ErrorCode, public_message
-from shared.registry import ArtifactDraft, ChildJobDraft
+from shared.execution import ArtifactDraft, ChildJobDraft
 
 
 class Decide(Protocol):
@@ -27,9 +27,18 @@ class Decide(Protocol):
 
 
 # An attempt is ended as a TIMEOUT this long after its definition's timeout, whatever its
-# heartbeats say (JOBS_ATTEMPT_TIMEOUT_GRACE_S): the worker enforces the timeout itself and
-# reports it; the grace covers that report, so only a hung attempt reaches the deadline.
-DEFAULT_TIMEOUT_GRACE_S = 30.0
+# heartbeats say: the worker enforces the timeout itself and reports it; the grace covers
+# that report, so only a hung attempt reaches the deadline. The grace is proportional to
+# the timeout (issue 43: a 5 s timeout is not left running 30 s more), at most
+# JOBS_ATTEMPT_TIMEOUT_GRACE_S: with the reaper's interval (1 s) an attempt ends at most
+# min(timeout, 30 s) past its timeout, for timeouts of 2 s and more.
+DEFAULT_TIMEOUT_GRACE_S = 25.0
+TIMEOUT_GRACE_FRACTION = 0.25
+
+
+def timeout_grace_s(timeout_s: float, most_s: float = DEFAULT_TIMEOUT_GRACE_S) -> float:
+    """How long past ``timeout_s`` an attempt may run before the job service ends it."""
+    return min(most_s, timeout_s * TIMEOUT_GRACE_FRACTION)
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,8 @@ class LockedAttempt:
     facts: AttemptFacts
     lease_token: str
     past_deadline: bool = False
+    # the job's owner: whose data key seals the attempt's internal error message
+    user_id: str = ""
 
 
 def abandoned_code(attempt: LockedAttempt) -> ErrorCode:
@@ -59,6 +70,8 @@ class AttemptEnd:
     code: str
     delay_s: float = 0.0
     refund_attempt: bool = False
+    # due at once when the job holds a signal newer than this (a signal wait's end)
+    wake_after_signal: int | None = None
 
     @property
     def public_message(self) -> str:
@@ -115,6 +128,7 @@ def attempt_end(facts: AttemptFacts, code: str, decide: Decide) -> AttemptEnd:
         code=code,
         delay_s=decision.delay_s,
         refund_attempt=decision.refund_attempt,
+        wake_after_signal=decision.wake_after_signal,
     )
 
 

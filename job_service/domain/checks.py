@@ -47,6 +47,20 @@ def require_name(name: str, value: str) -> None:
         )
 
 
+# What a job type may be called (ExecutorService.DeclareJobType refuses other names).
+JOB_TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_]{1,63}")
+
+
+def require_job_type(value: str, name: str = "job_type") -> None:
+    """InvalidInput unless ``value`` could name a job type (whether one was declared is
+    the declared types' to say: NOT_FOUND)."""
+    if not JOB_TYPE_PATTERN.fullmatch(value):
+        raise InvalidInput(
+            f"{name} is missing or malformed",
+            [FieldViolation(name, f"a job type's name: ^{JOB_TYPE_PATTERN.pattern}$")],
+        )
+
+
 # ListJobs' id_suffix: the end of an id's hex digits, long enough to mean something (the
 # short id shown is 8) and no longer than an id.
 ID_SUFFIX = re.compile(r"[0-9a-f]{6,32}")

@@ -17,8 +17,8 @@ from enum import Enum
 
 from job_service.domain.checks import is_uuid
 from job_service.domain.holds import Hold, HoldReason
+from shared.dependencies import DependencyPolicy
 from shared.errors import FieldViolation, InvalidInput
-from shared.registry import DependencyPolicy
 
 # A join may wait for this many jobs (CreateJob's depends_on, a result's join).
 MAX_DEPENDENCIES = 10_000
@@ -81,7 +81,14 @@ def require_dependencies(
 
 
 def waiting_hold(pending: int, total: int) -> Hold:
-    """The hold of a job that waits for ``pending`` of its ``total`` dependencies."""
+    """The hold of a job that waits for ``pending`` of its ``total`` dependencies; with none
+    pending, for the resolver to count their ends (it is made due then), which a job due at
+    UNTIL_DEPENDENCIES_END still waits for: no run time (issue 43, the model's join_hold)."""
+    if not pending:
+        return Hold(
+            HoldReason.WAITING_FOR_DEPENDENCIES,
+            detail=f"its {total} dependencies have ended; made due when they are counted",
+        )
     return Hold(
         HoldReason.WAITING_FOR_DEPENDENCIES,
         detail=f"waits for {pending} of its {total} dependencies to end",

@@ -11,6 +11,7 @@ from typing import Any
 
 from shared.ai.steps import RecordedStep
 from shared.credentials import CredentialMode
+from shared.durable_steps import StepResult
 
 
 @dataclass(frozen=True)
@@ -29,12 +30,16 @@ class LockGrant:
     # USER: the worker fetches the key with ResolveCredential under this lease
     credential_mode: CredentialMode = CredentialMode.PLATFORM
     credential_id: str | None = None
-    # Earlier attempts recorded steps (RecordStep) for this one to reuse: whether the
-    # grant saw any, and (attached by the claims use case) the steps.
+    # Earlier attempts recorded steps (RecordStep, RecordStepResult) for this one to reuse:
+    # whether the grant saw any, and (attached by the claims use case) the steps.
     has_steps: bool = False
     recorded_steps: tuple[RecordedStep, ...] = ()
+    # ... and the outcomes of its durable steps (RecordStepResult), by ordinal
+    step_results: tuple[StepResult, ...] = ()
     # How many jobs it depended on (their results: FetchDependencyResults).
     dependency_count: int = 0
+    # The version of its job type the job was created for ("": not read)
+    definition_version: str = ""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from shared.errors import ErrorCode
+
 
 class HoldReason(StrEnum):
     READY = "ready"
@@ -17,6 +19,9 @@ class HoldReason(StrEnum):
     RATE_LIMITED = "rate_limited"
     NO_WORKER_FOR_VERSION = "no_worker_for_version"
     WAITING_FOR_DEPENDENCIES = "waiting_for_dependencies"
+    # not due: its code sleeps (ctx.sleep) or waits for a signal (ctx.wait_for_signal)
+    SLEEPING = "sleeping"
+    WAITING_FOR_SIGNAL = "waiting_for_signal"
 
 
 @dataclass(frozen=True)
@@ -47,12 +52,14 @@ class WaitingFacts:
     rate_blocked_until: datetime | None
     rate_spent: bool
     live_definitions: frozenset[str] | None  # None: no worker has said what it runs
+    # the code of the attempt that ended last (SUSPENDED_*: the job sleeps or waits)
+    error_code: str | None = None
 
 
 def explain(facts: WaitingFacts) -> Hold:
     """The first reason, in the order a claim checks them, that keeps the job waiting."""
     if facts.next_run_at is not None and facts.next_run_at > facts.now:
-        return Hold(HoldReason.NOT_DUE, until=facts.next_run_at, detail="waits for its time")
+        return _not_due(facts.next_run_at, facts.error_code)
     if facts.paused:
         return Hold(HoldReason.QUEUE_PAUSED, facts.queue, detail=f"queue {facts.queue} is paused")
     if facts.live_definitions is not None and facts.definition not in facts.live_definitions:
@@ -82,6 +89,18 @@ def explain(facts: WaitingFacts) -> Hold:
             detail=f"the rate limit of tier {facts.rate_key} is spent",
         )
     return Hold(HoldReason.READY, detail="eligible: next in line when a worker asks")
+
+
+def _not_due(until: datetime, code: str | None) -> Hold:
+    if code == ErrorCode.SUSPENDED_SLEEP:
+        return Hold(HoldReason.SLEEPING, until=until, detail="its code sleeps until then")
+    if code == ErrorCode.SUSPENDED_SIGNAL:
+        return Hold(
+            HoldReason.WAITING_FOR_SIGNAL,
+            until=until,
+            detail="its code waits for a signal (SendSignal wakes it), or until then",
+        )
+    return Hold(HoldReason.NOT_DUE, until=until, detail="waits for its time")
 
 
 def _after(moment: datetime | None, now: datetime) -> bool:

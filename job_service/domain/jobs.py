@@ -12,6 +12,7 @@ from typing import Any
 
 from job_service.domain.dependencies import NONE, Dependencies
 from job_service.domain.holds import Hold
+from job_service.domain.ids import new_job_id
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.signals import ReceivedSignal
 from shared.credentials import CredentialMode
@@ -63,6 +64,21 @@ class NewJob:
     # The jobs it waits for (then it is due at UNTIL_DEPENDENCIES_END until they end). A
     # join a result projects names its siblings by idempotency key instead (NewChild).
     dependencies: Dependencies = NONE
+    # Its id, made here (a version-7 UUID, as the database's default would): a sealed
+    # payload is bound to its job's id before the job is stored.
+    id: str = field(default_factory=new_job_id)
+    # With payloads sealed, ``request_hash`` is keyed by the user's data key; this is the
+    # plain one, which a job created before encryption stored (an idempotent repeat).
+    legacy_request_hash: str = ""
+    # The user's data key (as stored: wrapped) its payloads were sealed under, None when not
+    # sealed: the store creates the job only while the user's key row still holds it.
+    sealed_under: bytes | None = None
+
+
+class DataKeyChanged(Exception):
+    """The user's data key is no longer the one a new job was sealed under (an erase on
+    another replica destroyed it, or a rotation re-wrapped it): nothing was stored; seal it
+    again under the current key and store it again."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +113,8 @@ SHOWN = ShownLists()
 # 11 bytes per element against 2), and GetJob must stay within 4 MiB.
 MAX_ARTIFACTS_PER_JOB = SHOWN.artifacts
 MAX_ARTIFACT_BYTES_PER_JOB = 512 * 1024
+# An artifact's type: a short name (its id is at most checks.MAX_ID_CHARS).
+MAX_ARTIFACT_TYPE_CHARS = 64
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,17 @@ class OutboxMessage:
 
 
 @dataclass(frozen=True)
+class DispatchMark:
+    """Dispatch rows a pushed grant uses, marked published by the grant's own statement:
+    the first as many of ``ids`` (claimed by ``owner``, in order) as the statement grants
+    jobs. Grant and mark commit together, so no crash leaves a job granted whose token is
+    still to be published."""
+
+    owner: str
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class DeadEvent:
     """An outbox row that failed to publish too many times."""
 

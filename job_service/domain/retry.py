@@ -11,9 +11,10 @@ import random
 from dataclasses import dataclass
 from enum import StrEnum
 
+from job_service.domain.job_types import JobType
 from job_service.domain.lifecycle import JobStatus
+from shared.definitions import AbortStrategy
 from shared.errors import ErrorClass, ErrorCode, classify
-from shared.registry import AbortStrategy, JobDefinition
 
 # Codes never retried whatever their class says: a provider's 4xx other than 401, 403,
 # 408 and 429 refuses the request itself, and the same request is refused again (seed 000
@@ -32,8 +33,11 @@ class RetryDecision:
     outcome: Outcome
     # Seconds until the next attempt may start (RETRY only).
     delay_s: float = 0.0
-    # The failed attempt is handed back, not spent (a draining worker).
+    # The failed attempt is handed back, not spent (a draining worker, a suspension).
     refund_attempt: bool = False
+    # A signal wait (SUSPENDED_SIGNAL): the newest signal seq the attempt had seen; a job
+    # holding a newer one when the attempt ends is due at once instead of after delay_s.
+    wake_after_signal: int | None = None
 
     @property
     def status(self) -> JobStatus:
@@ -54,7 +58,7 @@ class RetryPolicy:
     jitter: float = 0.25
 
     @classmethod
-    def of(cls, definition: JobDefinition) -> RetryPolicy:
+    def of(cls, definition: JobType) -> RetryPolicy:
         return cls(
             max_attempts=definition.max_attempts,
             base_s=definition.backoff_base_s,
@@ -67,7 +71,8 @@ class RetryPolicy:
         error_class = classify(code)
         if error_class is ErrorClass.CANCELLED:
             return RetryDecision(Outcome.CANCEL)
-        if error_class is ErrorClass.WORKER_SHUTDOWN:
+        if error_class in (ErrorClass.WORKER_SHUTDOWN, ErrorClass.SUSPENDED):
+            # a sleep's wake time comes as the report's retry_after (leases.py)
             return RetryDecision(Outcome.RETRY, refund_attempt=True)
         if (
             code in NEVER_RETRIED

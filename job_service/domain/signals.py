@@ -37,3 +37,25 @@ class SentSignal:
     created: bool
     job_type: str
     status: JobStatus | None
+    # the send woke the job from a signal wait (ctx.wait_for_signal): it is due now
+    woke: bool = False
+
+
+@dataclass(frozen=True)
+class StoredSignal:
+    """A signal stored before under an idempotency key: its name and payload as stored
+    (sealed or not), for SendSignal to judge whether a repeat is the same signal."""
+
+    sent: SentSignal
+    name: str
+    payload: Any
+
+
+@dataclass(frozen=True)
+class FetchedSignals:
+    """A page of a job's signals as stored (payloads sealed or not) and the job's owner,
+    whose key opens them."""
+
+    user_id: str
+    signals: list[JobSignal]
+    more: bool

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Protocol
 
 from job_service.domain.claims import ClaimCandidate, Granted, WaitingLeft
+from job_service.domain.outbox import DispatchMark
 from job_service.domain.rate_limits import BucketLevel, RateLimit
 
 
@@ -52,9 +53,12 @@ class ClaimTransaction(Protocol):
         leading grants that fit; None when the tier has no bucket row."""
         ...
 
-    async def grant(self, chosen: Sequence[tuple[str, int]], worker_id: str) -> list[Granted]:
+    async def grant(
+        self, chosen: Sequence[tuple[str, int]], worker_id: str, mark: DispatchMark | None = None
+    ) -> list[Granted]:
         """Grants the chosen candidates, (job id, tokens it reserved; 0: none), in line
-        order: each RUNNING with a fresh lease, its timeline event written."""
+        order: each RUNNING with a fresh lease, its timeline event written; ``mark``: the
+        dispatch rows the grants use, marked published in the same statement."""
         ...
 
     async def grant_unlimited(
@@ -64,6 +68,7 @@ class ClaimTransaction(Protocol):
         want: int,
         worker_id: str,
         due_for_s: float = 0.0,
+        mark: DispatchMark | None = None,
     ) -> list[Granted]:
         """``candidates`` and ``grant`` in one statement, for a queue where nothing can hold
         a job back."""

@@ -23,7 +23,8 @@ class NewJobStore(Protocol):
         job an idempotency key already names (False), or a refusal with nothing stored;
         with the outbox rows it wrote already claimed for this replica's dispatcher (a due
         job's dispatch row), committed, to hand over (``Handoff``). A job with dependencies
-        is attached to them in the same transaction."""
+        is attached to them in the same transaction. Raises ``DataKeyChanged`` (nothing
+        stored) when ``new.sealed_under`` is not the key the user's key row holds."""
         ...
 
     async def owned(self, job_ids: list[str], user_id: str) -> set[str]:
@@ -54,8 +55,11 @@ class RerunStore(Protocol):
         *,
         key: str | None = None,
         since: datetime | None = None,
+        new_id: str | None = None,
+        snapshot: Any = None,
     ) -> tuple[Job, bool] | None:
-        """A new job from a finished job's snapshot, ``reason`` on its first timeline
+        """A new job (``new_id``, else a fresh id) from a finished job's snapshot (or
+        ``snapshot``, its copy sealed for the new job), ``reason`` on its first timeline
         event, and whether this call made it (False: the retry ``key`` names); None when
         that is not possible. At most one live retry per original job (LiveRetryExists),
         none made at or after ``since`` either."""

@@ -56,7 +56,8 @@ class Handoff(Protocol):
 
 
 class GrantPush(Protocol):
-    """Grants jobs to waiting workers for the dispatch messages among ``messages``; the ids
-    of the messages those grants used (``usecases.grants``)."""
+    """Grants jobs to waiting workers for the dispatch messages among ``messages``, claimed
+    by the dispatcher ``owner``; the ids of the messages those grants used, marked published
+    by the grants' own statements (``usecases.grants``)."""
 
-    async def __call__(self, messages: Sequence[OutboxMessage]) -> set[int]: ...
+    async def __call__(self, messages: Sequence[OutboxMessage], owner: str) -> set[int]: ...

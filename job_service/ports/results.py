@@ -22,8 +22,13 @@ class Committed:
 
 
 class ResultStore(Protocol):
-    async def job_types(self, job_ids: Sequence[str]) -> dict[str, str]:
-        """The stored type of each job that exists (children are checked against it)."""
+    async def job_types(self, job_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """The stored type and version of each job that exists (its output and children
+        are checked against them)."""
+        ...
+
+    async def owners(self, job_ids: Sequence[str]) -> dict[str, str]:
+        """The user of each job that exists (its result is sealed under their key)."""
         ...
 
     async def submit_results(

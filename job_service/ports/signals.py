@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Protocol
 
-from job_service.domain.signals import JobSignal, SentSignal
+from job_service.domain.signals import FetchedSignals, SentSignal, StoredSignal
 
 
 class SignalStore(Protocol):
@@ -14,23 +13,24 @@ class SignalStore(Protocol):
         job_id: str,
         user_id: str,
         name: str,
-        payload: dict[str, Any],
+        payload: Any,
         key: str | None,
         limit: int,
-    ) -> SentSignal | None:
-        """Stores the signal with the job's next seq, in one transaction, unless ``key``
-        names one stored before (that one is answered, ``created`` False). None: the user
-        has no such job. Raises ``JobFinished`` for a finished job, ``SignalLimitReached``
-        when the job already holds ``limit`` signals (checked in the storing statement, so
-        concurrent sends never pass it) and ``IdempotencyKeyReused`` for a key stored with
-        another name or payload."""
+    ) -> SentSignal | StoredSignal | None:
+        """Stores the signal (``payload`` as its column stores it) with the job's next seq,
+        in one transaction, unless ``key`` names one stored before: that one is answered as
+        stored (a StoredSignal, for the caller to judge whether it is the same). None: the
+        user has no such job. Raises ``JobFinished`` for a finished job and
+        ``SignalLimitReached`` when the job already holds ``limit`` signals (checked in the
+        storing statement, so concurrent sends never pass it)."""
         ...
 
     async def fetch(
         self, job_id: str, lease_token: str, after_seq: int, limit: int
-    ) -> tuple[Sequence[JobSignal], bool] | None:
-        """The job's signals after ``after_seq`` in seq order (at most ``limit``) and
-        whether there are more, for the holder of its current lease; None otherwise."""
+    ) -> FetchedSignals | None:
+        """The job's signals after ``after_seq`` in seq order (at most ``limit``), whether
+        there are more, and the job's owner, for the holder of its current lease; None
+        otherwise."""
         ...
 
 

@@ -14,8 +14,11 @@ from typing import Any
 
 from job_service.domain import checks
 from job_service.domain.admission import readmit
-from job_service.domain.checks import require_name, require_target, require_uuid
+from job_service.domain.checks import require_job_type, require_name, require_target, require_uuid
 from job_service.domain.counts import JobCounts, require_window
+from job_service.domain.declared_types import JobTypes
+from job_service.domain.envelopes import INPUT
+from job_service.domain.ids import new_job_id
 from job_service.domain.jobs import Job
 from job_service.domain.lifecycle import RERUNNABLE, JobStatus
 from job_service.domain.outbox import DeadEvent
@@ -27,6 +30,7 @@ from job_service.ports.listing import JobListingStore
 from job_service.ports.outbox import OutboxStore, Waker
 from job_service.usecases.dependencies import DependencyStore
 from job_service.usecases.jobs import with_withheld_fields
+from job_service.usecases.sealing import Sealer
 from shared.constants import Queue
 from shared.errors import (
     FieldViolation,
@@ -36,7 +40,6 @@ from shared.errors import (
     LiveChildExists,
     LiveRetryExists,
 )
-from shared.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,7 @@ _DEAD_LETTERS = ("failed", "events")
 class Admin:
     def __init__(
         self,
-        registry: Registry,
+        registry: JobTypes,
         store: JobStore,
         reruns: RerunStore,
         listing: JobListingStore,
@@ -57,7 +60,12 @@ class Admin:
         tokens: PageTokens,
         outbox: Waker,
         dependencies: DependencyStore,
+        *,
+        sealer: Sealer | None = None,
     ) -> None:
+        """``sealer`` opens the payloads a read shows, and seals a re-run's copy of its
+        source's input for the re-run (None: stored as they are)."""
+        self._sealer = sealer or Sealer(None, None)
         self._dependencies = dependencies
         self._registry = registry
         self._store = store
@@ -102,12 +110,13 @@ class Admin:
         jobs = await self._listing.list_jobs(where, None if start == "start" else start, size + 1)
         page, more = jobs[:size], len(jobs) > size
         last = Cursor(page[-1].created_at, page[-1].id) if more else None
-        return page, self._tokens.issue(scope, {"jobs": last})
+        return await self._sealer.opened_all(page), self._tokens.issue(scope, {"jobs": last})
 
     def check_filter(self, where: JobFilter) -> None:
         if where.user_id is not None:
             require_name("user_id", where.user_id)
         if where.job_type is not None:
+            require_job_type(where.job_type)
             self._registry.get(where.job_type)  # UNKNOWN_JOB_TYPE
         require_target(where.target_type or "", where.target_id or "")
         if where.queue is not None and where.queue not in set(Queue):
@@ -143,7 +152,7 @@ class Admin:
         job = await self._store.get(job_id, None)
         if job is None:
             raise JobNotFound("no such job")
-        return with_withheld_fields(self._registry, job)
+        return with_withheld_fields(self._registry, await self._sealer.opened(job))
 
     async def retry_job(
         self,
@@ -167,9 +176,19 @@ class Admin:
         stored_input = await self._reruns.rerun_input(job_id)
         rerun = None
         if stored_input is not None:
+            stored_input = await self._sealer.open(old.user_id, job_id, INPUT, stored_input)
             spec = readmit(self._registry, old, stored_input)
+            # the copy of the input is sealed for the re-run's own id
+            new_id = new_job_id()
+            sealed = await self._sealer.seal(old.user_id, new_id, INPUT, stored_input)
             rerun = await self._reruns.rerun(
-                job_id, spec, reason, key=idempotency_key or None, since=since
+                job_id,
+                spec,
+                reason,
+                key=idempotency_key or None,
+                since=since,
+                new_id=new_id,
+                snapshot=sealed if self._sealer.enabled else None,
             )
         if rerun is None:
             raise JobNotRetryable("the job's snapshot is gone; it cannot be retried")
@@ -210,7 +229,7 @@ class Admin:
             rows = await self._listing.list_jobs(
                 JobFilter(status=JobStatus.FAILED, retried=False), after, size + 1
             )
-            failed = rows[:size]
+            failed = await self._sealer.opened_all(rows[:size])
             if len(rows) > size:
                 next_failed = Cursor(failed[-1].created_at, failed[-1].id)
         events: list[DeadEvent] = []

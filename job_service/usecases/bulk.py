@@ -25,6 +25,7 @@ from typing import Any
 
 from job_service import metrics
 from job_service.domain.checks import is_uuid
+from job_service.domain.declared_types import JobTypes
 from job_service.domain.lifecycle import RERUNNABLE, JobStatus, Step, sources
 from job_service.domain.paging import PageTokens
 from job_service.domain.selection import Actionable, Candidate, Cursor, JobFilter, JobSelection
@@ -33,7 +34,6 @@ from job_service.ports.jobs import CancelNotifier
 from job_service.ports.outbox import Waker
 from job_service.usecases.admin import Admin, attribution, scope_of
 from shared.errors import FieldViolation, InvalidInput, JobNotFound, JobNotRetryable, JobsError
-from shared.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class RetryPage:
 class BulkActions:
     def __init__(
         self,
-        registry: Registry,
+        registry: JobTypes,
         admin: Admin,
         store: BulkStore,
         tokens: PageTokens,

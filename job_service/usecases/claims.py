@@ -27,11 +27,13 @@ from job_service.domain.claims import (
     rate_demand,
     within_rate,
 )
+from job_service.domain.declared_types import JobTypes
 from job_service.domain.grants import LockGrant, LockRefusal, QueueClaim
+from job_service.domain.outbox import DispatchMark
 from job_service.domain.rate_limits import TierBudgets
 from job_service.ports.claims import ClaimStore, ClaimTransaction
 from job_service.ports.rate_limits import RateLimitStore
-from shared.registry import Registry
+from job_service.usecases.known_jobs import KnownJobs
 
 # A worker's definitions are written at most this often (each claim would otherwise).
 WORKER_RECORD_INTERVAL_S = 5.0
@@ -40,27 +42,42 @@ WORKER_RECORD_INTERVAL_S = 5.0
 class Claims:
     def __init__(
         self,
-        registry: Registry,
+        registry: JobTypes,
         store: ClaimStore,
         rates: RateLimitStore,
         budgets: TierBudgets,
         *,
         queue_limits: Mapping[str, int],
+        known: KnownJobs | None = None,
     ) -> None:
+        """``known``: where every grant's type, version and owner are kept for its submit."""
         self._store = store
+        self._known = known
         self._rates = rates
         self._budgets = budgets
         self._queue_limits = dict(queue_limits)
-        self._queue_names = sorted({d.queue for d in registry})
-        self._queue_types = queue_job_types(registry)
-        self._estimated_tokens = tier_estimates(registry)
-        self._unlimited = unlimited_queues(registry, queue_limits, budgets.limits)
+        self._types = registry
         self._workers_seen: dict[tuple[str, str, tuple[str, ...]], float] = {}
 
     @property
     def queue_names(self) -> list[str]:
         """The queues of the known job types, sorted."""
-        return self._queue_names
+        return self._types.derived("queue_names", lambda t: sorted({d.queue for d in t}))
+
+    @property
+    def _queue_types(self) -> dict[str, frozenset[str]]:
+        return self._types.derived("queue_job_types", queue_job_types)
+
+    @property
+    def _estimated_tokens(self) -> dict[str, int]:
+        return self._types.derived("tier_estimates", tier_estimates)
+
+    @property
+    def _unlimited(self) -> frozenset[str]:
+        return self._types.derived(
+            "unlimited_queues",
+            lambda t: unlimited_queues(t, self._queue_limits, self._budgets.limits),
+        )
 
     async def claim_queue(
         self,
@@ -71,33 +88,37 @@ class Claims:
         *,
         tokens: bool = True,
         due_for_s: float = 0.0,
+        mark: DispatchMark | None = None,
     ) -> QueueClaim:
         """Grants up to ``want`` of the queue's best eligible jobs to ``worker_id``, of the
         ``definitions`` it runs (None: any), due for ``due_for_s`` at least, and says when
         to hand the unused tokens back (``tokens``: the claim answers work tokens; without,
-        it never says)."""
+        it never says). ``mark``: dispatch rows the grants use (pushed grants), marked
+        published by the grant's statement."""
         await self._record_worker(worker_id, queue, definitions)
         if queue in self._unlimited:
             # nothing to admit: one statement scans and grants, as before the scheduler;
             # the unused tokens' answer costs a second one
             async with self._store.connection() as tx:
-                granted = await tx.grant_unlimited(queue, definitions, want, worker_id, due_for_s)
+                granted = await tx.grant_unlimited(
+                    queue, definitions, want, worker_id, due_for_s, mark
+                )
                 retry_after = None
                 if tokens and len(granted) < want:
                     retry_after = await self._unused_back(tx, queue, definitions, False)
-            return QueueClaim(_picked_up(granted), retry_after)
+            return QueueClaim(_picked_up(granted, self._known), retry_after)
         spent = self._budgets.spent_keys()
         async with self._store.transaction() as tx:
             candidates = await tx.candidates(
                 queue, definitions, want * CANDIDATE_SLACK, spent, due_for_s
             )
             chosen, held_by_rate = await self._admit(tx, self._rated(candidates), want, queue)
-            granted = await tx.grant(chosen, worker_id) if chosen else []
+            granted = await tx.grant(chosen, worker_id, mark) if chosen else []
             retry_after = None
             if tokens and len(granted) < want:
                 held_by_rate = held_by_rate or (bool(spent) and await tx.rate_held(queue, spent))
                 retry_after = await self._unused_back(tx, queue, definitions, held_by_rate)
-        return QueueClaim(_picked_up(granted), retry_after)
+        return QueueClaim(_picked_up(granted, self._known), retry_after)
 
     async def claim_jobs(
         self, job_ids: Sequence[str], worker_id: str, definitions: Sequence[str] | None
@@ -115,7 +136,8 @@ class Claims:
             for queue in dict.fromkeys(q for q, _ in runnable):
                 candidates = self._rated([c for q, c in runnable if q == queue])
                 chosen, _ = await self._admit(tx, candidates, len(candidates), queue)
-                for grant in _picked_up(await tx.grant(chosen, worker_id) if chosen else []):
+                chosen_granted = await tx.grant(chosen, worker_id) if chosen else []
+                for grant in _picked_up(chosen_granted, self._known):
                     granted[grant.job_id] = grant
                 held += [c.job_id for c in candidates if c.job_id not in granted]
             refused = [job_id for job_id in job_ids if job_id not in granted]
@@ -205,13 +227,16 @@ class Claims:
         await self._store.record_worker(worker_id, sorted(types), runs)
 
 
-def _picked_up(granted: list[Granted]) -> list[LockGrant]:
+def _picked_up(granted: list[Granted], known: KnownJobs | None = None) -> list[LockGrant]:
     for grant, waited_s in granted:
         metrics.picked_up(grant.job_type, waited_s)
-    return [grant for grant, _ in granted]
+    grants = [grant for grant, _ in granted]
+    if known is not None:
+        known.granted(grants)
+    return grants
 
 
-def tier_estimates(registry: Registry) -> dict[str, int]:
+def tier_estimates(registry: JobTypes) -> dict[str, int]:
     """Per model tier, the tokens a grant reserves: the largest estimate of its job types."""
     estimates: dict[str, int] = {}
     for definition in registry:
@@ -221,7 +246,7 @@ def tier_estimates(registry: Registry) -> dict[str, int]:
     return estimates
 
 
-def queue_job_types(registry: Registry) -> dict[str, frozenset[str]]:
+def queue_job_types(registry: JobTypes) -> dict[str, frozenset[str]]:
     """Per queue, the job types whose jobs wait in it."""
     types: dict[str, set[str]] = {}
     for definition in registry:
@@ -230,7 +255,7 @@ def queue_job_types(registry: Registry) -> dict[str, frozenset[str]]:
 
 
 def unlimited_queues(
-    registry: Registry, queue_limits: Mapping[str, int], rate_tiers: Collection[str]
+    registry: JobTypes, queue_limits: Mapping[str, int], rate_tiers: Collection[str]
 ) -> frozenset[str]:
     """The queues no limit applies to: no queue limit, and no job type with a concurrency
     key or on a rate-limited model tier. Their claims need no admission step."""

@@ -7,13 +7,16 @@ the jobs waiting for the job it re-runs (``admin.py``). ADR 0008."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from job_service import metrics
 from job_service.domain.checks import require_uuid
+from job_service.domain.envelopes import OUTPUT
 from job_service.ports.outbox import Waker
+from job_service.usecases.sealing import Sealer
+from shared.dependencies import DependencyOutput
 from shared.errors import FieldViolation, InvalidInput, LeaseLost
-from shared.registry import DependencyOutput
 
 # Ended edges one resolver round counts; a full round runs again at once.
 RESOLVE_BATCH = 500
@@ -32,6 +35,8 @@ class DependencyStore(Protocol):
     ) -> tuple[list[DependencyOutput], bool] | None: ...
 
     async def ended_by(self, job_id: str) -> list[str]: ...
+
+    async def owner(self, job_id: str) -> str | None: ...
 
 
 class DependencyResolver:
@@ -54,8 +59,10 @@ class DependencyResults:
     """FetchDependencyResults: the results of a leased job's dependencies, a page at a
     time, for the holder of its current lease."""
 
-    def __init__(self, store: DependencyStore) -> None:
+    def __init__(self, store: DependencyStore, sealer: Sealer | None = None) -> None:
+        """``sealer``: opens the outputs (sealed at rest; None: as stored)."""
         self._store = store
+        self._sealer = sealer or Sealer(None, None)
 
     async def fetch(
         self, job_id: str, lease_token: str, after_job_id: str, page_size: int
@@ -75,4 +82,12 @@ class DependencyResults:
         if fetched is None:
             metrics.stale_submit("FetchDependencyResults")
             raise LeaseLost("the lease on this job is no longer held")
-        return fetched
+        outputs, more = fetched
+        if self._sealer.enabled and outputs:
+            # a job's dependencies are its own user's jobs
+            user = await self._store.owner(job_id) or ""
+            outputs = [
+                replace(o, output=await self._sealer.open(user, o.job_id, OUTPUT, o.output))
+                for o in outputs
+            ]
+        return outputs, more

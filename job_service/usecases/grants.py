@@ -17,9 +17,9 @@ grant leaves by one of three ways, each a method here:
 - ``with_results``: **lock on submit** (ADR 0009). A worker that asks with its submitted
   results is granted the backlog of its queues in the answer.
 
-Nothing is lost on a crash: a pushed grant commits before its messages are marked, so a
-replica that dies in between leaves the messages claimed, and the stale-claim takeover
-publishes them (a token too many: its LockJobs finds nothing or another job). A grant
+Nothing is lost on a crash: a pushed grant marks the messages it used published in its
+own statement, so grant and mark commit together; the messages no grant used stay claimed
+until the dispatcher publishes them, or the stale-claim takeover does. A grant
 whose session ended before it could be sent is handed back at once (WORKER_SHUTDOWN: the
 attempt is refunded); one lost on the way to a worker is an ordinary lease, reaped when it
 expires. Every grant carries the steps its job's earlier attempts recorded.
@@ -35,12 +35,14 @@ from dataclasses import replace
 
 from job_service import fault_hooks, metrics
 from job_service.domain.checks import MAX_BATCH, is_uuid, require_batch, require_name
+from job_service.domain.envelopes import INPUT
 from job_service.domain.grants import LockGrant, LockRefusal
-from job_service.domain.outbox import OutboxMessage
+from job_service.domain.outbox import DispatchMark, OutboxMessage
 from job_service.ports.steps import StepStore
 from job_service.usecases.claims import Claims
 from job_service.usecases.leases import Leases
 from job_service.usecases.queues import require_queue
+from job_service.usecases.sealing import Sealer
 from job_service.usecases.waiting_workers import WaitingWorker, WaitingWorkers
 from shared import tracing
 from shared.constants import DISPATCH_SUBJECT_PREFIX
@@ -69,8 +71,12 @@ class Grants:
         leases: Leases,
         steps: StepStore,
         waiting: WaitingWorkers | None = None,
+        *,
+        sealer: Sealer | None = None,
     ) -> None:
-        """``waiting``: the sessions pushed grants go to; None: grants are never pushed."""
+        """``waiting``: the sessions pushed grants go to; None: grants are never pushed.
+        ``sealer`` opens each grant's input and recorded steps (None: as stored)."""
+        self._sealer = sealer or Sealer(None, None)
         self._claims = claims
         self._leases = leases
         self._steps = steps
@@ -147,10 +153,10 @@ class Grants:
             grants += granted
         return grants
 
-    async def push(self, messages: Sequence[OutboxMessage]) -> set[int]:
-        """Grants what it can for the dispatch messages among ``messages`` to waiting
-        workers; returns the ids of the messages those grants used (mark them published,
-        do not send them)."""
+    async def push(self, messages: Sequence[OutboxMessage], owner: str) -> set[int]:
+        """Grants what it can for the dispatch messages among ``messages`` (claimed by the
+        dispatcher ``owner``) to waiting workers; returns the ids of the messages those
+        grants used: each grant's statement marked them published (do not send them)."""
         if self.waiting is None or tracing.enabled():
             return set()  # a pushed grant carries no trace context yet: publish, as before
         tokens: dict[str, list[int]] = {}
@@ -162,7 +168,10 @@ class Grants:
         for queue, ids in tokens.items():
             while ids and (worker := self.waiting.most_room(queue)) is not None:
                 want = min(len(ids), worker.room(queue))
-                grants = await self._grant(queue, want, worker.worker_id, worker.definitions)
+                mark = DispatchMark(owner, tuple(ids[:want]))
+                grants = await self._grant(
+                    queue, want, worker.worker_id, worker.definitions, mark=mark
+                )
                 if grants:
                     fault_hooks.grants_committed()
                     await self._send(worker, queue, grants)
@@ -187,13 +196,14 @@ class Grants:
         definitions: list[str] | None,
         *,
         due_for_s: float = 0.0,
+        mark: DispatchMark | None = None,
     ) -> list[LockGrant]:
         """Up to ``want`` of the queue's best eligible jobs granted to ``worker_id``, with
         their recorded steps, for no work token. ``due_for_s``: only jobs due for that long
-        at least."""
+        at least; ``mark``: the dispatch rows the grants use, marked with them."""
         # no work tokens to answer: the claim spares the statement that decides their fate
         claim = await self._claims.claim_queue(
-            queue, want, worker_id, definitions, tokens=False, due_for_s=due_for_s
+            queue, want, worker_id, definitions, tokens=False, due_for_s=due_for_s, mark=mark
         )
         return [g for g in await self._with_steps(list(claim.grants)) if isinstance(g, LockGrant)]
 
@@ -223,20 +233,43 @@ class Grants:
     async def _with_steps(
         self, answers: list[LockGrant | LockRefusal]
     ) -> list[LockGrant | LockRefusal]:
-        """Each grant with the steps its job's earlier attempts recorded (read only for the
-        grants the claim saw steps for: most jobs have none, and even a first attempt may
-        have some, since an attempt handed back by a draining worker is refunded and its
-        successor has the same number)."""
+        """Each grant with the steps its job's earlier attempts recorded, provider calls and
+        durable steps' outcomes (read only for the grants the claim saw steps for: most jobs
+        have none, and even a first attempt may have some, since an attempt handed back by
+        a draining worker is refunded and its successor has the same number). Inputs and
+        steps leave opened (sealed at rest)."""
+        answers = [await self._opened(a) for a in answers]
         ids = [a.job_id for a in answers if isinstance(a, LockGrant) and a.has_steps]
         if not ids:
             return answers
         steps = await self._steps.steps_of(ids)
+        results = await self._steps.step_results_of(ids)
         return [
-            replace(a, recorded_steps=tuple(steps.get(a.job_id, ())))
-            if isinstance(a, LockGrant) and a.job_id in steps
+            replace(
+                a,
+                recorded_steps=tuple(
+                    [
+                        await self._sealer.opened_step(a.user_id, a.job_id, s)
+                        for s in steps.get(a.job_id, ())
+                    ]
+                ),
+                step_results=tuple(
+                    [
+                        await self._sealer.opened_step_result(a.user_id, a.job_id, r)
+                        for r in results.get(a.job_id, ())
+                    ]
+                ),
+            )
+            if isinstance(a, LockGrant) and (a.job_id in steps or a.job_id in results)
             else a
             for a in answers
         ]
+
+    async def _opened(self, answer: LockGrant | LockRefusal) -> LockGrant | LockRefusal:
+        if not isinstance(answer, LockGrant):
+            return answer
+        opened = await self._sealer.open(answer.user_id, answer.job_id, INPUT, answer.input)
+        return answer if opened is answer.input else replace(answer, input=opened)
 
 
 def _require_runnable(runnable: Sequence[str]) -> None:

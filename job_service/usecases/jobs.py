@@ -9,32 +9,40 @@ from dataclasses import replace
 
 from job_service import metrics
 from job_service.domain.checks import require_name, require_uuid
+from job_service.domain.declared_types import JobTypes
 from job_service.domain.jobs import Job
 from job_service.domain.lifecycle import JobStatus
 from job_service.ports.jobs import CancelNotifier, JobStore
 from job_service.ports.outbox import Waker
+from job_service.usecases.sealing import Sealer
 from shared.errors import JobAlreadyCancelled, JobNotCancellable, JobNotFound
-from shared.redaction import definition_of
-from shared.registry import Registry
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_CLEAN_BATCH = 500
 
 
-def with_withheld_fields(registry: Registry, job: Job) -> Job:
+def with_withheld_fields(registry: JobTypes, job: Job) -> Job:
     """The job naming the input fields its type never stores (none for a type this
     deployment no longer knows: its fields cannot be named)."""
-    definition = definition_of(registry, job.job_type)
-    if definition is None:
+    if not registry.knows(job.job_type):
         return job
-    return replace(job, input_withheld_fields=definition.withheld_fields())
+    withheld = registry.get(job.job_type).withheld_fields()
+    return replace(job, input_withheld_fields=withheld)
 
 
 class Jobs:
     def __init__(
-        self, registry: Registry, store: JobStore, notifier: CancelNotifier, outbox: Waker
+        self,
+        registry: JobTypes,
+        store: JobStore,
+        notifier: CancelNotifier,
+        outbox: Waker,
+        *,
+        sealer: Sealer | None = None,
     ) -> None:
+        """``sealer`` opens the payloads a read shows (None: stored as they are)."""
+        self._sealer = sealer or Sealer(None, None)
         self._registry = registry
         self._store = store
         self._notifier = notifier
@@ -46,11 +54,12 @@ class Jobs:
         job = await self._store.get(job_id, user_id)
         if job is None:
             raise JobNotFound("no such job")
-        return with_withheld_fields(self._registry, job)
+        return with_withheld_fields(self._registry, await self._sealer.opened(job))
 
     async def find_job(self, job_id: str, user_id: str) -> Job | None:
         """The job, or None when it is gone (ids already checked by get_job)."""
-        return await self._store.get(job_id, user_id)
+        job = await self._store.get(job_id, user_id)
+        return None if job is None else await self._sealer.opened(job)
 
     async def cancel_job(self, job_id: str, user_id: str) -> Job:
         require_uuid("job_id", job_id)

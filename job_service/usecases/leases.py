@@ -29,13 +29,16 @@ from job_service.domain.attempts import (
     repeated_failure,
 )
 from job_service.domain.checks import require_batch, require_uuid
+from job_service.domain.declared_types import JobTypes
+from job_service.domain.envelopes import INTERNAL_ERROR
 from job_service.domain.retry import Outcome, RetryDecision, RetryPolicy
 from job_service.ports.leases import AttemptEnding, LeaseStore
 from job_service.ports.outbox import Waker
 from job_service.usecases.rate_limits import RateReservations
+from job_service.usecases.sealing import Sealer
 from shared.ai.provider import UsageRecord
+from shared.durable_steps import MAX_SUSPENSION_S
 from shared.errors import ErrorClass, ErrorCode, FieldViolation, InvalidInput, LeaseLost, classify
-from shared.registry import Registry
 
 T = TypeVar("T")
 
@@ -52,20 +55,27 @@ REAPED_BECAUSE = {
 }
 # A provider's Retry-After delays a retry by at most this much.
 MAX_RETRY_AFTER_S = 600.0
+# A retry due later than this gets no dispatcher timer of this replica (a sleep of days
+# would hold one for days): the dispatcher's poll finds it.
+WAKE_TIMER_HORIZON_S = 600.0
 
 
 class Leases:
     def __init__(
         self,
-        registry: Registry,
+        registry: JobTypes,
         store: LeaseStore,
         outbox: Waker,
         reservations: RateReservations,
+        sealer: Sealer | None = None,
     ) -> None:
+        """``sealer`` seals each ended attempt's internal error message (the detail an
+        admin reads: exception text may quote content) under the job's user's key."""
+        self._sealer = sealer or Sealer(None, None)
         self._store = store
         self._outbox = outbox
         self._reservations = reservations
-        self._policies = {d.job_type: RetryPolicy.of(d) for d in registry}
+        self._types = registry
 
     async def heartbeat(self, job_id: str, lease_token: str, progress: float) -> HeartbeatAck:
         require_uuid("job_id", job_id)
@@ -82,7 +92,11 @@ class Leases:
         error_message: str,
         usage: Sequence[UsageRecord] = (),
         retry_after_s: float = 0.0,
+        signals_seen: int = 0,
     ) -> FailureOutcome:
+        """``retry_after_s``: no retry sooner (a provider's Retry-After; a suspension's wake
+        time). ``signals_seen``: with SUSPENDED_SIGNAL, the newest signal seq the attempt
+        had seen (a newer one makes the job due at once)."""
         require_uuid("job_id", job_id)
         require_uuid("lease_token", lease_token)
         if not ERROR_CODE_PATTERN.fullmatch(error_code):
@@ -99,7 +113,7 @@ class Leases:
                 # operator detail: kept even when odd, but never a NUL (text columns refuse it)
                 error_message.replace("\x00", "\ufffd"),
                 usage,
-                self._deciding_no_sooner_than(retry_after_s),
+                self._deciding_no_sooner_than(retry_after_s, error_code, signals_seen),
             ),
         )
         await self._reservations.attempts_ended([(job_id, usage)])
@@ -151,17 +165,24 @@ class Leases:
         """Where the job stands, for a report the store refused."""
         return await self._store.lease_state(job_id)
 
-    def _deciding_no_sooner_than(self, retry_after_s: float) -> Decide:
-        """``decide``, with a retry scheduled no sooner than a provider's Retry-After."""
-        floor = min(max(0.0, retry_after_s), MAX_RETRY_AFTER_S)
-        if floor <= 0:
+    def _deciding_no_sooner_than(
+        self, retry_after_s: float, code: str, signals_seen: int
+    ) -> Decide:
+        """``decide``, with a retry scheduled no sooner than a provider's Retry-After (or
+        a suspension's wake time), and a signal wait's end woken by a newer signal."""
+        cap = MAX_SUSPENSION_S if classify(code) is ErrorClass.SUSPENDED else MAX_RETRY_AFTER_S
+        floor = min(max(0.0, retry_after_s), cap)
+        waits = code == ErrorCode.SUSPENDED_SIGNAL
+        if floor <= 0 and not waits:
             return self.decide
 
         def decide(facts: AttemptFacts, code: str) -> RetryDecision:
             decision = self.decide(facts, code)
-            if decision.outcome is Outcome.RETRY and decision.delay_s < floor:
-                return replace(decision, delay_s=floor)
-            return decision
+            if decision.outcome is not Outcome.RETRY:
+                return decision
+            if waits:
+                decision = replace(decision, wake_after_signal=max(0, signals_seen))
+            return replace(decision, delay_s=max(decision.delay_s, floor))
 
         return decide
 
@@ -211,7 +232,10 @@ class Leases:
         error: only CancelJob ends a job cancelled."""
         if classify(code) is ErrorClass.CANCELLED:
             code = ErrorCode.INTERNAL_ERROR
-        policy = replace(self._policies[facts.job_type], max_attempts=facts.max_attempts)
+        policies = self._types.derived(
+            "retry_policies", lambda types: {d.job_type: RetryPolicy.of(d) for d in types}
+        )
+        policy = replace(policies[facts.job_type], max_attempts=facts.max_attempts)
         return policy.decide(facts.attempt, code)
 
     def wake_for(self, outcomes: Sequence[FailureOutcome]) -> None:
@@ -230,6 +254,9 @@ class Leases:
         reaped: bool = False,
     ) -> FailureOutcome:
         end = attempt_end(attempt.facts, code, decide)
+        if message and attempt.user_id:
+            job_id = attempt.facts.job_id
+            message = await self._sealer.seal_text(attempt.user_id, job_id, INTERNAL_ERROR, message)
         ended = await tx.end(attempt, end, message, reaped=reaped)
         metrics.attempt_ended(attempt.facts.job_type, end.code, ended.status)
         if ended.usage_unknown:
@@ -238,10 +265,12 @@ class Leases:
 
     def _wake_for(self, outcome: FailureOutcome) -> None:
         """A retry's dispatch row is due at next_run_at; a terminal status wrote a domain
-        event that is due now. (Only a hint: the database clock decides what is due.)"""
+        event that is due now. (Only a hint: the database clock decides what is due, and
+        the dispatcher's poll finds a row due past the timers' horizon, a long sleep's.)"""
         if outcome.next_run_at is not None:
             delay = (outcome.next_run_at - datetime.now(UTC)).total_seconds()
-            self._outbox.wake(after_s=max(0.0, delay) + WAKE_MARGIN_S)
+            if delay <= WAKE_TIMER_HORIZON_S:
+                self._outbox.wake(after_s=max(0.0, delay) + WAKE_MARGIN_S)
         else:
             self._outbox.wake()
 

@@ -5,16 +5,19 @@ quotas, and the rows the store wrote for this replica's dispatcher handed over."
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from job_service import metrics
 from job_service.domain.admission import CreateRequest, admit, screen, unknown_credential
-from job_service.domain.jobs import Job, NewJob
+from job_service.domain.declared_types import JobTypes
+from job_service.domain.jobs import DataKeyChanged, Job, NewJob
+from job_service.domain.outbox import OutboxMessage
 from job_service.domain.quotas import QuotaRefusal, Quotas
 from job_service.ports.jobs import BatchStore, CredentialOwnership, NewJobStore, Stored
 from job_service.ports.outbox import Handoff, Waker
+from job_service.usecases.sealing import Sealer
 from shared import tracing
 from shared.errors import (
     FieldViolation,
@@ -25,7 +28,6 @@ from shared.errors import (
     QuotaExceeded,
     TooManyJobs,
 )
-from shared.registry import Registry
 
 # A user at the unfinished-jobs limit is told to come back after this (a guess: jobs
 # finish in seconds to minutes).
@@ -54,15 +56,23 @@ class Caller:
 class NewJobs:
     def __init__(
         self,
-        registry: Registry,
+        registry: JobTypes,
         store: NewJobStore,
         batches: BatchStore,
         credentials: CredentialOwnership,
         handoff: Handoff,
         outbox: Waker,
         quotas: Quotas | None = None,
+        *,
+        refresh: Callable[[], Awaitable[object]] | None = None,
+        sealer: Sealer | None = None,
     ) -> None:
+        """``refresh``: reads the declared types again, for a type this replica does not
+        know yet (declared at another replica a moment ago); ``sealer``: seals each job's
+        snapshot, once admitted, before it is stored (None: stored as it is)."""
+        self._sealer = sealer or Sealer(None, None)
         self._registry = registry
+        self._refresh = refresh
         self._store = store
         self._batches = batches
         self._credentials = credentials
@@ -88,11 +98,12 @@ class NewJobs:
         ):
             new = await self.prepare(request)
             new = replace(new, trace=tracing.carrier(), created_by=caller.principal or None)
-            stored, handed = await self._store.create(new, self._quotas)
+            new, (stored, handed) = await self._stored(request, new)
             self._handoff.hand_over(handed)
             job, created = self._settle(new, stored)
             tracing.set_attribute("jobs.job_id", job.id)
-            return job, created
+            # a repeat answers the stored job: its output may be sealed
+            return await self._sealer.opened(job), created
 
     async def create_jobs(
         self, requests: Sequence[CreateRequest], caller: Caller | None = None
@@ -117,7 +128,8 @@ class NewJobs:
             repeats: dict[int, int] = {}
             for n, request in enumerate(requests):
                 try:
-                    new = await self.prepare(request)
+                    # fresh: the batch's statement does not check the key it was sealed under
+                    new = await self.prepare(request, fresh=True)
                 except JobsError as error:
                     answers[n] = error
                     continue
@@ -131,7 +143,7 @@ class NewJobs:
             # a job with dependencies is attached to them in a transaction of its own
             dependent = [n for n in prepared if n not in repeats and prepared[n].dependencies]
             for n in dependent:
-                outcome, handed_one = await self._store.create(prepared[n], self._quotas)
+                prepared[n], (outcome, handed_one) = await self._stored(requests[n], prepared[n])
                 self._handoff.hand_over(handed_one)
                 answers[n] = self._answer(prepared[n], outcome)
             order = [n for n in prepared if n not in repeats and n not in dependent]
@@ -149,13 +161,20 @@ class NewJobs:
                     answers[n] = earlier
                 else:
                     answers[n] = self._answer(prepared[n], (earlier[0], False))
-            return [a for a in answers if a is not None]
+            return [
+                a if isinstance(a, JobsError) else (await self._sealer.opened(a[0]), a[1])
+                for a in answers
+                if a is not None
+            ]
 
-    async def prepare(self, request: CreateRequest) -> NewJob:
+    async def prepare(self, request: CreateRequest, *, fresh: bool = False) -> NewJob:
         """The job CreateJob would store for ``request``, admitted (InvalidInput naming
-        every bad field), its credential the user's own; nothing is stored. A schedule
+        every bad field), its credential the user's own, sealed (``fresh``: under the key
+        the store holds now, see ``Sealer.sealed_job``); nothing is stored. A schedule
         checks its template and builds each slot's job with it, so that its jobs are judged
         exactly as CreateJob judges one."""
+        if self._refresh is not None and not self._registry.knows(request.job_type):
+            await self._refresh()
         screened = screen(self._registry, request, datetime.now(UTC))
         credential = screened.credential_id
         if credential is not None and not await self._credentials.owned(
@@ -164,7 +183,22 @@ class NewJobs:
             raise unknown_credential()
         if screened.dependencies:
             await self._require_owned(screened.dependencies.job_ids, request)
-        return admit(screened)
+        return await self._sealer.sealed_job(admit(screened), fresh=fresh)
+
+    async def _stored(
+        self, request: CreateRequest, new: NewJob
+    ) -> tuple[NewJob, tuple[Stored, list[OutboxMessage]]]:
+        """CreateJob's statement for ``new``; once more, sealed under the user's key as the
+        store holds it now, when the key ``new`` was sealed under (this replica's cached
+        one) is no longer the user's: destroyed by an erase on another replica, or
+        re-wrapped by a rotation. The job as stored, and the statement's answer."""
+        try:
+            return new, await self._store.create(new, self._quotas)
+        except DataKeyChanged:
+            self._sealer.forget(new.user_id)
+            again = await self.prepare(request, fresh=True)
+            again = replace(again, trace=new.trace, created_by=new.created_by)
+            return again, await self._store.create(again, self._quotas)
 
     async def _require_owned(self, job_ids: Sequence[str], request: CreateRequest) -> None:
         """Every dependency is a job of the request's user (another user's is not found
@@ -212,7 +246,7 @@ class NewJobs:
             wait = (due - datetime.now(UTC)).total_seconds() if due else 0.0
             if wake and due is not None and wait < DELAYED_WAKE_HORIZON_S:
                 self._outbox.wake(after_s=max(0.0, wait))
-        elif job.request_hash != new.request_hash:
+        elif job.request_hash not in (new.request_hash, new.legacy_request_hash):
             raise IdempotencyKeyReused(
                 "this idempotency key was used for a different request",
                 [FieldViolation("idempotency_key", "already used with other parameters")],

@@ -5,14 +5,17 @@ Every write that must reach NATS (a job's dispatch, a terminal status's domain e
 an outbox row committed in the same transaction as the job; the row templates, claims and
 dedupe keys are the postgres outbox adapter's.
 
-The dispatcher is one loop per replica: take a batch, publish it pipelined with the dedupe
-key as ``Nats-Msg-Id``, mark what was acked published and the rest for a later try (dead
-after ``max_attempts``). A batch is, first, the rows this replica's own hot statements
-(CreateJob, CreateJobs, SubmitResults) wrote already claimed for it and handed over once
-committed (``hand_over``): no claim statement and no wait for one. Then the rows it claims
-(``SKIP LOCKED``): when woken by this replica's other writes, at a retry's due time, and
-otherwise by a poll, which also picks up rows written by other replicas and claims left
-stale by a crashed one.
+The dispatcher is one loop per replica: take a batch, offer it to the grant push (ADR
+0009: grants to workers waiting on this replica, the rows they use marked in the grants'
+own statements), then publish the rest pipelined with the dedupe key as ``Nats-Msg-Id``
+and mark what was acked published and the rest for a later try (dead after
+``max_attempts``), in tasks of their own: no push waits for an earlier batch's acks or
+marks, and a backlog publishes several batches at once. A batch is, first, the rows this replica's
+own hot statements (CreateJob, CreateJobs, SubmitResults) wrote already claimed for it and
+handed over once committed (``hand_over``): no claim statement and no wait for one. Then
+the rows it claims (``SKIP LOCKED``): when woken by this replica's other writes, at a
+retry's due time, and otherwise by a poll, which also picks up rows written by other
+replicas and claims left stale by a crashed one.
 
 Dead rows have one owner, the reconciler: a waiting job whose dispatch row died is
 dispatched again after ``JOBS_RECONCILE_AFTER_S`` like any stranded job. An operator's
@@ -39,6 +42,9 @@ OUTAGE_BACKOFF_S = 1.0
 REDISPATCH_BATCH = 500
 PRUNE_BATCH = 1000
 MAX_REDRIVE_IDS = 1000
+# Batches published and marked at once: with JetStream fsyncing every write (deployed),
+# one batch's acks take about a flush, and the next batches need not wait for it.
+PUBLISHING = 4
 
 
 class OutboxDispatcher:
@@ -52,7 +58,9 @@ class OutboxDispatcher:
         poll_interval_s: float,
         claim_ttl_s: float,
         max_attempts: int,
+        publishing: int = PUBLISHING,
     ) -> None:
+        """``publishing``: batches published (and marked) at once, at most."""
         self._store = store
         self._publisher = publisher
         self._owner = owner
@@ -60,11 +68,14 @@ class OutboxDispatcher:
         self._poll_interval_s = poll_interval_s
         self._claim_ttl_s = claim_ttl_s
         self._max_attempts = max_attempts
+        self._publishing = max(1, publishing)
         self._wakeup = asyncio.Event()
         self._stopping = asyncio.Event()
         self._timers: set[asyncio.TimerHandle] = set()
         # Rows handed over, claimed for this replica and committed, not yet published.
         self._handed: deque[OutboxMessage] = deque()
+        # Rows taken, offered to the push and not used by it: to publish.
+        self._unsent: deque[OutboxMessage] = deque()
         # Rows may be due in the table: the next batch claims (the first one always does).
         self._claim_due = True
         self._push: GrantPush | None = None
@@ -100,52 +111,71 @@ class OutboxDispatcher:
         self._wakeup.set()
 
     async def run(self) -> None:
-        # Pipelined: a batch's rows are marked while the next batch is claimed and published,
-        # so a row committed during the marking waits for one statement less. At most one
-        # marking is in flight, and it ends before the next one starts or the loop ends.
-        # Safe: a claimed row stays ``processing`` under this owner until marked, so no
-        # later claim can take it; a marking lost to a crash leaves it to the stale-claim
-        # takeover, whose republish NATS deduplicates by Nats-Msg-Id.
-        settling: asyncio.Task[None] | None = None
+        # Pushes wait for nothing: a batch's pushed grants commit (their rows marked by the
+        # grants' own statements) before the next batch is taken, and its other rows join
+        # the rows to publish, which tasks of their own publish and mark: one batch at a
+        # time while they come slowly (the rows that come meanwhile make the next batch, as
+        # large as the load), more at once (up to ``publishing``) when a full batch waits.
+        # So a row handed over now is pushed without waiting for earlier batches' JetStream
+        # acks or marks. Safe: a claimed row stays ``processing`` under this owner until
+        # marked, so no later claim can take it; a marking lost to a crash leaves it to the
+        # stale-claim takeover, whose republish NATS deduplicates by Nats-Msg-Id.
+        publishing: set[asyncio.Task[None]] = set()
         try:
             while not self._stopping.is_set():
+                if publishing and len(self._unsent) >= self._batch_size * self._publishing:
+                    # publishing is behind: take nothing more until a batch is out
+                    await asyncio.wait(publishing, return_when=asyncio.FIRST_COMPLETED)
                 try:
-                    batch = await self._claim_and_publish()
-                    if settling is not None:
-                        await _settled(settling)
-                        settling = None
-                    if batch is not None:
-                        settling = asyncio.create_task(self._settle(*batch), name="outbox-settle")
+                    batch = await self._take()
+                    if batch:
+                        self._unsent.extend(await self._push_first(batch))
                 except Exception:
                     log.exception("outbox dispatch failed; retrying")
-                    if settling is not None:
-                        await _settled(settling)
-                        settling = None
                     await self._wait(ERROR_BACKOFF_S)
                     continue
+                self._start_publishing(publishing)
                 if not self._handed and not self._claim_due:
-                    # drained: sleep until woken or the next poll
+                    # drained: sleep until woken (a batch published, too) or the next poll
                     await self._wait(self._poll_interval_s)
         finally:
-            if settling is not None:
-                await _settled(settling)
+            if publishing:
+                await asyncio.wait(publishing)
+            self._handed.extend(self._unsent)  # not published: back to the table
+            self._unsent.clear()
             await self._release_handed()
 
-    async def dispatch_once(self) -> int:
-        """Claims, publishes and settles one batch; returns how many rows it handled."""
-        self._claim_due = True
-        batch = await self._claim_and_publish()
-        if batch is None:
-            return 0
-        await self._settle(*batch)
-        return len(batch[0])
+    def _start_publishing(self, publishing: set[asyncio.Task[None]]) -> None:
+        """Publishes the rows waiting for it in batches: one while none is in flight, and
+        another beside those in flight only for a full batch."""
+        while (
+            self._unsent
+            and len(publishing) < self._publishing
+            and (not publishing or len(self._unsent) >= self._batch_size)
+        ):
+            rows = [self._unsent.popleft() for _ in range(min(len(self._unsent), self._batch_size))]
+            task = asyncio.create_task(self._publish(rows), name="outbox-publish")
+            publishing.add(task)
+            task.add_done_callback(lambda done: self._published(publishing, done))
 
-    async def _claim_and_publish(
-        self,
-    ) -> tuple[list[OutboxMessage], list[str | None], float] | None:
-        """Takes a batch (the rows handed over, then claimed ones when due) and publishes
-        it: the rows, per row None or the error, and when the publishing started
-        (monotonic); None when nothing was due."""
+    def _published(self, publishing: set[asyncio.Task[None]], task: asyncio.Task[None]) -> None:
+        publishing.discard(task)
+        self._wakeup.set()  # the rows waiting may go now
+
+    async def dispatch_once(self) -> int:
+        """Claims, pushes, publishes and settles one batch; returns how many rows it
+        handled."""
+        self._claim_due = True
+        batch = await self._take()
+        if not batch:
+            return 0
+        rest = await self._push_first(batch)
+        if rest:
+            await self._publish(rest, log_failure=False)
+        return len(batch)
+
+    async def _take(self) -> list[OutboxMessage]:
+        """The next batch: the rows handed over, then claimed ones when due (empty: none)."""
         self._wakeup.clear()
         batch = [self._handed.popleft() for _ in range(min(len(self._handed), self._batch_size))]
         room = self._batch_size - len(batch)
@@ -159,13 +189,18 @@ class OutboxDispatcher:
                 raise
             self._claim_due = len(claimed) == room  # a full claim: more may be due
             batch += claimed
-        if not batch:
-            return None
+        return batch
+
+    async def _push_first(self, batch: list[OutboxMessage]) -> list[OutboxMessage]:
+        """Offers the batch to the grant push; the rows left to publish (those its grants
+        used were marked published by the grants' statements)."""
         started = time.monotonic()
         used = await self._pushed(batch)
-        to_send = [m for m in batch if m.id not in used] if used else batch
-        sent = iter(await self._publisher.publish_batch(to_send) if to_send else [])
-        return batch, [None if m.id in used else next(sent) for m in batch], started
+        if not used:
+            return batch
+        took = time.monotonic() - started
+        metrics.outbox_published([m.due_for_s + took for m in batch if m.id in used])
+        return [m for m in batch if m.id not in used]
 
     async def _pushed(self, batch: list[OutboxMessage]) -> set[int]:
         """The ids of the dispatch messages grants pushed to waiting workers used. A failure
@@ -173,10 +208,23 @@ class OutboxDispatcher:
         if self._push is None:
             return set()
         try:
-            return await self._push(batch)
+            return await self._push(batch, self._owner)
         except Exception:
             log.exception("outbox: pushing grants failed; publishing the dispatch messages")
             return set()
+
+    async def _publish(self, batch: list[OutboxMessage], *, log_failure: bool = True) -> None:
+        """Publishes the batch pipelined and settles it. A failure is logged, not raised
+        (``log_failure``): the rows stay claimed and the stale-claim takeover publishes
+        them again (deduplicated by NATS)."""
+        try:
+            started = time.monotonic()
+            await self._settle(batch, await self._publisher.publish_batch(batch), started)
+        except Exception:
+            if not log_failure:
+                raise
+            log.exception("outbox: publishing or marking a batch failed; its claim will go stale")
+            await self._wait(ERROR_BACKOFF_S)
 
     async def _settle(
         self, batch: list[OutboxMessage], errors: list[str | None], started: float
@@ -224,15 +272,6 @@ class OutboxDispatcher:
         for handle in self._timers:
             handle.cancel()
         self._timers.clear()
-
-
-async def _settled(settling: asyncio.Task[None]) -> None:
-    """Waits for a batch's marking; its failure is logged, not raised: the rows stay claimed
-    and the stale-claim takeover publishes them again (deduplicated by NATS)."""
-    try:
-        await settling
-    except Exception:
-        log.exception("outbox: marking a published batch failed; its claim will go stale")
 
 
 class OutboxUpkeep:

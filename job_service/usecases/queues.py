@@ -7,21 +7,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from job_service import metrics
+from job_service.domain.declared_types import JobTypes
 from job_service.domain.holds import Hold, explain
 from job_service.domain.jobs import Job
 from job_service.domain.queues import QueueState
 from job_service.domain.rate_limits import BucketState
 from job_service.ports.queues import QueueStore
 from job_service.ports.rate_limits import RateLimitStore
-from shared.errors import FieldViolation, InvalidInput
-from shared.registry import Registry
+from shared.errors import ErrorCode, FieldViolation, InvalidInput
 
 
 class Queues:
-    def __init__(self, registry: Registry, queues: QueueStore, rates: RateLimitStore) -> None:
+    def __init__(self, registry: JobTypes, queues: QueueStore, rates: RateLimitStore) -> None:
         self._queues = queues
         self._rates = rates
-        self._queue_names = sorted({d.queue for d in registry})
+        self._types = registry
+
+    @property
+    def _queue_names(self) -> list[str]:
+        return self._types.derived("queue_names", lambda t: sorted({d.queue for d in t}))
 
     async def pause(self, queue: str, principal: str) -> QueueState:
         require_queue(queue, self._queue_names)
@@ -47,6 +51,9 @@ class Queues:
     async def refresh_gauges(self) -> int:
         """The queues' database gauges: rate-limit state, jobs without a worker."""
         metrics.JOBS_WITHOUT_WORKER.set(await self._queues.without_worker())
+        suspended = await self._queues.suspended()
+        metrics.JOBS_SUSPENDED.labels("sleep").set(suspended[ErrorCode.SUSPENDED_SLEEP])
+        metrics.JOBS_SUSPENDED.labels("signal").set(suspended[ErrorCode.SUSPENDED_SIGNAL])
         for bucket in await self._rates.states():
             tier = bucket.limit.key
             metrics.RATE_LIMIT_FACTOR.labels(tier).set(bucket.factor)

@@ -8,16 +8,19 @@ what the worker claims). A projection it cannot store fails the attempt.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
 
 from job_service import metrics
 from job_service.domain.admission import admit_child
 from job_service.domain.attempts import Refusal, Submission, refusal
 from job_service.domain.checks import MAX_ID_CHARS, not_json, require_batch, require_uuid
+from job_service.domain.declared_types import JobTypes
 from job_service.domain.dependencies import MAX_DEPENDENCIES
+from job_service.domain.envelopes import OUTPUT, artifact_field
 from job_service.domain.jobs import (
     MAX_ARTIFACT_BYTES_PER_JOB,
+    MAX_ARTIFACT_TYPE_CHARS,
     MAX_ARTIFACTS_PER_JOB,
     NewChild,
     NewJob,
@@ -25,34 +28,44 @@ from job_service.domain.jobs import (
 from job_service.domain.lifecycle import JobStatus
 from job_service.ports.outbox import Handoff
 from job_service.ports.results import ResultStore
+from job_service.usecases.known_jobs import KnownJobs
 from job_service.usecases.leases import Leases
 from job_service.usecases.rate_limits import RateReservations
+from job_service.usecases.sealing import Sealer
 from shared import redaction
 from shared.canonical import canonical_json, check_storable
 from shared.credentials import CredentialMode
 from shared.errors import ErrorCode, FieldViolation, InvalidInput, JobsError, LeaseLost
+from shared.execution import ChildJobDraft
 from shared.output_hash import matches as output_hash_matches
-from shared.registry import ChildJobDraft, Registry
-
-MAX_ARTIFACT_TYPE_CHARS = 64
 
 
 class Results:
     def __init__(
         self,
-        registry: Registry,
+        registry: JobTypes,
         store: ResultStore,
         leases: Leases,
         handoff: Handoff,
         reservations: RateReservations,
+        *,
+        refresh: Callable[[], Awaitable[object]] | None = None,
+        sealer: Sealer | None = None,
+        known: KnownJobs | None = None,
     ) -> None:
+        """``refresh``: reads the declared types again, for a type this replica does not
+        know yet (declared at another replica a moment ago); ``sealer``: seals outputs,
+        artifacts and children's inputs once checked (None: stored as they are);
+        ``known``: the type, version and owner of jobs this replica granted (the rest are
+        read)."""
+        self._sealer = sealer or Sealer(None, None)
+        self._known = known or KnownJobs(0)
         self._registry = registry
+        self._refresh = refresh
         self._store = store
         self._leases = leases
         self._handoff = handoff
         self._reservations = reservations
-        # whether any known type redacts: only then is every result's type looked up
-        self._redacting = any(redaction.redacts(d) for d in registry)
 
     async def submit_results(
         self, submissions: Sequence[Submission]
@@ -73,16 +86,19 @@ class Results:
         refused: dict[str, str] = {}
         children: list[NewChild] = []
         with_children = [s for s in valid if s.children]
-        redacting = self._redacting
-        types: dict[str, str] = {}
-        if with_children or (redacting and valid):
-            looked_up = valid if redacting else with_children
-            types = await self._store.job_types([s.job_id for s in looked_up])
-        if redacting:
-            valid = [self._redacted(s, types.get(s.job_id)) for s in valid]
+        # every result is checked against its declared output schema (by its job's version)
+        definitions, owners = await self._job_types([s.job_id for s in valid])
+        types = {job_id: job_type for job_id, (job_type, _) in definitions.items()}
+        await self._know(
+            [*types.values(), *(c.job_type for s in with_children for c in s.children)]
+        )
+        for submission in valid:
+            if bad := self._output_problem(submission, definitions.get(submission.job_id)):
+                refused[submission.job_id] = bad
+        valid = [self._redacted(s, types.get(s.job_id)) for s in valid]
         for submission in valid:
             if (too_many := _artifacts_past_limits(submission)) is not None:
-                refused[submission.job_id] = too_many
+                refused.setdefault(submission.job_id, too_many)
         if with_children:
             for submission in (s for s in valid if s.children):  # as redacted
                 try:
@@ -90,6 +106,8 @@ class Results:
                 except InvalidInput as error:
                     refused[submission.job_id] = error.message
         to_store = [s for s in valid if s.job_id not in refused]
+        if self._sealer.enabled and to_store:
+            to_store, children = await self._sealed(to_store, children, owners)
         stored_answers = await self._commit(to_store, children) if to_store else []
         metrics.stale_submit("SubmitResult", sum(isinstance(a, LeaseLost) for a in stored_answers))
         stored = iter(stored_answers)
@@ -110,6 +128,17 @@ class Results:
         )
         return results
 
+    async def _job_types(
+        self, job_ids: list[str]
+    ) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+        """Each existing job's type and version (those granted here as kept since, the
+        others read), and the owners of those kept (for sealing)."""
+        known = self._known.take(job_ids)
+        missing = [j for j in job_ids if j not in known]
+        read = await self._store.job_types(missing) if missing else {}
+        types = {**{j: (k.job_type, k.version) for j, k in known.items()}, **read}
+        return types, {job_id: k.user_id for job_id, k in known.items()}
+
     async def _commit(
         self, results: Sequence[Submission], children: Sequence[NewChild]
     ) -> list[JobStatus | LeaseLost]:
@@ -126,6 +155,41 @@ class Results:
             for r in results
         ]
 
+    async def _sealed(
+        self, results: list[Submission], children: list[NewChild], known_owners: dict[str, str]
+    ) -> tuple[list[Submission], list[NewChild]]:
+        """The results as stored: outputs, artifacts' payloads and children's snapshots
+        sealed under the user's key, each bound to its own job (a job gone is left as it
+        is: its submit is refused as a lost lease, nothing written)."""
+        unknown = [r.job_id for r in results if r.job_id not in known_owners]
+        owners = {**known_owners, **(await self._store.owners(unknown) if unknown else {})}
+        seal = self._sealer.seal
+        sealed = []
+        for r in results:
+            user = owners.get(r.job_id)
+            if user is None:
+                sealed.append(r)
+                continue
+            artifacts = [
+                replace(
+                    a,
+                    payload=await seal(
+                        user, r.job_id, artifact_field(a.artifact_type, a.artifact_id), a.payload
+                    ),
+                )
+                for a in r.artifacts
+            ]
+            output = await seal(user, r.job_id, OUTPUT, r.output)
+            sealed.append(replace(r, output=output, artifacts=artifacts))
+        sealed_children = []
+        for child in children:
+            user = owners.get(child.parent_job_id)
+            if user is not None:
+                job = await self._sealer.sealed_job(replace(child.job, user_id=user))
+                child = replace(child, job=replace(job, user_id=child.job.user_id))
+            sealed_children.append(child)
+        return sealed, sealed_children
+
     async def _settle_refused(self, result: Submission) -> JobStatus | LeaseLost:
         """A result the store refused: the repeat of a committed submit is answered
         SUCCEEDED again (and adds nothing); a cancel that won the race ends the attempt
@@ -140,6 +204,20 @@ class Results:
             )
             return outcome.status
         return LeaseLost("the lease on this job is no longer held")
+
+    async def _know(self, job_types: Iterable[str]) -> None:
+        if self._refresh is not None and not all(self._registry.knows(t) for t in job_types):
+            await self._refresh()
+
+    def _output_problem(self, submission: Submission, pinned: tuple[str, str] | None) -> str:
+        """Why the output breaks its job's version's output schema ("": it does not, or the
+        job is gone, and the submit is refused as a lost lease)."""
+        if pinned is None:
+            return ""
+        job_type = self._registry.version(*pinned)
+        if job_type is None:
+            return f"job type {pinned[0]}@{pinned[1]} is not declared to this job service"
+        return job_type.output_refusal(submission.output)
 
     def _redacted(self, submission: Submission, job_type: str | None) -> Submission:
         """The submission with its definition's output_redaction fields replaced by their

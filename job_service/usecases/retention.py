@@ -1,5 +1,5 @@
 """Retention (seed 003 §6): finished jobs are deleted a per-definition time after they
-finished (``JobDefinition.retention_s``, else JOBS_JOB_RETENTION_S; 0 keeps them), with
+finished (the job type's ``retention_s``, else JOBS_JOB_RETENTION_S; 0 keeps them), with
 their events, artifacts, snapshot, usage and dead outbox rows. Their usage survives as
 daily aggregates per user and model (``usage_daily``, kept JOBS_USAGE_RETENTION_S; 0
 keeps them), so billing outlives the jobs. Quota counters of past days are pruned.
@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 
 from job_service import metrics
+from job_service.domain.declared_types import JobTypes
 from job_service.ports.retention import RetentionStore
-from shared.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ MAX_BATCHES_PER_ROUND = 50
 class Retention:
     def __init__(
         self,
-        registry: Registry,
+        registry: JobTypes,
         store: RetentionStore,
         *,
         job_retention_s: float,

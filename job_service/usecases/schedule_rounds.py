@@ -109,7 +109,8 @@ class ScheduleRounds:
         refuses it."""
         request = slot_request(schedule.id, schedule.user_id, schedule.spec.template, slot)
         new = replace(
-            await self._new_jobs.prepare(request),
+            # fresh: a key changed meanwhile would fail the round (it is fired again)
+            await self._new_jobs.prepare(request, fresh=True),
             schedule_id=schedule.id,
             scheduled_for=slot,
             created_by=principal or None,

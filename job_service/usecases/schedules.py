@@ -1,7 +1,8 @@
 """ScheduleService's use cases: create, read, list, change, pause, resume, delete and
 trigger a schedule. A spec is checked by ``schedule_specs``; the slots fire in the rounds of
 ``schedule_rounds``, which the loop of every replica runs (``usecases/firing.py``) and which
-a trigger shares. docs/adr/0005-schedules.md has the why.
+a trigger shares; a template's input is sealed at rest (``sealed_schedules``) and its
+request hash keyed by the user's data key. docs/adr/0005-schedules.md has the why.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from job_service.usecases.jobs import Jobs
 from job_service.usecases.new_jobs import NewJobs
 from job_service.usecases.schedule_rounds import ScheduleRounds
 from job_service.usecases.schedule_specs import SpecRequest, validated_spec
+from job_service.usecases.sealed_schedules import SealedScheduleStore
+from job_service.usecases.sealing import Sealer
 from shared.errors import FieldViolation, IdempotencyKeyReused, ScheduleNotFound
 
 log = logging.getLogger(__name__)
@@ -46,9 +49,18 @@ class ScheduleView:
 
 class Schedules:
     def __init__(
-        self, new_jobs: NewJobs, jobs: Jobs, store: ScheduleStore, tokens: PageTokens
+        self,
+        new_jobs: NewJobs,
+        jobs: Jobs,
+        store: ScheduleStore,
+        tokens: PageTokens,
+        sealer: Sealer | None = None,
     ) -> None:
+        """``sealer`` seals each template's input at rest and keys its request hash (None:
+        stored as they are)."""
+        self._sealer = sealer or Sealer(None, None)
         self._new_jobs = new_jobs
+        store = SealedScheduleStore(store, self._sealer)
         self._store = store
         self._tokens = tokens
         self._rounds = ScheduleRounds(new_jobs, jobs, store)
@@ -69,7 +81,8 @@ class Schedules:
             require_name("idempotency_key", idempotency_key)
         spec = await validated_spec(self._new_jobs, user_id, asked)
         now = datetime.now(UTC)
-        request_hash = spec_hash(spec)
+        plain_hash = spec_hash(spec)
+        request_hash = await self._sealer.keyed_hash(user_id, plain_hash)
         schedule, created = await self._store.create(
             str(uuid.uuid4()),
             user_id,
@@ -80,7 +93,8 @@ class Schedules:
             next_fire_at=None if paused else spec.first_slot(now),
             created_by=principal or None,
         )
-        if not created and schedule.request_hash != request_hash:
+        # a schedule created before encryption holds the plain hash
+        if not created and schedule.request_hash not in (request_hash, plain_hash):
             raise IdempotencyKeyReused(
                 "this idempotency key was used for a different schedule",
                 [FieldViolation("idempotency_key", "already used with another spec")],
@@ -121,8 +135,9 @@ class Schedules:
         current = await self._get(schedule_id, user_id)
         spec = await validated_spec(self._new_jobs, user_id, asked)
         next_fire_at = None if current.paused else spec.first_slot(datetime.now(UTC))
+        request_hash = await self._sealer.keyed_hash(user_id, spec_hash(spec))
         updated = await self._store.update(
-            schedule_id, user_id, spec, spec_hash(spec), next_fire_at, principal or None
+            schedule_id, user_id, spec, request_hash, next_fire_at, principal or None
         )
         if updated is None:
             raise ScheduleNotFound("no such schedule")

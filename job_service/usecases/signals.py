@@ -8,13 +8,18 @@ there is something up to ``seq``, and the worker fetches the signals under its l
 heartbeat answer carries ``signal_seq``, and an attempt fetches everything when its job
 code first asks. A job holds at most ``max_per_job`` signals (JOBS_MAX_SIGNALS_PER_JOB):
 one more is refused, SIGNAL_LIMIT_REACHED. See docs/adr/0006-signals.md.
+
+A payload is sealed under its user's data key (bound to the job and the signal's name)
+before it is stored and opened when the worker fetches it; a repeat under an idempotency
+key is compared with the stored one opened (``usecases/sealing.py``).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from job_service import metrics
@@ -24,11 +29,13 @@ from job_service.domain.checks import (
     require_name,
     require_uuid,
 )
+from job_service.domain.envelopes import signal_field
 from job_service.domain.lifecycle import LEASED
-from job_service.domain.signals import JobSignal, SentSignal
+from job_service.domain.signals import JobSignal, SentSignal, StoredSignal
 from job_service.ports.signals import SignalNotifier, SignalStore
+from job_service.usecases.sealing import Sealer
 from shared.canonical import canonical_json
-from shared.errors import FieldViolation, InvalidInput, JobNotFound, LeaseLost
+from shared.errors import FieldViolation, IdempotencyKeyReused, InvalidInput, JobNotFound, LeaseLost
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +48,22 @@ FETCH_LIMIT = 500
 
 
 class Signals:
-    def __init__(self, store: SignalStore, notifier: SignalNotifier, *, max_per_job: int) -> None:
+    def __init__(
+        self,
+        store: SignalStore,
+        notifier: SignalNotifier,
+        *,
+        max_per_job: int,
+        sealer: Sealer | None = None,
+        wake_dispatcher: Callable[[], None] = lambda: None,
+    ) -> None:
+        """``sealer`` seals the payloads stored and opens those fetched (None: as they are);
+        ``wake_dispatcher``: the send woke a waiting job, whose work token is due now."""
+        self._wake_dispatcher = wake_dispatcher
         self._store = store
         self._notifier = notifier
         self._max_per_job = max_per_job
+        self._sealer = sealer or Sealer(None, None)
 
     async def send(
         self,
@@ -59,15 +78,21 @@ class Signals:
         require_signal(name, payload)
         if idempotency_key:
             require_name("idempotency_key", idempotency_key)
+        field = signal_field(name)
+        sealed = await self._sealer.seal(user_id, job_id, field, payload)
         sent = await self._store.send(
-            job_id, user_id, name, payload, idempotency_key or None, self._max_per_job
+            job_id, user_id, name, sealed, idempotency_key or None, self._max_per_job
         )
         if sent is None:
             raise JobNotFound("no such job")
+        if isinstance(sent, StoredSignal):
+            sent = await self._repeated(job_id, user_id, name, payload, sent)
         if sent.created:
             metrics.signal_sent(sent.job_type)
             if sent.status in LEASED:
                 await self._notify(job_id, sent.signal.seq)
+            if sent.woke:
+                self._wake_dispatcher()
         return sent
 
     async def fetch(
@@ -83,8 +108,27 @@ class Signals:
         if fetched is None:
             metrics.stale_submit("FetchSignals")
             raise LeaseLost("the lease on this job is no longer held")
-        metrics.signals_fetched(len(fetched[0]))
-        return fetched
+        metrics.signals_fetched(len(fetched.signals))
+        opened = [
+            replace(
+                s,
+                payload=await self._sealer.open(
+                    fetched.user_id, job_id, signal_field(s.name), s.payload
+                ),
+            )
+            for s in fetched.signals
+        ]
+        return opened, fetched.more
+
+    async def _repeated(
+        self, job_id: str, user_id: str, name: str, payload: dict[str, Any], stored: StoredSignal
+    ) -> SentSignal:
+        """The signal stored before under the same key: this one again, or a refusal."""
+        if stored.name == name:
+            field = signal_field(name)
+            if await self._sealer.open(user_id, job_id, field, stored.payload) == payload:
+                return stored.sent
+        raise IdempotencyKeyReused("this idempotency key was used for another signal to this job")
 
     async def _notify(self, job_id: str, seq: int) -> None:
         try:

@@ -11,20 +11,24 @@ import json
 
 from job_service import metrics
 from job_service.domain.checks import require_uuid
+from job_service.domain.declared_types import JobTypes
 from job_service.ports.steps import StepStore
+from job_service.usecases.sealing import Sealer
+from job_service.usecases.step_results import StepResults
 from shared import redaction
 from shared.ai.provider import UsageRecord
 from shared.ai.steps import MAX_RESPONSE_CHARS, STEP_NAME, StepResponse
 from shared.errors import FieldViolation, InvalidInput, LeaseLost
-from shared.registry import Registry
 
 
 class Steps:
-    def __init__(self, store: StepStore, registry: Registry) -> None:
+    def __init__(self, store: StepStore, registry: JobTypes, sealer: Sealer | None = None) -> None:
+        """``sealer``: seals each response under its job's user's key (None: as it is)."""
+        self._sealer = sealer or Sealer(None, None)
         self._store = store
         self._registry = registry
-        # most deployments redact nothing: then no job is looked up for its type
-        self._redacting = any(redaction.redacts(d) for d in registry)
+        # the durable steps' outcomes (RecordStepResult), on the same store
+        self.results = StepResults(store, self._sealer)
 
     async def record(
         self,
@@ -59,8 +63,14 @@ class Steps:
             )
         if violations:
             raise InvalidInput("the step cannot be recorded", violations)
-        if self._redacting:
+        # most deployments redact nothing: then no job is looked up for its type
+        if self._registry.derived("redacting", lambda t: any(map(redaction.redacts, t))):
             await self._refuse_redacted(job_id)
+        if self._sealer.enabled:
+            owner = await self._store.owner(job_id)
+            if owner is None:
+                raise LeaseLost("the lease on this job is no longer held")
+            response = await self._sealer.sealed_step(owner, job_id, step, response)
         try:
             return await self._store.record_step(job_id, lease_token, step, response, usage)
         except LeaseLost:

@@ -33,12 +33,12 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from job_service import metrics
+from job_service.domain.declared_types import JobTypes
 from job_service.domain.jobs import Job
 from job_service.ports.listing import JobListingStore
 from job_service.ports.partials import PartialOutputFeed
 from shared import redaction
 from shared.errors import JobNotFound, PlatformUnavailable
-from shared.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +81,12 @@ class WatchHub:
         self,
         listing: JobListingStore,
         partials: PartialOutputFeed | None = None,
-        registry: Registry | None = None,
+        registry: JobTypes | None = None,
     ) -> None:
         """``registry``: the job types whose partial output may be relayed (none without)."""
         self._listing = listing
         self._partials = partials
-        self._registry = registry or Registry()
+        self._registry = registry if registry is not None else JobTypes()
         self._watchers: dict[str, set[_Watcher]] = {}
         self._closed = False
 

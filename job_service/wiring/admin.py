@@ -1,17 +1,19 @@
 """Operators' reads and actions: listing across users (and the page tokens every listing
-signs), retries and dead letters, bulk actions."""
+signs), retries and dead letters, bulk actions, EraseUserData."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from job_service.adapters.postgres.bulk import BulkRepository
+from job_service.adapters.postgres.erasure import ErasureRepository
 from job_service.adapters.postgres.listing import JobListing
 from job_service.adapters.postgres.reruns import RerunRepository
 from job_service.domain.paging import PageTokens
 from job_service.settings import JobServiceSettings
 from job_service.usecases.admin import Admin
 from job_service.usecases.bulk import BulkActions
+from job_service.usecases.erasure import UserErasure
 from job_service.wiring.connections import Connections
 from job_service.wiring.delivery import Delivery
 from job_service.wiring.jobs import JobsWiring
@@ -23,6 +25,7 @@ class AdminWiring:
     page_tokens: PageTokens
     admin: Admin
     bulk: BulkActions
+    erasure: UserErasure
 
 
 async def wire_admin(c: Connections, delivery: Delivery, jobs: JobsWiring) -> AdminWiring:
@@ -37,6 +40,7 @@ async def wire_admin(c: Connections, delivery: Delivery, jobs: JobsWiring) -> Ad
         page_tokens,
         delivery.dispatcher,
         jobs.dependency_store,
+        sealer=c.sealer,
     )
     bulk = BulkActions(
         c.registry,
@@ -46,7 +50,8 @@ async def wire_admin(c: Connections, delivery: Delivery, jobs: JobsWiring) -> Ad
         delivery.publisher,
         delivery.dispatcher,
     )
-    return AdminWiring(listing, page_tokens, admin, bulk)
+    erasure = UserErasure(ErasureRepository(c.pool), c.sealer, bulk)
+    return AdminWiring(listing, page_tokens, admin, bulk, erasure)
 
 
 async def _page_token_secret(s: JobServiceSettings, listing: JobListing) -> bytes:

@@ -40,6 +40,7 @@ from job_service.wiring.delivery import Delivery, wire_delivery
 from job_service.wiring.jobs import JobsWiring, wire_jobs
 from job_service.wiring.rate_limits import RateLimitsWiring, wire_rate_limits
 from job_service.wiring.schedules import wire_schedules
+from job_service.wiring.sealing import sealing_loops
 from job_service.wiring.work import WorkWiring, wire_work
 
 
@@ -102,7 +103,7 @@ def _build_server(
     s, jobs, work, admin = c.settings, concerns.jobs, concerns.work, concerns.admin
     return build_server(
         s,
-        c.registry,
+        c.declared,
         tokens,
         health_servicer,
         new_jobs=jobs.new_jobs,
@@ -111,20 +112,25 @@ def _build_server(
         results=work.results,
         grants=work.grants,
         permits=concerns.limits.permits,
-        dependencies=DependencyResults(jobs.dependency_store),
+        dependencies=DependencyResults(jobs.dependency_store, c.sealer),
         queues=work.queues,
         admin=admin.admin,
         console_sessions=ConsoleSessions(ConsoleSessionRepository(c.pool)),
         bulk=admin.bulk,
+        erasure=admin.erasure,
         outbox=concerns.delivery.outbox,
         vault=vault,
         watches=concerns.watches,
         sessions=work.sessions,
         usage=UsageReports(UsageReportRepository(c.pool)),
-        steps=Steps(StepRepository(c.hot), c.registry),
+        steps=Steps(StepRepository(c.hot), c.registry, c.sealer),
         schedules=concerns.schedules,
         signals=Signals(
-            SignalRepository(c.pool), concerns.delivery.publisher, max_per_job=s.max_signals_per_job
+            SignalRepository(c.pool),
+            concerns.delivery.publisher,
+            max_per_job=s.max_signals_per_job,
+            sealer=c.sealer,
+            wake_dispatcher=concerns.delivery.dispatcher.wake,
         ),
     )
 
@@ -145,7 +151,7 @@ def _loops(c: Connections, concerns: _Concerns) -> list[tuple[str, Loop]]:
         ),
         *housekeeping(
             c.settings,
-            c.registry,
+            c.declared,
             c.pool,
             leases=concerns.work.leases,
             outbox=concerns.delivery.outbox,
@@ -154,4 +160,5 @@ def _loops(c: Connections, concerns: _Concerns) -> list[tuple[str, Loop]]:
             queues=concerns.work.queues,
             schedules=concerns.schedules,
         ),
+        *sealing_loops(c),
     ]

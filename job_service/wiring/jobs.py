@@ -28,7 +28,7 @@ class JobsWiring:
 def wire_jobs(c: Connections, delivery: Delivery, credentials: CredentialRepository) -> JobsWiring:
     s, dispatcher = c.settings, delivery.dispatcher
     job_store = JobRepository(c.hot)
-    jobs = Jobs(c.registry, job_store, delivery.publisher, dispatcher)
+    jobs = Jobs(c.registry, job_store, delivery.publisher, dispatcher, sealer=c.sealer)
     new_job_store = NewJobRepository(c.hot, dispatcher.owner)
     new_jobs = NewJobs(
         c.registry,
@@ -42,5 +42,7 @@ def wire_jobs(c: Connections, delivery: Delivery, credentials: CredentialReposit
             daily=s.daily_job_quota_per_user,
             daily_cost_usd=s.daily_cost_budget_usd_per_user,
         ),
+        refresh=c.declared.load,
+        sealer=c.sealer,
     )
     return JobsWiring(job_store, jobs, new_jobs, DependencyRepository(c.hot))

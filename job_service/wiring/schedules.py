@@ -12,4 +12,4 @@ from job_service.wiring.jobs import JobsWiring
 def wire_schedules(c: Connections, jobs: JobsWiring, page_tokens: PageTokens) -> Schedules:
     rounds = c.settings.db_statement_timeout_s
     schedule_store = ScheduleRepository(c.pool, round_statement_timeout_s=rounds)
-    return Schedules(jobs.new_jobs, jobs.jobs, schedule_store, page_tokens)
+    return Schedules(jobs.new_jobs, jobs.jobs, schedule_store, page_tokens, c.sealer)

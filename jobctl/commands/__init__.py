@@ -2,7 +2,7 @@
 retry, tree), ``queues`` (queues, pause, resume, rate limits, definitions), ``bulk``
 (cancel-many, retry-many), ``dead_letters``, ``credentials``, ``schedules`` (schedule
 create, get, list, update, pause, resume, delete, trigger), ``signals`` (signal),
-``usage``. Each module's
+``usage``, ``erasure`` (erase-user). Each module's
 ``register(commands)`` adds its commands; each command takes its parsed arguments, the
 client and stdout, prints, and returns an exit status (``jobctl.exits``). A failed call
 raises the client's ``JobsError``, which ``jobctl.__main__`` maps to the exit status.

@@ -18,7 +18,11 @@ from jobctl.prompt import confirmed
 
 
 def register(commands: Commands) -> None:
-    commands.add("definitions", definitions, "list the job types")
+    commands.add(
+        "definitions",
+        definitions,
+        "the job types workers declared: each version, which is current, who declared it and when",
+    )
     commands.add("queues", queues, "the queues: paused, waiting, eligible, running, limit")
     p = commands.add("pause", pause, "stop granting a queue's jobs (running ones finish; admin)")
     p.add_argument("queue")

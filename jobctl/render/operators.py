@@ -91,17 +91,33 @@ def workers_table(workers: Sequence[Any]) -> str:
 
 
 def definitions_table(definitions: Sequence[Any]) -> str:
+    """A row per declared (type, version): which version new jobs get (CURRENT), and
+    which worker declared the spec first and last, and when."""
+    if not definitions:
+        return "no job types declared (a type exists once a worker declares it)"
     return table(
-        ["TYPE", "QUEUE", "TIMEOUT", "ATTEMPTS", "CONCURRENCY", "VERSION", "LABEL"],
+        [
+            "TYPE",
+            "VERSION",
+            "CURRENT",
+            "QUEUE",
+            "TIMEOUT",
+            "ATTEMPTS",
+            "CONCURRENCY",
+            "FIRST-DECLARED",
+            "LAST-DECLARED",
+        ],
         [
             [
                 d.job_type,
+                d.version,
+                "yes" if d.current else "no",
                 d.queue,
                 f"{d.timeout_seconds:g}s",
                 str(d.max_attempts),
                 str(d.max_concurrency),
-                d.version,
-                d.label,
+                f"{when(d.first_declared_at)} by {d.first_declared_by}",
+                f"{when(d.last_declared_at)} by {d.last_declared_by}",
             ]
             for d in definitions
         ],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import faulthandler
 import logging
 import os
 import signal
@@ -42,11 +43,17 @@ def main() -> int:
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    # a child forked from this process crashing before its exec reports here
+    faulthandler.enable()
     profile = PROFILES[args.profile]
+    rerun = f"python -m tests.chaos --profile {args.profile} --seed {args.seed}"
+    print(f"chaos: profile {args.profile}, seed {args.seed} (to rerun: {rerun})", flush=True)
     if args.faults:
         profile = dataclasses.replace(profile, schedule=tuple(args.faults.split(",")))
     report = asyncio.run(_until_signalled(run(profile, args.seed, keep=args.keep)))
     print(report.table(), flush=True)
+    if not report.ok:
+        print(f"chaos: FAILED with seed {args.seed}; rerun: {rerun}", flush=True)
     return 0 if report.ok else 1
 
 

@@ -61,6 +61,10 @@ started no attempt before its last dependency ended and left CREATED once; one i
 lets run succeeded, one its policy ended (a failed or cancelled dependency under FAIL or
 CANCEL) never ran and carries its policy's error.
 
+Agents (tests/chaos/agents.py): no ``ctx.step`` effect called again after its record
+(duplicated), none recorded without its call (lost), no sleeper past its durable sleep
+before its time, no acknowledged approval lost by a durable signal wait.
+
 Stale submits refused are counted from the workers' logs (the job service answers a stale
 submit LEASE_LOST and changes nothing, so the database cannot show them); the checker also
 proves none was applied (duplicated = 0).
@@ -82,7 +86,7 @@ import asyncpg
 
 from job_service.domain.rate_limits import RateLimit
 from shared.registry import Registry
-from tests.chaos import joins, signals
+from tests.chaos import agents, joins, signals
 from tests.chaos.faults import FaultRecord
 from tests.chaos.provider_checks import TierWindows, provider_rate, redaction_leaks
 from tests.chaos.step_faults import calls_per_job
@@ -428,6 +432,7 @@ async def check(
         report.child_retries_refused.update(sub.child_retries_refused)
     report.retried_children = await pool.fetchval(RETRIED_CHILDREN)
     await signals.check(pool, submissions, report)
+    await agents.check(pool, submissions, report, log_dir)
     await joins.check(pool, submissions, report)
     keyed_events = await pool.fetch(KEYED_EVENTS)
     report.keys, breaches = key_breaches(keyed_events)

@@ -25,9 +25,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devstack.embedded import EmbeddedNats, EmbeddedPostgres, ensure_database, free_port
 from shared.grpc_client import aio_channel
+from tests.chaos import agents
 from tests.chaos.nats_cluster import NatsCluster
 from tests.chaos.pg_failover import PgPair
 from tests.chaos.profiles import StackSettings
+from tests.support.agent_jobtypes import EFFECTS_FILE_ENV
 from tests.support.blackhole_proxy import BlackHoleProxy, unix_socket_of
 from tests.support.processes import (
     JobServiceProcess,
@@ -108,7 +110,7 @@ class WorkerSlot:
             self.incarnation += 1
         c = self.cluster
         self.process = WorkerProcess(
-            c.log_dir, self.worker_id, c.nats.url, c.worker_target, **c.settings.worker_env()
+            c.log_dir, self.worker_id, c.nats.url, c.worker_target, **c.worker_env()
         )
 
 
@@ -148,6 +150,14 @@ class Cluster:
         ]
         self.database_url = ""
         self._db: asyncpg.Pool | None = None
+
+    def worker_env(self) -> dict[str, str]:
+        """A worker process's environment: the stack's settings, and the file the agent
+        jobs' effects go to (tests/chaos/agents.py)."""
+        return {
+            **self.settings.worker_env(),
+            EFFECTS_FILE_ENV: str(self.log_dir / agents.EFFECTS_FILE),
+        }
 
     def nats_env(self) -> dict[str, str]:
         if isinstance(self.nats, NatsCluster):

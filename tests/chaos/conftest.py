@@ -1,6 +1,7 @@
-"""The chaos run forks servers (pg_ctl as another user cannot use vfork) from a process in
-which gRPC threads run; gRPC's fork handlers then log, or crash the child before it execs.
-Off for the session (read when gRPC initialises, after collection)."""
+"""gRPC's fork support off for a chaos session. Too late here to matter (issue 43: gRPC
+reads it when first imported, by the root conftest, and about every other fork of pg_ctl
+as another user crashed before its exec); devstack's PostgreSQL runs its binaries through
+setpriv instead, which needs no fork (tests/integration/test_embedded_forks.py)."""
 
 from __future__ import annotations
 

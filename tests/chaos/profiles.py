@@ -20,7 +20,11 @@ from tests.chaos.step_faults import STEP_FAULT_KINDS
 # cheap model tier), loaded by every job_service replica and worker.
 # ``redacted_feynman`` (tests.support.redacted_jobtypes): an AI job type with output_redaction,
 # for the checker's redaction rule.
-SCHED_JOB_TYPE_MODULES = "tests.support.sched_jobtypes,tests.support.redacted_jobtypes"
+# ``agent`` (tests.support.agent_jobtypes): durable steps, a sleep and a signal wait, for
+# the checker's agent rules (tests/chaos/agents.py).
+SCHED_JOB_TYPE_MODULES = (
+    "tests.support.sched_jobtypes,tests.support.redacted_jobtypes,tests.support.agent_jobtypes"
+)
 # The fleet-wide rate limit of the cheap tier (``metered`` jobs and feynman's review-card
 # children, about 0.2 cheap calls per created job): 20 requests a minute per job created a
 # second, about 1.6 times the workload's mean demand, so that it holds back bursts and
@@ -36,6 +40,24 @@ def rate_limits(create_rate: float) -> dict[str, dict[str, int]]:
 
 
 RATE_LIMITS = rate_limits(6.0)
+
+# A process of the stack that crashes in native code (a segmentation fault) writes every
+# thread's Python stack to its stderr, which is its log in the run's log directory (issue
+# 43: a crash printed only "Fatal Python error" and no process name).
+NATIVE_CRASH_TRACES = {"PYTHONFAULTHANDLER": "1"}
+
+# Every fault kind that runs on the default stack (one NATS server, no standby), each once:
+# what the medium profile injects and the long one draws from (issue 43: the medium profile
+# ran 9 of 18, so a regression under one of the others waited for a run by hand).
+ALL_FAULT_KINDS = tuple(
+    dict.fromkeys(
+        FAULT_KINDS
+        + SESSION_FAULT_KINDS
+        + STEP_FAULT_KINDS
+        + REPLICA_FAULT_KINDS
+        + GRANT_FAULT_KINDS
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -96,6 +118,7 @@ class StackSettings:
             "JOBS_RATE_LIMITS": self.rate_limits,
             "JOBS_SCHED_PRIORITY_STEP_S": str(self.priority_step_s),
             "JOBS_DB_IDLE_IN_TRANSACTION_TIMEOUT_S": str(self.idle_in_transaction_timeout_s),
+            **NATIVE_CRASH_TRACES,
         }
 
     def worker_env(self) -> dict[str, str]:
@@ -108,6 +131,7 @@ class StackSettings:
             "JOBS_FAKE_FAILURE": "PROVIDER_UNAVAILABLE",
             "JOBS_FAKE_FAILURE_RATE": "0.1",
             "JOBS_JOB_TYPE_MODULES": self.job_type_modules,
+            **NATIVE_CRASH_TRACES,
         }
 
     # -- the bounds the run holds the stack to (seconds); SLACK absorbs a loaded machine
@@ -207,6 +231,8 @@ PROFILES = {
         quiesce_timeout_s=60.0,
         join_every_s=3.0,
     ),
+    # CI's (.ci/run, a seed drawn per run): faults of every kind drawn at random for
+    # duration_s under a backlog, joins, schedules, signals, steps and grants pushed ahead
     "long": Profile(
         name="long",
         rate=12.0,
@@ -214,15 +240,16 @@ PROFILES = {
         duration_s=600.0,
         settle_s=3.0,
         quiesce_timeout_s=120.0,
+        random_kinds=ALL_FAULT_KINDS,
         join_every_s=3.0,
     ),
-    # the long profile's load (a backlog) and fault kinds, each twice, in about 2 minutes:
-    # a liveness regression under a backlog fails CI (`make test-chaos`), not only the
-    # long run by hand
+    # the long profile's load (a backlog) and every fault kind once, in about 2 minutes: a
+    # liveness regression under a backlog fails CI (`make test-chaos`), not only the long
+    # run
     "medium": Profile(
         name="medium",
         rate=12.0,
-        schedule=FAULT_KINDS + FAULT_KINDS,
+        schedule=ALL_FAULT_KINDS,
         duration_s=0.0,
         settle_s=3.0,
         quiesce_timeout_s=120.0,

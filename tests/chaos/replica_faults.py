@@ -39,9 +39,15 @@ if TYPE_CHECKING:
 # How long the replica stays frozen or cut off: longer than every bound, so that a lock
 # held for the whole fault is a violation.
 HOLD_S = 10.0
-# Tries at catching a firing round, then at catching any transaction that holds rows.
+# Tries at catching a firing round, then at catching any transaction that holds rows (a
+# replica without worker sessions is in one seldom: CI's seed 1 once missed in 300 tries,
+# and 11 faults measured took 21 to 212; 3,000, about 20 s at most, leave a wide margin).
+# A try stops the replica for one query only: waiting there for its statements to end
+# (to catch a transaction mid-statement) kept a loaded replica stopped most of the time,
+# a statement waiting for a lock its own stopped sessions held, and its workers' leases ran
+# out by the hundred.
 FIRING_TRIES = 300
-ANY_TRIES = 300
+ANY_TRIES = 3000
 POLL_S = 0.05
 
 IN_TRANSACTION = """
@@ -63,6 +69,7 @@ class Caught:
 
     sessions: list[tuple[int, str]]
     firing: bool
+    tries: int
 
 
 async def _catch(
@@ -78,7 +85,7 @@ async def _catch(
         rows = await pool.fetch(IN_TRANSACTION, replica.application_name)
         firing = any(r["firing"] for r in rows)
         if rows and (firing or n >= FIRING_TRIES):
-            return Caught([(r["pid"], r["xid"]) for r in rows], firing)
+            return Caught([(r["pid"], r["xid"]) for r in rows], firing, n + 1)
         go()
         await asyncio.sleep(0.005)  # let it run a little before the next try
     return None
@@ -146,7 +153,7 @@ async def _hold(
         record.waits["its transactions ended by the server"] = released
         record.waits[f"a statement got the {held} rows they held"] = waited
         record.notes.append(
-            f"caught in {len(caught.sessions)} transactions"
+            f"caught at try {caught.tries} in {len(caught.sessions)} transactions"
             + (" (a schedule firing round among them)" if caught.firing else "")
             + f" holding {held} rows; released after {released:.1f}s"
         )

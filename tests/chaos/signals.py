@@ -106,7 +106,11 @@ async def _send(
 
 async def check(pool: asyncpg.Pool, submissions: list[Submission], report: Report) -> None:
     """Adds lost and duplicated signals to ``report``, and a note of what was checked."""
-    signalled = {s.job_id: s for s in submissions if s.signals and s.job_id is not None}
+    signalled = {
+        s.job_id: s
+        for s in submissions
+        if s.kind.after_create is send_signals and s.signals and s.job_id is not None
+    }
     rows = await pool.fetch(OUTPUTS, list(signalled))
     seen = 0
     for row in rows:

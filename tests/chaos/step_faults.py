@@ -47,7 +47,7 @@ async def kill_after_call(ctx: FaultContext) -> FaultRecord:
         c.nats.url,
         c.worker_target,
         **{
-            **c.settings.worker_env(),
+            **c.worker_env(),
             "JOBS_CHAOS_KILL_AFTER_STEP": "1",
             "JOBS_WORKER_SLOTS": "ai-interactive=1,ai-background=1",
         },

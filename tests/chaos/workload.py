@@ -43,7 +43,7 @@ from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
 from shared.registry import DependencyPolicy
 from shared.rpc_errors import error_from_rpc, error_from_status
-from tests.chaos import signals
+from tests.chaos import agents, signals
 from tests.support.processes import client_config
 
 log = logging.getLogger(__name__)
@@ -206,6 +206,14 @@ KINDS: tuple[JobKind, ...] = (
         signals.draw_input,
         frozenset({"succeeded", "failed"}),
         after_create=signals.send_signals,
+    ),
+    JobKind(
+        "agent",
+        8,
+        "agent",
+        agents.draw_input,
+        frozenset({"succeeded", "failed"}),
+        after_create=agents.send_approval,
     ),
 )
 # how long the client waits for a parent (and its child) before it gives up retrying

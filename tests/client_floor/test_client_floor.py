@@ -159,10 +159,11 @@ def test_refusals_are_read_from_their_error_info_on_the_floor(
     lines: dict[str, dict[str, Any]],
 ) -> None:
     unknown = lines["unknown_job_type"]
+    # NOT_FOUND since the workers declare job types (it was INVALID_ARGUMENT; docs/api.md)
     assert (unknown["class"], unknown["reason"], unknown["code"]) == (
         "UnknownJobType",
         "UNKNOWN_JOB_TYPE",
-        "INVALID_ARGUMENT",
+        "NOT_FOUND",
     )
     invalid = lines["invalid_input"]
     assert (invalid["class"], invalid["reason"], invalid["code"]) == (

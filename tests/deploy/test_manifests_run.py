@@ -48,7 +48,11 @@ a volume's mount path              a directory of this test, rewritten in comman
                                    ``wget``, ``pg_isready``) from PATH
 the image's packages               PYTHONPATH: a ``sitecustomize`` refusing every package
                                    this interpreter has and the image does not (outside
-                                   requirements.lock: the dev and embedded extras)
+                                   requirements.lock: the dev and embedded extras; the
+                                   project's packages its Dockerfile target does not copy:
+                                   ``jobtypes`` in ``durable-jobs-job-service``). An image
+                                   ``durable-jobs-<target>`` is the Dockerfile's stage
+                                   ``<target>``
 image WORKDIR, HOME                an empty directory per pod (still empty at the end: the
                                    root filesystem is read-only); HOME a missing path
 PATH                               this machine's, the interpreter's directory first
@@ -77,6 +81,7 @@ import re
 import secrets
 import shutil
 import signal
+import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
@@ -94,7 +99,7 @@ from tests.support.deploy import ROOT
 from tests.support.deploy.cluster import Cluster, runs_locally
 from tests.support.deploy.compose import Compose, compose_up
 from tests.support.deploy.docs_commands import build_secrets, certificate_names, secret_commands
-from tests.support.deploy.image import dockerfile_image
+from tests.support.deploy.image import dockerfile_images
 from tests.support.deploy.kubelet import Pod
 from tests.support.deploy.kustomize import find, kustomize_build
 from tests.support.deploy.network import Network
@@ -102,7 +107,7 @@ from tests.support.docs import section
 from tests.support.manifests_tls import assert_tls_and_nats_users_in_force
 from tests.support.wait import eventually
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(300)
 
 K8S = ROOT / "deploy" / "k8s"
 # Generous deadlines: the machine is shared; a kubelet would wait as long as the probes let it.
@@ -113,6 +118,9 @@ JOB_S = 60.0
 # re-raises the signal.
 CLEAN_EXIT = {"job-service": {0}, "worker-service": {0}, "console": {0, -signal.SIGTERM}}
 NONCE = re.compile(r'name="nonce" value="([^"]+)"')
+# a lost worker's jobs (issue 43): as many, and long enough to outlast two pods' start
+CRASH_JOBS = 8
+CRASH_RUN_MS = 15_000
 
 
 @pytest.fixture(scope="module")
@@ -266,7 +274,7 @@ async def test_the_kubernetes_manifests_run_as_written(postgres: str, tmp_path: 
     # what the API's clients are given: the CA of job_service's certificate
     ca_file = tmp_path / "grpc-ca.crt"
     ca_file.write_text(created["jobs-grpc-tls"]["ca.crt"])
-    cluster = Cluster(objects, created, dockerfile_image(ROOT / "Dockerfile"), tmp_path, network)
+    cluster = Cluster(objects, created, dockerfile_images(ROOT / "Dockerfile"), tmp_path, network)
     await cluster.start()
     try:
         [nats] = find(objects, "StatefulSet")
@@ -285,6 +293,11 @@ async def test_the_kubernetes_manifests_run_as_written(postgres: str, tmp_path: 
         migrate_pod.one_shot = True
         pods = {name: cluster.new_pod(d) for name, d in deployments.items()}
         assert not cluster.missing, "references that do not resolve:\n" + "\n".join(cluster.missing)
+        # job types belong to the workers: job_service's image has none (its Dockerfile
+        # target copies no `jobtypes`), the workers' has them; the jobs below still succeed
+        assert not importable(pods["job-service"], "jobtypes")
+        assert not importable(migrate_pod, "jobtypes")
+        assert importable(pods["worker-service"], "jobtypes")
 
         # the migrate Job first (migrate-job.yaml: apply it, wait for it), NATS meanwhile
         # (Parallel); then the Deployments, ready or not NATS is (nothing orders them)
@@ -335,6 +348,18 @@ async def test_the_kubernetes_manifests_run_as_written(postgres: str, tmp_path: 
         assert not lost, f"jobs created during the rolling restarts did not succeed: {lost}"
         # the same session on the new console pod (the key is the Secret's, not the pod's)
         await see_job(console, session, job_id)
+        await a_lost_workers_jobs_move_within_two_seconds(
+            cluster,
+            deployments["worker-service"],
+            pods["worker-service"],
+            f"postgresql://postgres@{postgres}/durable_jobs_k8s",
+            AsyncJobsClient(
+                job_service,
+                user_id="k8s-crash",
+                token=token_with(table, "client"),
+                ca_file=str(ca_file),
+            ),
+        )
         for pod in cluster.pods:
             await pod.check_alive()
         assert_read_only_roots(cluster.pods)
@@ -343,6 +368,79 @@ async def test_the_kubernetes_manifests_run_as_written(postgres: str, tmp_path: 
         raise
     finally:
         await cluster.close()
+
+
+async def a_lost_workers_jobs_move_within_two_seconds(
+    cluster: Cluster, deployment: dict[str, Any], doomed: Pod, db_url: str, client: AsyncJobsClient
+) -> None:
+    """Issue 43 at the manifests' settings: a worker pod holding 8 running jobs is lost (its
+    process SIGKILLed, no successor under its name: a node gone), two other worker pods
+    alive; its jobs run again on them within 2 s of the kill, each applied once."""
+    db = await asyncpg.connect(db_url)
+    try:
+        async with client:
+            created = [
+                (await client.create("synthetic", {"sleep_ms": CRASH_RUN_MS})).job.id
+                for _ in range(CRASH_JOBS)
+            ]
+            await eventually(
+                lambda: db.fetchval(
+                    "SELECT count(*) = $1 FROM jobs WHERE status = 'running' AND locked_by = $2"
+                    " AND id = ANY($3::uuid[])",
+                    CRASH_JOBS,
+                    doomed.name,
+                    created,
+                ),
+                timeout=JOB_S,
+                message=f"the {CRASH_JOBS} jobs never all ran on {doomed.name}",
+            )
+            survivors = [cluster.new_pod(deployment) for _ in range(2)]
+            for pod in survivors:
+                pod.start()
+            await until_ready(survivors, cluster.pods, "the other worker pods")
+            names = [p.name for p in survivors]
+            await eventually(
+                lambda: db.fetchval(
+                    "SELECT count(DISTINCT worker_id) = 2 FROM worker_sessions"
+                    " WHERE worker_id = ANY($1::text[]) AND closed_at IS NULL",
+                    names,
+                ),
+                timeout=READY_S,
+                message="the other workers have no session",
+            )
+            killed_at = await db.fetchval("SELECT clock_timestamp()")
+            doomed.kill()
+            await eventually(
+                lambda: db.fetchval(
+                    "SELECT count(*) = $1 FROM jobs WHERE status = 'running'"
+                    " AND locked_by = ANY($2::text[]) AND id = ANY($3::uuid[])",
+                    CRASH_JOBS,
+                    names,
+                    created,
+                ),
+                timeout=JOB_S,
+                message="the lost worker's jobs did not move",
+            )
+            slowest = await db.fetchval(
+                "SELECT max(after_s) FROM (SELECT extract(epoch FROM min(created_at) - $1)::float"
+                " AS after_s FROM job_events WHERE to_status = 'running'"
+                " AND worker_id = ANY($2::text[]) AND job_id = ANY($3::uuid[]) GROUP BY job_id) r",
+                killed_at,
+                names,
+                created,
+            )
+            print(f"manifests: a lost worker's {CRASH_JOBS} jobs re-run, slowest {slowest:.3f} s")
+            assert slowest < 2.0, f"slowest re-run {slowest:.2f} s after the worker was lost"
+            finals = await asyncio.gather(*(watched(client, j) for j in created))
+        assert {name_of(j.status) for j in finals} == {"succeeded"}, finals
+        applied = await db.fetchval(
+            "SELECT count(*) FROM job_events WHERE to_status = 'succeeded'"
+            " AND job_id = ANY($1::uuid[])",
+            created,
+        )
+        assert applied == CRASH_JOBS
+    finally:
+        await db.close()
 
 
 def certificates(docs: str, network: Network) -> dict[str, str]:
@@ -375,6 +473,21 @@ def surges(deployment: dict[str, Any]) -> bool:
     return surge.rstrip("%") not in ("0", "")
 
 
+def importable(pod: Pod, module: str) -> bool:
+    """Whether ``module`` imports in ``pod``'s Python with its environment (the image's
+    packages: tests.support.deploy.image)."""
+    pod.container.cwd.mkdir(parents=True, exist_ok=True)
+    tried = subprocess.run(
+        [pod.container.argv[0], "-c", f"import {module}"],
+        env=pod.container.env,
+        cwd=pod.container.cwd,
+        capture_output=True,
+        text=True,
+    )
+    assert tried.returncode == 0 or "not in the image" in tried.stderr, tried.stderr
+    return tried.returncode == 0
+
+
 async def terminated(pod: Pod, deployment: str) -> None:
     """``pod`` stopped as the kubelet stops it, ending as its process should (CLEAN_EXIT)."""
     code, _ = await pod.terminate()
@@ -403,7 +516,7 @@ async def test_docker_compose_runs_as_written(postgres: str, tmp_path: Path) -> 
     path = ROOT / "docker-compose.yml"
     table, shell = compose_header_tokens(path.read_text())
     compose = Compose(
-        path, shell, dockerfile_image(ROOT / "Dockerfile"), tmp_path, Network(), postgres
+        path, shell, dockerfile_images(ROOT / "Dockerfile"), tmp_path, Network(), postgres
     )
     assert not compose.errors, f"compose refuses to start: {compose.errors}"
     # what the postgres image's entrypoint creates from its environment
@@ -418,6 +531,9 @@ async def test_docker_compose_runs_as_written(postgres: str, tmp_path: Path) -> 
         await admin.close()
     try:
         await compose_up(compose, READY_S)
+        [job_service_container] = compose.containers["job_service"]
+        assert not importable(job_service_container, "jobtypes")
+        assert all(importable(p, "jobtypes") for p in compose.containers["worker_service"])
         job_service = f"{compose.addresses['job_service'][0]}:50051"
         job_id = await run_one_job(job_service, token_with(table, "client"), "compose-user")
         console = f"http://{compose.addresses['console'][0]}:8080"

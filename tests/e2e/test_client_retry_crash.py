@@ -26,8 +26,9 @@ from durable_jobs_client import JobsClient, RetryPolicy
 
 from devstack.embedded.ports import free_port
 from tests.chaos.cluster import wait_serving
+from tests.support.declared import declare_to
 from tests.support.processes import JobServiceProcess
-from tests.support.stack import ALL_ROLES_TOKEN
+from tests.support.stack import ALL_ROLES_TOKEN, WORKER_TOKEN
 from tests.support.tcp_proxy import TcpProxy
 from tests.support.wait import eventually
 
@@ -73,6 +74,7 @@ async def test_a_create_whose_server_dies_after_committing_is_retried_into_the_s
     )
     try:
         await wait_serving(first.target, first)
+        await declare_to(first.target, WORKER_TOKEN)
         await db.execute(QUOTA_ROW, USER)
         lock = holder.transaction()
         await lock.start()

@@ -153,7 +153,7 @@ async def test_an_attempt_past_its_definition_timeout_is_ended(
     quick = dataclasses.replace(synthetic.DEFINITION, timeout_s=1.0, max_attempts=1)
     registry = Registry([quick])
     async with (
-        JobServiceApp(settings(database_url, nats_url), registry) as app,
+        JobServiceApp(settings(database_url, nats_url)) as app,
         open_channel(f"127.0.0.1:{app.port}") as channel,
         WorkerApp(worker_settings(nats_url, f"127.0.0.1:{app.port}"), registry),
     ):

@@ -153,7 +153,14 @@ async def test_list_shows_the_users_jobs_newest_first(target: str) -> None:
 async def test_definitions_lists_the_job_types(target: str) -> None:
     run = await jobctl(target, "definitions", "--json")
     assert run.status == 0, run.err
-    assert "synthetic" in [d["job_type"] for d in run.json()["definitions"]]
+    [synthetic] = [d for d in run.json()["definitions"] if d["job_type"] == "synthetic"]
+    assert synthetic["current"] is True
+    assert synthetic["first_declared_by"] == "test-declarer"  # tests.support.declared
+    assert synthetic["first_declared_at"] <= synthetic["last_declared_at"]
+    table = (await jobctl(target, "definitions")).out.splitlines()
+    assert table[0].split()[:3] == ["TYPE", "VERSION", "CURRENT"]
+    [row] = [line.split() for line in table[1:] if line.startswith("synthetic ")]
+    assert row[1:3] == ["1.0.0", "yes"] and row[8:10] == ["by", "test-declarer"]
 
 
 async def test_retry_creates_a_new_job_from_a_failed_one(target: str, worker: WorkerApp) -> None:

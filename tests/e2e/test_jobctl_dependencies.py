@@ -56,7 +56,9 @@ async def test_tree_draws_a_join_and_its_dependencies_from_either_end(
     ]
 
     lease = await client.lock(a)
-    await client.executor.SubmitResult(result_request(a, lease.job.lease_token, {"n": 1}))
+    await client.executor.SubmitResult(
+        result_request(a, lease.job.lease_token, {"attempt": 1, "data": "x"})
+    )
     from_a = await jobctl(target, "tree", a)
 
     assert from_a.status == 0, from_a.err

@@ -25,7 +25,7 @@ async def test_an_output_of_29_shows_29_and_its_hash_label_shows_12_digits(
 ) -> None:
     created = await jobctl(target, "create", "synthetic", "-i", '{"sleep_ms": 800}', "--json")
     job_id = created.json()["job"]["id"]
-    output = {"score": 29, "ratio": 0.5}
+    output = {"attempt": 29, "data": "x"}  # synthetic's output schema
     lease = await client.lock(job_id, worker_id="worker-a")
     await client.executor.SubmitResult(
         result_request(job_id, lease.job.lease_token, output, {"pages": 3})
@@ -36,7 +36,7 @@ async def test_an_output_of_29_shows_29_and_its_hash_label_shows_12_digits(
     assert got.status == 0, got.err
     shown = fields(got.out)
     assert json.loads(shown["output"]) == output
-    assert '"score": 29' in shown["output"] and "29.0" not in got.out
+    assert '"attempt": 29' in shown["output"] and "29.0" not in got.out
     # the input as stored for the executor: as given, its defaults filled in
     assert json.loads(shown["input"])["sleep_ms"] == 800
     assert '"sleep_ms": 800' in shown["input"] and "800.0" not in got.out
@@ -48,7 +48,7 @@ async def test_an_output_of_29_shows_29_and_its_hash_label_shows_12_digits(
     assert re.fullmatch(r"\d+(ms|\.\ds)", shown["waited"]) and "ran" in shown
     assert re.search(r"queued -> running\s+attempt 1\s+on worker-a\s+ran ", got.out)
     as_json = (await jobctl(target, "get", job_id, "-o", "json")).json()
-    assert as_json["output"] == output and isinstance(as_json["output"]["score"], int)
+    assert as_json["output"] == output and isinstance(as_json["output"]["attempt"], int)
     assert as_json["output_hash"] == output_hash(output)  # scripts get it whole
 
 

@@ -21,6 +21,7 @@ import pytest
 from devstack.embedded import free_port
 from job_service.app import JobServiceApp
 from tests.e2e.test_jobctl import JOBCTL, Run, answer_on_a_terminal, jobctl, jobctl_env, rows
+from tests.support.declared import declare
 from tests.support.stack import CLIENT_TOKEN, settings
 from tests.support.wait import eventually
 from worker_service.app import WorkerApp
@@ -295,7 +296,8 @@ async def test_watch_reconnects_across_a_job_service_restart(
     port = free_port()
     own = f"127.0.0.1:{port}"
     on_port = settings(database_url, nats_url).model_copy(update={"grpc_port": port})
-    async with JobServiceApp(on_port):
+    async with JobServiceApp(on_port) as app:
+        await declare(app)
         job_id = (await jobctl(own, "create", "synthetic", "--delay", "1h", "--json")).json()[
             "job"
         ]["id"]

@@ -20,6 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from devstack.embedded import free_port
 from shared.pb.jobs.v1 import job_pb2
+from tests.support.declared import declare_to
 from tests.support.processes import WorkerProcess
 from tests.support.stack import WORKER_TOKEN, Client, client_env, open_channel, server_env
 from tests.support.wait import eventually
@@ -101,6 +102,7 @@ async def test_sigterm_turns_not_serving_then_refuses_rpcs_and_lets_in_flight_on
         JOBS_SHUTDOWN_GRACE_S="20",
     )
     await eventually(lambda: health_is(target, Health.SERVING), timeout=30, message="never SERVING")
+    await declare_to(target, WORKER_TOKEN)
     async with open_channel(target) as channel:
         client = Client(channel)
         # An RPC in flight: its insert waits on a table lock this test holds.

@@ -249,7 +249,7 @@ async def test_logs_carry_ids_but_never_job_input_or_output(
     logs.set_worker_id("logged")
     try:
         async with (
-            JobServiceApp(stack_settings(database_url, nats_url), registry) as app,
+            JobServiceApp(stack_settings(database_url, nats_url)) as app,
             open_channel(f"127.0.0.1:{app.port}") as channel,
             WorkerApp(
                 WorkerSettings(

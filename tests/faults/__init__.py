@@ -1,2 +1,2 @@
 """The long fault suites (`make test-faults`): killed, frozen and cut-off workers and
-replicas, the model-based test, retention at scale, the scheduler's fleet tests."""
+replicas, retention at scale, the scheduler's fleet tests."""

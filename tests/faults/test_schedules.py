@@ -26,8 +26,9 @@ from devstack.embedded.ports import free_port
 from shared.pb.jobs.v1 import schedule_service_pb2 as spb
 from shared.pb.jobs.v1 import schedule_service_pb2_grpc
 from shared.pbconv import struct_from_dict
+from tests.support.declared import declare_to
 from tests.support.processes import JobServiceProcess
-from tests.support.stack import open_channel
+from tests.support.stack import WORKER_TOKEN, open_channel
 from tests.support.wait import eventually
 
 RUN_S = int(os.environ.get("SCHEDULE_RUN_S", "20"))
@@ -67,6 +68,8 @@ async def _serving(target: str) -> spb.ListSchedulesResponse:
 
 
 async def _create(target: str, window_s: int = 60) -> str:
+    # no worker runs here: the types are declared as a worker would declare them
+    await declare_to(target, WORKER_TOKEN)
     async with open_channel(target) as channel:
         stub = schedule_service_pb2_grpc.ScheduleServiceStub(channel)
         made = await stub.CreateSchedule(

@@ -45,7 +45,11 @@ async def job_service(
 
 # A grace longer than the restart takes, as a container restart in its pod is faster than
 # the 0.5 s default: before incarnations, the new process was taken for the old one back.
-@pytest.mark.parametrize("job_service", [{"worker_disconnect_grace_s": 10.0}], indirect=True)
+@pytest.mark.parametrize(
+    "job_service",
+    [{"worker_disconnect_grace_s": 10.0, "worker_reconnect_grace_s": 0}],
+    indirect=True,
+)
 async def test_a_worker_restarted_under_its_id_ends_its_previous_processs_leases_at_once(
     tmp_path: Path, nats_url: str, target: str, client: Client, db: asyncpg.Connection
 ) -> None:
@@ -92,11 +96,12 @@ async def test_a_worker_restarted_under_its_id_ends_its_previous_processs_leases
             restarted.close()
 
 
-# with a reconnect grace (opt-in, issue 29) longer than the cut and its reconnect, too
+# without a reconnect grace (0: the lease decides), and with one (on by default since issue
+# 43) longer than the cut and its reconnect
 @pytest.mark.parametrize(
     "job_service",
-    [{}, {"worker_reconnect_grace_s": CUT_S + 2.5}],
-    ids=["by-default", "within-a-reconnect-grace"],
+    [{"worker_reconnect_grace_s": 0}, {"worker_reconnect_grace_s": CUT_S + 2.5}],
+    ids=["without-a-reconnect-grace", "within-a-reconnect-grace"],
     indirect=True,
 )
 async def test_a_live_worker_whose_session_is_cut_for_less_than_its_lease_keeps_its_jobs(

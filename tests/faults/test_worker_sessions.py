@@ -31,9 +31,15 @@ SLOTS = {"JOBS_WORKER_SLOTS": f"ai-interactive={JOBS}"}
 
 @pytest.fixture
 async def job_service(database_url: str, nats_url: str) -> AsyncIterator[JobServiceApp]:
-    """Leases long enough that a re-run within RERUN_BOUND_S cannot be the reaper's."""
+    """Leases long enough that a re-run within RERUN_BOUND_S cannot be the reaper's; no
+    reconnect grace (on by default since issue 43: test_crash_recovery.py), so that a
+    current worker's sessions end nothing by themselves."""
     async with running_job_service(
-        database_url, nats_url, lease_ttl_s=LEASE_TTL_S, heartbeat_interval_s=0.5
+        database_url,
+        nats_url,
+        lease_ttl_s=LEASE_TTL_S,
+        heartbeat_interval_s=0.5,
+        worker_reconnect_grace_s=0,
     ) as app:
         yield app
 

@@ -15,6 +15,7 @@ from shared.pb.jobs.v1 import admin_service_pb2 as apb
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
+from shared.pbconv import dict_from_struct
 from shared.rpc_errors import error_from_rpc
 from tests.support.stack import CLIENT_TOKEN, Client, count_rows, open_channel
 
@@ -107,7 +108,7 @@ async def test_retry_makes_a_new_job_from_the_snapshot(
     )
     lease = await client.lock(new.id)
     assert lease.outcome == epb.LOCK_OUTCOME_LOCKED
-    assert json.loads(json.dumps(dict(lease.job.input)))["fail"] == "fatal"
+    assert dict_from_struct(lease.job.input)["fail"] == "fatal"
 
 
 async def test_retry_of_a_job_that_is_not_failed_or_cancelled_is_refused(

@@ -126,7 +126,7 @@ BAD = {
     ),
     "unknown job type": Bad(
         UnknownJobType,
-        "unknown job type 'nope'",
+        "no worker has declared job type 'nope'",
         ("job_type",),
         {"job_type": "nope"},
         {"job_type": "nope"},

@@ -164,7 +164,7 @@ def test_every_service_the_server_offers_has_roles() -> None:
 
     assert set(SERVICE_NAMES) <= set(SERVICE_ROLES)
     assert SERVICE_ROLES["jobs.v1.ExecutorService"] == {Role.WORKER}
-    assert SERVICE_ROLES["jobs.v1.AdminService"] == {Role.ADMIN}
+    assert SERVICE_ROLES["jobs.v1.AdminService"] == {Role.ADMIN, Role.OPERATOR}
 
 
 @pytest.mark.parametrize(
@@ -176,6 +176,24 @@ def test_every_service_the_server_offers_has_roles() -> None:
         ('{"a-long-enough-token": {"roles": ["client"]}}', "principal"),
         ('{"a-long-enough-token": {"principal": "p", "roles": []}}', "roles"),
         ('{"a-long-enough-token": {"principal": "p", "roles": ["root"]}}', "roles"),
+        ('{"a-long-enough-token": {"principal": "p", "roles": ["client"], "users": []}}', "users"),
+        (
+            '{"a-long-enough-token": {"principal": "p", "roles": ["client"], "users": "u1"}}',
+            "users",
+        ),
+        (
+            '{"a-long-enough-token": {"principal": "p", "roles": ["client"], '
+            '"users": {"prefix": ""}}}',
+            "prefix",
+        ),
+        (
+            '{"a-long-enough-token": {"principal": "p", "roles": ["client"], "job_types": [1]}}',
+            "job_types",
+        ),
+        (
+            '{"a-long-enough-token": {"principal": "p", "roles": ["admin"], "users": ["u1"]}}',
+            "client token only",
+        ),
     ],
 )
 def test_malformed_token_tables_are_refused_without_quoting_tokens(

@@ -58,17 +58,15 @@ CASES: dict[str, Case] = {
     "create: user too long": Case(
         JOB + "CreateJob", create(user_id=LONG), INVALID, "INVALID_INPUT"
     ),
-    "create: no job type": Case(
-        JOB + "CreateJob", create(job_type=""), INVALID, "UNKNOWN_JOB_TYPE"
-    ),
+    "create: no job type": Case(JOB + "CreateJob", create(job_type=""), INVALID, "INVALID_INPUT"),
     "create: unknown job type": Case(
-        JOB + "CreateJob", create(job_type="nope"), INVALID, "UNKNOWN_JOB_TYPE"
+        JOB + "CreateJob", create(job_type="nope"), NOT_FOUND, "UNKNOWN_JOB_TYPE"
     ),
     "create: SQL in job type": Case(
-        JOB + "CreateJob", create(job_type=SQL), INVALID, "UNKNOWN_JOB_TYPE"
+        JOB + "CreateJob", create(job_type=SQL), INVALID, "INVALID_INPUT"
     ),
     "create: shell in job type": Case(
-        JOB + "CreateJob", create(job_type=SHELL), INVALID, "UNKNOWN_JOB_TYPE"
+        JOB + "CreateJob", create(job_type=SHELL), INVALID, "INVALID_INPUT"
     ),
     "create: input fails the schema": Case(
         JOB + "CreateJob", create(input={"sleep_ms": -1}), INVALID, "INVALID_INPUT"

@@ -118,7 +118,7 @@ CASES: dict[str, Case] = {
         ADMIN + "ListJobs",
         lambda s: apb.AdminListJobsRequest(job_type=SQL),
         INVALID,
-        "UNKNOWN_JOB_TYPE",
+        "INVALID_INPUT",
     ),
     "admin list: target id without a type": Case(
         ADMIN + "ListJobs",
@@ -328,6 +328,42 @@ CASES: dict[str, Case] = {
         "PERMISSION_DENIED",
         token=CLIENT_TOKEN,
     ),
+    # --- EraseUserData (issue 44): a user id, admins only, never while jobs run
+    "erase: no user": Case(
+        ADMIN + "EraseUserData", lambda s: apb.EraseUserDataRequest(), INVALID, "INVALID_INPUT"
+    ),
+    "erase: user with control characters": Case(
+        ADMIN + "EraseUserData",
+        lambda s: apb.EraseUserDataRequest(user_id=CONTROL),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "erase: user too long": Case(
+        ADMIN + "EraseUserData",
+        lambda s: apb.EraseUserDataRequest(user_id=LONG),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "erase: a user with a queued and a running job": Case(
+        ADMIN + "EraseUserData",
+        lambda s: apb.EraseUserDataRequest(user_id="alice"),
+        PRECONDITION,
+        "USER_HAS_RUNNING_JOBS",
+    ),
+    "erase: client role": Case(
+        ADMIN + "EraseUserData",
+        lambda s: apb.EraseUserDataRequest(user_id="alice", cancel_running=True),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
+    "erase: worker role": Case(
+        ADMIN + "EraseUserData",
+        lambda s: apb.EraseUserDataRequest(user_id="alice", cancel_running=True),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=WORKER_TOKEN,
+    ),
     # --- CancelJobs / RetryJobs (issue 13): the selection, limit, token and reason
     **{
         f"bulk {verb}: {what}": Case(ADMIN + method, request, code, reason, token=token)
@@ -408,7 +444,7 @@ CASES: dict[str, Case] = {
                 "SQL job type",
                 lambda s, c=cls: c(selection=apb.JobSelection(job_type=SQL)),
                 INVALID,
-                "UNKNOWN_JOB_TYPE",
+                "INVALID_INPUT",
                 ALL_ROLES_TOKEN,
             ),
             (

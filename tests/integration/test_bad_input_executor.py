@@ -12,14 +12,18 @@ from tests.support.bad_input import (
     EXEC,
     INVALID,
     LONG,
+    PRECONDITION,
     SHELL,
     SQL,
     UNKNOWN_ID,
     Case,
     assert_refused_and_unchanged,
+    declaration,
     encoded_field,
+    padded_schema,
     reasons,
     step,
+    step_result,
     submit_and_grant,
 )
 from tests.support.shared_stack import SharedStack, shared_stack
@@ -78,6 +82,81 @@ CASES: dict[str, Case] = {
             lease_token=s.lease_token,
             usage=[epb.ProviderUsage(provider="fake", model="m", call_id="c-1")],
         ),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
+    "record step result: without the lease": Case(
+        EXEC + "RecordStepResult",
+        lambda s: step_result(s, lease_token=UNKNOWN_ID),
+        grpc.StatusCode.ABORTED,
+        "LEASE_LOST",
+    ),
+    "record step result: SQL job id": Case(
+        EXEC + "RecordStepResult", lambda s: step_result(s, job_id=SQL), INVALID, "INVALID_INPUT"
+    ),
+    "record step result: a name with a shell command": Case(
+        EXEC + "RecordStepResult", lambda s: step_result(s, name=SHELL), INVALID, "INVALID_INPUT"
+    ),
+    "record step result: no name": Case(
+        EXEC + "RecordStepResult", lambda s: step_result(s, name=""), INVALID, "INVALID_INPUT"
+    ),
+    "record step result: a negative ordinal": Case(
+        EXEC + "RecordStepResult", lambda s: step_result(s, ordinal=-1), INVALID, "INVALID_INPUT"
+    ),
+    "record step result: an ordinal past the limit": Case(
+        EXEC + "RecordStepResult",
+        lambda s: step_result(s, ordinal=10_000),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "record step result: no outcome": Case(
+        EXEC + "RecordStepResult",
+        lambda s: step_result(s, epb.StepOutcome()),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "record step result: a result that is not JSON": Case(
+        EXEC + "RecordStepResult",
+        lambda s: step_result(s, epb.StepOutcome(result_json="{'a'")),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "record step result: a result nested past any limit": Case(
+        EXEC + "RecordStepResult",
+        lambda s: step_result(s, epb.StepOutcome(result_json="[" * 100_000 + "]" * 100_000)),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "record step result: a NUL in the result": Case(
+        EXEC + "RecordStepResult",
+        lambda s: step_result(s, epb.StepOutcome(result_json='"a\\u0000b"')),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "record step result: a result past 1 MB": Case(
+        EXEC + "RecordStepResult",
+        lambda s: step_result(s, epb.StepOutcome(result_json='"' + "a" * 1_000_001 + '"')),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "record step result: an error code in lower case": Case(
+        EXEC + "RecordStepResult",
+        lambda s: step_result(s, epb.StepOutcome(error=epb.StepError(code="oops; DROP"))),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "record step result: a NUL in the error message": Case(
+        EXEC + "RecordStepResult",
+        lambda s: step_result(
+            s, epb.StepOutcome(error=epb.StepError(code="JOB_REJECTED", message="a\x00b"))
+        ),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "record step result: client role": Case(
+        EXEC + "RecordStepResult",
+        step_result,
         grpc.StatusCode.PERMISSION_DENIED,
         "PERMISSION_DENIED",
         token=CLIENT_TOKEN,
@@ -422,6 +501,95 @@ CASES: dict[str, Case] = {
     "fetch dependency results: client role": Case(
         EXEC + "FetchDependencyResults",
         lambda s: epb.FetchDependencyResultsRequest(job_id=s.running, lease_token=s.lease_token),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "PERMISSION_DENIED",
+        token=CLIENT_TOKEN,
+    ),
+    # --- DeclareJobType (issue 41): a spec is refused naming its bad fields, stored never
+    "declare: no worker id": Case(
+        EXEC + "DeclareJobType", declaration(worker_id=""), INVALID, "INVALID_INPUT"
+    ),
+    "declare: worker id with control characters": Case(
+        EXEC + "DeclareJobType", declaration(worker_id=CONTROL), INVALID, "INVALID_INPUT"
+    ),
+    "declare: worker id too long": Case(
+        EXEC + "DeclareJobType", declaration(worker_id=LONG), INVALID, "INVALID_INPUT"
+    ),
+    "declare: no spec": Case(
+        EXEC + "DeclareJobType",
+        lambda s: epb.DeclareJobTypeRequest(worker_id="w-declares"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "declare: SQL job type": Case(
+        EXEC + "DeclareJobType", declaration(job_type=SQL), INVALID, "INVALID_INPUT"
+    ),
+    "declare: shell job type": Case(
+        EXEC + "DeclareJobType", declaration(job_type=SHELL), INVALID, "INVALID_INPUT"
+    ),
+    "declare: a version of control characters": Case(
+        EXEC + "DeclareJobType", declaration(version=CONTROL), INVALID, "INVALID_INPUT"
+    ),
+    "declare: a queue of no deployment": Case(
+        EXEC + "DeclareJobType", declaration(queue="no-such-queue"), INVALID, "INVALID_INPUT"
+    ),
+    "declare: an input schema that is not JSON": Case(
+        EXEC + "DeclareJobType", declaration(input_schema_json="{'a'"), INVALID, "INVALID_INPUT"
+    ),
+    "declare: an output schema that is not an object": Case(
+        EXEC + "DeclareJobType", declaration(output_schema_json="[1]"), INVALID, "INVALID_INPUT"
+    ),
+    "declare: an input schema that is no JSON Schema": Case(
+        EXEC + "DeclareJobType",
+        declaration(input_schema_json='{"type": 5}'),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "declare: a schema that refers outside itself": Case(
+        EXEC + "DeclareJobType",
+        declaration(input_schema_json='{"$ref": "http://169.254.169.254/latest/meta-data"}'),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "declare: a schema nested past any limit": Case(
+        EXEC + "DeclareJobType",
+        declaration(input_schema_json='{"properties": {"a": ' * 2000 + "{}" + "}}" * 2000),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "declare: an oversized schema": Case(
+        EXEC + "DeclareJobType",
+        declaration(input_schema_json=padded_schema(4 * 1024 * 1024)),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "declare: a timeout that is not a number": Case(
+        EXEC + "DeclareJobType",
+        declaration(timeout_seconds=float("nan")),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "declare: a fairness key outside the input schema": Case(
+        EXEC + "DeclareJobType",
+        declaration(fairness_key="input.not_declared"),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "declare: child job types with SQL": Case(
+        EXEC + "DeclareJobType", declaration(child_job_types=[SQL]), INVALID, "INVALID_INPUT"
+    ),
+    "declare: an unknown credential mode": Case(
+        EXEC + "DeclareJobType", declaration(credential_modes=[99]), INVALID, "INVALID_INPUT"
+    ),
+    "declare: another spec for a declared version": Case(
+        EXEC + "DeclareJobType",
+        declaration(job_type="synthetic", version="1.0.0", timeout_seconds=31.0),
+        PRECONDITION,
+        "JOB_TYPE_SPEC_CONFLICT",
+    ),
+    "declare: client role": Case(
+        EXEC + "DeclareJobType",
+        declaration(),
         grpc.StatusCode.PERMISSION_DENIED,
         "PERMISSION_DENIED",
         token=CLIENT_TOKEN,

@@ -92,7 +92,7 @@ CASES: dict[str, Case] = {
     "create: unknown job type": Case(
         SCHED + "CreateSchedule",
         create(template={"job_type": "nope"}),
-        INVALID,
+        NOT_FOUND,
         "UNKNOWN_JOB_TYPE",
     ),
     "create: no job template": Case(
@@ -101,7 +101,7 @@ CASES: dict[str, Case] = {
             user_id="alice", spec=spb.ScheduleSpec(cron="* * * * *")
         ),
         INVALID,
-        "UNKNOWN_JOB_TYPE",
+        "INVALID_INPUT",
     ),
     "create: template input fails the schema": Case(
         SCHED + "CreateSchedule",

@@ -54,7 +54,9 @@ async def _failed(client: Client, user_id: str) -> str:
 async def _succeeded(client: Client, user_id: str) -> str:
     job = (await client.create(user_id=user_id)).job
     lease = (await client.lock(job.id)).job
-    await client.executor.SubmitResult(result_request(job.id, lease.lease_token, {"n": 1}))
+    await client.executor.SubmitResult(
+        result_request(job.id, lease.lease_token, {"attempt": 1, "data": "x"})
+    )
     return job.id
 
 

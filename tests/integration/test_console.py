@@ -355,6 +355,10 @@ async def test_definitions_show_types_limits_and_schemas(admin: httpx.AsyncClien
     page = await admin.get("/definitions")
     assert 'id="def-synthetic"' in page.text
     assert "sleep_ms" in page.text  # from the input schema
+    # where the spec came from: the stack's types are declared as "test-declarer"
+    synthetic = re.search(r'<tr id="def-synthetic@1\.0\.0" class="current">(.*?)</tr>', page.text)
+    assert synthetic is not None, "synthetic 1.0.0 is not shown as the current version"
+    assert synthetic.group(1).count("by <code>test-declarer</code>") == 2
 
 
 async def test_overview_counts_match_sql_over_the_window_it_shows(

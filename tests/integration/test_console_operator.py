@@ -66,7 +66,7 @@ async def test_the_job_page_shows_the_input_and_output_numbers_as_given(
     page = (await admin.get(f"/jobs/{job.id}")).text
 
     shown = html.unescape(part(page, "input"))
-    assert '"sleep_ms": 800\n' in shown and '"fail_times": 3,' in shown
+    assert '"sleep_ms": 800,' in shown and '"fail_times": 3,' in shown
     assert "800.0" not in shown
     output = html.unescape(part(page, "output-json"))
     assert '"attempt": 29,' in output and "29.0" not in output

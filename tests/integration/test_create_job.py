@@ -49,11 +49,14 @@ async def test_create_stores_job_snapshot_event_and_dispatch_row(
     snapshot = await db.fetchval(
         "SELECT payload FROM job_snapshots WHERE job_id = $1", response.job.id
     )
+    # the input as given, with the declared defaults of the fields it left out
     assert json.loads(snapshot) == {
+        "wait_signals": [],
         "sleep_ms": 5,
         "fail": "none",
         "fail_times": 0,
         "output_bytes": 3,
+        "signal_timeout_ms": 20_000,
     }
     events = await db.fetch("SELECT to_status FROM job_events WHERE job_id = $1", response.job.id)
     assert [e["to_status"] for e in events] == ["queued"]
@@ -91,7 +94,9 @@ async def test_bad_input_is_refused_naming_the_field_and_writes_nothing(
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await client.create(**overrides)
 
-    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # an undeclared job type is not found; anything else is a bad argument
+    expected = "NOT_FOUND" if error_type is UnknownJobType else "INVALID_ARGUMENT"
+    assert raised.value.code().name == expected
     error = error_from_rpc(raised.value)
     assert type(error) is error_type
     assert field in [v.field for v in error.violations]
@@ -211,7 +216,9 @@ async def test_a_results_domain_event_is_published_with_its_commit_without_a_cla
         client = Client(channel)
         job = (await client.create()).job
         lease = (await client.lock(job.id)).job
-        await client.executor.SubmitResult(result_request(job.id, lease.lease_token, {"n": 1}))
+        await client.executor.SubmitResult(
+            result_request(job.id, lease.lease_token, {"attempt": 1, "data": "x"})
+        )
 
         messages = await events.fetch(1, timeout=2.0)
 

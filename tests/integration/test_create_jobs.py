@@ -56,7 +56,12 @@ async def test_500_items_with_3_invalid_store_497_and_refuse_3_naming_their_fiel
     assert [v.field for v in errors[10].violations] == ["input.sleep_ms"]
     assert type(errors[250]) is UnknownJobType
     assert "user_id" in [v.field for v in errors[499].violations]
-    assert all(r.error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0] for r in refused.values())
+    codes = {n: r.error.code for n, r in refused.items()}
+    assert codes == {
+        10: grpc.StatusCode.INVALID_ARGUMENT.value[0],
+        250: grpc.StatusCode.NOT_FOUND.value[0],  # no worker declared it
+        499: grpc.StatusCode.INVALID_ARGUMENT.value[0],
+    }
     stored = [r.response for n, r in enumerate(response.results) if n not in refused]
     assert all(s.created and s.job.status == job_pb2.JOB_STATUS_QUEUED for s in stored)
     ids = [s.job.id for s in stored]

@@ -324,3 +324,30 @@ async def test_a_bad_dependency_is_refused_with_nothing_written(
     assert isinstance(found, error)
     assert field in [v.field for v in found.violations]
     assert await count_rows(database_url) == before
+
+
+async def test_a_join_whose_dependencies_ended_waits_for_their_count_not_for_a_time(
+    client: Client, db: asyncpg.Connection, database_url: str
+) -> None:
+    """Between the last dependency's end and the resolver's count, the join is still due at
+    no time (UNTIL_DEPENDENCIES_END): its hold said NOT_DUE, "waits for its time", with no
+    time (issue 43, the model-based test's join_hold)."""
+    a = await create(client)
+    join = await create(client, [a.id], RUN)
+    counting = await asyncpg.connect(database_url)
+    try:
+        async with counting.transaction():  # the resolver cannot make the join due meanwhile
+            await counting.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", join.id)
+            await succeed(client, a.id)
+            held = (await client.admin.GetJob(apb.AdminGetJobRequest(job_id=join.id))).job
+
+            assert held.status == S.JOB_STATUS_CREATED
+            assert held.dependencies_pending == 0
+            assert held.hold.reason == S.JobHold.REASON_WAITING_FOR_DEPENDENCIES
+            assert "have ended" in held.hold.detail
+            assert not held.HasField("next_run_at")
+    finally:
+        await counting.close()
+    await eventually(lambda: due(db, join.id), message="the join becomes due")
+    held = (await client.admin.GetJob(apb.AdminGetJobRequest(job_id=join.id))).job
+    assert held.hold.reason != S.JobHold.REASON_WAITING_FOR_DEPENDENCIES

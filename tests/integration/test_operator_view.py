@@ -39,11 +39,13 @@ async def test_the_owner_and_an_admin_read_the_input_and_a_listing_leaves_it_out
 
     owned = await client.get(job.id, "reader")
     assert owned.input_state == job_pb2.INPUT_STATE_SHOWN
-    assert dict(owned.input) == {
+    assert {k: v for k, v in owned.input.items()} == {
         "sleep_ms": 800,
         "fail": "none",
         "fail_times": 3,
         "output_bytes": 16,
+        "wait_signals": [],  # the declared defaults, as the worker's model fills them
+        "signal_timeout_ms": 20_000,
     }
     assert 0 < owned.input_bytes < 200
     assert list(owned.input_withheld_fields) == []

@@ -13,7 +13,12 @@ from shared.output_hash import output_hash
 from shared.pb.jobs.v1 import job_pb2
 from tests.support.stack import Client, result_request
 
-OUTPUT = {"attempt": 1, "ratio": 1e-7, "label": "naïve"}
+# a number and a text the two schemes spell differently, in an output of synthetic's schema
+OUTPUT = {
+    "attempt": 1,
+    "data": "naïve",
+    "signals": [{"name": "s", "payload": {"ratio": 1e-7}, "received_at": 1e-7}],
+}
 
 
 @pytest.mark.parametrize("scheme", ["jcs", "legacy"])

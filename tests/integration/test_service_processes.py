@@ -24,8 +24,9 @@ from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pb.jobs.v1 import job_service_pb2_grpc
 from shared.pbconv import struct_from_dict
 from tests.chaos.cluster import wait_serving
+from tests.support.declared import declare_to
 from tests.support.processes import JobServiceProcess, client_config
-from tests.support.stack import worker_settings
+from tests.support.stack import WORKER_TOKEN, worker_settings
 from tests.support.wait import eventually
 from worker_service.app import WorkerApp
 
@@ -84,6 +85,7 @@ async def test_two_processes_share_one_port_and_each_serves_jobs(
     pair: JobServiceProcess, db: asyncpg.Connection, nats_url: str
 ) -> None:
     await wait_serving(pair.target, pair)
+    await declare_to(pair.target, WORKER_TOKEN)
     await eventually(lambda: _both(db), timeout=30, message="the child replica never connected")
     [child] = children_of(pair.pid)
 

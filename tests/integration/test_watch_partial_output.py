@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
-from devstack.openai_server import LocalOpenAIServer
+from devstack.openai_server import LocalOpenAIServer, Reply
 from job_service.app import JobServiceApp
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
@@ -81,6 +81,21 @@ class PartialWatch:
         return "".join(p.text for p, _ in sorted(self.partials, key=lambda p: p[0].seq))
 
 
+async def watch_from_the_start(
+    client: Client, openai_server: LocalOpenAIServer, *, watcher: str = "alice"
+) -> tuple[str, PartialWatch]:
+    """Creates an evaluation and watches it with partial output; the provider answers only
+    once the watch is live (its first answer comes after it subscribed to the pieces), so
+    the watch sees the text from its first piece whoever is faster."""
+    go_ahead = asyncio.Event()
+    openai_server.script(Reply(held_until=go_ahead))
+    job_id = await create_evaluation(client)
+    watch = PartialWatch(client, job_id, watcher)
+    await eventually(lambda: len(watch.answers) >= 1, timeout=20, message="the watch is not live")
+    go_ahead.set()
+    return job_id, watch
+
+
 async def create_evaluation(client: Client, user_id: str = "alice") -> str:
     response = await client.jobs.CreateJob(
         jpb.CreateJobRequest(
@@ -97,8 +112,7 @@ async def test_the_owner_sees_the_text_as_it_is_generated_and_it_joins_to_the_ou
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    job_id = await create_evaluation(client)
-    watch = PartialWatch(client, job_id, "alice")
+    job_id, watch = await watch_from_the_start(client, openai_server)
     plain = PartialWatch(client, job_id, "alice", partial=False)
 
     await asyncio.wait_for(watch.task, 30)  # ends after the terminal state
@@ -142,8 +156,7 @@ async def test_the_owner_sees_the_text_as_it_is_generated_and_it_joins_to_the_ou
 async def test_cancelling_mid_stream_stops_the_provider_request(
     client: Client, worker: WorkerApp, openai_server: LocalOpenAIServer
 ) -> None:
-    job_id = await create_evaluation(client)
-    watch = PartialWatch(client, job_id, "alice")
+    job_id, watch = await watch_from_the_start(client, openai_server)
     await eventually(lambda: len(watch.partials) >= 2, timeout=20, message="no partial output")
 
     await client.jobs.CancelJob(jpb.CancelJobRequest(job_id=job_id, user_id="alice"))
@@ -164,8 +177,7 @@ async def test_cancelling_mid_stream_stops_the_provider_request(
 async def test_another_user_gets_no_partial_output(
     client: Client, worker: WorkerApp, openai_server: LocalOpenAIServer
 ) -> None:
-    job_id = await create_evaluation(client, user_id="alice")
-    owner = PartialWatch(client, job_id, "alice")
+    job_id, owner = await watch_from_the_start(client, openai_server)
     intruder = PartialWatch(client, job_id, "mallory")
 
     with pytest.raises(grpc.aio.AioRpcError) as raised:

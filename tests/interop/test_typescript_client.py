@@ -167,7 +167,7 @@ async def test_typescript_client_creates_watches_and_reads_error_details(stack: 
     ):
         refused = one(lines, step)
         assert (refused["reason"], refused["domain"]) == (reason, "jobs.v1.JobService"), refused
-    assert one(lines, "unknown_job_type")["code"] == "InvalidArgument"
+    assert one(lines, "unknown_job_type")["code"] == "NotFound"  # no worker declared it
     assert one(lines, "unauthenticated")["code"] == "Unauthenticated"
     invalid = one(lines, "invalid_input")
     assert invalid["code"] == "InvalidArgument"

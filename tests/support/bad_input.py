@@ -4,9 +4,10 @@ requests, and the check every case goes through."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import grpc
@@ -16,6 +17,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from jobtypes import synthetic
+from shared.job_type_specs import spec_of
 from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pb.jobs.v1 import usage_service_pb2 as upb
@@ -90,6 +93,22 @@ def submit_and_grant(
     )
 
 
+def step_result(
+    s: SharedStack, outcome: epb.StepOutcome | None = None, **fields: Any
+) -> epb.RecordStepResultRequest:
+    """A RecordStepResult for the running job under its lease, ``fields`` changed."""
+    values = {
+        "job_id": s.running,
+        "lease_token": s.lease_token,
+        "ordinal": 0,
+        "name": "charge",
+        **fields,
+    }
+    return epb.RecordStepResultRequest(
+        **values, outcome=outcome or epb.StepOutcome(result_json='{"receipt": "r-1"}')
+    )
+
+
 def step(s: SharedStack, **fields: Any) -> epb.RecordStepRequest:
     """A RecordStep for the running job under its lease, ``fields`` changed."""
     values = {
@@ -116,6 +135,25 @@ def step(s: SharedStack, **fields: Any) -> epb.RecordStepRequest:
             error_code=values["error_code"],
         ),
     )
+
+
+def declaration(worker_id: str = "w-declares", **fields: Any) -> Callable[[SharedStack], Message]:
+    """A DeclareJobType of a new job type's valid spec, ``fields`` of the spec changed."""
+    new_type = replace(synthetic.DEFINITION, job_type="declared_here", version="1")
+    spec = spec_of(new_type)
+    for name, value in fields.items():
+        if isinstance(value, list):
+            del getattr(spec, name)[:]
+            getattr(spec, name).extend(value)
+        else:
+            setattr(spec, name, value)
+    return lambda s: epb.DeclareJobTypeRequest(worker_id=worker_id, spec=spec)
+
+
+def padded_schema(extra_bytes: int) -> str:
+    """The new job type's input schema, valid, made ``extra_bytes`` longer by a description."""
+    schema = json.loads(spec_of(synthetic.DEFINITION).input_schema_json)
+    return json.dumps({**schema, "description": "x" * extra_bytes})
 
 
 def create(**fields: Any) -> Callable[[SharedStack], Message]:

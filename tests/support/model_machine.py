@@ -64,8 +64,8 @@ from tests.support.model_stack import (
 from tests.support.stack import result_request
 from tests.support.wait import eventually
 
-EXAMPLES = int(os.environ.get("JOBS_MODEL_TEST_EXAMPLES", "8"))
-STEPS = int(os.environ.get("JOBS_MODEL_TEST_STEPS", "20"))
+EXAMPLES = int(os.environ.get("JOBS_MODEL_TEST_EXAMPLES", "12"))
+STEPS = int(os.environ.get("JOBS_MODEL_TEST_STEPS", "25"))
 LONG = "JOBS_MODEL_TEST_EXAMPLES" in os.environ or "JOBS_MODEL_TEST_STEPS" in os.environ
 # Worker kills per module run and per example (each costs a worker process start).
 MAX_KILLS = 3 if not LONG else 1_000
@@ -120,6 +120,7 @@ class APIModel(RuleBasedStateMachine):
         self.holders: list[Any] = []  # the held jobs' heartbeat tasks (concurrent futures)
         self.secrets: dict[str, str] = {}  # job -> the redacted value a result carried
         self.killed = False  # a worker was killed in this example
+        self.joins: dict[str, list[str]] = {}  # a join -> the jobs it waits for
 
     # --- plumbing
 
@@ -257,6 +258,25 @@ class APIModel(RuleBasedStateMachine):
                 self._judge(spec, None, (code, reasons_in(result.error)))
             else:
                 self._judge(spec, result.response, None)
+
+    @rule(
+        picks=st.lists(st.integers(0, 10_000), min_size=1, max_size=3),
+        spec=specs,
+        user=st.integers(0, 1),
+    )
+    def create_join(self, picks: list[int], spec: CreateSpec, user: int) -> None:
+        """A job that waits for up to three of the user's jobs (issue 43: joins in the
+        model); a refusal (a dependency already failed, ...) is no join."""
+        mine = sorted(j for j, job in self.jobs.items() if job.user_id == self.users[user])
+        if not mine:
+            return
+        deps = sorted({mine[p % len(mine)] for p in picks})
+        plain = dataclasses.replace(spec, key="", time=None, target=None, schema_pin="")
+        request = self._spec(plain, user).request(self.base)
+        request.depends_on.extend(deps)
+        answer, _ = self.attempt(self.stack.client.jobs.CreateJob, request)
+        if answer is not None:
+            self.joins[answer.job.id] = deps
 
     # --- acting on jobs: the owner, and another user who must not see them
 
@@ -616,10 +636,12 @@ class APIModel(RuleBasedStateMachine):
             expected = {"READY", "CONCURRENCY_KEY_FULL"}
         else:
             expected = {"READY"}
+        name = "hold"
+        if job.id in self.joins:  # until its last dependency succeeded
+            expected |= {"WAITING_FOR_DEPENDENCIES"}
+            name = "join_hold"
         event(f"hold {reason}")
-        check(
-            "hold", reason in expected, f"job {job.id} ({job.job_type}) held {reason}: {expected}"
-        )
+        check(name, reason in expected, f"job {job.id} ({job.job_type}) held {reason}: {expected}")
 
     @rule(index=st.integers(0, 7))
     def kill_worker(self, index: int) -> None:
@@ -688,7 +710,22 @@ class APIModel(RuleBasedStateMachine):
         self._check_lineage(observed)
         self._check_timeouts(observed)
         self._check_secrets(observed)
+        self._check_joins(observed)
         self.jobs = observed
+
+    def _check_joins(self, observed: dict[str, job_pb2.Job]) -> None:
+        """A join never starts before every job it waits for succeeded."""
+        for join_id, deps in self.joins.items():
+            join = observed.get(join_id)
+            if join is None or join.attempt_count == 0:
+                continue
+            waiting = [
+                d
+                for d in deps
+                if (dep := observed.get(d)) is not None
+                and status_of(dep) is not JobStatus.SUCCEEDED
+            ]
+            check("joins", not waiting, f"join {join_id} started before {waiting} succeeded")
 
     def _check_timeouts(self, observed: dict[str, job_pb2.Job]) -> None:
         bound = TIMED_TIMEOUT_S + TIMEOUT_GRACE_S + REAPER_INTERVAL_S + TIMEOUT_SLACK_S

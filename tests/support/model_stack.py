@@ -21,14 +21,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from devstack.embedded import EmbeddedNats, create_database, drop_database, with_database
+from job_service.app import JobServiceApp
 from shared.registry import default_registry
+from tests.support.declared import declare
 from tests.support.processes import WorkerProcess
 from tests.support.stack import Client, open_channel, running_job_service
+from tests.support.wait import eventually
 
 T = TypeVar("T")
 
 MODULES = {"JOBS_JOB_TYPE_MODULES": "tests.support.model_jobtypes"}
-# The workers load model_versioned 1.0.0; job_service creates its jobs at 2.0.0.
+# The workers load model_versioned 1.0.0 and declare it; the test then declares 2.0.0 (the
+# newest declared version is the one new jobs are created with), which no worker runs.
 WORKER_VERSION = {"MODEL_TEST_VERSION": "1.0.0"}
 WORKERS = 2
 RPC_TIMEOUT_S = 30.0
@@ -76,6 +80,24 @@ class ModelStack:
             process.close()
 
 
+async def declare_after_the_workers(app: JobServiceApp) -> None:
+    """Once the workers declared every model type at 1.0.0, the model types at 2.0.0 (this
+    process's MODEL_TEST_VERSION): declared last, 2.0.0 is what new jobs are created with.
+    Every type, not one: a worker declares them one after another, and a 1.0.0 first
+    declared after 2.0.0 would be the current version (a job the workers then run)."""
+    assert app.declared is not None
+    declared = app.declared
+    model_types = [d.job_type for d in default_registry(MODULES) if d.job_type.startswith("model_")]
+
+    async def workers_declared() -> bool:
+        await declared.load()
+        version = WORKER_VERSION["MODEL_TEST_VERSION"]
+        return all(declared.types.version(t, version) is not None for t in model_types)
+
+    await eventually(workers_declared, timeout=60, message="the workers never declared their types")
+    await declare(app, [d for d in default_registry(MODULES) if d.job_type in model_types])
+
+
 @asynccontextmanager
 async def model_stack(pg_admin_url: str, template_database: str) -> AsyncIterator[ModelStack]:
     """job_service (no per-user quotas; a small signal cap, a short timeout grace), a fresh
@@ -92,7 +114,7 @@ async def model_stack(pg_admin_url: str, template_database: str) -> AsyncIterato
             running_job_service(
                 database_url,
                 nats.url,
-                default_registry(MODULES),
+                default_registry(),
                 max_active_jobs_per_user=0,
                 daily_job_quota_per_user=0,
                 max_signals_per_job=SIGNAL_CAP,
@@ -110,6 +132,7 @@ async def model_stack(pg_admin_url: str, template_database: str) -> AsyncIterato
             )
             for _ in range(WORKERS):
                 stack.spawn_worker()
+            await declare_after_the_workers(app)
             yield stack
     finally:
         if stack is not None:

@@ -32,6 +32,7 @@ from shared.pb.jobs.v1 import executor_service_pb2 as epb
 from shared.pb.jobs.v1 import job_service_pb2 as jpb
 from shared.pbconv import struct_from_dict
 from shared.registry import Registry
+from tests.support.declared import declare
 from worker_service.settings import WorkerSettings
 
 # Short leases so that expiry tests take seconds, not minutes.
@@ -119,7 +120,10 @@ def client_env(token: str = WORKER_TOKEN) -> dict[str, str]:
 async def running_job_service(
     database_url: str, nats_url: str, registry: Registry | None = None, **overrides: Any
 ) -> AsyncIterator[JobServiceApp]:
-    async with JobServiceApp(settings(database_url, nats_url, **overrides), registry) as app:
+    """The job service, with ``registry``'s job types (the shipped ones by default)
+    declared as a worker would declare them."""
+    async with JobServiceApp(settings(database_url, nats_url, **overrides)) as app:
+        await declare(app, registry)
         yield app
 
 
@@ -194,6 +198,7 @@ async def count_rows(database_url: str) -> dict[str, int]:
                 "schedules",
                 "schedule_runs",
                 "job_signals",
+                "job_type_specs",
             )
         }
     finally:

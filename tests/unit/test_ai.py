@@ -21,6 +21,7 @@ from shared.ai.provider import ProviderRequest, ProviderResponse
 from shared.errors import ErrorClass, ExecutionError, classify
 from shared.registry import JobDefinition
 from tests.support.ai import FEYNMAN_INPUT
+from tests.support.declared import job_types_of
 from worker_service.adapters.fake_provider import FakeProvider, FakeSettings
 from worker_service.domain.model import LockedJob
 from worker_service.gateway import ModelGateway
@@ -383,7 +384,8 @@ def test_a_snapshot_keeps_allow_listed_fields_and_drops_secret_names() -> None:
     )
     raw = {"topic": "t", "api_key": "k", "refresh_token": "r", "note": "n", "jwt": "j"}
 
-    assert definition.snapshot(definition.validate_input(raw)) == {"topic": "t"}
+    declared = job_types_of([definition]).get("probe")  # the job service makes snapshots
+    assert declared.snapshot(declared.validate_input(raw)) == {"topic": "t"}
 
 
 def test_the_locked_job_tells_the_attempt_its_user() -> None:

@@ -28,7 +28,8 @@ from shared.ai.provider import UsageRecord
 from shared.constants import Queue
 from shared.errors import ErrorCode, LeaseLost
 from shared.output_hash import output_hash
-from shared.registry import JobDefinition, Registry
+from shared.registry import JobDefinition
+from tests.support.declared import job_types_of
 from tests.support.fakes import (
     FakeDispatcher,
     FakeLeaseStore,
@@ -50,7 +51,7 @@ class _Model(BaseModel):
 
 # three attempts, no retry on a lease that ran out (the definition's defaults)
 PROBE = JobDefinition("probe", "Probe", "testing", "1", Queue.BACKGROUND, _Model, _Model, print)
-REGISTRY = Registry([PROBE])
+REGISTRY = job_types_of([PROBE])
 
 
 def facts(status: JobStatus, attempt: int = 1, job_id: str = JOB) -> AttemptFacts:

@@ -9,13 +9,13 @@ from typing import Any, cast
 
 import pytest
 
+from job_service.domain.declared_types import JobTypes
 from job_service.domain.lifecycle import RERUNNABLE, JobStatus
 from job_service.domain.paging import PageTokens
 from job_service.domain.selection import Candidate, JobFilter, JobSelection
 from job_service.usecases.admin import Admin, attribution
 from job_service.usecases.bulk import BulkActions, BulkRequest
 from shared.errors import InvalidInput, JobNotRetryable, LiveChildExists
-from shared.registry import Registry
 from tests.support.fakes import FakeAdmin, FakeBulkStore, FakeCancelNotifier, FakeDispatcher
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -38,7 +38,7 @@ def bulk(
     # the descendant's notice fails: NATS is down (the call goes on)
     notifier = FakeCancelNotifier(failing={"child"})
     actions = BulkActions(
-        Registry(),
+        JobTypes(),
         cast(Admin, admin or FakeAdmin()),
         store,
         PageTokens(b"k" * 32),

@@ -26,7 +26,7 @@ PROGRAMS: dict[str, tuple[type[Any], ...]] = {
 }
 # Read outside the settings classes: the embedded stack's data directory
 # (devstack/config.py), the tracing switch (shared/tracing.py) and the job-type modules
-# (shared/registry.py, read by both services).
+# (shared/registry.py, read by the worker only: job_service knows declared types).
 NOT_SETTINGS = {"JOBS_DATA_DIR", "JOBS_TRACING", "JOBS_JOB_TYPE_MODULES"}
 ROW = re.compile(r"^\| `(JOBS_[A-Z0-9_]+)` \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$")
 

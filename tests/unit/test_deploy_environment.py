@@ -13,10 +13,11 @@ import pytest
 
 from tests.support.deploy.cluster import Cluster, k8s_expand, quantity
 from tests.support.deploy.compose import compose_interpolate, parse_env_file
-from tests.support.deploy.image import Image
+from tests.support.deploy.image import Image, dockerfile_images, engine_image, image_site
 from tests.support.deploy.network import Network, rewrite_hosts, rewrite_paths
 
-IMAGE = Image({"FROM_IMAGE": "1"}, "/app", ["python", "-m"], ["job_service"])
+# the Dockerfile's stage "api", which containers of durable-jobs-api:<tag> run
+IMAGE = Image({"FROM_IMAGE": "1"}, "/app", ["python", "-m"], ["job_service"], "api")
 
 
 def deployment(env: list[dict[str, Any]], **container: Any) -> dict[str, Any]:
@@ -28,7 +29,7 @@ def deployment(env: list[dict[str, Any]], **container: Any) -> dict[str, Any]:
                 "metadata": {"labels": {"app": "api"}},
                 "spec": {
                     "containers": [
-                        {"name": "api", "image": "durable-jobs:1", "env": env} | container
+                        {"name": "api", "image": "durable-jobs-api:1", "env": env} | container
                     ]
                 },
             }
@@ -41,7 +42,7 @@ SECRETS = {"tokens": {"client": "s3cret"}}
 
 
 def resolve(tmp_path: Path, workload: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
-    cluster = Cluster([workload, CONFIG], SECRETS, IMAGE, tmp_path, Network())
+    cluster = Cluster([workload, CONFIG], SECRETS, {"api": IMAGE}, tmp_path, Network())
     pod = cluster.new_pod(workload, name="api-1")
     return pod.container.env, cluster.missing
 
@@ -109,11 +110,11 @@ def test_every_reference_that_does_not_resolve_is_reported_with_where_it_is(
 def test_the_image_entrypoint_runs_this_interpreter_bound_to_the_pods_address(
     tmp_path: Path,
 ) -> None:
-    cluster = Cluster([deployment([])], SECRETS, IMAGE, tmp_path, Network())
+    cluster = Cluster([deployment([])], SECRETS, {"api": IMAGE}, tmp_path, Network())
     pod = cluster.new_pod(deployment([]), name="api-1")
 
     assert pod.container.argv == [sys.executable, "-m", "job_service"]
-    assert pod.container.env["PYTHONPATH"] == str(cluster.site)
+    assert pod.container.env["PYTHONPATH"] == str(cluster.site(IMAGE))
     # settings that bind every interface by default bind the pod's own address instead
     bound = {v for k, v in pod.container.env.items() if k.startswith("JOBS_")}
     assert bound == {pod.address}
@@ -174,3 +175,39 @@ def test_longer_host_names_are_rewritten_first_and_paths_in_one_pass() -> None:
     assert rewrite_paths("/data/x:/tmp/y:/tmpfs", mounts) == (
         "/tmp/pods/a/data/x:/tmp/pods/a/tmp/y:/tmpfs"
     )
+
+
+def test_each_dockerfile_stage_is_an_image_refusing_the_packages_it_does_not_copy(
+    tmp_path: Path,
+) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(
+        "FROM python:3.11-slim AS base\n"
+        "ENV A=1 \\\n    B=2\n"
+        "WORKDIR /app\n"
+        "COPY shared ./shared\n"
+        "FROM base AS job-service\n"
+        'CMD ["python", "-m", "job_service", "serve"]\n'
+        "FROM base AS worker\n"
+        "COPY jobtypes ./jobtypes\n"
+        'CMD ["python", "-m", "worker_service"]\n'
+    )
+    images = dockerfile_images(dockerfile)
+
+    assert images["job-service"].env == {"A": "1", "B": "2"}
+    assert images["worker"].workdir == "/app"
+    assert images["job-service"].packages == {"shared"}
+    assert images["worker"].packages == {"shared", "jobtypes"}
+    assert images[""] == images["worker"]  # a build without --target
+    assert engine_image(images, "durable-jobs-worker:0.1.0") == images["worker"]
+    assert engine_image(images, "nats:2.15.1-alpine") is None
+    with pytest.raises(AssertionError, match="no target 'console'"):
+        engine_image(images, "durable-jobs-console:0.1.0")
+    refused = (
+        image_site(tmp_path / "site", images["job-service"]) / "sitecustomize.py"
+    ).read_text()
+    assert "'jobtypes'" in refused and "'shared'" not in refused
+    worker = (
+        image_site(tmp_path / "worker-site", images["worker"]) / "sitecustomize.py"
+    ).read_text()
+    assert "'jobtypes'" not in worker

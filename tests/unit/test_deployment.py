@@ -19,7 +19,9 @@ import yaml
 from console.settings import ConsoleSettings
 from devstack.embedded import nats_server_binary
 from job_service.settings import JobServiceSettings
+from shared.registry import MODULES_ENV
 from tests.support.certs import make_certs
+from tests.support.deploy.image import dockerfile_images
 from tests.support.docs import section
 from worker_service.model_router import ModelSettings
 from worker_service.settings import WorkerSettings
@@ -37,8 +39,9 @@ def env_names(settings: type[Any]) -> set[str]:
 
 
 JOB_SERVICE_ENV = env_names(JobServiceSettings)
-# a worker also reads its model tiers (worker_service.model_router)
-WORKER_ENV = env_names(WorkerSettings) | env_names(ModelSettings)
+# a worker also reads its model tiers (worker_service.model_router) and the modules of its
+# job types (shared.registry)
+WORKER_ENV = env_names(WorkerSettings) | env_names(ModelSettings) | {MODULES_ENV}
 CONSOLE_ENV = env_names(ConsoleSettings)
 
 
@@ -82,7 +85,9 @@ def test_compose_services_run_existing_modules_with_settings_they_read(
     assert {"postgres", "nats", "migrate", "job_service", "worker_service"} <= compose.keys()
     for name in ("migrate", "job_service", "worker_service", "console"):
         service = compose[name]
-        assert service["image"] == "durable-jobs:local" and service["build"] == "."
+        target = "worker" if name == "worker_service" else "job-service"
+        assert service["build"] == {"context": ".", "target": target}
+        assert service["image"] == f"durable-jobs-{target}:local"
         module = module_of(service["command"])
         unknown = set(service["environment"]) - settings_for(module)
         assert not unknown, f"{name} sets variables no setting reads: {unknown}"
@@ -186,7 +191,7 @@ def engine_workloads(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         m
         for m in manifests
         if m["kind"] in ("Deployment", "Job")
-        and all(c["image"].startswith("durable-jobs:") for c in containers(m))
+        and all(c["image"].startswith("durable-jobs-") for c in containers(m))
     ]
 
 
@@ -308,10 +313,11 @@ def test_k8s_images_are_pinned_and_nats_is_the_version_the_tests_run(
     for image in images:
         _, _, tag = image.partition(":")
         assert tag and tag != "latest" and re.fullmatch(r"[\w.-]+", tag), image
-    assert len({i for i in images if i.startswith("durable-jobs:")}) == 1
+    engine = {i for i in images if i.startswith("durable-jobs-")}
+    assert engine == {"durable-jobs-job-service:0.1.0", "durable-jobs-worker:0.1.0"}
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
-    [override] = kustomization["images"]
-    assert f"durable-jobs:{override['newTag']}" in images
+    overrides = {o["name"]: o["newTag"] for o in kustomization["images"]}
+    assert {f"{name}:{tag}" for name, tag in overrides.items()} == engine  # one release tag
     # one NATS version everywhere: the StatefulSet, compose, and the binary tests run
     [nats_image] = [i for i in images if i.startswith("nats:")]
     assert compose["nats"]["image"] == nats_image
@@ -506,7 +512,8 @@ def test_the_image_installs_exactly_the_lock_file_without_the_embedded_servers()
         for requirement in tomllib.loads((ROOT / source).read_text())["build-system"]["requires"]:
             assert _requirement_name(requirement) in pinned, (source, requirement)
     local = re.findall(r"^RUN pip install (.*?) (\.|\./client) ", dockerfile, re.M)
-    assert [options for options, _ in local] == ["--no-deps --no-build-isolation"] * 2
+    # the client library once, the project once per image
+    assert [options for options, _ in local] == ["--no-deps --no-build-isolation"] * 3
 
 
 def test_lint_deploy_skips_exactly_the_files_of_custom_resources() -> None:
@@ -529,3 +536,31 @@ def test_lint_deploy_skips_exactly_the_files_of_custom_resources() -> None:
         if doc
     )
     assert skipped == custom | {"kustomization.yaml"}
+
+
+def test_job_types_ship_with_the_workers_never_with_job_service(
+    compose: dict[str, Any], manifests: list[dict[str, Any]]
+) -> None:
+    """Job types belong to the workers (docs/adr/0010): the job-service image (job_service,
+    migrations, console) copies no `jobtypes` and sets no JOBS_JOB_TYPE_MODULES; the worker
+    image has them; only workers are given JOBS_JOB_TYPE_MODULES."""
+    images = dockerfile_images(ROOT / "Dockerfile")
+    assert "jobtypes" not in images["job-service"].packages
+    assert "jobtypes" in images["worker"].packages
+    for image in images.values():
+        assert MODULES_ENV not in image.env
+    assert images["job-service"].cmd[:3] == ["python", "-m", "job_service"]
+    assert images["worker"].cmd == ["python", "-m", "worker_service"]
+    given = {
+        name for name, service in compose.items() if MODULES_ENV in service.get("environment", {})
+    }
+    assert given == {"worker_service"}
+    for workload in engine_workloads(manifests):
+        for container in containers(workload):
+            names = {e["name"] for e in container.get("env", [])}
+            is_worker = module_of(container["command"]) == "worker_service"
+            assert (MODULES_ENV in names) == is_worker, workload["metadata"]["name"]
+            expected = "durable-jobs-worker" if is_worker else "durable-jobs-job-service"
+            assert container["image"].partition(":")[0] == expected
+    config = by_kind(manifests, "ConfigMap", "jobs-config")
+    assert MODULES_ENV not in config["data"]  # shared by every pod

@@ -21,7 +21,7 @@ from tests.support.fakes import FakeRpcError
 
 DOMAIN = "jobs.v1.JobService"
 # Answered by ExecutorService alone (to workers, never to a client of the library).
-WORKERS_ONLY = {Reason.LEASE_LOST}
+WORKERS_ONLY = {Reason.LEASE_LOST, Reason.JOB_TYPE_SPEC_CONFLICT}
 # The client's own: a deadline that passed on the caller's side, with no ErrorInfo.
 CLIENT_ONLY = {"DEADLINE_EXCEEDED"}
 E = TypeVar("E", bound=Exception)

@@ -57,6 +57,9 @@ ENGINE_CODES = {
     "CREDENTIAL_UNAVAILABLE": ErrorClass.CREDENTIAL,
     "DEPENDENCY_FAILED": ErrorClass.JOB,
     "DEPENDENCY_CANCELLED": ErrorClass.CANCELLED,
+    "NONDETERMINISTIC": ErrorClass.JOB,
+    "SUSPENDED_SLEEP": ErrorClass.SUSPENDED,
+    "SUSPENDED_SIGNAL": ErrorClass.SUSPENDED,
 }
 
 
@@ -115,7 +118,7 @@ def test_unknown_codes_count_as_internal(code: str) -> None:
 @given(code=st.text())
 def test_classify_is_total_and_prefix_driven(code: str) -> None:
     found = classify(code)
-    if code in ENGINE_CODES:  # three of them are classed otherwise than by their prefix
+    if code in ENGINE_CODES:  # four of them are classed otherwise than by their prefix
         assert found is ENGINE_CODES[code]
         return
     matching = [c for c in ErrorClass if code == c.value or code.startswith(c.value + "_")]
@@ -229,7 +232,7 @@ def test_the_module_docstring_draws_every_exception_class() -> None:
 
 EXPECTED_CODES = {
     errors.InvalidInput: (Reason.INVALID_INPUT, grpc.StatusCode.INVALID_ARGUMENT),
-    errors.UnknownJobType: (Reason.UNKNOWN_JOB_TYPE, grpc.StatusCode.INVALID_ARGUMENT),
+    errors.UnknownJobType: (Reason.UNKNOWN_JOB_TYPE, grpc.StatusCode.NOT_FOUND),
     errors.JobNotFound: (Reason.JOB_NOT_FOUND, grpc.StatusCode.NOT_FOUND),
     errors.CredentialNotFound: (Reason.CREDENTIAL_NOT_FOUND, grpc.StatusCode.NOT_FOUND),
     errors.ScheduleNotFound: (Reason.SCHEDULE_NOT_FOUND, grpc.StatusCode.NOT_FOUND),
@@ -239,6 +242,10 @@ EXPECTED_CODES = {
     ),
     errors.JobNotCancellable: (Reason.JOB_NOT_CANCELLABLE, grpc.StatusCode.FAILED_PRECONDITION),
     errors.JobFinished: (Reason.JOB_FINISHED, grpc.StatusCode.FAILED_PRECONDITION),
+    errors.UserHasRunningJobs: (
+        Reason.USER_HAS_RUNNING_JOBS,
+        grpc.StatusCode.FAILED_PRECONDITION,
+    ),
     errors.JobAlreadyCancelled: (
         Reason.JOB_ALREADY_CANCELLED,
         grpc.StatusCode.FAILED_PRECONDITION,
@@ -254,6 +261,10 @@ EXPECTED_CODES = {
     errors.QuotaExceeded: (Reason.QUOTA_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED),
     errors.SignalLimitReached: (Reason.SIGNAL_LIMIT_REACHED, grpc.StatusCode.RESOURCE_EXHAUSTED),
     errors.LeaseLost: (Reason.LEASE_LOST, grpc.StatusCode.ABORTED),
+    errors.JobTypeSpecConflict: (
+        Reason.JOB_TYPE_SPEC_CONFLICT,
+        grpc.StatusCode.FAILED_PRECONDITION,
+    ),
     errors.Unauthenticated: (Reason.UNAUTHENTICATED, grpc.StatusCode.UNAUTHENTICATED),
     errors.PermissionDenied: (Reason.PERMISSION_DENIED, grpc.StatusCode.PERMISSION_DENIED),
     errors.PlatformUnavailable: (Reason.PLATFORM_UNAVAILABLE, grpc.StatusCode.UNAVAILABLE),

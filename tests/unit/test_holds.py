@@ -37,6 +37,21 @@ def facts(**changes: object) -> WaitingFacts:
     [
         ({}, HoldReason.READY),
         ({"next_run_at": NOW + timedelta(hours=1)}, HoldReason.NOT_DUE),
+        (
+            {"next_run_at": NOW + timedelta(hours=1), "error_code": "SUSPENDED_SLEEP"},
+            HoldReason.SLEEPING,
+        ),
+        (
+            {"next_run_at": NOW + timedelta(hours=1), "error_code": "SUSPENDED_SIGNAL"},
+            HoldReason.WAITING_FOR_SIGNAL,
+        ),
+        # a retry after a failure is not due, whatever its code
+        (
+            {"next_run_at": NOW + timedelta(hours=1), "error_code": "PROVIDER_TIMEOUT"},
+            HoldReason.NOT_DUE,
+        ),
+        # woken (due): a sleeper is explained like any due job
+        ({"error_code": "SUSPENDED_SIGNAL", "paused": True}, HoldReason.QUEUE_PAUSED),
         ({"paused": True}, HoldReason.QUEUE_PAUSED),
         ({"live_definitions": frozenset({"t@0"})}, HoldReason.NO_WORKER_FOR_VERSION),
         (

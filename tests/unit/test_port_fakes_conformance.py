@@ -23,16 +23,21 @@ import pytest
 import job_service.ports
 import job_service.usecases
 import tests.support.fakes
+from job_service.adapters.local_kek import LocalKeyEncryptionKey
 from job_service.adapters.nats_partials import NatsPartialOutputFeed
 from job_service.adapters.nats_publisher import NatsPublisher
+from job_service.adapters.postgres.backfill import BackfillRepository
 from job_service.adapters.postgres.batches import BatchRepository
 from job_service.adapters.postgres.bulk import BulkRepository
 from job_service.adapters.postgres.call_permits import CallPermitRepository
 from job_service.adapters.postgres.claims import ClaimRepository, ClaimStatements
 from job_service.adapters.postgres.console_sessions import ConsoleSessionRepository
 from job_service.adapters.postgres.credentials import CredentialRepository
+from job_service.adapters.postgres.data_keys import DataKeyRepository
 from job_service.adapters.postgres.dependencies import DependencyRepository
+from job_service.adapters.postgres.erasure import ErasureRepository
 from job_service.adapters.postgres.gauges import GaugeRepository
+from job_service.adapters.postgres.job_types import JobTypeRepository
 from job_service.adapters.postgres.jobs import JobRepository
 from job_service.adapters.postgres.leases import AttemptTransaction, LeaseRepository
 from job_service.adapters.postgres.listing import JobListing
@@ -48,11 +53,15 @@ from job_service.adapters.postgres.sessions import SessionRepository
 from job_service.adapters.postgres.signals import SignalRepository
 from job_service.adapters.postgres.steps import StepRepository
 from job_service.adapters.postgres.usage_reports import UsageReportRepository
+from job_service.ports.backfill import BackfillStore
 from job_service.ports.bulk import BulkStore
 from job_service.ports.claims import ClaimStore, ClaimTransaction
 from job_service.ports.console_sessions import ConsoleSessionStore
 from job_service.ports.credentials import CredentialStore
+from job_service.ports.data_keys import DataKeyStore
+from job_service.ports.erasure import ErasureStore
 from job_service.ports.gauges import OutboxBacklog, QueueDepth
+from job_service.ports.job_types import JobTypeStore
 from job_service.ports.jobs import (
     BatchStore,
     CancelNotifier,
@@ -61,6 +70,7 @@ from job_service.ports.jobs import (
     NewJobStore,
     RerunStore,
 )
+from job_service.ports.key_encryption import KeyEncryptionKey
 from job_service.ports.leases import AttemptEnding, LeaseStore
 from job_service.ports.listing import JobListingStore
 from job_service.ports.outbox import BatchPublisher, GrantPush, Handoff, OutboxStore, Waker
@@ -80,6 +90,7 @@ from job_service.usecases.dependencies import DependencyStore
 from job_service.usecases.grants import Grants
 from job_service.usecases.leases import Leases
 from job_service.usecases.outbox import OutboxDispatcher
+from job_service.usecases.sealed_schedules import SealedScheduleStore
 from tests.support.fakes import (
     FakeAdmin,
     FakeBulkStore,
@@ -138,6 +149,8 @@ ADAPTERS: list[tuple[type, type | Callable[..., Any]]] = [
     (ClaimStore, ClaimRepository),
     (ClaimTransaction, ClaimStatements),
     (ConsoleSessionStore, ConsoleSessionRepository),
+    (JobTypeStore, JobTypeRepository),
+    (KeyEncryptionKey, LocalKeyEncryptionKey),
     (CredentialStore, CredentialRepository),
     (QueueDepth, GaugeRepository),
     (OutboxBacklog, OutboxRepository),
@@ -163,10 +176,14 @@ ADAPTERS: list[tuple[type, type | Callable[..., Any]]] = [
     (RetentionStore, RetentionRepository),
     (Round, FiringRound),
     (ScheduleStore, ScheduleRepository),
+    (ScheduleStore, SealedScheduleStore),
     (SessionStore, SessionRepository),
     (SignalStore, SignalRepository),
     (SignalNotifier, NatsPublisher),
     (StepStore, StepRepository),
+    (DataKeyStore, DataKeyRepository),
+    (ErasureStore, ErasureRepository),
+    (BackfillStore, BackfillRepository),
     (UsageStore, UsageReportRepository),
     (DependencyStore, DependencyRepository),
 ]

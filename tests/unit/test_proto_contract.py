@@ -20,6 +20,7 @@ from shared.pb.jobs.v1 import (
     executor_service_pb2,
     job_pb2,
     job_service_pb2,
+    job_type_pb2,
     schedule_service_pb2,
     usage_service_pb2,
 )
@@ -30,6 +31,7 @@ FILES: list[FileDescriptor] = [
     for m in (
         job_pb2,
         job_service_pb2,
+        job_type_pb2,
         admin_service_pb2,
         credential_service_pb2,
         executor_service_pb2,

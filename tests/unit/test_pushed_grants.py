@@ -10,7 +10,7 @@ import time
 from typing import cast
 
 from job_service.domain.grants import LockGrant
-from job_service.domain.outbox import OutboxMessage
+from job_service.domain.outbox import DispatchMark, OutboxMessage
 from job_service.ports.steps import StepStore
 from job_service.usecases.claims import Claims
 from job_service.usecases.grants import Grants
@@ -19,6 +19,7 @@ from job_service.usecases.waiting_workers import REPORT_STALE_S, WaitingWorker, 
 from tests.support.fakes import FakeClaims, FakeLeases
 
 Q = "ai-interactive"
+OWNER = "dispatcher-1"
 
 
 def dispatches(n: int, queue: str = Q, first_id: int = 1) -> list[OutboxMessage]:
@@ -32,9 +33,12 @@ class Pusher:
     """The sessions' side (``WaitingWorkers``) and the dispatcher's (``Grants.push``)."""
 
     def __init__(self, grants: Grants, waiting: WaitingWorkers) -> None:
-        self.push = grants.push
+        self._grants = grants
         self.waiting = waiting
         self.open, self.report, self.close = waiting.open, waiting.report, waiting.close
+
+    async def push(self, messages: list[OutboxMessage]) -> set[int]:
+        return await self._grants.push(messages, OWNER)
 
 
 def pusher(eligible: int) -> tuple[Pusher, FakeClaims, FakeLeases]:
@@ -75,6 +79,8 @@ async def test_grants_go_to_the_free_slots_and_use_one_row_each() -> None:
     assert len(session.sent) == 2
     assert used == {1, 2}  # the third row is published
     assert claims.claims == [(Q, 2, "w1")]
+    # the grant's statement marks the rows it uses, as many as it grants, in order
+    assert claims.marks == [DispatchMark(OWNER, (1, 2))]
 
 
 async def test_rows_of_other_subjects_and_queues_are_left_alone() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
+from job_service.domain.job_types import JobType
 from jobtypes import synthetic
 from jobtypes.synthetic import FailMode, SyntheticInput
 from shared.constants import Queue
@@ -21,6 +22,7 @@ from shared.registry import (
     Registry,
     default_registry,
 )
+from tests.support.declared import job_types_of
 
 
 class _Output(BaseModel):
@@ -306,8 +308,14 @@ class _WithSecret(BaseModel):
     public_hint: str = Field(default="h", json_schema_extra={"secret": False})
 
 
+def declared(d: JobDefinition) -> JobType:
+    """The definition as the job service knows it: declared by a worker (the snapshot is
+    the job service's to make, from the spec)."""
+    return job_types_of([d]).get(d.job_type)
+
+
 def test_snapshot_drops_fields_marked_secret() -> None:
-    d = definition(input_model=_WithSecret)
+    d = declared(definition(input_model=_WithSecret))
     validated = d.validate_input(
         {"prompt": "hi", "api_key": "sk-live-123", "count": 2, "inner": {"note": "n"}}
     )
@@ -331,12 +339,14 @@ def test_withheld_fields_name_what_a_snapshot_never_holds() -> None:
 
 
 def test_snapshot_keeps_every_field_when_none_is_secret() -> None:
-    d = synthetic.DEFINITION
+    d = declared(synthetic.DEFINITION)
     assert d.snapshot(d.validate_input({"fail": "fatal"})) == {
         "sleep_ms": 0,
         "fail": "fatal",
         "fail_times": 0,
         "output_bytes": 16,
+        "wait_signals": [],
+        "signal_timeout_ms": 20_000,
     }
 
 

@@ -9,12 +9,15 @@ import grpc
 from shared.ai.steps import RecordedStep
 from shared.credentials import CredentialMode
 from shared.dependencies import DependencyOutput, DependencyPolicy
+from shared.durable_steps import StepResult
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import job_pb2
 from shared.pbconv import (
     artifact_to_pb,
     dict_from_struct,
     recorded_step_from_pb,
+    step_outcome_to_pb,
+    step_result_from_pb,
     struct_from_dict,
     usage_to_pb,
 )
@@ -138,6 +141,9 @@ def locked_job(job: pb.LockedJob) -> LockedJob:
         ),
         credential_id=job.credential_id,
         recorded_steps=_recorded_steps(job),
+        step_results=tuple(
+            step_result_from_pb(r.ordinal, r.name, r.outcome, r.attempt) for r in job.step_results
+        ),
         dependency_count=job.dependency_count,
     )
 
@@ -152,6 +158,27 @@ def _recorded_steps(job: pb.LockedJob) -> tuple[RecordedStep, ...]:
         except ValueError:
             continue
     return tuple(steps)
+
+
+def step_result_request(
+    job_id: str, lease_token: str, step: StepResult
+) -> pb.RecordStepResultRequest:
+    return pb.RecordStepResultRequest(
+        job_id=job_id,
+        lease_token=lease_token,
+        ordinal=step.ordinal,
+        name=step.name,
+        outcome=step_outcome_to_pb(step),
+    )
+
+
+def stored_step_result(answer: pb.RecordStepResultResponse) -> StepResult | None:
+    """The outcome an earlier call recorded (None when this call recorded it, or the
+    stored one was not visible to it)."""
+    if answer.recorded or not answer.HasField("stored"):
+        return None
+    s = answer.stored
+    return step_result_from_pb(s.ordinal, s.name, s.outcome, s.attempt)
 
 
 def status_name(status: int) -> str:

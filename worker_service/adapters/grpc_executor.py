@@ -15,6 +15,7 @@ import grpc
 from shared.ai.provider import UsageRecord
 from shared.ai.steps import StepResponse
 from shared.dependencies import DependencyOutput
+from shared.durable_steps import StepResult
 from shared.grpc_client import ChannelConfig, aio_channel
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc
@@ -27,6 +28,8 @@ from worker_service.adapters.executor_messages import (
     result_answer,
     result_message,
     status_name,
+    step_result_request,
+    stored_step_result,
 )
 from worker_service.adapters.grpc_session import hold
 from worker_service.domain.errors import ExecutorCallFailed
@@ -195,6 +198,7 @@ class GrpcExecutorClient:
         timeout_s: float,
         usage: Sequence[UsageRecord] = (),
         retry_after_s: float | None = None,
+        signals_seen: int = 0,
     ) -> str:
         request = pb.SubmitFailureRequest(
             job_id=job_id,
@@ -203,6 +207,7 @@ class GrpcExecutorClient:
             error_message=error_message,
             usage=[usage_to_pb(u) for u in usage],
             retry_after_ms=round((retry_after_s or 0) * 1000),
+            signals_seen=signals_seen,
         )
         try:
             response = await self._stub.SubmitFailure(request, timeout=timeout_s)
@@ -245,6 +250,16 @@ class GrpcExecutorClient:
         except grpc.aio.AioRpcError as exc:
             raise error_from_call(exc) from exc
         return int(answer.attempt)
+
+    async def record_step_result(
+        self, job_id: str, lease_token: str, step: StepResult, *, timeout_s: float
+    ) -> tuple[bool, StepResult | None]:
+        request = step_result_request(job_id, lease_token, step)
+        try:
+            answer = await self._stub.RecordStepResult(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_call(exc) from exc
+        return answer.recorded, stored_step_result(answer)
 
     async def resolve_credential(
         self, job_id: str, lease_token: str, *, timeout_s: float

@@ -17,7 +17,8 @@ from worker_service.ports import SlotReports
 
 # How long the job service gets to answer a worker's goodbye.
 GOODBYE_TIMEOUT_S = 2.0
-# Slot reports go out at most this often: a busy worker's slots change with every job,
+# Slot reports go out at most this often, and only when the job service's view has drifted
+# enough to matter (``SlotReports.drifted``): a busy worker's slots change with every job,
 # and what matters to the job service is the count once the burst is over.
 REPORT_GAP_S = 0.005
 # ... and at least this often, changed or not (then instead of pings): the job service
@@ -39,11 +40,10 @@ async def hold(
     the stream ends before that. With ``slots``: a slot report in the hello and whenever
     they change, and the grants pushed handed to ``slots``."""
     hello = pb.WorkerSessionRequest(worker_id=worker_id, incarnation=incarnation)
-    reported: tuple[dict[str, int], int] | None = None
     if slots is not None:
         slots.session_opened()
         hello.runnable_definitions.extend(slots.definitions)
-        reported = _add_report(hello, slots.report())
+        _add_report(hello, slots.report())
     await call.write(hello)
     first = await call.read()
     if first is grpc.aio.EOF:
@@ -68,14 +68,14 @@ async def hold(
                 await asyncio.sleep(REPORT_GAP_S)  # let a burst of changes settle
                 slots.changed.clear()
                 changed = asyncio.ensure_future(slots.changed.wait())
-                if (report := slots.report()) != reported:
+                if slots.drifted():
                     request = pb.WorkerSessionRequest()
-                    reported = _add_report(request, report)
+                    _add_report(request, slots.report())
                     await call.write(request)  # a ping too
                 continue
             if slots is not None:  # the interval's report, instead of a ping
                 request = pb.WorkerSessionRequest()
-                reported = _add_report(request, slots.report())
+                _add_report(request, slots.report())
                 await call.write(request)
                 continue
             await call.write(pb.WorkerSessionRequest())  # a ping: data both ways
@@ -89,15 +89,12 @@ async def hold(
             changed.cancel()
 
 
-def _add_report(
-    request: pb.WorkerSessionRequest, report: tuple[dict[str, int], int]
-) -> tuple[dict[str, int], int]:
+def _add_report(request: pb.WorkerSessionRequest, report: tuple[dict[str, int], int]) -> None:
     """Puts ``report`` (free slots per queue, pushed grants taken) on ``request``."""
     free, taken = report
     request.reports_slots = True
     request.grants_taken = taken
     request.free_slots.extend(pb.QueueSlots(queue=q, slots=n) for q, n in sorted(free.items()))
-    return report
 
 
 async def _until_closed(call: grpc.aio.StreamStreamCall, slots: SlotReports | None) -> bool:

@@ -11,6 +11,8 @@ from typing import Any
 from shared.ai.provider import UsageRecord
 from shared.ai.steps import RecordedStep
 from shared.credentials import CredentialMode
+from shared.durable_steps import StepResult
+from shared.errors import ExecutionError
 from shared.registry import ArtifactDraft, ChildJobDraft
 
 # Used when the job service leaves the heartbeat interval unset.
@@ -46,6 +48,9 @@ class LockedJob:
     credential_id: str = ""
     # The steps earlier attempts recorded (worker_service.steps): reused, not called again.
     recorded_steps: tuple[RecordedStep, ...] = ()
+    # The outcomes of the durable steps earlier attempts completed, by ordinal
+    # (worker_service.durable_steps): returned, not run again.
+    step_results: tuple[StepResult, ...] = ()
     # How many jobs this one waited for (worker_service.dependencies): 0 spares the fetch.
     dependency_count: int = 0
 
@@ -158,8 +163,19 @@ class Failed:
     # Internal detail for operators; never logged by the worker.
     message: str = ""
     usage: tuple[UsageRecord, ...] = ()
-    # A provider's Retry-After, in seconds.
+    # A provider's Retry-After, in seconds (a suspension's: until its wake time).
     retry_after_s: float | None = None
+    # A signal wait's suspension: the newest signal seq the attempt had fetched.
+    signals_seen: int = 0
+
+
+@dataclass
+class SignalWait(ExecutionError):
+    """Job code waits for a signal that has not come (``ctx.wait_for_signal``): the attempt
+    ends SUSPENDED_SIGNAL, to run again at the wait's timeout or at the signal;
+    ``signals_seen`` is the newest signal seq it had fetched."""
+
+    signals_seen: int = 0
 
 
 Outcome = Succeeded | Failed

@@ -13,7 +13,7 @@ from shared.errors import ErrorCode, ExecutionError
 from shared.output_hash import output_hash
 from shared.registry import ArtifactDraft, JobDefinition, JobResult
 from shared.validation import describe_validation_error
-from worker_service.domain.model import CancelCause, Failed, Succeeded
+from worker_service.domain.model import CancelCause, Failed, SignalWait, Succeeded
 
 # error_message is operator detail; bound it so a runaway message cannot bloat the row.
 MAX_ERROR_MESSAGE_CHARS = 4000
@@ -44,6 +44,7 @@ def failure_for(exc: Exception) -> Failed:
             exc.code or ErrorCode.INTERNAL_ERROR,
             _bounded(exc.detail),
             retry_after_s=exc.retry_after_s,
+            signals_seen=exc.signals_seen if isinstance(exc, SignalWait) else 0,
         )
     if isinstance(exc, ValidationError):
         # str(ValidationError) quotes the offending values: keep locations and messages only.

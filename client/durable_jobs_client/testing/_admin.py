@@ -8,7 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 from durable_jobs_client._pb.jobs.v1 import admin_service_pb2 as apb
 from durable_jobs_client._pb.jobs.v1 import job_pb2
-from durable_jobs_client.errors import InvalidInput, JobsError, Unauthenticated
+from durable_jobs_client.errors import (
+    InvalidInput,
+    JobsError,
+    Unauthenticated,
+    UserHasRunningJobs,
+)
+from durable_jobs_client.statuses import TERMINAL
 from durable_jobs_client.testing._rules import (
     CANCELS,
     RERUNNABLE,
@@ -263,6 +269,34 @@ class FakeAdminClient:
         for session_id in ended:
             del sessions[session_id]
         return len(ended)
+
+    async def erase_user_data(
+        self, user_id: str, *, dry_run: bool = False, cancel_running: bool = False
+    ) -> apb.EraseUserDataResponse:
+        """Counts (dry run) or deletes the user's jobs and stored keys; refused while any
+        of their jobs is unfinished (after cancelling them, with ``cancel_running``)."""
+        answer = await self.service.called("admin.erase_user_data", locals())
+        if answer is not None:
+            return answer  # type: ignore[no-any-return]
+        if not user_id:
+            raise refusal(InvalidInput, "user_id is missing or malformed")
+        mine = [j for j in self.service.jobs.values() if j.user_id == user_id]
+        keys = [c for c in self.service.credentials if c.user_id == user_id]
+        unfinished = [j for j in mine if j.status not in TERMINAL]
+        counted = apb.EraseUserDataResponse(
+            jobs=len(mine), credentials=len(keys), unfinished=len(unfinished)
+        )
+        if dry_run:
+            return counted
+        cancelled = sum(cancel(self.service, j) for j in unfinished) if cancel_running else 0
+        if any(j.status not in TERMINAL for j in mine):
+            raise refusal(UserHasRunningJobs, "the user has unfinished jobs; nothing was erased")
+        for job in mine:
+            del self.service.jobs[job.id]
+        self.service.credentials[:] = [c for c in self.service.credentials if c not in keys]
+        self.service.changed()
+        counted.unfinished, counted.cancelled = 0, cancelled
+        return counted
 
     async def list_rate_limits(self) -> list[apb.RateLimitInfo]:
         answer = await self.service.called("admin.list_rate_limits", locals())

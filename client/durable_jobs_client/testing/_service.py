@@ -27,7 +27,7 @@ E = TypeVar("E", bound=JobsError)
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 500  # as job_service pages its listings
 CODES = {  # the status code job_service answers each refusal with
     "INVALID_INPUT": grpc.StatusCode.INVALID_ARGUMENT,
-    "UNKNOWN_JOB_TYPE": grpc.StatusCode.INVALID_ARGUMENT,
+    "UNKNOWN_JOB_TYPE": grpc.StatusCode.NOT_FOUND,
     "JOB_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
     "CREDENTIAL_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
     "UNAUTHENTICATED": grpc.StatusCode.UNAUTHENTICATED,

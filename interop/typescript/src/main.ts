@@ -128,7 +128,7 @@ async function main(): Promise<void> {
   step = "unknown_job_type";
   const unknown = await refused(
     () => jobs.createJob({ userId, jobType: "no_such_job_type", input }),
-    Code.InvalidArgument,
+    Code.NotFound, // no worker declared it
     ErrorReason.UNKNOWN_JOB_TYPE,
   );
   emit({ code: Code[unknown.error.code], reason: unknown.info.reason, domain: unknown.info.domain });

@@ -12,10 +12,10 @@ from job_service.domain.jobs import InputState, Job
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.signals import ReceivedSignal
 from shared.credentials import CredentialMode
+from shared.dependencies import DependencyPolicy
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import job_pb2
 from shared.pbconv import artifact_to_pb, timestamp
-from shared.registry import DependencyPolicy
 
 STATUS_TO_PB: dict[JobStatus, int] = {
     status: job_pb2.JobStatus.Value(f"JOB_STATUS_{status.name}") for status in JobStatus

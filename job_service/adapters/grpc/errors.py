@@ -69,28 +69,32 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(handler_call_details)
-        method = handler_call_details.method
         if handler is None:
             return handler
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                _guarded_unary(handler.unary_unary, method),
-                request_deserializer=_tolerant(handler.request_deserializer),
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None and inspect.isasyncgenfunction(handler.unary_stream):
-            return grpc.unary_stream_rpc_method_handler(
-                _guarded_stream(handler.unary_stream, method),
-                request_deserializer=_tolerant(handler.request_deserializer),
-                response_serializer=handler.response_serializer,
-            )
-        if handler.stream_stream is not None and inspect.isasyncgenfunction(handler.stream_stream):
-            return grpc.stream_stream_rpc_method_handler(
-                _guarded_stream(handler.stream_stream, method, each_request=True),
-                request_deserializer=_tolerant(handler.request_deserializer),
-                response_serializer=handler.response_serializer,
-            )
-        return handler  # streams written with context.write (health Watch) report their own
+        return guarded(handler, handler_call_details.method)
+
+
+def guarded(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+    """``handler`` with every exception it raises translated to its gRPC status."""
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(
+            _guarded_unary(handler.unary_unary, method),
+            request_deserializer=_tolerant(handler.request_deserializer),
+            response_serializer=handler.response_serializer,
+        )
+    if handler.unary_stream is not None and inspect.isasyncgenfunction(handler.unary_stream):
+        return grpc.unary_stream_rpc_method_handler(
+            _guarded_stream(handler.unary_stream, method),
+            request_deserializer=_tolerant(handler.request_deserializer),
+            response_serializer=handler.response_serializer,
+        )
+    if handler.stream_stream is not None and inspect.isasyncgenfunction(handler.stream_stream):
+        return grpc.stream_stream_rpc_method_handler(
+            _guarded_stream(handler.stream_stream, method, each_request=True),
+            request_deserializer=_tolerant(handler.request_deserializer),
+            response_serializer=handler.response_serializer,
+        )
+    return handler  # streams written with context.write (health Watch) report their own
 
 
 class _Undecodable:

@@ -22,13 +22,16 @@ from job_service.usecases.call_permits import CallPermits
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.dependencies import DependencyResults
 from job_service.usecases.grants import Grants
+from job_service.usecases.job_types import DeclaredJobTypes
 from job_service.usecases.leases import Leases
 from job_service.usecases.results import Results
 from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.signals import Signals
 from job_service.usecases.steps import Steps
 from shared.ai.steps import MAX_RESPONSE_CHARS
+from shared.dependencies import DependencyPolicy
 from shared.errors import FieldViolation, InvalidInput, JobsError
+from shared.execution import ChildJobDraft
 from shared.pb.jobs.v1 import executor_service_pb2 as pb
 from shared.pb.jobs.v1 import executor_service_pb2_grpc
 from shared.pbconv import (
@@ -36,11 +39,12 @@ from shared.pbconv import (
     dict_from_struct,
     recorded_step_to_pb,
     step_response_from_pb,
+    step_result_from_pb,
+    step_result_to_pb,
     struct_from_dict,
     timestamp,
     usage_from_pb,
 )
-from shared.registry import ChildJobDraft, DependencyPolicy
 from shared.rpc_errors import status_proto_for
 
 # The ErrorInfo domain of a refused SubmitResults item (the interceptor's, for one call).
@@ -62,7 +66,9 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         signals: Signals,
         permits: CallPermits,
         dependencies: DependencyResults,
+        declared: DeclaredJobTypes,
     ):
+        self._declared = declared
         self._dependencies = dependencies
         self._permits = permits
         self._signals = signals
@@ -74,6 +80,14 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
         self._steps = steps
         self._lease_ttl_ms = int(lease_ttl_s * 1000)
         self._heartbeat_interval_ms = int(heartbeat_interval_s * 1000)
+
+    async def DeclareJobType(
+        self, request: pb.DeclareJobTypeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeclareJobTypeResponse:
+        declaration = await self._declared.declare(request.worker_id, request.spec)
+        answer = pb.DeclareJobTypeResponse(first_declared_by=declaration.first_declared_by)
+        answer.first_declared_at.FromDatetime(declaration.first_declared_at)
+        return answer
 
     async def LockJob(
         self, request: pb.LockJobRequest, context: grpc.aio.ServicerContext
@@ -127,6 +141,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
             credential_mode=CREDENTIAL_MODE_TO_PB[grant.credential_mode],  # type: ignore[arg-type]
             credential_id=grant.credential_id or "",
             recorded_steps=[recorded_step_to_pb(s) for s in grant.recorded_steps],
+            step_results=[step_result_to_pb(r) for r in grant.step_results],
             dependency_count=grant.dependency_count,
         )
 
@@ -181,6 +196,7 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
             request.error_message,
             usage=[usage_from_pb(u) for u in request.usage],
             retry_after_s=request.retry_after_ms / 1000,
+            signals_seen=request.signals_seen,
         )
         return pb.SubmitFailureResponse(
             status=STATUS_TO_PB[outcome.status],  # type: ignore[arg-type]
@@ -222,6 +238,17 @@ class ExecutorServicer(executor_service_pb2_grpc.ExecutorServiceServicer):
             usage_from_pb(request.usage),
         )
         return pb.RecordStepResponse(attempt=attempt)
+
+    async def RecordStepResult(
+        self, request: pb.RecordStepResultRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RecordStepResultResponse:
+        step = step_result_from_pb(request.ordinal, request.name, request.outcome)
+        recorded, stored = await self._steps.results.record(
+            request.job_id, request.lease_token, step
+        )
+        return pb.RecordStepResultResponse(
+            recorded=recorded, stored=None if stored is None else step_result_to_pb(stored)
+        )
 
     async def ResolveCredential(
         self, request: pb.ResolveCredentialRequest, context: grpc.aio.ServicerContext

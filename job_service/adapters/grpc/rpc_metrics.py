@@ -70,20 +70,25 @@ class RpcMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        service, method = split_method(handler_call_details.method)
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                _timed_unary(handler.unary_unary, service, method),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None and inspect.isasyncgenfunction(handler.unary_stream):
-            return grpc.unary_stream_rpc_method_handler(
-                _counted_stream(handler.unary_stream, service, method),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler  # streams written with context.write (health Watch): not counted
+        return counted(handler, handler_call_details.method)
+
+
+def counted(handler: grpc.RpcMethodHandler, full_method: str) -> grpc.RpcMethodHandler:
+    """``handler`` counted (and, unary, timed) as the method ``full_method``."""
+    service, method = split_method(full_method)
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(
+            _timed_unary(handler.unary_unary, service, method),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    if handler.unary_stream is not None and inspect.isasyncgenfunction(handler.unary_stream):
+        return grpc.unary_stream_rpc_method_handler(
+            _counted_stream(handler.unary_stream, service, method),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    return handler  # streams written with context.write (health Watch): not counted
 
 
 def _timed_unary(behavior: Callable[..., Any], service: str, method: str) -> Callable[..., Any]:

@@ -10,12 +10,11 @@ from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from job_service.adapters.grpc.admin_api import AdminServicer
-from job_service.adapters.grpc.auth import AuthInterceptor, TokenTable
+from job_service.adapters.grpc.auth import TokenTable
 from job_service.adapters.grpc.credential_api import CredentialServicer
-from job_service.adapters.grpc.errors import ErrorInterceptor
 from job_service.adapters.grpc.executor_api import ExecutorServicer
+from job_service.adapters.grpc.interceptor import CallInterceptor
 from job_service.adapters.grpc.job_api import JobServicer
-from job_service.adapters.grpc.rpc_metrics import RpcMetricsInterceptor
 from job_service.adapters.grpc.schedule_api import ScheduleServicer
 from job_service.adapters.grpc.usage_api import UsageServicer
 from job_service.settings import JobServiceSettings
@@ -25,7 +24,9 @@ from job_service.usecases.call_permits import CallPermits
 from job_service.usecases.console_sessions import ConsoleSessions
 from job_service.usecases.credentials import CredentialVault
 from job_service.usecases.dependencies import DependencyResults
+from job_service.usecases.erasure import UserErasure
 from job_service.usecases.grants import Grants
+from job_service.usecases.job_types import DeclaredJobTypes
 from job_service.usecases.jobs import Jobs
 from job_service.usecases.leases import Leases
 from job_service.usecases.new_jobs import NewJobs
@@ -52,7 +53,6 @@ from shared.pb.jobs.v1 import (
     usage_service_pb2,
     usage_service_pb2_grpc,
 )
-from shared.registry import Registry
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # Clients are asked (GOAWAY) to open a new connection for new calls after this long; calls
@@ -76,7 +76,7 @@ SERVICE_NAMES = (
 
 def build_server(
     s: JobServiceSettings,
-    registry: Registry,
+    declared: DeclaredJobTypes,
     tokens: TokenTable,
     health_servicer: health.aio.HealthServicer,
     *,
@@ -89,6 +89,7 @@ def build_server(
     admin: Admin,
     console_sessions: ConsoleSessions,
     bulk: BulkActions,
+    erasure: UserErasure,
     outbox: OutboxUpkeep,
     vault: CredentialVault,
     watches: WatchHub,
@@ -101,9 +102,8 @@ def build_server(
     dependencies: DependencyResults,
 ) -> grpc.aio.Server:
     server = grpc.aio.server(
-        # outermost first: the metrics see the final code, the error interceptor translates
-        # the auth refusals too
-        interceptors=[RpcMetricsInterceptor(), ErrorInterceptor(), AuthInterceptor(tokens)],
+        # metrics, errors and auth in one, its handlers kept per method
+        interceptors=[CallInterceptor(tokens)],
         # batch submits carry many outputs; the default 4 MiB would refuse a few large ones
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -122,10 +122,11 @@ def build_server(
             admin,
             outbox,
             queues,
-            registry,
+            declared,
             tokens,
             bulk,
             console_sessions,
+            erasure=erasure,
             job_retention_s=s.job_retention_s,
         ),
         server,
@@ -143,6 +144,7 @@ def build_server(
             signals=signals,
             permits=permits,
             dependencies=dependencies,
+            declared=declared,
         ),
         server,
     )

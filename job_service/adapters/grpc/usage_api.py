@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import grpc
 
-from job_service.adapters.grpc.auth import Role, TokenTable
+from job_service.adapters.grpc.auth import SEES_ALL, TokenTable
 from job_service.adapters.grpc.convert import instant_from_pb
 from job_service.domain.usage import Grouping, UsageGroup, UsageTotals
 from job_service.usecases.usage import UsageReports
@@ -31,9 +31,9 @@ class UsageServicer(usage_service_pb2_grpc.UsageServiceServicer):
     async def GetUsage(
         self, request: pb.GetUsageRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetUsageResponse:
-        # a client is a product service acting for the user it names; only an admin may
-        # ask across users
-        admin = Role.ADMIN in self._tokens.roles(context.invocation_metadata())
+        # a client is a product service acting for the user it names; only an admin or an
+        # operator may ask across users
+        admin = bool(SEES_ALL & self._tokens.roles(context.invocation_metadata()))
         report = await self._reports.get_usage(
             request.user_id,
             instant_from_pb(request, "start_time"),

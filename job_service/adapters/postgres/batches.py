@@ -40,13 +40,12 @@ from job_service.adapters.postgres.vocabulary.new_job import (
 )
 from job_service.adapters.postgres.vocabulary.outbox_rows import handed, handed_messages
 from job_service.adapters.postgres.vocabulary.quotas import counted, usage, within_quotas
-from job_service.domain.ids import new_job_id
 from job_service.domain.jobs import NewJob
 from job_service.domain.outbox import OutboxMessage
 from job_service.domain.quotas import QuotaRefusal, Quotas
 from job_service.ports.jobs import Stored
 
-_ITEM = {"idx": "int", "id": "uuid", **NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS}
+_ITEM = {"idx": "int", **NEW_JOB_COLUMNS, **SNAPSHOT_FIELDS}
 _MAX_ACTIVE, _DAILY, _BUDGET = "$2::int", "$3::int", "$5::numeric"
 _OWNER = "$6::text"  # the replica whose dispatcher publishes the rows, or NULL
 
@@ -65,7 +64,7 @@ WITH new AS (
         SELECT 1 FROM jobs e WHERE e.user_id = n.user_id AND e.job_type = n.job_type
                                AND e.idempotency_key = n.idempotency_key)
 ), keyed AS (
-    SELECT f.id, f.idx, {", ".join(f"f.{c}" for c in NEW_JOB_COLUMNS if c not in KEY_COLUMNS)},
+    SELECT f.idx, {", ".join(f"f.{c}" for c in NEW_JOB_COLUMNS if c not in KEY_COLUMNS)},
            {user_keys("f")},
            -- jobs of one fairness key in one batch are spaced as one-by-one creates are
            row_number() OVER (PARTITION BY f.queue, replace(f.fairness_key, '{{user}}', f.user_id),
@@ -75,7 +74,6 @@ WITH new AS (
 ), {
     new_job_rows(
         {
-            "id": "new.id",
             **record_values("new"),
             "status": queued_or_created("new"),
             "queued_at": "now()",
@@ -120,7 +118,7 @@ class BatchRepository:
         in order, and the due rows written claimed for the owner's dispatcher, to hand over.
         Idempotency keys must be distinct within ``news`` (the use case sees to it)."""
         items = [
-            {"idx": n, "id": new_job_id(), **_json_ready(new_job_record(new, _ITEM_FIELDS))}
+            {"idx": n, **_json_ready(new_job_record(new, _ITEM_FIELDS))}
             for n, new in enumerate(news)
         ]
         lines = lines_of((n.queue, n.fairness_key, n.user_id, n.priority) for n in news)

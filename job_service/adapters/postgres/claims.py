@@ -31,6 +31,7 @@ from job_service.adapters.postgres.vocabulary.grants import grant, granted
 from job_service.adapters.postgres.vocabulary.statuses import WAITING, statuses_sql
 from job_service.domain.claims import ClaimCandidate, Granted, WaitingLeft, queue_key
 from job_service.domain.lifecycle import LEASED
+from job_service.domain.outbox import DispatchMark
 from job_service.domain.rate_limits import CALL_QUEUE_AHEAD_S, BucketLevel, RateLimit
 
 _LEASED = statuses_sql(LEASED)
@@ -101,7 +102,8 @@ GROUP BY queue
 """
 
 
-# The admitted jobs ($1, locked by this transaction) with the tokens each reserved ($4).
+# The admitted jobs ($1, locked by this transaction) with the tokens each reserved ($4);
+# $5/$6 the dispatch rows to mark (a pushed grant's).
 GRANT = grant(
     f"""
     SELECT j.id, j.status, coalesce(j.next_run_at, j.queued_at) AS due_at, r.tokens
@@ -109,11 +111,13 @@ GRANT = grant(
     WHERE j.status IN {WAITING}""",
     worker="$2",
     ttl_ms="$3",
+    mark_ids="$5",
+    mark_owner="$6",
 )
 
 # A queue where nothing can hold a job back (no limit, no keyed or rate-limited job type):
 # candidates and grant in one statement, as before the scheduler. $3 how many, $4 worker,
-# $5 lease milliseconds, $6 seconds due at least.
+# $5 lease milliseconds, $6 seconds due at least, $7/$8 the dispatch rows to mark.
 GRANT_UNLIMITED = grant(
     f"""
     SELECT j.id, j.status, coalesce(j.next_run_at, j.queued_at) AS due_at, NULL::int AS tokens
@@ -122,6 +126,8 @@ GRANT_UNLIMITED = grant(
     FOR UPDATE OF j SKIP LOCKED""",
     worker="$4",
     ttl_ms="$5",
+    mark_ids="$7",
+    mark_owner="$8",
 )
 
 # Why a named job was not granted: when it is due (not due yet), or none.
@@ -285,13 +291,16 @@ class ClaimStatements:
             blocked_until=row["blocked_until"],
         )
 
-    async def grant(self, chosen: Sequence[tuple[str, int]], worker_id: str) -> list[Granted]:
+    async def grant(
+        self, chosen: Sequence[tuple[str, int]], worker_id: str, mark: DispatchMark | None = None
+    ) -> list[Granted]:
         rows = await self._conn.fetch(
             GRANT,
             [job_id for job_id, _ in chosen],
             worker_id,
             self._lease_ttl_ms,
             [tokens or None for _, tokens in chosen],
+            *_marking(mark),
         )
         return [granted(row) for row in rows]
 
@@ -302,6 +311,7 @@ class ClaimStatements:
         want: int,
         worker_id: str,
         due_for_s: float = 0.0,
+        mark: DispatchMark | None = None,
     ) -> list[Granted]:
         rows = await self._conn.fetch(
             GRANT_UNLIMITED,
@@ -311,6 +321,7 @@ class ClaimStatements:
             worker_id,
             self._lease_ttl_ms,
             due_for_s,
+            *_marking(mark),
         )
         return [granted(row) for row in rows]
 
@@ -325,6 +336,10 @@ class ClaimStatements:
         row = await self._conn.fetchrow(WAITING_LEFT, queue, _listed(definitions))
         assert row is not None
         return WaitingLeft(mine=row["mine"], others=row["others"])
+
+
+def _marking(mark: DispatchMark | None) -> tuple[list[int] | None, str | None]:
+    return (list(mark.ids), mark.owner) if mark is not None else (None, None)
 
 
 def _listed(definitions: Sequence[str] | None) -> list[str] | None:

@@ -24,8 +24,8 @@ from job_service.domain.lifecycle import (
     JobStatus,
     status_values,
 )
+from shared.dependencies import DependencyOutput
 from shared.errors import ErrorCode
-from shared.registry import DependencyOutput
 
 _TERMINAL = statuses_sql(TERMINAL)
 _BROKEN = statuses_sql(TERMINAL - {JobStatus.SUCCEEDED})
@@ -126,6 +126,8 @@ WHERE e.depends_on_id = $1::uuid AND j.attempt_count = 0
 ORDER BY j.id
 """
 
+JOB_OWNER = "SELECT user_id FROM jobs WHERE id = $1::uuid"
+
 # What the results of one answer may hold in all (output JSON as stored): about 1 MiB.
 MAX_RESULT_BYTES = 1024 * 1024
 
@@ -173,6 +175,10 @@ class DependencyRepository:
                 return results, True
             results.append(_output(row))
         return results, len(rows) > limit
+
+    async def owner(self, job_id: str) -> str | None:
+        user_id: str | None = await self._pool.fetchval(JOB_OWNER, job_id)
+        return user_id
 
     async def ended_by(self, job_id: str) -> list[str]:
         """The jobs that ``job_id``'s end ended by their policy (never run)."""

@@ -21,7 +21,7 @@ from job_service.adapters.postgres.vocabulary.statuses import (
     sql_status,
     timeline_event,
 )
-from job_service.domain.dependencies import SHOWN_EDGES, waiting_hold
+from job_service.domain.dependencies import SHOWN_EDGES, UNTIL_DEPENDENCIES_END, waiting_hold
 from job_service.domain.holds import Hold
 from job_service.domain.jobs import SHOWN, Artifact, InputState, Job
 from job_service.domain.lifecycle import (
@@ -235,7 +235,10 @@ def _input_state(row: asyncpg.Record) -> InputState:
 
 
 def _dependency_hold(row: asyncpg.Record) -> Hold | None:
-    """What a job waiting for its dependencies waits for; None for any other job."""
-    if row["status"] != JobStatus.CREATED.value or not row["dependencies_pending"]:
+    """What a job waiting for its dependencies waits for; None for any other job. One whose
+    last dependency ended still waits until the resolver counted it (its due time is
+    UNTIL_DEPENDENCIES_END: no time to wait for, not NOT_DUE)."""
+    waiting = row["dependencies_pending"] or row["next_run_at"] == UNTIL_DEPENDENCIES_END
+    if row["status"] != JobStatus.CREATED.value or not waiting:
         return None
     return waiting_hold(row["dependencies_pending"], row["dependencies_total"])

@@ -52,7 +52,7 @@ SELECT status, lease_token::text AS lease_token, output_hash FROM jobs WHERE id 
 
 ATTEMPT_FOR_UPDATE = """
 SELECT id::text AS id, job_type, status, attempt_count, max_attempts,
-       lease_token::text AS lease_token, locked_by
+       lease_token::text AS lease_token, locked_by, user_id
 FROM jobs WHERE id = $1 AND lease_token = $2 AND status = ANY($3::text[])
 FOR UPDATE
 """
@@ -61,7 +61,7 @@ FOR UPDATE
 # however it is heartbeaten) ran too long.
 EXPIRED_LEASES = f"""
 SELECT id::text AS id, job_type, status, attempt_count, max_attempts,
-       lease_token::text AS lease_token, locked_by,
+       lease_token::text AS lease_token, locked_by, user_id,
        {attempt_deadline("locked_at", "timeout_ms")} <= now() AS past_deadline
 FROM jobs WHERE status = ANY($1::text[]) AND lock_until < now()
 ORDER BY lock_until LIMIT $2
@@ -72,7 +72,7 @@ FOR UPDATE SKIP LOCKED
 # index of the reaper's scan keeps this to the leased jobs.
 WORKER_LEASES = """
 SELECT id::text AS id, job_type, status, attempt_count, max_attempts,
-       lease_token::text AS lease_token, locked_by
+       lease_token::text AS lease_token, locked_by, user_id
 FROM jobs WHERE status = ANY($1::text[]) AND locked_by = $2
 ORDER BY lock_until LIMIT $3
 FOR UPDATE SKIP LOCKED
@@ -84,6 +84,12 @@ SET_MODEL = "UPDATE jobs SET model_provider = $2, model_name = $3 WHERE id = $1"
 
 _RETRYING, _CANCELLED = sql_status(JobStatus.RETRYING), sql_status(JobStatus.CANCELLED)
 
+# A retry is due after its delay ($9 seconds); the end of a signal wait is due at once
+# when the job holds a signal newer than the attempt saw ($12): the send committed while
+# the attempt was ending, before the job waited, so it woke nothing (signals.py).
+_RETRY_DUE = (
+    "CASE WHEN jobs.signal_seq > $12::bigint THEN now() ELSE now() + $9 * interval '1 second' END"
+)
 # Ends an attempt that did not succeed; $4 is the new status. Retries get a new dispatch
 # row available at next_run_at; terminal statuses get their domain event.
 END_ATTEMPT = f"""
@@ -91,10 +97,9 @@ WITH ended AS (
     UPDATE jobs SET status = $4::text, error_code = $5, public_error_message = $6,
         internal_error_message = $7, lock_until = NULL, updated_at = now(),
         attempt_count = attempt_count - $8,
-        next_run_at = CASE WHEN $4::text = {_RETRYING}
-                           THEN now() + $9 * interval '1 second' END,
+        next_run_at = CASE WHEN $4::text = {_RETRYING} THEN {_RETRY_DUE} END,
         sched_key = CASE WHEN $4::text = {_RETRYING}
-                         THEN {retry_place("now() + $9 * interval '1 second'", "priority")}
+                         THEN {retry_place(_RETRY_DUE, "priority")}
                          END,
         finished_at = CASE WHEN $4::text = ANY($10::text[]) THEN now() END,
         cancel_requested_at = CASE WHEN $4::text = {_CANCELLED}
@@ -258,6 +263,7 @@ class AttemptTransaction:
             end.delay_s,
             _TERMINAL,
             reaped,
+            end.wake_after_signal,
         )
         assert row is not None, "attempt changed although its row was locked"
         return EndedAttempt(JobStatus(row["status"]), row["next_run_at"], row["usage_unknown"])
@@ -271,7 +277,8 @@ def _locked(row: asyncpg.Record) -> LockedAttempt:
         row["attempt_count"],
         row["max_attempts"],
     )
-    return LockedAttempt(facts, row["lease_token"], past_deadline=row.get("past_deadline", False))
+    past_deadline = row.get("past_deadline", False)
+    return LockedAttempt(facts, row["lease_token"], past_deadline, row["user_id"])
 
 
 def _lease_state(row: asyncpg.Record | None) -> LeaseState | None:

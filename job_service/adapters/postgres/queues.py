@@ -13,11 +13,12 @@ import asyncpg
 
 from job_service.adapters.postgres.vocabulary.holds import LIVE_WORKER_S, no_worker_for_version
 from job_service.adapters.postgres.vocabulary.outbox_rows import dispatch_key, dispatch_rows
-from job_service.adapters.postgres.vocabulary.statuses import WAITING, statuses_sql
+from job_service.adapters.postgres.vocabulary.statuses import WAITING, sql_status, statuses_sql
 from job_service.domain.claims import definition_id
 from job_service.domain.holds import WaitingFacts
-from job_service.domain.lifecycle import LEASED
+from job_service.domain.lifecycle import LEASED, JobStatus
 from job_service.domain.queues import QueueState
+from shared.errors import ErrorCode
 
 _LEASED = statuses_sql(LEASED)
 
@@ -72,7 +73,7 @@ _LIVE = "w.seen_at > now() - $2 * interval '1 second'"
 
 WAITING_FACTS = f"""
 SELECT j.queue, j.job_type, j.definition_version, j.next_run_at, j.concurrency_key,
-       j.concurrency_limit, j.model_tier, now() AS now,
+       j.concurrency_limit, j.model_tier, j.error_code, now() AS now,
        coalesce((SELECT c.paused FROM queue_controls c WHERE c.queue = j.queue), false)
            AS paused,
        (SELECT count(*) FROM jobs r WHERE r.concurrency_key = j.concurrency_key
@@ -93,6 +94,16 @@ WITHOUT_WORKER = f"""
 SELECT count(*) FROM jobs j
 WHERE j.status IN {WAITING} AND (j.next_run_at IS NULL OR j.next_run_at <= now())
   AND {no_worker_for_version("j", "$1")}
+"""
+
+
+# Jobs whose code sleeps or waits for a signal (ctx.sleep, ctx.wait_for_signal), not due
+# yet: a woken one is due, and counted with the due jobs.
+SUSPENDED = f"""
+SELECT error_code, count(*) AS n FROM jobs
+WHERE status = {sql_status(JobStatus.RETRYING)} AND error_code = ANY($1::text[])
+  AND next_run_at > now()
+GROUP BY error_code
 """
 
 
@@ -145,8 +156,16 @@ class QueueRepository:
             rate_blocked_until=row["blocked_until"],
             rate_spent=row["model_tier"] in spent_tiers,
             live_definitions=frozenset(live) if live is not None else None,
+            error_code=row["error_code"],
         )
 
     async def without_worker(self) -> int:
         """Due jobs that no live worker runs the definition version of."""
         return int(await self._pool.fetchval(WITHOUT_WORKER, LIVE_WORKER_S))
+
+    async def suspended(self) -> dict[str, int]:
+        codes = [ErrorCode.SUSPENDED_SLEEP.value, ErrorCode.SUSPENDED_SIGNAL.value]
+        counts = {code: 0 for code in codes}
+        for row in await self._pool.fetch(SUSPENDED, codes):
+            counts[row["error_code"]] = row["n"]
+        return counts

@@ -12,7 +12,7 @@ insert only names the live retry in the refusal. An admin RetryJob's idempotency
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 
@@ -23,12 +23,20 @@ from job_service.adapters.postgres.vocabulary.line import LOCK_RERUN_LINE, place
 from job_service.adapters.postgres.vocabulary.new_job import new_job_rows, snapshot_row
 from job_service.adapters.postgres.vocabulary.statuses import sql_status
 from job_service.domain.dependencies import UNTIL_DEPENDENCIES_END
+from job_service.domain.ids import new_job_id
 from job_service.domain.jobs import Job, RetrySpec
 from job_service.domain.lifecycle import RERUNNABLE, JobStatus, status_values
+from shared.dependencies import DependencyPolicy
 from shared.errors import IdempotencyKeyReused, JobNotRetryable, LiveChildExists, LiveRetryExists
-from shared.registry import DependencyPolicy
 
 _ONE_LIVE_RETRY = "jobs_one_live_retry"
+
+
+class _Made(NamedTuple):
+    """What the caller made for the re-run: its id, and its sealed input (or None)."""
+
+    id: str
+    snapshot: Any
 
 
 def _same(*columns: str) -> dict[str, str]:
@@ -38,6 +46,8 @@ def _same(*columns: str) -> dict[str, str]:
 # A re-run's row: its source's (``src``) but for its trigger, status, place in line and
 # what the job type's definition says today ($3..$5).
 _RERUN = {
+    # made by the caller: its input's copy is sealed for it ($10)
+    "id": "$10::uuid",
     **_same("user_id", "job_type"),
     "trigger_type": "'retry'",
     **_same("queue", "priority", "request_hash"),
@@ -61,9 +71,10 @@ _RERUN = {
     "retry_key": "$8::varchar",
 }
 
-# A re-run's snapshot: its source's, kept for $6 seconds.
+# A re-run's snapshot: its source's (or $11, the source's sealed for the re-run), kept for
+# $6 seconds.
 _RERUN_SNAPSHOT = (
-    "src.payload, src.content_hash, src.schema_version,\n           "
+    "coalesce($11::jsonb, src.payload), src.content_hash, src.schema_version,\n           "
     "now() + $6 * interval '1 second', src.redaction_version"
 )
 
@@ -163,11 +174,14 @@ class RerunRepository:
         *,
         key: str | None = None,
         since: datetime | None = None,
+        new_id: str | None = None,
+        snapshot: Any = None,
     ) -> tuple[Job, bool] | None:
         """A new job from a failed or cancelled job's snapshot, ``reason`` on its first
         timeline event, and whether this call made it (False: the retry ``key`` already
         names); None when that job is not (or no longer) failed or cancelled, or its
-        snapshot is gone.
+        snapshot is gone. ``new_id``: the re-run's id (made here when None); ``snapshot``:
+        its copy of the input, sealed for it (None: the source's as it is stored).
 
         Refused: ``key`` naming the retry of another job (IdempotencyKeyReused); the
         job's original having a live retry, or one made at or after ``since``
@@ -177,7 +191,8 @@ class RerunRepository:
             if key is not None and (known := await _keyed(conn, key, job_id)) is not None:
                 return known, False
             try:
-                row = await _rerun_retrying(conn, job_id, spec, reason, key, since)
+                made = _Made(new_id or new_job_id(), snapshot)
+                row = await _rerun_retrying(conn, job_id, spec, reason, key, since, made)
             except (asyncpg.UniqueViolationError, LiveRetryExists) as error:
                 # A concurrent retry committed first: answer as if it had come before. The
                 # same key's retry may have committed since the key was looked up (the
@@ -222,10 +237,13 @@ async def _rerun_retrying(
     reason: str,
     key: str | None,
     since: datetime | None,
+    made: _Made,
 ) -> asyncpg.Record | None:
     """``_rerun`` in a transaction, again while a dependency it attaches is being ended
     (``units.attach_retrying``'s reason)."""
-    return await attach_retrying_on(conn, lambda: _rerun(conn, job_id, spec, reason, key, since))
+    return await attach_retrying_on(
+        conn, lambda: _rerun(conn, job_id, spec, reason, key, since, made)
+    )
 
 
 async def _rerun(
@@ -235,6 +253,7 @@ async def _rerun(
     reason: str,
     key: str | None,
     since: datetime | None,
+    made: _Made,
 ) -> asyncpg.Record | None:
     source = await conn.fetchrow(RERUN_SOURCE, job_id)
     if source is None:
@@ -256,6 +275,8 @@ async def _rerun(
         reason,
         key,
         UNTIL_DEPENDENCIES_END,
+        made.id,
+        made.snapshot,
     )
     if row is None:
         return None

@@ -141,7 +141,11 @@ WHERE parent_job_id = $1 AND job_type = $2 AND idempotency_key = $3
   AND dependency_policy IS NULL
 """
 
-JOB_TYPES = "SELECT id::text AS id, job_type FROM jobs WHERE id = ANY($1::text[]::uuid[])"
+JOB_TYPES = """
+SELECT id::text AS id, job_type, definition_version FROM jobs WHERE id = ANY($1::text[]::uuid[])
+"""
+
+JOB_OWNERS = "SELECT id::text AS id, user_id FROM jobs WHERE id = ANY($1::text[]::uuid[])"
 
 
 class ResultRepository:
@@ -153,9 +157,13 @@ class ResultRepository:
         self._pool = pool
         self._owner = owner
 
-    async def job_types(self, job_ids: Sequence[str]) -> dict[str, str]:
+    async def job_types(self, job_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
         rows = await self._pool.fetch(JOB_TYPES, list(job_ids))
-        return {r["id"]: r["job_type"] for r in rows}
+        return {r["id"]: (r["job_type"], r["definition_version"]) for r in rows}
+
+    async def owners(self, job_ids: Sequence[str]) -> dict[str, str]:
+        rows = await self._pool.fetch(JOB_OWNERS, list(job_ids))
+        return {r["id"]: r["user_id"] for r in rows}
 
     async def submit_results(
         self, results: Sequence[Submission], children: Sequence[NewChild] = ()

@@ -17,6 +17,36 @@ AS $function$
         'hex')::uuid
 $function$;
 
+-- function jobs_line_tail(q text, k text, p integer)
+CREATE OR REPLACE FUNCTION public.jobs_line_tail(q text, k text, p integer)
+ RETURNS double precision
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF k IS NULL THEN
+        RETURN NULL;  -- a job without a fairness key joins no line
+    END IF;
+    PERFORM pg_advisory_xact_lock(
+        hashtextextended('line' || chr(31) || q || chr(31) || k || chr(31) || p, 0));
+    RETURN (SELECT max(w.sched_key) FROM jobs w
+            WHERE w.queue = q AND w.fairness_key = k AND w.priority = p
+              AND w.status IN ('created', 'queued', 'retrying')
+              AND (w.next_run_at IS NULL OR w.next_run_at <= now()));
+END
+$function$;
+
+-- function jobs_lock_ending_dependency()
+CREATE OR REPLACE FUNCTION public.jobs_lock_ending_dependency()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    -- waits for attaches holding the row FOR KEY SHARE; marks it so that one coming later
+    -- conflicts with the end instead of reading the version before it
+    PERFORM 1 FROM jobs WHERE id = OLD.id FOR UPDATE;
+    RETURN NEW;
+END $function$;
+
 -- function jobs_mark_ended_dependency()
 CREATE OR REPLACE FUNCTION public.jobs_mark_ended_dependency()
  RETURNS trigger
@@ -33,3 +63,6 @@ END $function$;
 
 -- trigger jobs.jobs_dependency_ended
 CREATE TRIGGER jobs_dependency_ended AFTER UPDATE OF status ON jobs FOR EACH ROW WHEN ((new.status::text = ANY (ARRAY['succeeded'::character varying, 'failed'::character varying, 'cancelled'::character varying]::text[])) AND (old.status::text <> ALL (ARRAY['succeeded'::character varying, 'failed'::character varying, 'cancelled'::character varying]::text[]))) EXECUTE FUNCTION jobs_mark_ended_dependency();
+
+-- trigger jobs.jobs_dependency_ending
+CREATE TRIGGER jobs_dependency_ending BEFORE UPDATE OF status ON jobs FOR EACH ROW WHEN ((new.status::text = ANY (ARRAY['succeeded'::character varying, 'failed'::character varying, 'cancelled'::character varying]::text[])) AND (old.status::text <> ALL (ARRAY['succeeded'::character varying, 'failed'::character varying, 'cancelled'::character varying]::text[]))) EXECUTE FUNCTION jobs_lock_ending_dependency();

@@ -1,9 +1,11 @@
 """Checkpoints on PostgreSQL: a job's recorded steps (``job_steps``), written fenced by the
-lease together with the call's usage row, read for the jobs a claim granted."""
+lease together with the call's usage row, and its durable steps' outcomes
+(``job_step_results``), fenced the same way; both read for the jobs a claim granted."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import asyncpg
 
@@ -11,6 +13,7 @@ from job_service.adapters.postgres.vocabulary.usage_rows import insert_usage, us
 from job_service.domain.lifecycle import LEASED, status_values
 from shared.ai.provider import UsageRecord
 from shared.ai.steps import RecordedStep, StepResponse
+from shared.durable_steps import StepResult
 from shared.errors import LeaseLost
 
 # One statement: the step and its call's usage row, only while $2 is the job's current
@@ -46,7 +49,35 @@ FROM job_steps WHERE job_id = ANY($1::uuid[])
 ORDER BY job_id, created_at, step
 """
 
+# One statement: a durable step's outcome, only while $2 is the job's current lease (FOR
+# SHARE, as RECORD_STEP). The first outcome at an ordinal stays: a repeat inserts nothing
+# and reads the stored row (the statement's snapshot sees a row committed before it, never
+# the one it inserts itself: ``stored`` is NULL exactly when this call recorded it).
+RECORD_STEP_RESULT = """
+WITH job AS (
+    SELECT id, attempt_count FROM jobs
+    WHERE id = $1 AND lease_token = $2 AND status = ANY($3::text[])
+    FOR SHARE
+), inserted AS (
+    INSERT INTO job_step_results (job_id, ordinal, name, attempt, result, error_code,
+                                  error_message)
+    SELECT id, $4, $5, attempt_count, $6, $7, $8 FROM job
+    ON CONFLICT (job_id, ordinal) DO NOTHING
+    RETURNING attempt
+)
+SELECT (SELECT attempt FROM inserted) AS inserted_attempt, r.name, r.attempt, r.result,
+       r.error_code, r.error_message
+FROM job LEFT JOIN job_step_results r ON r.job_id = job.id AND r.ordinal = $4
+"""
+
+STEP_RESULTS_OF = """
+SELECT job_id::text AS job_id, ordinal, name, attempt, result, error_code, error_message
+FROM job_step_results WHERE job_id = ANY($1::uuid[])
+ORDER BY job_id, ordinal
+"""
+
 JOB_TYPE = "SELECT job_type FROM jobs WHERE id = $1::uuid"
+JOB_OWNER = "SELECT user_id FROM jobs WHERE id = $1::uuid"
 
 _LEASED = status_values(LEASED)
 
@@ -84,9 +115,41 @@ class StepRepository:
             raise LeaseLost("the lease on this job is no longer held")
         return int(attempt)
 
+    async def record_step_result(
+        self, job_id: str, lease_token: str, step: StepResult
+    ) -> tuple[bool, StepResult | None]:
+        row = await self._pool.fetchrow(
+            RECORD_STEP_RESULT,
+            job_id,
+            lease_token,
+            _LEASED,
+            step.ordinal,
+            step.name,
+            step.result_json,
+            step.error_code,
+            step.error_message or None,
+        )
+        if row is None:
+            raise LeaseLost("the lease on this job is no longer held")
+        if row["inserted_attempt"] is not None:
+            return True, replace(step, attempt=row["inserted_attempt"])
+        if row["name"] is None:  # a concurrent call's row, committed after this snapshot
+            return False, None
+        return False, _step_result(step.ordinal, row)
+
+    async def step_results_of(self, job_ids: Sequence[str]) -> dict[str, list[StepResult]]:
+        found: dict[str, list[StepResult]] = {}
+        for row in await self._pool.fetch(STEP_RESULTS_OF, list(job_ids)):
+            found.setdefault(row["job_id"], []).append(_step_result(row["ordinal"], row))
+        return found
+
     async def job_type(self, job_id: str) -> str | None:
         job_type: str | None = await self._pool.fetchval(JOB_TYPE, job_id)
         return job_type
+
+    async def owner(self, job_id: str) -> str | None:
+        user_id: str | None = await self._pool.fetchval(JOB_OWNER, job_id)
+        return user_id
 
     async def steps_of(self, job_ids: Sequence[str]) -> dict[str, list[RecordedStep]]:
         found: dict[str, list[RecordedStep]] = {}
@@ -107,3 +170,14 @@ class StepRepository:
                 )
             )
         return found
+
+
+def _step_result(ordinal: int, row: asyncpg.Record) -> StepResult:
+    return StepResult(
+        ordinal=ordinal,
+        name=row["name"],
+        result_json=row["result"],
+        error_code=row["error_code"],
+        error_message=row["error_message"] or "",
+        attempt=row["attempt"],
+    )

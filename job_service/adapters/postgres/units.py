@@ -18,9 +18,10 @@ from typing import TypeAlias, TypeVar
 
 import asyncpg
 
+from job_service import metrics
 from job_service.adapters.postgres.rows import job_from_row
 from job_service.adapters.postgres.vocabulary.dependencies import ATTACH, CUSTOM_PLANS
-from job_service.adapters.postgres.vocabulary.line import LOCK_LINES, lines_of, place_in_line
+from job_service.adapters.postgres.vocabulary.line import place_in_line
 from job_service.adapters.postgres.vocabulary.new_job import (
     FIND_BY_IDEMPOTENCY_KEY,
     KEY_COLUMNS,
@@ -42,13 +43,13 @@ from job_service.adapters.postgres.vocabulary.statuses import (
     sql_status,
     timeline_event,
 )
-from job_service.domain.jobs import NewJob
+from job_service.domain.jobs import DataKeyChanged, NewJob
 from job_service.domain.lifecycle import JobStatus
 from job_service.domain.outbox import OutboxMessage
 from job_service.domain.quotas import QuotaRefusal, Quotas
 from job_service.ports.jobs import Stored
+from shared.dependencies import DependencyPolicy
 from shared.errors import ErrorCode, public_message
-from shared.registry import DependencyPolicy
 
 Connection: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
 T = TypeVar("T")
@@ -62,47 +63,66 @@ _PARAM = {name: f"${n}::{sql_type}" for n, (name, sql_type) in enumerate(_NEW_JO
 _MAX_ACTIVE, _DAILY = f"${len(_PARAM) + 1}::int", f"${len(_PARAM) + 2}::int"
 _BUDGET = f"${len(_PARAM) + 3}::numeric"
 _OWNER = f"${len(_PARAM) + 4}::text"  # the replica whose dispatcher publishes the row, or NULL
+_SEALED_UNDER = f"${len(_PARAM) + 5}::bytea"  # the data key it was sealed under, or NULL
 
-# The new job, when its user is within the quotas (its 1st job in the request).
-_WITHIN_QUOTAS = f"""FROM keyed new, usage
-    WHERE {within_quotas("usage", "1", _MAX_ACTIVE, _DAILY, _BUDGET)}"""
+# The new job, when its user is within the quotas (its 1st job in the request) and its
+# payloads were sealed under the key the user's key row holds (or are not sealed).
+_WITHIN_QUOTAS = f"""FROM keyed new, usage, key_held
+    WHERE {within_quotas("usage", "1", _MAX_ACTIVE, _DAILY, _BUDGET)} AND key_held.current"""
 
-# CreateJob: the new job, when its user is within the quotas (``vocabulary/quotas.py``),
-# with its snapshot, first timeline event and dispatch row, and the day's counter bumped;
-# the user's usage comes back whether or not the job was created (to name the limit hit).
-CREATE_JOB = f"""
+
+# CreateJob: the new job, when its user is within the quotas (``vocabulary/quotas.py``) and
+# its payloads were sealed under the key the user's key row holds (a primary-key probe in
+# the same round trip: no read of the key before it), with its snapshot, first timeline
+# event and dispatch row, and the day's counter bumped; the user's usage comes back whether
+# or not the job was created (to name the limit hit), and whether the key was current.
+def _create_job_sql(locked: bool) -> str:
+    return f"""
 WITH new AS (
     SELECT {", ".join(f"{param} AS {name}" for name, param in _PARAM.items())}
 ), usage AS (
     SELECT
         {usage(_PARAM["user_id"], _MAX_ACTIVE, _DAILY, _BUDGET)}
+), key_held AS (
+    SELECT {_SEALED_UNDER} IS NULL OR EXISTS (
+        SELECT 1 FROM user_data_keys k
+        WHERE k.user_id = {_PARAM["user_id"]} AND k.wrapped = {_SEALED_UNDER}
+    ) AS current
 ), keyed AS (
     SELECT {", ".join(f"new.{c}" for c in NEW_JOB_COLUMNS if c not in KEY_COLUMNS)},
            {user_keys("new")}
     FROM new
 ), {
-    new_job_rows(
-        {
-            **record_values("new"),
-            "status": queued_or_created("new"),
-            "queued_at": "now()",
-            "sched_key": place_in_line("new"),
-            "trigger_type": "CASE WHEN new.schedule_id IS NULL THEN 'api' ELSE 'schedule' END",
-        },
-        _WITHIN_QUOTAS,
-        snapshot=snapshot_row("inserted.id::uuid", snapshot_values("new"), "FROM inserted, new"),
-        status="status",
-        trace=_PARAM["trace"],
-        owner=_OWNER,
-        due="coalesce(src.next_run_at, now())",
-    )
-}, counted AS (
+        new_job_rows(
+            {
+                **record_values("new"),
+                "status": queued_or_created("new"),
+                "queued_at": "now()",
+                "sched_key": place_in_line("new", locked=locked),
+                "trigger_type": "CASE WHEN new.schedule_id IS NULL THEN 'api' ELSE 'schedule' END",
+            },
+            _WITHIN_QUOTAS,
+            snapshot=snapshot_row(
+                "inserted.id::uuid", snapshot_values("new"), "FROM inserted, new"
+            ),
+            status="status",
+            trace=_PARAM["trace"],
+            owner=_OWNER,
+            due="coalesce(src.next_run_at, now())",
+        )
+    }, counted AS (
     {counted("inserted", _DAILY)}
 )
 SELECT inserted.*, usage.active AS quota_active, usage.today AS quota_today,
-       usage.spent AS quota_spent, {handed("true", "dispatch")}
-FROM usage LEFT JOIN inserted ON true
+       usage.spent AS quota_spent, key_held.current AS key_current, {handed("true", "dispatch")}
+FROM usage CROSS JOIN key_held LEFT JOIN inserted ON true
 """
+
+
+CREATE_JOB = _create_job_sql(locked=False)
+# The same, for one job created alone in its transaction: its place read under its line's
+# lock by the statement itself (``jobs_line_tail``): one round trip, no BEGIN, lock, COMMIT.
+CREATE_JOB_LOCKED = _create_job_sql(locked=True)
 
 
 async def create_job(
@@ -116,35 +136,33 @@ async def create_job(
     hand over to it. The existing job (False) when the idempotency key was used before,
     even at a quota limit; a QuotaRefusal (nothing stored) when the user is at a limit.
 
-    Outside a transaction, the job takes its place in line under its line's lock
-    (``LOCK_LINES``), in a transaction of its own committed before this returns. A firing
+    Outside a transaction, the job takes its place in line under its line's lock, taken
+    by its one statement (``CREATE_JOB_LOCKED``), committed before this returns. A firing
     round's jobs take none: a round creates many jobs in one transaction, whose line locks,
     taken in another order by another replica's round, could deadlock, and would hold the
     user's own creates until the round commits; a slot's job may at worst share a place
     with a create made at the same moment."""
-    if not conn.is_in_transaction():
-        lines = lines_of([(new.queue, new.fairness_key, new.user_id, new.priority)])
-        if lines[0]:
-            async with conn.transaction():
-                await conn.execute(LOCK_LINES, *lines)
-                return await _create_job(conn, new, quotas, owner)
-    return await _create_job(conn, new, quotas, owner)
+    alone = not conn.is_in_transaction()
+    return await _create_one(conn, new, quotas, owner, CREATE_JOB_LOCKED if alone else CREATE_JOB)
 
 
-async def _create_job(
-    conn: Connection, new: NewJob, quotas: Quotas, owner: str | None
+async def _create_one(
+    conn: Connection, new: NewJob, quotas: Quotas, owner: str | None, statement: str
 ) -> tuple[Stored, list[OutboxMessage]]:
     row = await conn.fetchrow(
-        CREATE_JOB,
+        statement,
         *new_job_record(new, _NEW_JOB).values(),
         quotas.max_active,
         quotas.daily,
         quotas.daily_cost_usd,
         owner,
+        new.sealed_under,
     )
     assert row is not None, "the usage row is always there"
     if row["id"] is not None:
         return (job_from_row(row), True), handed_messages([row])
+    if not row["key_current"]:
+        raise DataKeyChanged(f"the data key job {new.id} was sealed under is not the user's")
     refusal = QuotaRefusal(
         active=row["quota_active"], today=row["quota_today"], spent=row["quota_spent"]
     )
@@ -161,6 +179,7 @@ async def _create_job(
 
 # How often a transaction that attaches is tried while a dependency's row is busy being
 # ended (the statement ending it commits in milliseconds; the next try counts it ended).
+# Heartbeats and other changes of a dependency do not make it busy (vocabulary's ATTACH).
 ATTACH_TRIES = 50
 ATTACH_BACKOFF_S = 0.02
 
@@ -192,7 +211,9 @@ async def _retrying(once: Callable[[], Awaitable[T]], backoff: Callable[[int], f
     for attempt in range(ATTACH_TRIES):
         try:
             return await once()
-        except asyncpg.LockNotAvailableError:
+        except (asyncpg.LockNotAvailableError, asyncpg.DeadlockDetectedError):
+            # (a deadlock: an attach that walks a row's newer versions waits, NOWAIT or not)
+            metrics.dependency_attach_retried()
             if attempt == ATTACH_TRIES - 1:
                 raise
             await asyncio.sleep(backoff(attempt))

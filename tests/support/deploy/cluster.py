@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from tests.support.deploy import Obj
-from tests.support.deploy.image import Image, image_site
+from tests.support.deploy.image import Image, ImageSites, engine_image
 from tests.support.deploy.kubelet import Container, Pod
 from tests.support.deploy.kustomize import find
 from tests.support.deploy.network import (
@@ -53,13 +53,13 @@ class Cluster:
         self,
         objects: list[Obj],
         secrets: Mapping[str, Mapping[str, str]],
-        image: Image,
+        images: dict[str, Image],
         root: Path,
         network: Network,
     ) -> None:
         self.objects = objects
         self.secrets = secrets
-        self.image = image
+        self.images = images
         self.root = root
         self.network = network
         self.pods: list[Pod] = []
@@ -75,7 +75,7 @@ class Cluster:
             for i in range(s["spec"].get("replicas", 1))
         }
         (root / "logs").mkdir(parents=True, exist_ok=True)
-        self.site = image_site(root / "image-site")
+        self.site = ImageSites(root / "image-site")
 
     async def start(self) -> None:
         for proxy in self.proxies.values():
@@ -122,7 +122,8 @@ class Cluster:
         mounts, env = self._environment(workload, container, name, address, pod_dir)
         argv = self._argv(container, env, where)
         ports = {p["name"]: p["containerPort"] for p in container.get("ports", []) if "name" in p}
-        argv, env = self._localise(argv, env, mounts, address, ports)
+        image = engine_image(self.images, container["image"])
+        argv, env = self._localise(argv, env, mounts, address, ports, image)
         pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
         probes = {
             k: self._local_probe(container[k], mounts, address)
@@ -133,7 +134,7 @@ class Cluster:
             container["name"],
             argv,
             env,
-            pod_dir / "root" / self.image.workdir.lstrip("/"),
+            pod_dir / "root" / (image.workdir if image else "/").lstrip("/"),
             ports,
             probes,
             pre_stop,
@@ -175,7 +176,8 @@ class Cluster:
             # the image's user has no home (useradd --no-create-home): nothing is there
             "HOME": str(pod_dir / "home"),
         }
-        env |= self.image.env if container["image"].startswith("durable-jobs:") else {}
+        image = engine_image(self.images, container["image"])
+        env |= image.env if image else {}
         if spec.get("enableServiceLinks", True):
             env |= service_links(self.proxies.values())
         env |= self._env_from(container, where)
@@ -206,8 +208,9 @@ class Cluster:
 
     def _argv(self, container: Obj, env: Mapping[str, str], where: str) -> list[str]:
         image = container["image"]
-        if image.startswith("durable-jobs:"):
-            entrypoint, cmd = self.image.entrypoint, self.image.cmd
+        engine = engine_image(self.images, image)
+        if engine is not None:
+            entrypoint, cmd = engine.entrypoint, engine.cmd
         elif image.startswith("nats:"):
             # the nats image's entrypoint runs nats-server with arguments starting with "-"
             entrypoint, cmd = ["nats-server"], []
@@ -318,8 +321,9 @@ class Cluster:
         mounts: Mapping[str, Path],
         address: str,
         ports: Mapping[str, int],
+        image: Image | None,
     ) -> tuple[list[str], dict[str, str]]:
-        return localise(argv, env, mounts, address, ports, self.hosts(), self.site)
+        return localise(argv, env, mounts, address, ports, self.hosts(), self.site(image))
 
 
 def quantity(text: str | None) -> int | None:

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from tests.support.deploy import Obj
-from tests.support.deploy.image import Image, image_site
+from tests.support.deploy.image import Image, ImageSites
 from tests.support.deploy.kubelet import Container, Pod
 from tests.support.deploy.network import (
     Network,
@@ -77,7 +77,7 @@ class Compose:
         self,
         path: Path,
         shell_env: Mapping[str, str],
-        image: Image,
+        images: dict[str, Image],
         root: Path,
         network: Network,
         postgres_address: str,
@@ -90,7 +90,7 @@ class Compose:
             loaded["services"], self.shell_env, self.errors
         )
         self.project_dir = path.parent
-        self.image = image
+        self.images = images
         self.root = root
         self.postgres_address = postgres_address
         self.addresses = {
@@ -99,7 +99,7 @@ class Compose:
         }
         self.containers: dict[str, list[Pod]] = {}
         (root / "logs").mkdir(parents=True, exist_ok=True)
-        self.site = image_site(root / "image-site")
+        self.site = ImageSites(root / "image-site")
 
     def hosts(self) -> dict[str, Callable[[int], str]]:
         hosts: dict[str, Callable[[int], str]] = {
@@ -123,13 +123,14 @@ class Compose:
                 "HOSTNAME": container_name,
                 "HOME": str(local_dir / "home"),
             }
-            if service.get("build") is not None:
-                env |= self.image.env
+            image = self.image_of(service)
+            if image is not None:
+                env |= image.env
             for env_file in _as_list(service.get("env_file")):
                 env |= parse_env_file(self.project_dir / env_file)
             env |= self._environment(service)
             argv, env = localise(
-                self._argv(name, service), env, mounts, address, {}, self.hosts(), self.site
+                self._argv(name, service), env, mounts, address, {}, self.hosts(), self.site(image)
             )
             healthcheck = dict(service["healthcheck"]) if "healthcheck" in service else None
             if healthcheck:
@@ -152,7 +153,7 @@ class Compose:
                         container_name,
                         argv,
                         env,
-                        local_dir / "root" / self.image.workdir.lstrip("/"),
+                        local_dir / "root" / (image.workdir if image else "/").lstrip("/"),
                         healthcheck=healthcheck,
                     ),
                     seconds(service.get("stop_grace_period", "10s")),
@@ -162,6 +163,16 @@ class Compose:
             pods[-1].one_shot = one_shot
         self.containers[name] = pods
         return pods
+
+    def image_of(self, service: Obj) -> Image | None:
+        """The image a service's ``build`` makes (its ``target``, else the last stage);
+        None for a service run from a published image."""
+        build = service.get("build")
+        if build is None:
+            return None
+        target = build.get("target", "") if isinstance(build, dict) else ""
+        assert target in self.images, f"build target {target!r}: no such Dockerfile stage"
+        return self.images[target]
 
     def _environment(self, service: Obj) -> dict[str, str]:
         environment = service.get("environment", {})
@@ -177,8 +188,9 @@ class Compose:
 
     def _argv(self, name: str, service: Obj) -> list[str]:
         image = str(service.get("image", ""))
-        if service.get("build") is not None:
-            entrypoint, cmd = self.image.entrypoint, self.image.cmd
+        built = self.image_of(service)
+        if built is not None:
+            entrypoint, cmd = built.entrypoint, built.cmd
         elif image.startswith("nats:"):
             entrypoint, cmd = ["nats-server"], []
         elif self.is_postgres(name):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from job_service.domain.grants import LockGrant, QueueClaim
+from job_service.domain.outbox import DispatchMark
 
 
 def grant(n: int) -> LockGrant:
@@ -19,6 +20,7 @@ class FakeClaims:
     def __init__(self, eligible: int) -> None:
         self.eligible = eligible
         self.claims: list[tuple[str, int, str]] = []
+        self.marks: list[DispatchMark | None] = []  # the dispatch rows each claim marks
         self._next = 0
 
     async def claim_queue(
@@ -30,8 +32,10 @@ class FakeClaims:
         *,
         tokens: bool = True,
         due_for_s: float = 0.0,
+        mark: DispatchMark | None = None,
     ) -> QueueClaim:
         self.claims.append((queue, want, worker_id))
+        self.marks.append(mark)
         n = min(want, self.eligible)
         self.eligible -= n
         grants = [grant(self._next + i) for i in range(n)]

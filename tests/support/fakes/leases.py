@@ -127,6 +127,7 @@ class FakeLeases:
         error_message: str,
         usage: Sequence[UsageRecord] = (),
         retry_after_s: float = 0.0,
+        signals_seen: int = 0,
     ) -> FailureOutcome:
         self.handed_back.append((job_id, error_code))
         return self.outcome

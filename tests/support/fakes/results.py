@@ -26,8 +26,13 @@ class FakeResultStore:
         self.handed = list(handed)
         self.submitted: list[tuple[list[Submission], list[NewChild]]] = []
 
-    async def job_types(self, job_ids: Sequence[str]) -> dict[str, str]:
-        return {j: self.types[j] for j in job_ids if j in self.types}
+    async def job_types(self, job_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        # every job of a fake store is of its type's version "1"
+        return {j: (self.types[j], "1") for j in job_ids if j in self.types}
+
+    async def owners(self, job_ids: Sequence[str]) -> dict[str, str]:
+        # every job of a fake store is user-1's
+        return {j: "user-1" for j in job_ids if j in self.types}
 
     async def submit_results(
         self, results: Sequence[Submission], children: Sequence[NewChild] = ()

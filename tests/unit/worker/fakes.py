@@ -172,6 +172,9 @@ class FakeExecutor:
     # RecordStep calls, and what they answer in order (an attempt number or an error)
     recorded_steps: list[tuple[str, str, str, Any, Any]] = field(default_factory=list)
     step_answers: list[int | Exception] = field(default_factory=list)
+    # RecordStepResult calls, and what they answer in order (default: recorded)
+    step_results: list[tuple[str, str, Any]] = field(default_factory=list)
+    step_result_answers: list[tuple[bool, Any] | Exception] = field(default_factory=list)
     # job id -> the signals FetchSignals finds for it (append to send one)
     signals: dict[str, list[Signal]] = field(default_factory=dict)
     signal_fetches: list[tuple[str, int]] = field(default_factory=list)
@@ -278,6 +281,7 @@ class FakeExecutor:
         timeout_s: float,
         usage: Sequence[Any] = (),
         retry_after_s: float | None = None,
+        signals_seen: int = 0,
     ) -> str:
         self._maybe_fail()
         self.failures.append(
@@ -308,6 +312,15 @@ class FakeExecutor:
     ) -> int:
         self.recorded_steps.append((job_id, lease_token, step, response, usage))
         answer = self.step_answers.pop(0) if self.step_answers else 1
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def record_step_result(
+        self, job_id: str, lease_token: str, step: Any, *, timeout_s: float
+    ) -> tuple[bool, Any]:
+        self.step_results.append((job_id, lease_token, step))
+        answer = self.step_result_answers.pop(0) if self.step_result_answers else (True, None)
         if isinstance(answer, Exception):
             raise answer
         return answer

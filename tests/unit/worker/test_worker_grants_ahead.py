@@ -144,3 +144,39 @@ async def test_a_stopping_worker_asks_for_no_more_jobs_and_finishes_grants_alrea
 
     assert sorted(r["job_id"] for r in executor.results) == ["late", "p1"]
     assert executor.wanted == []  # the results of a stopping worker ask for nothing
+
+
+async def test_a_report_is_due_when_a_fetched_job_takes_a_slot_not_for_pushed_ones(
+    executor: FakeExecutor, source: FakeSource, probe: ProbeLog
+) -> None:
+    async with make_worker(executor, source, probe, slots=8) as worker:
+        slots = grants(worker)
+        assert slots.drifted()  # nothing reported yet
+        slots.report()
+        assert not slots.drifted()
+
+        # pushed jobs running: the job service counts them itself, its view is still right
+        slots.pushed([locked(f"p{n}", mode="sleep", sleep_s=0.3) for n in range(3)])
+        assert not slots.drifted()
+
+        # a fetched job takes a slot the job service does not know is gone: worth saying
+        executor.lock_as(locked("f1", mode="sleep", sleep_s=0.3))
+        source.put(FakeDelivery.of("f1"))
+        await eventually(slots.drifted, what="a drift")
+        slots.report()
+        assert not slots.drifted()
+
+
+async def test_a_report_is_due_when_the_job_service_sees_under_half_the_free_slots(
+    executor: FakeExecutor, source: FakeSource, probe: ProbeLog
+) -> None:
+    async with make_worker(executor, source, probe, slots=8) as worker:
+        slots = grants(worker)
+        slots.report()
+        slots.pushed([locked(f"p{n}") for n in range(4)])  # its view: 4 free
+        await eventually(lambda: len(executor.results) == 4, what="the pushed jobs' results")
+        assert not slots.drifted()  # 4 of 8: not under half
+
+        slots.pushed([locked("p4")])  # its view: 3, while 8 are free once it ends
+        await eventually(lambda: len(executor.results) == 5, what="the fifth result")
+        assert slots.drifted()

@@ -9,11 +9,12 @@ from job_service.domain.lifecycle import JobStatus
 from job_service.usecases.admin import Admin
 from job_service.usecases.bulk import BulkActions
 from job_service.usecases.console_sessions import ConsoleSessions
+from job_service.usecases.erasure import UserErasure
+from job_service.usecases.job_types import DeclaredJobTypes
 from job_service.usecases.outbox import OutboxUpkeep
 from job_service.usecases.queues import Queues
 from shared.errors import FieldViolation, InvalidInput
 from shared.pb.jobs.v1 import admin_service_pb2 as pb
-from shared.registry import Registry
 
 # The ErrorInfo domain of a refused item of a bulk answer: this service's full name.
 ADMIN_DOMAIN = pb.DESCRIPTOR.services_by_name["AdminService"].full_name
@@ -26,10 +27,11 @@ class AdminHandlers:
     _admin: Admin
     _outbox: OutboxUpkeep
     _queues: Queues
-    _registry: Registry
+    _declared: DeclaredJobTypes
     _tokens: TokenTable
     _bulk: BulkActions
     _console_sessions: ConsoleSessions
+    _erasure: UserErasure
     _job_retention_s: float
 
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 from job_service.adapters.postgres.tables.base import metadata
 from job_service.adapters.postgres.tables.console import console_sessions
 from job_service.adapters.postgres.tables.credentials import api_secrets, credentials
+from job_service.adapters.postgres.tables.data_keys import user_data_keys
 from job_service.adapters.postgres.tables.dependencies import job_dependencies
+from job_service.adapters.postgres.tables.job_types import job_type_specs
 from job_service.adapters.postgres.tables.jobs import (
     job_artifacts,
     job_events,
     job_signals,
     job_snapshots,
+    job_step_results,
     job_steps,
     jobs,
 )
@@ -38,7 +41,9 @@ __all__ = [
     "job_quota_usage",
     "job_signals",
     "job_snapshots",
+    "job_step_results",
     "job_steps",
+    "job_type_specs",
     "jobs",
     "metadata",
     "outbox_events",
@@ -49,6 +54,7 @@ __all__ = [
     "usage_daily",
     "usage_daily_job_types",
     "usage_logs",
+    "user_data_keys",
     "worker_definitions",
     "worker_sessions",
 ]

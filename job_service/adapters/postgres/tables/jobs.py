@@ -291,6 +291,27 @@ job_steps = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
+# Durable steps (migration 0060, issue 45): the outcome of each ``ctx.step`` a job's
+# attempts completed, by its position in the job's code (ordinal), returned to its later
+# attempts instead of running the step again. Sealed like the output, deleted with the job.
+job_step_results = Table(
+    "job_step_results",
+    metadata,
+    Column(
+        "job_id",
+        UUID(as_uuid=False),
+        ForeignKey("jobs.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("ordinal", Integer, primary_key=True),
+    Column("name", String(64), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("result", Text),
+    Column("error_code", String(64)),
+    Column("error_message", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
 job_events = Table(
     "job_events",
     metadata,

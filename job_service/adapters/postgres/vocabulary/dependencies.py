@@ -5,11 +5,15 @@ job's count. Running the attach (and retrying it) is a unit of work (``units.att
 resolver and the reads are ``dependencies.py``'s; the trigger that marks an ending
 dependency's edges is migration 0021's (rendered in ``schema.sql``).
 
-Attaching locks the dependencies' rows FOR SHARE NOWAIT: a dependency is either ended
-(committed) when it is attached, and counted as ended then, or ends after the attach has
-committed, when the trigger sees the edge. NOWAIT makes an attach never wait for (so never
-deadlock with) a statement ending a dependency: a busy row fails the attach, whose
-transaction is run again (``units.attach_retrying``).
+Attaching locks the dependencies' rows FOR KEY SHARE NOWAIT, which a running dependency's
+heartbeats (and every other change short of its end) do not conflict with, so that a join
+over thousands of running jobs attaches in one try (issue 43). A job's end locks its row FOR
+UPDATE before its status changes (migration 0045's trigger), which conflicts with it: a
+dependency is either ended (committed) when it is attached, and counted as ended then (a
+snapshot older than the end finds the row updated and reads the end), or ends after the
+attach has committed, when the trigger sees the edge. NOWAIT makes an attach never wait for
+(so never deadlock with) a statement ending a dependency: a row being ended fails the
+attach, whose transaction is run again (``units.attach_retrying``).
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from __future__ import annotations
 from job_service.adapters.postgres.vocabulary.statuses import sql_status, statuses_sql
 from job_service.domain.dependencies import Outcome
 from job_service.domain.lifecycle import TERMINAL, JobStatus, Step, transition
+from shared.dependencies import DependencyPolicy
 from shared.errors import ErrorCode
-from shared.registry import DependencyPolicy
 
 _TERMINAL = statuses_sql(TERMINAL)
 _CREATED = sql_status(JobStatus.CREATED)
@@ -32,15 +36,16 @@ WHERE d.user_id = $2
 """
 
 # Attaches job $1's dependencies $2 (jobs of user $4) with policy $3, in the transaction
-# that created it: locks them (FOR SHARE NOWAIT: a dependency ending now fails the
-# statement) and writes an edge per dependency, already ended for those that have; every
-# edge is left for the resolver to count (the ended ones at its next round), so that one
-# path decides when the job runs. Answers how many were attached and how many not ended.
+# that created it: locks them (FOR KEY SHARE NOWAIT: a dependency ending now fails the
+# statement, a heartbeat does not) and writes an edge per dependency, already ended for
+# those that have; every edge is left for the resolver to count (the ended ones at its next
+# round), so that one path decides when the job runs. Answers how many were attached and
+# how many not ended.
 ATTACH = f"""
 WITH deps AS (
     SELECT d.id, d.status FROM unnest($2::text[]::uuid[]) AS x(id) JOIN jobs d ON d.id = x.id
     WHERE d.user_id = $4
-    ORDER BY d.id FOR SHARE OF d NOWAIT
+    ORDER BY d.id FOR KEY SHARE OF d NOWAIT
 ), edges AS (
     INSERT INTO job_dependencies (job_id, depends_on_id, ended_status, ended_at)
     SELECT $1::uuid, d.id, CASE WHEN d.status IN {_TERMINAL} THEN d.status END,
@@ -71,7 +76,7 @@ JOIN jobs j ON j.user_id = $1 AND j.job_type = s.job_type
 # locks them.
 MOVE_WAITING = f"""
 WITH rerun AS (
-    SELECT id, status FROM jobs WHERE id = $2::uuid FOR SHARE NOWAIT
+    SELECT id, status FROM jobs WHERE id = $2::uuid FOR KEY SHARE NOWAIT
 ), waiting AS (
     SELECT e.job_id FROM job_dependencies e JOIN jobs j ON j.id = e.job_id
     WHERE e.depends_on_id = $1::uuid AND j.status = {_CREATED}

@@ -14,15 +14,20 @@ from job_service.adapters.postgres.vocabulary.statuses import sql_status, timeli
 from job_service.domain.claims import Granted
 from job_service.domain.grants import LockGrant
 from job_service.domain.lifecycle import JobStatus
+from job_service.domain.outbox import OutboxStatus
 from shared.credentials import CredentialMode
 
 # A grant moves each waiting job (LOCKABLE) to running.
 _GRANTED = JobStatus.RUNNING
+_PUBLISHED, _PROCESSING = OutboxStatus.PUBLISHED.value, OutboxStatus.PROCESSING.value
 
 
-def grant(prior: str, worker: str, ttl_ms: str) -> str:
+def grant(prior: str, worker: str, ttl_ms: str, mark_ids: str, mark_owner: str) -> str:
     """The grant of the jobs ``prior`` selects (id, status, due_at, tokens; locked): each
-    RUNNING with a fresh lease, its timeline event, its snapshot returned in line order."""
+    RUNNING with a fresh lease, its timeline event, its snapshot returned in line order; and
+    as many of the dispatch rows ``mark_ids`` (bigint[], NULL: none; in order, claimed by
+    ``mark_owner``) marked published as it granted jobs (a pushed grant's tokens, marked
+    in the grant's own statement: ``domain.outbox.DispatchMark``)."""
     return f"""
 WITH prior AS ({prior}
 ), locked AS (
@@ -32,7 +37,8 @@ WITH prior AS ({prior}
         attempt_count = j.attempt_count + 1, started_at = coalesce(j.started_at, now()),
         next_run_at = NULL, progress = 0, updated_at = now(), reserved_tokens = prior.tokens
     FROM prior WHERE j.id = prior.id
-    RETURNING j.id, j.job_type, j.user_id, j.lease_token::text AS lease_token,
+    RETURNING j.id, j.job_type, j.definition_version, j.user_id,
+              j.lease_token::text AS lease_token,
               j.attempt_count, j.lock_until, j.prompt_key, j.prompt_version,
               prior.status AS from_status, j.credential_mode,
               j.credential_id::text AS credential_id,
@@ -46,10 +52,18 @@ WITH prior AS ({prior}
             "locked", "from_status", _GRANTED, worker_id=worker, created_at="clock_timestamp()"
         )
     }
+), marked AS (
+    UPDATE outbox_events o SET status = '{_PUBLISHED}', published_at = now(), locked_by = NULL,
+        last_error = NULL
+    FROM unnest({mark_ids}::bigint[]) WITH ORDINALITY AS m(id, n)
+    WHERE o.id = m.id AND m.n <= (SELECT count(*) FROM locked)
+      AND o.locked_by = {mark_owner} AND o.status = '{_PROCESSING}'
 )
-SELECT l.id::text AS id, l.job_type, l.user_id, l.lease_token, l.attempt_count, l.lock_until,
+SELECT l.id::text AS id, l.job_type, l.definition_version, l.user_id, l.lease_token,
+       l.attempt_count, l.lock_until,
        l.prompt_key, l.prompt_version, s.payload, l.credential_mode, l.credential_id, l.waited_s,
-       EXISTS (SELECT 1 FROM job_steps st WHERE st.job_id = l.id) AS has_steps,
+       (EXISTS (SELECT 1 FROM job_steps st WHERE st.job_id = l.id)
+        OR EXISTS (SELECT 1 FROM job_step_results sr WHERE sr.job_id = l.id)) AS has_steps,
        (SELECT count(*) FROM job_dependencies dep WHERE dep.job_id = l.id)::int
            AS dependency_count
 FROM locked l JOIN job_snapshots s ON s.job_id = l.id
@@ -72,5 +86,6 @@ def granted(row: asyncpg.Record) -> Granted:
         credential_id=row["credential_id"],
         has_steps=row["has_steps"],
         dependency_count=row["dependency_count"],
+        definition_version=row["definition_version"],
     )
     return Granted(lock_grant, row["waited_s"] or 0.0)

@@ -3,8 +3,8 @@ job wait embeds: a new job's (``place_in_line``, the rendering of the pure
 ``job_service.domain.claims.place_in_line``), a retry's (``retry_place``); and the work
 tokens an ended attempt re-issues when it frees a limited slot (``released_slot_tokens``).
 
-Two creates of one line at once are serialised (``LOCK_LINES``), so each reads the place
-the other took.
+Two creates of one line at once are serialised (``LOCK_LINES``, or ``jobs_line_tail`` inside
+CreateJob's one statement), so each reads the place the other took.
 
 The line's settings reach every statement through session settings the pool sets
 (JOBS_SCHED_*: ``JobServiceSettings``, ``create_pool``), with the policy's defaults when a
@@ -30,17 +30,25 @@ FAIR_QUANTUM = _setting("fair_quantum_s", policy.DEFAULT_FAIR_QUANTUM_S)
 LIMITED_QUEUES = "string_to_array(nullif(current_setting('jobs.limited_queues', true), ''), ',')"
 
 
-def place_in_line(src: str) -> str:
+def place_in_line(src: str, *, locked: bool = False) -> str:
     """The SQL of a new waiting job's ``sched_key`` from ``src`` (with queue, priority,
     fairness_key, next_run_at): its due time moved ahead by its priority, and never ahead
-    of one quantum after the last due job of its fairness key at its priority."""
+    of one quantum after the last due job of its fairness key at its priority. ``locked``:
+    the last place read under the line's lock by ``jobs_line_tail`` (migration 0055), for
+    a statement that creates one job alone in its transaction; otherwise the caller took
+    the lock first (``LOCK_LINES``), or takes none."""
+    tail = (
+        f"jobs_line_tail({src}.queue, {src}.fairness_key, {src}.priority)"
+        if locked
+        else f"""(SELECT max(w.sched_key) FROM jobs w
+         WHERE w.queue = {src}.queue AND w.fairness_key = {src}.fairness_key
+           AND w.priority = {src}.priority AND w.status IN {WAITING}
+           AND (w.next_run_at IS NULL OR w.next_run_at <= now()))"""
+    )
     return f"""greatest(
         extract(epoch FROM coalesce({src}.next_run_at, now()))::float8
             - {src}.priority * {PRIORITY_STEP},
-        (SELECT max(w.sched_key) FROM jobs w
-         WHERE w.queue = {src}.queue AND w.fairness_key = {src}.fairness_key
-           AND w.priority = {src}.priority AND w.status IN {WAITING}
-           AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + {FAIR_QUANTUM})"""
+        {tail} + {FAIR_QUANTUM})"""
 
 
 def _line_lock_key(queue: str, fairness_key: str, priority: str) -> str:

@@ -18,6 +18,8 @@ from job_service.domain.lifecycle import ACTIVE, JobStatus, statuses_sql
 # SQL types: CreateJob binds them by name, a projection's children as a record. A new column
 # is one line here (and a field of NewJob).
 NEW_JOB_COLUMNS = {
+    # made by NewJob (a sealed snapshot is bound to it before the insert)
+    "id": "uuid",
     "user_id": "varchar",
     "job_type": "varchar",
     "queue": "varchar",

@@ -13,6 +13,42 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class EraseUserDataRequest(_message.Message):
+    __slots__ = ("user_id", "dry_run", "cancel_running")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    user_id: str
+    dry_run: bool
+    cancel_running: bool
+    def __init__(self, user_id: _Optional[str] = ..., dry_run: _Optional[bool] = ..., cancel_running: _Optional[bool] = ...) -> None: ...
+
+class EraseUserDataResponse(_message.Message):
+    __slots__ = ("jobs", "artifacts", "steps", "signals", "events", "schedules", "credentials", "usage_records", "data_key_destroyed", "unfinished", "cancelled")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    SIGNALS_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    DATA_KEY_DESTROYED_FIELD_NUMBER: _ClassVar[int]
+    UNFINISHED_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    jobs: int
+    artifacts: int
+    steps: int
+    signals: int
+    events: int
+    schedules: int
+    credentials: int
+    usage_records: int
+    data_key_destroyed: bool
+    unfinished: int
+    cancelled: int
+    def __init__(self, jobs: _Optional[int] = ..., artifacts: _Optional[int] = ..., steps: _Optional[int] = ..., signals: _Optional[int] = ..., events: _Optional[int] = ..., schedules: _Optional[int] = ..., credentials: _Optional[int] = ..., usage_records: _Optional[int] = ..., data_key_destroyed: _Optional[bool] = ..., unfinished: _Optional[int] = ..., cancelled: _Optional[int] = ...) -> None: ...
+
 class CountJobsRequest(_message.Message):
     __slots__ = ("since", "until")
     SINCE_FIELD_NUMBER: _ClassVar[int]
@@ -318,7 +354,7 @@ class ListJobDefinitionsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class JobDefinitionInfo(_message.Message):
-    __slots__ = ("job_type", "label", "domain", "version", "queue", "default_priority", "timeout_seconds", "max_attempts", "max_concurrency", "input_schema_json", "output_schema_json", "fairness_key", "concurrency_key", "concurrency_limit", "estimated_tokens", "output_redaction", "redaction_version", "content_safety_check", "retention_seconds")
+    __slots__ = ("job_type", "label", "domain", "version", "queue", "default_priority", "timeout_seconds", "max_attempts", "max_concurrency", "input_schema_json", "output_schema_json", "fairness_key", "concurrency_key", "concurrency_limit", "estimated_tokens", "output_redaction", "redaction_version", "content_safety_check", "retention_seconds", "first_declared_by", "first_declared_at", "last_declared_by", "last_declared_at", "current")
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
@@ -338,6 +374,11 @@ class JobDefinitionInfo(_message.Message):
     REDACTION_VERSION_FIELD_NUMBER: _ClassVar[int]
     CONTENT_SAFETY_CHECK_FIELD_NUMBER: _ClassVar[int]
     RETENTION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_DECLARED_BY_FIELD_NUMBER: _ClassVar[int]
+    FIRST_DECLARED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_DECLARED_BY_FIELD_NUMBER: _ClassVar[int]
+    LAST_DECLARED_AT_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
     job_type: str
     label: str
     domain: str
@@ -357,7 +398,12 @@ class JobDefinitionInfo(_message.Message):
     redaction_version: str
     content_safety_check: bool
     retention_seconds: float
-    def __init__(self, job_type: _Optional[str] = ..., label: _Optional[str] = ..., domain: _Optional[str] = ..., version: _Optional[str] = ..., queue: _Optional[str] = ..., default_priority: _Optional[int] = ..., timeout_seconds: _Optional[float] = ..., max_attempts: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., fairness_key: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., estimated_tokens: _Optional[int] = ..., output_redaction: _Optional[_Iterable[str]] = ..., redaction_version: _Optional[str] = ..., content_safety_check: _Optional[bool] = ..., retention_seconds: _Optional[float] = ...) -> None: ...
+    first_declared_by: str
+    first_declared_at: _timestamp_pb2.Timestamp
+    last_declared_by: str
+    last_declared_at: _timestamp_pb2.Timestamp
+    current: bool
+    def __init__(self, job_type: _Optional[str] = ..., label: _Optional[str] = ..., domain: _Optional[str] = ..., version: _Optional[str] = ..., queue: _Optional[str] = ..., default_priority: _Optional[int] = ..., timeout_seconds: _Optional[float] = ..., max_attempts: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., input_schema_json: _Optional[str] = ..., output_schema_json: _Optional[str] = ..., fairness_key: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., concurrency_limit: _Optional[int] = ..., estimated_tokens: _Optional[int] = ..., output_redaction: _Optional[_Iterable[str]] = ..., redaction_version: _Optional[str] = ..., content_safety_check: _Optional[bool] = ..., retention_seconds: _Optional[float] = ..., first_declared_by: _Optional[str] = ..., first_declared_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_declared_by: _Optional[str] = ..., last_declared_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., current: _Optional[bool] = ...) -> None: ...
 
 class ListJobDefinitionsResponse(_message.Message):
     __slots__ = ("definitions",)

@@ -5,6 +5,7 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.rpc import status_pb2 as _status_pb2
 from shared.pb.jobs.v1 import job_pb2 as _job_pb2
+from shared.pb.jobs.v1 import job_type_pb2 as _job_type_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -46,7 +47,7 @@ class LockJobResponse(_message.Message):
     def __init__(self, outcome: _Optional[_Union[LockOutcome, str]] = ..., job: _Optional[_Union[LockedJob, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class LockedJob(_message.Message):
-    __slots__ = ("job_id", "job_type", "lease_token", "attempt", "input", "lease_expires_at", "lease_ttl_ms", "heartbeat_interval_ms", "user_id", "prompt_key", "prompt_version", "credential_mode", "credential_id", "recorded_steps", "dependency_count")
+    __slots__ = ("job_id", "job_type", "lease_token", "attempt", "input", "lease_expires_at", "lease_ttl_ms", "heartbeat_interval_ms", "user_id", "prompt_key", "prompt_version", "credential_mode", "credential_id", "recorded_steps", "step_results", "dependency_count")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +62,7 @@ class LockedJob(_message.Message):
     CREDENTIAL_MODE_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_ID_FIELD_NUMBER: _ClassVar[int]
     RECORDED_STEPS_FIELD_NUMBER: _ClassVar[int]
+    STEP_RESULTS_FIELD_NUMBER: _ClassVar[int]
     DEPENDENCY_COUNT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_type: str
@@ -76,8 +78,9 @@ class LockedJob(_message.Message):
     credential_mode: _job_pb2.CredentialMode
     credential_id: str
     recorded_steps: _containers.RepeatedCompositeFieldContainer[RecordedStep]
+    step_results: _containers.RepeatedCompositeFieldContainer[StepResult]
     dependency_count: int
-    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lease_token: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., user_id: _Optional[str] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., credential_mode: _Optional[_Union[_job_pb2.CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., recorded_steps: _Optional[_Iterable[_Union[RecordedStep, _Mapping]]] = ..., dependency_count: _Optional[int] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., job_type: _Optional[str] = ..., lease_token: _Optional[str] = ..., attempt: _Optional[int] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_ttl_ms: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., user_id: _Optional[str] = ..., prompt_key: _Optional[str] = ..., prompt_version: _Optional[str] = ..., credential_mode: _Optional[_Union[_job_pb2.CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., recorded_steps: _Optional[_Iterable[_Union[RecordedStep, _Mapping]]] = ..., step_results: _Optional[_Iterable[_Union[StepResult, _Mapping]]] = ..., dependency_count: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("job_id", "lease_token", "progress")
@@ -166,20 +169,22 @@ class SubmitResultResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[_job_pb2.JobStatus, str]] = ...) -> None: ...
 
 class SubmitFailureRequest(_message.Message):
-    __slots__ = ("job_id", "lease_token", "error_code", "error_message", "usage", "retry_after_ms")
+    __slots__ = ("job_id", "lease_token", "error_code", "error_message", "usage", "retry_after_ms", "signals_seen")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    SIGNALS_SEEN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     lease_token: str
     error_code: str
     error_message: str
     usage: _containers.RepeatedCompositeFieldContainer[ProviderUsage]
     retry_after_ms: int
-    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., usage: _Optional[_Iterable[_Union[ProviderUsage, _Mapping]]] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...
+    signals_seen: int
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., usage: _Optional[_Iterable[_Union[ProviderUsage, _Mapping]]] = ..., retry_after_ms: _Optional[int] = ..., signals_seen: _Optional[int] = ...) -> None: ...
 
 class SubmitFailureResponse(_message.Message):
     __slots__ = ("status", "next_run_at")
@@ -345,6 +350,56 @@ class RecordStepResponse(_message.Message):
     attempt: int
     def __init__(self, attempt: _Optional[int] = ...) -> None: ...
 
+class StepOutcome(_message.Message):
+    __slots__ = ("result_json", "error")
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    result_json: str
+    error: StepError
+    def __init__(self, result_json: _Optional[str] = ..., error: _Optional[_Union[StepError, _Mapping]] = ...) -> None: ...
+
+class StepError(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    message: str
+    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class RecordStepResultRequest(_message.Message):
+    __slots__ = ("job_id", "lease_token", "ordinal", "name", "outcome")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ORDINAL_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    lease_token: str
+    ordinal: int
+    name: str
+    outcome: StepOutcome
+    def __init__(self, job_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., ordinal: _Optional[int] = ..., name: _Optional[str] = ..., outcome: _Optional[_Union[StepOutcome, _Mapping]] = ...) -> None: ...
+
+class RecordStepResultResponse(_message.Message):
+    __slots__ = ("recorded", "stored")
+    RECORDED_FIELD_NUMBER: _ClassVar[int]
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    recorded: bool
+    stored: StepResult
+    def __init__(self, recorded: _Optional[bool] = ..., stored: _Optional[_Union[StepResult, _Mapping]] = ...) -> None: ...
+
+class StepResult(_message.Message):
+    __slots__ = ("ordinal", "name", "outcome", "attempt")
+    ORDINAL_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    ordinal: int
+    name: str
+    outcome: StepOutcome
+    attempt: int
+    def __init__(self, ordinal: _Optional[int] = ..., name: _Optional[str] = ..., outcome: _Optional[_Union[StepOutcome, _Mapping]] = ..., attempt: _Optional[int] = ...) -> None: ...
+
 class RecordedStep(_message.Message):
     __slots__ = ("step", "response", "attempt", "call_id")
     STEP_FIELD_NUMBER: _ClassVar[int]
@@ -470,3 +525,19 @@ class FetchDependencyResultsResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[DependencyResult]
     more: bool
     def __init__(self, results: _Optional[_Iterable[_Union[DependencyResult, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
+
+class DeclareJobTypeRequest(_message.Message):
+    __slots__ = ("worker_id", "spec")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    spec: _job_type_pb2.JobTypeSpec
+    def __init__(self, worker_id: _Optional[str] = ..., spec: _Optional[_Union[_job_type_pb2.JobTypeSpec, _Mapping]] = ...) -> None: ...
+
+class DeclareJobTypeResponse(_message.Message):
+    __slots__ = ("first_declared_by", "first_declared_at")
+    FIRST_DECLARED_BY_FIELD_NUMBER: _ClassVar[int]
+    FIRST_DECLARED_AT_FIELD_NUMBER: _ClassVar[int]
+    first_declared_by: str
+    first_declared_at: _timestamp_pb2.Timestamp
+    def __init__(self, first_declared_by: _Optional[str] = ..., first_declared_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

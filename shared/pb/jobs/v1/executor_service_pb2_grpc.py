@@ -89,6 +89,11 @@ class ExecutorServiceStub:
                 request_serializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepResponse.FromString,
                 _registered_method=True)
+        self.RecordStepResult = channel.unary_unary(
+                '/jobs.v1.ExecutorService/RecordStepResult',
+                request_serializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepResultRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepResultResponse.FromString,
+                _registered_method=True)
         self.FetchSignals = channel.unary_unary(
                 '/jobs.v1.ExecutorService/FetchSignals',
                 request_serializer=jobs_dot_v1_dot_executor__service__pb2.FetchSignalsRequest.SerializeToString,
@@ -108,6 +113,11 @@ class ExecutorServiceStub:
                 '/jobs.v1.ExecutorService/FetchDependencyResults',
                 request_serializer=jobs_dot_v1_dot_executor__service__pb2.FetchDependencyResultsRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_executor__service__pb2.FetchDependencyResultsResponse.FromString,
+                _registered_method=True)
+        self.DeclareJobType = channel.unary_unary(
+                '/jobs.v1.ExecutorService/DeclareJobType',
+                request_serializer=jobs_dot_v1_dot_executor__service__pb2.DeclareJobTypeRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_executor__service__pb2.DeclareJobTypeResponse.FromString,
                 _registered_method=True)
 
 
@@ -232,6 +242,20 @@ class ExecutorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecordStepResult(self, request, context):
+        """Records the outcome of a durable step (job code's `ctx.step(name, fn)`: any side
+        effect, a tool call) as the job's step number `ordinal`, for the holder of the job's
+        current lease only (otherwise ABORTED, LEASE_LOST). Later attempts receive the job's
+        recorded outcomes with their lease (LockedJob.step_results) and return them instead of
+        running the step again. The first outcome recorded at an ordinal stays: recording at
+        that ordinal again answers the stored one (`recorded = false`; a worker whose step's
+        name differs fails the job NONDETERMINISTIC). Outcomes are the job's data: sealed at
+        rest, deleted with the job, never logged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def FetchSignals(self, request, context):
         """The job's signals after `after_seq`, in send order, with their payloads: for the
         worker holding the job's current, unexpired lease only (otherwise ABORTED,
@@ -276,6 +300,19 @@ class ExecutorServiceServicer:
         output (redacted as GetJob shows it). At most `page_size` (1..100; 0 means 100) and
         about 1 MiB of output per answer; `more` says whether another call finds others. For
         the holder of the job's current lease only (otherwise ABORTED, LEASE_LOST).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeclareJobType(self, request, context):
+        """Declares a job type this worker runs, as data (the job service runs no job type code):
+        stored per (job_type, version) with who declared it first and last. Declaring the same
+        spec again is answered as the first time. A different spec for a stored (job_type,
+        version) is FAILED_PRECONDITION (JOB_TYPE_SPEC_CONFLICT), its BadRequest naming each
+        field that differs ("spec.timeout_seconds"): the worker must run nothing of that type (bump the version to
+        change a type). A malformed spec is INVALID_ARGUMENT naming each bad field. A worker
+        declares its types when it starts, before it takes a lease.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -334,6 +371,11 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     request_deserializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepResponse.SerializeToString,
             ),
+            'RecordStepResult': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordStepResult,
+                    request_deserializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepResultRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_executor__service__pb2.RecordStepResultResponse.SerializeToString,
+            ),
             'FetchSignals': grpc.unary_unary_rpc_method_handler(
                     servicer.FetchSignals,
                     request_deserializer=jobs_dot_v1_dot_executor__service__pb2.FetchSignalsRequest.FromString,
@@ -353,6 +395,11 @@ def add_ExecutorServiceServicer_to_server(servicer, server):
                     servicer.FetchDependencyResults,
                     request_deserializer=jobs_dot_v1_dot_executor__service__pb2.FetchDependencyResultsRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_executor__service__pb2.FetchDependencyResultsResponse.SerializeToString,
+            ),
+            'DeclareJobType': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeclareJobType,
+                    request_deserializer=jobs_dot_v1_dot_executor__service__pb2.DeclareJobTypeRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_executor__service__pb2.DeclareJobTypeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -641,6 +688,33 @@ class ExecutorService:
             _registered_method=True)
 
     @staticmethod
+    def RecordStepResult(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.ExecutorService/RecordStepResult',
+            jobs_dot_v1_dot_executor__service__pb2.RecordStepResultRequest.SerializeToString,
+            jobs_dot_v1_dot_executor__service__pb2.RecordStepResultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def FetchSignals(request,
             target,
             options=(),
@@ -738,6 +812,33 @@ class ExecutorService:
             '/jobs.v1.ExecutorService/FetchDependencyResults',
             jobs_dot_v1_dot_executor__service__pb2.FetchDependencyResultsRequest.SerializeToString,
             jobs_dot_v1_dot_executor__service__pb2.FetchDependencyResultsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeclareJobType(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.ExecutorService/DeclareJobType',
+            jobs_dot_v1_dot_executor__service__pb2.DeclareJobTypeRequest.SerializeToString,
+            jobs_dot_v1_dot_executor__service__pb2.DeclareJobTypeResponse.FromString,
             options,
             channel_credentials,
             insecure,

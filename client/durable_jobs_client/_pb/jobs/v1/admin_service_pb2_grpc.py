@@ -126,6 +126,11 @@ class AdminServiceStub(object):
                 request_serializer=jobs_dot_v1_dot_admin__service__pb2.RevokeConsoleSessionsRequest.SerializeToString,
                 response_deserializer=jobs_dot_v1_dot_admin__service__pb2.RevokeConsoleSessionsResponse.FromString,
                 _registered_method=True)
+        self.EraseUserData = channel.unary_unary(
+                '/jobs.v1.AdminService/EraseUserData',
+                request_serializer=jobs_dot_v1_dot_admin__service__pb2.EraseUserDataRequest.SerializeToString,
+                response_deserializer=jobs_dot_v1_dot_admin__service__pb2.EraseUserDataResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer(object):
@@ -292,6 +297,26 @@ class AdminServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EraseUserData(self, request, context):
+        """Erases a user's data for good. First the user's data key is destroyed, so that every
+        payload of theirs sealed under it (inputs, outputs, artifacts, steps, signals, schedule
+        inputs), wherever a copy is, backups included, stops opening (crypto-shredding); then
+        their jobs go with their snapshots, artifacts, steps, events, signals and dependencies,
+        their schedules, their stored provider keys and the per-call usage rows of their jobs.
+        Kept, as accounting needs it and it holds no content: the daily usage counters
+        (usage_daily, usage_daily_job_types: calls, tokens and cost per user, day, provider,
+        model and job type; the per-call rows are folded into them first) and the daily
+        creation quota counters. Refused (FAILED_PRECONDITION, USER_HAS_RUNNING_JOBS, nothing
+        changed) while any job of the user is unfinished; with `cancel_running` those jobs
+        are cancelled first, and the call is refused the same way until every one of them has
+        ended (a running job ends once its worker stops, or its lease runs out): call again.
+        Idempotent: a user already erased, or never seen, is answered with zeros. A job the
+        user creates after the erase gets a new data key. Admin only (not an operator's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -384,6 +409,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RevokeConsoleSessions,
                     request_deserializer=jobs_dot_v1_dot_admin__service__pb2.RevokeConsoleSessionsRequest.FromString,
                     response_serializer=jobs_dot_v1_dot_admin__service__pb2.RevokeConsoleSessionsResponse.SerializeToString,
+            ),
+            'EraseUserData': grpc.unary_unary_rpc_method_handler(
+                    servicer.EraseUserData,
+                    request_deserializer=jobs_dot_v1_dot_admin__service__pb2.EraseUserDataRequest.FromString,
+                    response_serializer=jobs_dot_v1_dot_admin__service__pb2.EraseUserDataResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -874,6 +904,33 @@ class AdminService(object):
             '/jobs.v1.AdminService/RevokeConsoleSessions',
             jobs_dot_v1_dot_admin__service__pb2.RevokeConsoleSessionsRequest.SerializeToString,
             jobs_dot_v1_dot_admin__service__pb2.RevokeConsoleSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EraseUserData(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/jobs.v1.AdminService/EraseUserData',
+            jobs_dot_v1_dot_admin__service__pb2.EraseUserDataRequest.SerializeToString,
+            jobs_dot_v1_dot_admin__service__pb2.EraseUserDataResponse.FromString,
             options,
             channel_credentials,
             insecure,

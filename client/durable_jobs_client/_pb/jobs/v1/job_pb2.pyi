@@ -209,6 +209,8 @@ class JobHold(_message.Message):
         REASON_RATE_LIMITED: _ClassVar[JobHold.Reason]
         REASON_NO_WORKER_FOR_VERSION: _ClassVar[JobHold.Reason]
         REASON_WAITING_FOR_DEPENDENCIES: _ClassVar[JobHold.Reason]
+        REASON_SLEEPING: _ClassVar[JobHold.Reason]
+        REASON_WAITING_FOR_SIGNAL: _ClassVar[JobHold.Reason]
     REASON_UNSPECIFIED: JobHold.Reason
     REASON_READY: JobHold.Reason
     REASON_NOT_DUE: JobHold.Reason
@@ -218,6 +220,8 @@ class JobHold(_message.Message):
     REASON_RATE_LIMITED: JobHold.Reason
     REASON_NO_WORKER_FOR_VERSION: JobHold.Reason
     REASON_WAITING_FOR_DEPENDENCIES: JobHold.Reason
+    REASON_SLEEPING: JobHold.Reason
+    REASON_WAITING_FOR_SIGNAL: JobHold.Reason
     REASON_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     UNTIL_FIELD_NUMBER: _ClassVar[int]

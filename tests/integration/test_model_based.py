@@ -35,10 +35,14 @@ checker (tests/chaos/provider_checks.py, replica_faults.py), the reconciler's he
 fair-share placement under concurrent creates and the repair of malformed answers by
 integration tests (test_held_jobs, test_fair_share_race, test_answer_repair).
 
-Budget: ``JOBS_MODEL_TEST_EXAMPLES`` runs (default 8) of up to ``JOBS_MODEL_TEST_STEPS``
-steps (default 20), 40-60 s on two cores; raise both for a longer search, e.g.
+Joins too (issue 43): a job waiting for up to three of its user's jobs never starts
+before every one of them succeeded, and its hold may name its dependencies.
+
+Budget: ``JOBS_MODEL_TEST_EXAMPLES`` runs (default 12) of up to ``JOBS_MODEL_TEST_STEPS``
+steps (default 25), 30-60 s on two cores, in `make test` (issue 43); .ci/run adds a longer
+search (40 x 40); raise both for a longer one, e.g.
 ``JOBS_MODEL_TEST_EXAMPLES=200 JOBS_MODEL_TEST_STEPS=50 .venv/bin/python -m pytest
-tests/faults/test_model_based.py`` (the per-test timeout is lifted when either is set).
+tests/integration/test_model_based.py`` (the per-test timeout is lifted when either is set).
 Invariants broken by defects known on this branch are listed in
 ``model_reference.KNOWN_DEFECTS`` and skipped; ``JOBS_MODEL_TEST_STRICT=1`` checks them too.
 """
