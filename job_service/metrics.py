@@ -32,6 +32,12 @@ CANCELLATIONS = Counter(
     "(its worker stops it).",
     ["job_type", "state"],
 )
+DEADLINES_EXCEEDED = Counter(
+    "jobs_deadline_exceeded_total",
+    "Jobs the deadline keeper ended DEADLINE_EXCEEDED; state is waiting (ended at once) or "
+    "running (its attempt stopped).",
+    ["job_type", "state"],
+)
 LEASE_EXPIRIES = Counter(
     "jobs_lease_expiries_total",
     "Attempts ended by the reaper because their worker stopped heartbeating.",
@@ -190,6 +196,14 @@ def job_cancelled(job_type: str, before: JobStatus, after: JobStatus) -> None:
     child(CANCELLATIONS, job_type, "running" if before is JobStatus.RUNNING else "waiting").inc()
     if after is JobStatus.CANCELLED:
         child(FINISHED, job_type, after.value).inc()
+
+
+def deadline_exceeded(job_type: str, before: JobStatus) -> None:
+    """The deadline keeper ended a job that was ``before``."""
+    child(
+        DEADLINES_EXCEEDED, job_type, "running" if before is JobStatus.RUNNING else "waiting"
+    ).inc()
+    child(FINISHED, job_type, JobStatus.FAILED.value).inc()
 
 
 def jobs_deleted(job_type: str, count: int) -> None:

@@ -84,6 +84,9 @@ class JobServiceSettings(BaseSettings):
     lease_ttl_s: float = Field(default=5.0, gt=0)
     heartbeat_interval_s: float = Field(default=1.0, gt=0)
     reaper_interval_s: float = Field(default=1.0, gt=0)
+    # How often a replica ends the jobs whose deadline passed (CreateJob's deadline): a job
+    # ends within about this long of its deadline.
+    deadline_interval_s: float = Field(default=0.25, gt=0)
     # How often a replica reads the job types declared at other replicas (a request naming
     # a type it does not know reads them at once).
     job_types_refresh_interval_s: float = Field(default=1.0, gt=0)

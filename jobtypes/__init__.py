@@ -2,9 +2,10 @@
 
 ``synthetic`` (tests and benchmarks), ``feynman_evaluation`` and ``review_card_generation``
 (the reference AI job types), ``knowledge_base_review`` and ``study_plan`` (fan-out and
-fan-in: a review creates an evaluation per item and a plan that waits for them all), built
-with ``jobtypes.aijob`` (the AI pipeline from declarative parts) and ``jobtypes.safety``
-(content-safety checks).
+fan-in: a review creates an evaluation per item and a plan that waits for them all),
+``approval_agent`` (the example of durable steps and waits: draft, wait for approval, send
+once per key, to the fake ``message_service``), built with ``jobtypes.aijob`` (the AI
+pipeline from declarative parts) and ``jobtypes.safety`` (content-safety checks).
 
 Why a package of its own: both services load job definitions — the job service validates
 input, takes snapshots and checks child job types; the worker runs them — so a job type is

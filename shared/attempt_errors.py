@@ -23,6 +23,7 @@ class ErrorClass(StrEnum):
     # not a failure: the job's code sleeps or waits for a signal (ctx.sleep,
     # ctx.wait_for_signal): run again at the wake time, the attempt handed back
     SUSPENDED = "SUSPENDED"
+    DEADLINE = "DEADLINE"  # the job's deadline passed (CreateJob's deadline): never retried
 
 
 class ErrorCode(StrEnum):
@@ -66,6 +67,10 @@ class ErrorCode(StrEnum):
     # sooner). Class SUSPENDED: not a failure, the attempt is handed back.
     SUSPENDED_SLEEP = "SUSPENDED_SLEEP"
     SUSPENDED_SIGNAL = "SUSPENDED_SIGNAL"
+    # The job had not finished by its deadline (CreateJob's ``deadline``, or its type's
+    # ``deadline_seconds``): the job service ended it, whatever its retries and waits, and
+    # stopped the attempt that was running then. Class DEADLINE: final.
+    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
 
 
 # Engine codes whose prefix does not name their class.
@@ -100,6 +105,7 @@ PUBLIC_MESSAGES: dict[ErrorClass, str] = {
     ErrorClass.LEASE: "The worker running the job stopped responding.",
     ErrorClass.WORKER_SHUTDOWN: "The worker running the job shut down.",
     ErrorClass.SUSPENDED: "The job is waiting: asleep until a time, or for a signal.",
+    ErrorClass.DEADLINE: "The job did not finish by its deadline.",
 }
 
 

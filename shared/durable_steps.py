@@ -27,6 +27,8 @@ MAX_ERROR_MESSAGE_CHARS = 10_000
 # A durable sleep or signal wait (ctx.sleep, ctx.wait_for_signal) lasts at most this: the
 # worker bounds the wake time it records, the job service the delay it schedules.
 MAX_SUSPENSION_S = 366 * 86_400.0
+# A job type's default deadline (JobTypeSpec.deadline_seconds) is at most this long.
+MAX_DEADLINE_S = 366 * 86_400.0
 ERROR_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 
 

@@ -74,6 +74,8 @@ def spec_of(definition: JobDefinition) -> job_type_pb2.JobTypeSpec:
     )
     if definition.retention_s is not None:
         spec.retention_seconds = definition.retention_s
+    if definition.deadline_s is not None:
+        spec.deadline_seconds = definition.deadline_s
     return spec
 
 

@@ -26,6 +26,7 @@ from shared.definitions import AbortStrategy as AbortStrategy  # re-exported
 from shared.definitions import JobDefinition as JobDefinition  # re-exported
 from shared.dependencies import DependencyOutput as DependencyOutput  # re-exported
 from shared.dependencies import DependencyPolicy as DependencyPolicy  # re-exported
+from shared.durable_steps import MAX_DEADLINE_S
 from shared.errors import FieldViolation, UnknownJobType
 from shared.execution import ArtifactDraft as ArtifactDraft  # re-exported
 from shared.execution import ChildJobDraft as ChildJobDraft  # re-exported
@@ -134,6 +135,8 @@ def _lifecycle_problems(d: JobDefinition) -> list[str]:
         problems.append("redaction_version must be 1..32 characters")
     if d.retention_s is not None and d.retention_s < 0:
         problems.append("retention_s must not be negative")
+    if d.deadline_s is not None and not 0 < d.deadline_s <= MAX_DEADLINE_S:
+        problems.append(f"deadline_s must be within 0..{MAX_DEADLINE_S:.0f} (366 days)")
     if d.default_target is not None:
         target_type, spec = d.default_target
         if not JOB_TYPE_PATTERN.fullmatch(target_type) or len(target_type) > 32:

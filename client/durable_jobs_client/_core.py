@@ -151,6 +151,7 @@ def create_request(
     priority: int | None = None,
     run_at: datetime | None = None,
     delay: timedelta | None = None,
+    deadline: datetime | None = None,
     target_type: str = "",
     target_id: str = "",
     prompt_version: str = "",
@@ -161,9 +162,11 @@ def create_request(
 ) -> pb.CreateJobRequest:
     """A CreateJobRequest; without an idempotency key one is made here, so that a retried
     create can never make two jobs. ``credential_id``: run on the user's own stored provider
-    key (CredentialService) instead of the platform's. ``depends_on``: ids of the user's
-    jobs this one waits for; ``dependency_policy`` ("run", "fail" — the server's default
-    — or "cancel"): what a failed or cancelled one does to it."""
+    key (CredentialService) instead of the platform's. ``deadline``: the job ends
+    DEADLINE_EXCEEDED if not finished by then, whatever its retries and waits.
+    ``depends_on``: ids of the user's jobs this one waits for; ``dependency_policy``
+    ("run", "fail" — the server's default — or "cancel"): what a failed or cancelled one
+    does to it."""
     request = pb.CreateJobRequest(
         user_id=user_id,
         job_type=job_type,
@@ -183,6 +186,8 @@ def create_request(
         request.run_at.FromDatetime(run_at)
     if delay is not None:
         request.delay.FromTimedelta(delay)
+    if deadline is not None:
+        request.deadline.FromDatetime(deadline)
     request.depends_on.extend(depends_on)
     if dependency_policy:
         if dependency_policy not in _POLICIES:

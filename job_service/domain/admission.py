@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from job_service.domain.checks import (
     MAX_ID_CHARS,
     is_uuid,
+    require_deadline,
     require_input,
     require_job_type,
     require_name,
@@ -72,19 +73,23 @@ class CreateRequest:
     # the jobs it waits for (fan-in), and what a failed one does to it (None: unset)
     depends_on: tuple[str, ...] = ()
     dependency_policy: DependencyPolicy | None = None
+    # when the job ends DEADLINE_EXCEEDED if unfinished (None: its type's default, if any)
+    deadline: datetime | None = None
 
 
 @dataclass(frozen=True)
 class Screened:
     """A request whose fields passed: its definition, when it is due (None: now), and the
     user credential (its canonical id) the caller must still find to be the user's own
-    (None: the platform's key)."""
+    (None: the platform's key), and its deadline (the request's, else its type's default;
+    None: none)."""
 
     request: CreateRequest
     definition: JobType
     due: datetime | None
     credential_id: str | None
     dependencies: Dependencies = NONE
+    deadline: datetime | None = None
 
 
 def screen(registry: JobTypes, request: CreateRequest, now: datetime) -> Screened:
@@ -99,6 +104,9 @@ def screen(registry: JobTypes, request: CreateRequest, now: datetime) -> Screene
     definition = registry.get(request.job_type)
     require_priority(request.priority)
     due = require_schedule(request.run_at, request.delay_s, now)
+    deadline = require_deadline(request.deadline, due, now) or default_deadline(
+        definition, due or now
+    )
     dependencies = require_dependencies(
         request.depends_on,
         request.dependency_policy,
@@ -114,7 +122,15 @@ def screen(registry: JobTypes, request: CreateRequest, now: datetime) -> Screene
         )
     _require_versions(definition, pins)
     credential_id = _credential(definition, request.credential_mode, request.credential_id)
-    return Screened(request, definition, due, credential_id, dependencies)
+    return Screened(request, definition, due, credential_id, dependencies, deadline)
+
+
+def default_deadline(definition: JobType, start: datetime) -> datetime | None:
+    """The deadline a job of ``definition`` that becomes due at ``start`` gets when its
+    request names none: its type's ``deadline_seconds`` later (None: no default)."""
+    if definition.deadline_s is None:
+        return None
+    return start + timedelta(seconds=definition.deadline_s)
 
 
 def admit(screened: Screened) -> NewJob:
@@ -131,34 +147,49 @@ def admit(screened: Screened) -> NewJob:
         screened.credential_id,
         screened.due,
         r.pins,
-        _requested_time(r.run_at, r.delay_s),
+        _requested_time(r.run_at, r.delay_s, r.deadline),
         screened.dependencies,
+        screened.deadline,
     )
 
 
-def _requested_time(run_at: datetime | None, delay_s: float | None) -> dict[str, Any]:
+def _requested_time(
+    run_at: datetime | None, delay_s: float | None, deadline: datetime | None
+) -> dict[str, Any]:
     """When a request asks its job to run, as its request hash takes it: ``run_at`` as
     given (in UTC), or ``delay`` as given (seconds) — never the due time it resolves to, so
     a request with a relative delay sent again later (a client's retry after a lost
-    answer) is still the same request. No time and a zero delay both mean now: they add
-    nothing, so the hash of a request without a time is what it always was."""
+    answer) is still the same request — and its ``deadline`` (in UTC). No time and a zero
+    delay both mean now: they add nothing, so the hash of a request without a time is what
+    it always was (a type's default deadline is not the request's)."""
+    times: dict[str, Any] = {}
     if run_at is not None:
-        return {"run_at": run_at.astimezone(UTC).isoformat()}
-    if delay_s:
-        return {"delay_s": delay_s}
-    return {}
+        times["run_at"] = run_at.astimezone(UTC).isoformat()
+    elif delay_s:
+        times["delay_s"] = delay_s
+    if deadline is not None:
+        times["deadline"] = deadline.astimezone(UTC).isoformat()
+    return times
 
 
-def admit_child(definition: JobType, draft: ChildJobDraft) -> NewJob:
-    """A child a result projects, held to CreateJob's checks of what it carries: its
-    idempotency key (required), priority and input. Its user is its parent's (filled in
-    when it is stored, as is its parent's credential when it inherits it); it is due now
-    and pins nothing — a join (``depends_on_keys``) once its siblings have ended: it
-    waits like a dependent job, its siblings' ids found when it is stored."""
+def admit_child(definition: JobType, draft: ChildJobDraft, now: datetime | None = None) -> NewJob:
+    """A child a result projects ``now`` (None: this moment), held to CreateJob's checks of
+    what it carries: its idempotency key (required), priority and input. Its user is its
+    parent's (filled in when it is stored, as is its parent's credential when it inherits
+    it); it is due now, pins nothing and has its type's default deadline — a join
+    (``depends_on_keys``) once its siblings have ended: it waits like a dependent job, its
+    siblings' ids found when it is stored."""
     require_name("idempotency_key", draft.idempotency_key)
     require_priority(draft.priority)
     require_input(draft.input)
-    job = _new_job(definition, draft.input, "", draft.idempotency_key, draft.priority)
+    job = _new_job(
+        definition,
+        draft.input,
+        "",
+        draft.idempotency_key,
+        draft.priority,
+        deadline_at=default_deadline(definition, now or datetime.now(UTC)),
+    )
     if not draft.depends_on_keys:
         return job
     return replace(
@@ -185,6 +216,7 @@ def readmit(registry: JobTypes, job: Job, stored_input: dict[str, Any]) -> Retry
         timeout_ms=int(definition.timeout_s * 1000),
         definition_version=definition.version,
         snapshot_ttl_s=definition.snapshot_ttl_s,
+        deadline_s=definition.deadline_s,
     )
 
 
@@ -277,6 +309,7 @@ def _new_job(
     pins: Pins | None = None,
     requested_time: dict[str, Any] | None = None,
     dependencies: Dependencies = NONE,
+    deadline_at: datetime | None = None,
 ) -> NewJob:
     """A job of ``definition`` with its input validated (InvalidInput naming every bad
     field), due at ``next_run_at`` (None: now), with the target and versions ``pins``
@@ -339,4 +372,5 @@ def _new_job(
         target_id=target[1][:MAX_ID_CHARS] if target else None,
         redaction_version=definition.redaction_version,
         dependencies=dependencies,
+        deadline_at=deadline_at,
     )

@@ -186,3 +186,27 @@ def require_schedule(
             "run_at is too far ahead", [FieldViolation("run_at", "at most 366 days from now")]
         )
     return run_at
+
+
+def require_deadline(
+    deadline: datetime | None, due: datetime | None, now: datetime
+) -> datetime | None:
+    """A job's deadline as CreateJob's ``deadline`` asks (None: unset), for a job created
+    ``now`` that becomes due at ``due`` (None: now): ahead of both, and at most 366 days
+    after the job is due."""
+    if deadline is None:
+        return None
+    start = due or now
+    if deadline <= now:
+        raise InvalidInput("deadline has passed", [FieldViolation("deadline", "must be ahead")])
+    if deadline <= start:
+        raise InvalidInput(
+            "deadline is before the job is due",
+            [FieldViolation("deadline", "after run_at or delay")],
+        )
+    if deadline - start > MAX_SCHEDULE_AHEAD:
+        raise InvalidInput(
+            "deadline is too far ahead",
+            [FieldViolation("deadline", "at most 366 days after the job is due")],
+        )
+    return deadline

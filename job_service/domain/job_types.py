@@ -56,6 +56,7 @@ class JobType:
     redaction_version: str
     content_safety_check: bool
     retention_s: float | None
+    deadline_s: float | None
     prompt_key: str
     prompt_version: str
     model_tier: str
@@ -109,6 +110,7 @@ class JobType:
             redaction_version=spec.redaction_version,
             content_safety_check=spec.content_safety_check,
             retention_s=spec.retention_seconds if spec.HasField("retention_seconds") else None,
+            deadline_s=spec.deadline_seconds if spec.HasField("deadline_seconds") else None,
             prompt_key=spec.prompt_key,
             prompt_version=spec.prompt_version,
             model_tier=spec.model_tier,

@@ -73,6 +73,9 @@ class NewJob:
     # The user's data key (as stored: wrapped) its payloads were sealed under, None when not
     # sealed: the store creates the job only while the user's key row still holds it.
     sealed_under: bytes | None = None
+    # When it ends DEADLINE_EXCEEDED if unfinished (CreateJob's deadline, else its type's
+    # default); None: never.
+    deadline_at: datetime | None = None
 
 
 class DataKeyChanged(Exception):
@@ -246,6 +249,8 @@ class Job:
     input_withheld_fields: tuple[str, ...] = ()
     retried_as_job_ids: list[str] = field(default_factory=list)
     error_attempt: int = 0
+    # when it ends DEADLINE_EXCEEDED if unfinished; None: never
+    deadline_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -256,3 +261,5 @@ class RetrySpec:
     timeout_ms: int
     definition_version: str
     snapshot_ttl_s: float
+    # the type's default deadline, counted from the re-run's creation (None: none)
+    deadline_s: float | None = None

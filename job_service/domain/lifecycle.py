@@ -40,6 +40,7 @@ class Step(StrEnum):
     FAIL = "fail"  # a final failure
     CONFIRM_CANCEL = "confirm_cancel"  # the worker stopped, or its lease ran out
     DEPENDENCY_FAILED = "dependency_failed"  # a dependency failed: the policy ends the job
+    DEADLINE = "deadline"  # its deadline passed unfinished (the deadline keeper)
 
 
 _S = JobStatus
@@ -56,6 +57,12 @@ TRANSITIONS: dict[tuple[JobStatus, Step], JobStatus] = {
     (_S.RUNNING, Step.FAIL): _S.FAILED,
     (_S.RUNNING, Step.CANCEL): _S.CANCEL_REQUESTED,
     (_S.CANCEL_REQUESTED, Step.CONFIRM_CANCEL): _S.CANCELLED,
+    # a running attempt is stopped with it (its lease revoked); a pending cancel is left
+    # to end the job cancelled
+    (_S.CREATED, Step.DEADLINE): _S.FAILED,
+    (_S.QUEUED, Step.DEADLINE): _S.FAILED,
+    (_S.RETRYING, Step.DEADLINE): _S.FAILED,
+    (_S.RUNNING, Step.DEADLINE): _S.FAILED,
 }
 
 

@@ -23,6 +23,7 @@ from job_service.domain.checks import JOB_TYPE_PATTERN, MAX_PRIORITY, MIN_PRIORI
 from job_service.domain.input_schemas import CompiledSchema, SchemaError
 from shared.ai.provider import ModelTier
 from shared.constants import Queue
+from shared.durable_steps import MAX_DEADLINE_S
 from shared.errors import FieldViolation
 from shared.pb.jobs.v1 import job_pb2
 from shared.pb.jobs.v1 import job_type_pb2 as tpb
@@ -41,6 +42,8 @@ INPUT_PATH = re.compile(r"input(\.[A-Za-z_][A-Za-z0-9_]{0,63})+")
 _KNOWN_MODES = frozenset({job_pb2.CREDENTIAL_MODE_PLATFORM, job_pb2.CREDENTIAL_MODE_USER})
 _KNOWN_ABORTS = frozenset(tpb.AbortStrategy.values())
 _SCHEMA_FIELDS = frozenset({"input_schema_json", "output_schema_json"})
+# optional scalars: unset and 0 differ
+_OPTIONAL_FIELDS = frozenset({"retention_seconds", "deadline_seconds"})
 
 
 def problems(spec: tpb.JobTypeSpec) -> list[FieldViolation]:
@@ -69,7 +72,7 @@ def _comparable(spec: tpb.JobTypeSpec, name: str) -> Any:
             return json.loads(value)
         except ValueError:
             return value
-    if name == "retention_seconds":
+    if name in _OPTIONAL_FIELDS:
         return value if spec.HasField(name) else None
     return list(value) if hasattr(value, "extend") else value
 
@@ -190,6 +193,8 @@ def _lifecycle(
         found.append(("redaction_version", f"must be 1..{MAX_REDACTION_VERSION_CHARS} characters"))
     if spec.HasField("retention_seconds") and not spec.retention_seconds >= 0:
         found.append(("retention_seconds", "must not be negative"))
+    if spec.HasField("deadline_seconds") and not 0 < spec.deadline_seconds <= MAX_DEADLINE_S:
+        found.append(("deadline_seconds", f"must be within 0..{MAX_DEADLINE_S:.0f} (366 days)"))
     return found + _target(spec, input_schema)
 
 

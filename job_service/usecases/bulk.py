@@ -33,6 +33,7 @@ from job_service.ports.bulk import BulkStore
 from job_service.ports.jobs import CancelNotifier
 from job_service.ports.outbox import Waker
 from job_service.usecases.admin import Admin, attribution, scope_of
+from job_service.usecases.stop_notices import tell_workers_to_stop
 from shared.errors import FieldViolation, InvalidInput, JobNotFound, JobNotRetryable, JobsError
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ class BulkActions:
             metrics.job_cancelled(job.job_type, job.status, now)
         stopping = [job.id for job, now in cancelled if now is JobStatus.CANCEL_REQUESTED]
         stopping += [j for j, now in descendants if now is JobStatus.CANCEL_REQUESTED]
-        await self._notify_cancel(stopping)
+        await tell_workers_to_stop(self._notifier, stopping)
         if cancelled or descendants:
             self._outbox.wake()
         log.info(
@@ -240,13 +241,6 @@ class BulkActions:
         last = Cursor(page[-1].created_at, page[-1].id) if more and page else None
         began = None if last is None or selection.until is None else Cursor(selection.until, "")
         return self._tokens.issue(scope, {"jobs": last, "until": began})
-
-    async def _notify_cancel(self, job_ids: Sequence[str]) -> None:
-        for job_id in job_ids:
-            try:
-                await self._notifier.notify_cancel(job_id)
-            except Exception:  # the worker's next heartbeat carries the cancel too
-                log.warning("cancel notice for job %s not sent", job_id, exc_info=True)
 
 
 def _selection_scope(selection: JobSelection) -> dict[str, Any]:

@@ -3,8 +3,6 @@ with it), and forget its snapshot once it has expired. New jobs are ``usecases/n
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Sequence
 from dataclasses import replace
 
 from job_service import metrics
@@ -15,9 +13,8 @@ from job_service.domain.lifecycle import JobStatus
 from job_service.ports.jobs import CancelNotifier, JobStore
 from job_service.ports.outbox import Waker
 from job_service.usecases.sealing import Sealer
+from job_service.usecases.stop_notices import tell_workers_to_stop
 from shared.errors import JobAlreadyCancelled, JobNotCancellable, JobNotFound
-
-log = logging.getLogger(__name__)
 
 SNAPSHOT_CLEAN_BATCH = 500
 
@@ -79,7 +76,7 @@ class Jobs:
             return await self._cancel_children_of_uncancellable(job_id, user_id, before)
         if after is JobStatus.CANCEL_REQUESTED and before is JobStatus.RUNNING:
             requested = [job_id, *requested]
-        await self._notify_cancel(requested)
+        await tell_workers_to_stop(self._notifier, requested)
         self._outbox.wake()
         return await self.get_job(job_id, user_id)
 
@@ -90,21 +87,14 @@ class Jobs:
         it and the parent is returned as it is; with none, the cancel is refused."""
         cascaded = await self._store.cancel_descendants(job_id, user_id)
         if cascaded:
-            await self._notify_cancel(
-                [j for j, after in cascaded if after is JobStatus.CANCEL_REQUESTED]
+            await tell_workers_to_stop(
+                self._notifier, [j for j, after in cascaded if after is JobStatus.CANCEL_REQUESTED]
             )
             self._outbox.wake()
             return await self.get_job(job_id, user_id)
         if status is JobStatus.CANCELLED:
             raise JobAlreadyCancelled("the job is already cancelled")
         raise JobNotCancellable(f"a {status} job cannot be cancelled")
-
-    async def _notify_cancel(self, job_ids: Sequence[str]) -> None:
-        for job_id in job_ids:
-            try:
-                await self._notifier.notify_cancel(job_id)
-            except Exception:  # the worker's next heartbeat carries the cancel too
-                log.warning("cancel notice for job %s not sent", job_id, exc_info=True)
 
     async def delete_expired_snapshots(self) -> int:
         """The snapshot cleaner's round: finished jobs' snapshots past their expiry."""

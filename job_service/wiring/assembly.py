@@ -14,6 +14,7 @@ from job_service.adapters.grpc.server import build_server
 from job_service.adapters.nats_partials import NatsPartialOutputFeed
 from job_service.adapters.postgres.console_sessions import ConsoleSessionRepository
 from job_service.adapters.postgres.credentials import CredentialRepository
+from job_service.adapters.postgres.job_deadlines import DeadlineRepository
 from job_service.adapters.postgres.signals import SignalRepository
 from job_service.adapters.postgres.steps import StepRepository
 from job_service.adapters.postgres.usage_reports import UsageReportRepository
@@ -28,6 +29,7 @@ from job_service.usecases.dependencies import (
     DependencyResults,
 )
 from job_service.usecases.firing import ScheduleFiring
+from job_service.usecases.job_deadlines import DEADLINE_BATCH, JobDeadlines
 from job_service.usecases.schedules import Schedules
 from job_service.usecases.sessions import WorkerSessions
 from job_service.usecases.signals import Signals
@@ -147,6 +149,17 @@ def _loops(c: Connections, concerns: _Concerns) -> list[tuple[str, Loop]]:
                 DependencyResolver(concerns.jobs.dependency_store, dispatcher).resolve,
                 interval_s=RESOLVE_INTERVAL_S,
                 batch=RESOLVE_BATCH,
+            ),
+        ),
+        (
+            "deadline keeper",
+            Periodic(
+                "deadline keeper",
+                JobDeadlines(
+                    DeadlineRepository(c.pool), concerns.delivery.publisher, dispatcher
+                ).end_passed,
+                interval_s=c.settings.deadline_interval_s,
+                batch=DEADLINE_BATCH,
             ),
         ),
         *housekeeping(

@@ -173,6 +173,7 @@ async def test_job_definitions_as_data(client: Client) -> None:
     answer = await client.admin.ListJobDefinitions(apb.ListJobDefinitionsRequest())
     by_type = {d.job_type: d for d in answer.definitions}
     assert sorted(by_type) == [
+        "approval_agent",
         "feynman_evaluation",
         "knowledge_base_review",
         "review_card_generation",

@@ -312,6 +312,34 @@ CASES: dict[str, Case] = {
         INVALID,
         "INVALID_INPUT",
     ),
+    # --- deadlines (issue 45)
+    "create: deadline passed": Case(
+        JOB + "CreateJob", create(deadline=Timestamp(seconds=NOW - 60)), INVALID, "INVALID_INPUT"
+    ),
+    "create: deadline before run_at": Case(
+        JOB + "CreateJob",
+        create(run_at=Timestamp(seconds=NOW + 600), deadline=Timestamp(seconds=NOW + 300)),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create: deadline within the delay": Case(
+        JOB + "CreateJob",
+        create(delay=Duration(seconds=600), deadline=Timestamp(seconds=NOW + 300)),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create: deadline over a year after due": Case(
+        JOB + "CreateJob",
+        create(deadline=Timestamp(seconds=NOW + 400 * 86400)),
+        INVALID,
+        "INVALID_INPUT",
+    ),
+    "create: deadline beyond year 9999": Case(
+        JOB + "CreateJob",
+        create(deadline=Timestamp(seconds=253_402_300_800)),
+        INVALID,
+        "INVALID_INPUT",
+    ),
     # --- CreateJobs (issue 13): the call as a whole; a bad item is refused in its answer
     "create batch: no items": Case(
         JOB + "CreateJobs", lambda s: jpb.CreateJobsRequest(), INVALID, "INVALID_INPUT"

@@ -81,7 +81,7 @@ def via_create(job_input: dict[str, Any], priority: int | None = None) -> Any:
 
 def via_child(job_input: dict[str, Any], priority: int | None = None) -> Any:
     draft = ChildJobDraft("synthetic", job_input, "key-1", priority)
-    return lambda: admit_child(synthetic.DEFINITION, draft)
+    return lambda: admit_child(synthetic.DEFINITION, draft, NOW)
 
 
 def via_rerun(job_input: dict[str, Any], priority: int | None = None) -> Any:
@@ -108,7 +108,7 @@ def test_each_entry_refuses_a_bad_value_with_create_jobs_error(producer: Any, ca
 def test_a_child_needs_an_idempotency_key_named_as_create_job_names_it() -> None:
     draft = ChildJobDraft("synthetic", {}, "", None)
 
-    assert refusal(lambda: admit_child(synthetic.DEFINITION, draft)) == (
+    assert refusal(lambda: admit_child(synthetic.DEFINITION, draft, NOW)) == (
         InvalidInput,
         "idempotency_key is missing or malformed",
         ["idempotency_key"],

@@ -1,5 +1,5 @@
 """A Python definition rendered as a JobTypeSpec (issue 41): every field of the spec says
-what the definition says, for the five shipped types, and the rendering is deterministic."""
+what the definition says, for the six shipped types, and the rendering is deterministic."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ SHIPPED = (
     "knowledge_base_review",
     "study_plan",
     "synthetic",
+    "approval_agent",
 )
 
 
@@ -28,7 +29,7 @@ def shipped(job_type: str) -> JobDefinition:
     return default_registry({}).get(job_type)
 
 
-def test_the_five_shipped_types_are_rendered() -> None:
+def test_the_six_shipped_types_are_rendered() -> None:
     assert sorted(d.job_type for d in default_registry({})) == sorted(SHIPPED)
 
 

@@ -53,6 +53,12 @@ EXPECTED: dict[tuple[str, str], str] = {
     ("running", "cancel"): "cancel_requested",
     # cancel_requested -> cancelled: worker confirms, or its lease expires
     ("cancel_requested", "confirm_cancel"): "cancelled",
+    # ADR 0013 (beyond DESIGN §3): an unfinished job past its deadline fails, a running
+    # one with its attempt stopped; a pending cancel is left to end it cancelled
+    ("created", "deadline"): "failed",
+    ("queued", "deadline"): "failed",
+    ("retrying", "deadline"): "failed",
+    ("running", "deadline"): "failed",
 }
 ALL_STATUSES = {
     "created",
@@ -65,7 +71,16 @@ ALL_STATUSES = {
     "cancelled",
 }
 TERMINAL_STATUSES = {"succeeded", "failed", "cancelled"}
-ALL_STEPS = {"lock", "cancel", "succeed", "retry", "fail", "confirm_cancel", "dependency_failed"}
+ALL_STEPS = {
+    "lock",
+    "cancel",
+    "succeed",
+    "retry",
+    "fail",
+    "confirm_cancel",
+    "dependency_failed",
+    "deadline",
+}
 
 PAIRS = list(itertools.product(JobStatus, Step))
 
@@ -156,8 +171,9 @@ def test_sources_of_the_main_steps() -> None:
         assert sources(step) == {JobStatus.RUNNING}
 
 
-def test_a_waiting_created_job_can_only_be_locked_cancelled_or_failed_by_a_dependency() -> None:
-    for step in set(Step) - {Step.LOCK, Step.CANCEL, Step.DEPENDENCY_FAILED}:
+def test_a_waiting_created_job_is_locked_cancelled_or_failed_by_dependency_or_deadline() -> None:
+    allowed = {Step.LOCK, Step.CANCEL, Step.DEPENDENCY_FAILED, Step.DEADLINE}
+    for step in set(Step) - allowed:
         assert JobStatus.CREATED not in sources(step)
         with pytest.raises(IllegalTransition):
             transition(JobStatus.CREATED, step)

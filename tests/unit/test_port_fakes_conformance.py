@@ -37,6 +37,7 @@ from job_service.adapters.postgres.data_keys import DataKeyRepository
 from job_service.adapters.postgres.dependencies import DependencyRepository
 from job_service.adapters.postgres.erasure import ErasureRepository
 from job_service.adapters.postgres.gauges import GaugeRepository
+from job_service.adapters.postgres.job_deadlines import DeadlineRepository
 from job_service.adapters.postgres.job_types import JobTypeRepository
 from job_service.adapters.postgres.jobs import JobRepository
 from job_service.adapters.postgres.leases import AttemptTransaction, LeaseRepository
@@ -88,6 +89,7 @@ from job_service.usecases.admin import Admin
 from job_service.usecases.claims import Claims
 from job_service.usecases.dependencies import DependencyStore
 from job_service.usecases.grants import Grants
+from job_service.usecases.job_deadlines import DeadlineStore
 from job_service.usecases.leases import Leases
 from job_service.usecases.outbox import OutboxDispatcher
 from job_service.usecases.sealed_schedules import SealedScheduleStore
@@ -146,6 +148,7 @@ FAKES = [
 # callable (its ``__call__``).
 ADAPTERS: list[tuple[type, type | Callable[..., Any]]] = [
     (BulkStore, BulkRepository),
+    (DeadlineStore, DeadlineRepository),
     (ClaimStore, ClaimRepository),
     (ClaimTransaction, ClaimStatements),
     (ConsoleSessionStore, ConsoleSessionRepository),

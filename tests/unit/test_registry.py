@@ -187,6 +187,7 @@ def test_default_registry_ships_synthetic_and_the_plugged_in_reference_types() -
     assert registry.get("synthetic") is synthetic.DEFINITION
     # the other shipped types come through the entry-point group
     assert sorted(d.job_type for d in registry) == [
+        "approval_agent",
         "feynman_evaluation",
         "knowledge_base_review",
         "review_card_generation",

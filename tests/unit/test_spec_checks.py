@@ -1,5 +1,5 @@
 """A declared JobTypeSpec (issue 41): each rule a malformed spec breaks names its proto
-field; the five shipped types' specs pass; two specs' differences are named exactly."""
+field; the six shipped types' specs pass; two specs' differences are named exactly."""
 
 from __future__ import annotations
 

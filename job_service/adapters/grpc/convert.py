@@ -172,6 +172,7 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         input_withheld_fields=job.input_withheld_fields,
         retried_as_job_ids=job.retried_as_job_ids,
         error_attempt=job.error_attempt,
+        deadline=timestamp(job.deadline_at),
     )
     if job.dependency_policy:
         policy = DependencyPolicy(job.dependency_policy)

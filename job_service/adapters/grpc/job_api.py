@@ -180,4 +180,5 @@ def _create_request(request: pb.CreateJobRequest) -> CreateRequest:
         ),
         depends_on=tuple(request.depends_on),
         dependency_policy=dependency_policy_from_pb(request.dependency_policy),
+        deadline=instant_from_pb(request, "deadline"),
     )

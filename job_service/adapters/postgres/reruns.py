@@ -69,6 +69,9 @@ _RERUN = {
     **_same("target_type", "target_id"),
     "retry_root_id": "coalesce(retry_root_id, id)",
     "retry_key": "$8::varchar",
+    # its type's default deadline from now ($12 seconds; NULL: none): a deadline the source
+    # was given is not the re-run's, which an operator starts after it
+    "deadline_at": "now() + $12::float8 * interval '1 second'",
 }
 
 # A re-run's snapshot: its source's (or $11, the source's sealed for the re-run), kept for
@@ -277,6 +280,7 @@ async def _rerun(
         UNTIL_DEPENDENCIES_END,
         made.id,
         made.snapshot,
+        spec.deadline_s,
     )
     if row is None:
         return None

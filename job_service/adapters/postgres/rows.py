@@ -23,7 +23,8 @@ JOB_COLUMNS = """
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id,
+    j.deadline_at
 """
 
 
@@ -91,6 +92,7 @@ def job_from_row(
         scheduled_for=row["scheduled_for"],
         worker_id=row["worker_id"],
         error_attempt=row.get("error_attempt") or 0,
+        deadline_at=row["deadline_at"],
     )
 
 

@@ -72,13 +72,14 @@ SELECT
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id,
+    j.deadline_at
  FROM jobs j
 WHERE j.user_id = $1 AND j.job_type = $2 AND j.idempotency_key = $3;
 
 -- batches.CREATE_JOBS
 WITH new AS (
-    SELECT * FROM jsonb_to_recordset($1::jsonb) AS n(idx int, id uuid, user_id varchar, job_type varchar, queue varchar, priority smallint, idempotency_key varchar, request_hash varchar, max_attempts int, timeout_ms int, input_schema_version varchar, output_schema_version varchar, definition_version varchar, prompt_key varchar, prompt_version varchar, model_tier varchar, credential_mode varchar, credential_id uuid, fairness_key varchar, concurrency_key varchar, concurrency_limit int, next_run_at timestamptz, target_type varchar, target_id varchar, created_by varchar, schedule_id uuid, scheduled_for timestamptz, snapshot jsonb, snapshot_hash varchar, snapshot_ttl_s float8, redaction_version varchar)
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS n(idx int, id uuid, user_id varchar, job_type varchar, queue varchar, priority smallint, idempotency_key varchar, request_hash varchar, max_attempts int, timeout_ms int, input_schema_version varchar, output_schema_version varchar, definition_version varchar, prompt_key varchar, prompt_version varchar, model_tier varchar, credential_mode varchar, credential_id uuid, fairness_key varchar, concurrency_key varchar, concurrency_limit int, next_run_at timestamptz, target_type varchar, target_id varchar, created_by varchar, schedule_id uuid, scheduled_for timestamptz, deadline_at timestamptz, snapshot jsonb, snapshot_hash varchar, snapshot_ttl_s float8, redaction_version varchar)
 ), usage AS (
     SELECT u.user_id,
         (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = u.user_id
@@ -105,7 +106,7 @@ WITH new AS (
         SELECT 1 FROM jobs e WHERE e.user_id = n.user_id AND e.job_type = n.job_type
                                AND e.idempotency_key = n.idempotency_key)
 ), keyed AS (
-    SELECT f.idx, f.id, f.user_id, f.job_type, f.queue, f.priority, f.idempotency_key, f.request_hash, f.max_attempts, f.timeout_ms, f.input_schema_version, f.output_schema_version, f.definition_version, f.prompt_key, f.prompt_version, f.model_tier, f.credential_mode, f.credential_id, f.concurrency_limit, f.next_run_at, f.target_type, f.target_id, f.created_by, f.schedule_id, f.scheduled_for,
+    SELECT f.idx, f.id, f.user_id, f.job_type, f.queue, f.priority, f.idempotency_key, f.request_hash, f.max_attempts, f.timeout_ms, f.input_schema_version, f.output_schema_version, f.definition_version, f.prompt_key, f.prompt_version, f.model_tier, f.credential_mode, f.credential_id, f.concurrency_limit, f.next_run_at, f.target_type, f.target_id, f.created_by, f.schedule_id, f.scheduled_for, f.deadline_at,
            replace(f.fairness_key, '{user}', f.user_id) AS fairness_key, replace(f.concurrency_key, '{user}', f.user_id) AS concurrency_key,
            -- jobs of one fairness key in one batch are spaced as one-by-one creates are
            row_number() OVER (PARTITION BY f.queue, replace(f.fairness_key, '{user}', f.user_id),
@@ -121,14 +122,15 @@ WITH new AS (
                            prompt_version, model_tier, credential_mode, credential_id,
                            fairness_key, concurrency_key, concurrency_limit, next_run_at,
                            target_type, target_id, created_by, schedule_id, scheduled_for,
-                           status, queued_at, sched_key)
+                           deadline_at, status, queued_at, sched_key)
     SELECT new.id, new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key,
            new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version,
            new.output_schema_version, new.definition_version, new.prompt_key,
            new.prompt_version, new.model_tier, new.credential_mode, new.credential_id,
            new.fairness_key, new.concurrency_key, new.concurrency_limit, new.next_run_at,
            new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for,
-           CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
+           new.deadline_at, CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END,
+           now(),
            greatest(
         extract(epoch FROM coalesce(new.next_run_at, now()))::float8
             - new.priority * coalesce(nullif(current_setting('jobs.priority_step_s', true), '')::float8, 10.0),
@@ -149,7 +151,8 @@ WITH new AS (
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id,
+    j.deadline_at
 
 ), snapshot AS (
     INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
@@ -771,6 +774,47 @@ SELECT q.queue, coalesce(c.paused, false) AS paused,
 FROM unnest($1::text[]) AS q(queue)
 LEFT JOIN queue_controls c ON c.queue = q.queue;
 
+-- job_deadlines.END_PASSED
+WITH due AS (
+    SELECT j.id, j.status FROM jobs j
+    WHERE j.deadline_at IS NOT NULL AND j.deadline_at <= now() AND j.status IN ('created', 'queued', 'running', 'retrying')
+    ORDER BY j.deadline_at LIMIT $1
+    FOR UPDATE OF j SKIP LOCKED
+), ended AS (
+    UPDATE jobs j SET status = 'failed', error_code = $2, public_error_message = $3,
+        internal_error_message = NULL, lock_until = NULL, next_run_at = NULL,
+        finished_at = now(), updated_at = now()
+    FROM due d WHERE j.id = d.id
+    RETURNING j.id, j.job_type, j.queue, j.status, j.attempt_count, j.concurrency_key,
+              j.lease_token, j.locked_by, d.status AS from_status
+), stopped AS (
+    SELECT * FROM ended WHERE from_status = 'running'
+), release AS (
+
+    INSERT INTO outbox_events (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at)
+    SELECT 'job.dispatch', 'job', src.id::text, 'job.dispatch:' || src.id || ':release' || ':' || src.lease_token::text,
+           'jobs.dispatch.' || src.queue,
+           jsonb_strip_nulls(jsonb_build_object('job_id', src.id::text, 'attempt', 1,
+                                                'trace', NULL::jsonb)),
+           now()
+    FROM (SELECT * FROM stopped WHERE concurrency_key IS NOT NULL OR queue = ANY(string_to_array(nullif(current_setting('jobs.limited_queues', true), ''), ','))) src
+
+), event AS (
+    INSERT INTO job_events (job_id, from_status, to_status, attempt, reason, worker_id)
+    SELECT id, from_status, status, attempt_count, $2, CASE WHEN from_status = 'running' THEN locked_by END FROM ended
+), domain_event AS (
+
+    INSERT INTO outbox_events (event_type, aggregate_type, aggregate_id, dedupe_key, subject, payload, available_at)
+    SELECT 'job.' || src.status, 'job', src.id::text, 'job.' || src.status || ':' || src.id,
+           'jobs.events.' || src.job_type || '.' || src.status,
+           jsonb_build_object('job_id', src.id::text, 'job_type', src.job_type,
+                              'status', src.status),
+           now()
+    FROM ended src
+
+)
+SELECT id::text AS id, job_type, from_status FROM ended;
+
 -- job_types.DECLARE
 WITH inserted AS (
     INSERT INTO job_type_specs (job_type, version, spec, first_declared_by, last_declared_by)
@@ -803,7 +847,8 @@ SELECT
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id,
+    j.deadline_at
 ,
     (SELECT coalesce(jsonb_agg(jsonb_build_object(
                 'artifact_type', a.artifact_type, 'artifact_id', a.artifact_id,
@@ -1321,7 +1366,8 @@ WITH src AS (
                            output_schema_version, definition_version, queued_at,
                            credential_mode, credential_id, prompt_key, prompt_version,
                            model_tier, fairness_key, concurrency_key, concurrency_limit,
-                           sched_key, target_type, target_id, retry_root_id, retry_key)
+                           sched_key, target_type, target_id, retry_root_id, retry_key,
+                           deadline_at)
     SELECT $10::uuid, user_id, job_type, 'retry', queue, priority, request_hash, id,
            parent_job_id, CASE WHEN dependency_policy IS NULL THEN 'queued' ELSE 'created' END,
            CASE WHEN dependency_policy IS NOT NULL THEN $9::timestamptz END, $3::int, $4::int,
@@ -1335,7 +1381,8 @@ WITH src AS (
          WHERE w.queue = src.queue AND w.fairness_key = src.fairness_key
            AND w.priority = src.priority AND w.status IN ('created', 'queued', 'retrying')
            AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05)),
-           target_type, target_id, coalesce(retry_root_id, id), $8::varchar
+           target_type, target_id, coalesce(retry_root_id, id), $8::varchar,
+           now() + $12::float8 * interval '1 second'
     FROM src
     RETURNING 
     j.id::text AS id, j.user_id, j.job_type, j.status, j.queue, j.priority, j.attempt_count,
@@ -1347,7 +1394,8 @@ WITH src AS (
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id,
+    j.deadline_at
 
 ), snapshot AS (
     INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
@@ -1414,7 +1462,8 @@ SELECT
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id,
+    j.deadline_at
  FROM jobs j WHERE j.retry_key = $1;
 
 -- results.SIBLINGS
@@ -1542,10 +1591,10 @@ WITH input AS (
            CASE WHEN c.inherits_credential THEN done.credential_mode ELSE 'platform'
            END AS credential_mode,
            CASE WHEN c.inherits_credential THEN done.credential_id END AS credential_id
-    FROM jsonb_to_recordset($3::jsonb) AS c(parent_job_id uuid, id uuid, job_type varchar, queue varchar, priority smallint, idempotency_key varchar, request_hash varchar, max_attempts int, timeout_ms int, input_schema_version varchar, output_schema_version varchar, definition_version varchar, prompt_key varchar, prompt_version varchar, model_tier varchar, fairness_key varchar, concurrency_key varchar, concurrency_limit int, next_run_at timestamptz, target_type varchar, target_id varchar, created_by varchar, schedule_id uuid, scheduled_for timestamptz, snapshot jsonb, snapshot_hash varchar, snapshot_ttl_s float8, redaction_version varchar, inherits_credential bool)
+    FROM jsonb_to_recordset($3::jsonb) AS c(parent_job_id uuid, id uuid, job_type varchar, queue varchar, priority smallint, idempotency_key varchar, request_hash varchar, max_attempts int, timeout_ms int, input_schema_version varchar, output_schema_version varchar, definition_version varchar, prompt_key varchar, prompt_version varchar, model_tier varchar, fairness_key varchar, concurrency_key varchar, concurrency_limit int, next_run_at timestamptz, target_type varchar, target_id varchar, created_by varchar, schedule_id uuid, scheduled_for timestamptz, deadline_at timestamptz, snapshot jsonb, snapshot_hash varchar, snapshot_ttl_s float8, redaction_version varchar, inherits_credential bool)
     JOIN done ON done.id = c.parent_job_id
 ), children_keyed AS (
-    SELECT c.id, c.user_id, c.job_type, c.queue, c.priority, c.idempotency_key, c.request_hash, c.max_attempts, c.timeout_ms, c.input_schema_version, c.output_schema_version, c.definition_version, c.prompt_key, c.prompt_version, c.model_tier, c.credential_mode, c.credential_id, c.concurrency_limit, c.next_run_at, c.target_type, c.target_id, c.created_by, c.schedule_id, c.scheduled_for,
+    SELECT c.id, c.user_id, c.job_type, c.queue, c.priority, c.idempotency_key, c.request_hash, c.max_attempts, c.timeout_ms, c.input_schema_version, c.output_schema_version, c.definition_version, c.prompt_key, c.prompt_version, c.model_tier, c.credential_mode, c.credential_id, c.concurrency_limit, c.next_run_at, c.target_type, c.target_id, c.created_by, c.schedule_id, c.scheduled_for, c.deadline_at,
            c.parent_job_id, replace(c.fairness_key, '{user}', c.user_id) AS fairness_key, replace(c.concurrency_key, '{user}', c.user_id) AS concurrency_key
     FROM children_in c
 ), children AS (
@@ -1555,13 +1604,14 @@ WITH input AS (
                            prompt_version, model_tier, credential_mode, credential_id,
                            fairness_key, concurrency_key, concurrency_limit, next_run_at,
                            target_type, target_id, created_by, schedule_id, scheduled_for,
-                           trigger_type, parent_job_id, status, queued_at, sched_key)
+                           deadline_at, trigger_type, parent_job_id, status, queued_at,
+                           sched_key)
     SELECT c.id, c.user_id, c.job_type, c.queue, c.priority, c.idempotency_key, c.request_hash,
            c.max_attempts, c.timeout_ms, c.input_schema_version, c.output_schema_version,
            c.definition_version, c.prompt_key, c.prompt_version, c.model_tier,
            c.credential_mode, c.credential_id, c.fairness_key, c.concurrency_key,
            c.concurrency_limit, c.next_run_at, c.target_type, c.target_id, c.created_by,
-           c.schedule_id, c.scheduled_for, 'child_job', c.parent_job_id,
+           c.schedule_id, c.scheduled_for, c.deadline_at, 'child_job', c.parent_job_id,
            CASE WHEN c.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
            greatest(
         extract(epoch FROM coalesce(c.next_run_at, now()))::float8
@@ -1937,22 +1987,23 @@ SELECT
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id,
+    j.deadline_at
  FROM jobs j
 WHERE j.user_id = $1 AND j.job_type = $2 AND j.idempotency_key = $3;
 
 -- units.CREATE_JOB
 WITH new AS (
-    SELECT $1::uuid AS id, $2::varchar AS user_id, $3::varchar AS job_type, $4::varchar AS queue, $5::smallint AS priority, $6::varchar AS idempotency_key, $7::varchar AS request_hash, $8::int AS max_attempts, $9::int AS timeout_ms, $10::varchar AS input_schema_version, $11::varchar AS output_schema_version, $12::varchar AS definition_version, $13::varchar AS prompt_key, $14::varchar AS prompt_version, $15::varchar AS model_tier, $16::varchar AS credential_mode, $17::uuid AS credential_id, $18::varchar AS fairness_key, $19::varchar AS concurrency_key, $20::int AS concurrency_limit, $21::timestamptz AS next_run_at, $22::varchar AS target_type, $23::varchar AS target_id, $24::varchar AS created_by, $25::uuid AS schedule_id, $26::timestamptz AS scheduled_for, $27::jsonb AS snapshot, $28::varchar AS snapshot_hash, $29::float8 AS snapshot_ttl_s, $30::varchar AS redaction_version, $31::jsonb AS trace
+    SELECT $1::uuid AS id, $2::varchar AS user_id, $3::varchar AS job_type, $4::varchar AS queue, $5::smallint AS priority, $6::varchar AS idempotency_key, $7::varchar AS request_hash, $8::int AS max_attempts, $9::int AS timeout_ms, $10::varchar AS input_schema_version, $11::varchar AS output_schema_version, $12::varchar AS definition_version, $13::varchar AS prompt_key, $14::varchar AS prompt_version, $15::varchar AS model_tier, $16::varchar AS credential_mode, $17::uuid AS credential_id, $18::varchar AS fairness_key, $19::varchar AS concurrency_key, $20::int AS concurrency_limit, $21::timestamptz AS next_run_at, $22::varchar AS target_type, $23::varchar AS target_id, $24::varchar AS created_by, $25::uuid AS schedule_id, $26::timestamptz AS scheduled_for, $27::timestamptz AS deadline_at, $28::jsonb AS snapshot, $29::varchar AS snapshot_hash, $30::float8 AS snapshot_ttl_s, $31::varchar AS redaction_version, $32::jsonb AS trace
 ), usage AS (
     SELECT
         (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = $2::varchar
-                               AND status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested') LIMIT $32::int) a)
+                               AND status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested') LIMIT $33::int) a)
             AS active,
         coalesce((SELECT created FROM job_quota_usage
-                  WHERE $33::int > 0 AND user_id = $2::varchar
+                  WHERE $34::int > 0 AND user_id = $2::varchar
                     AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today,
-        CASE WHEN $34::numeric > 0 THEN
+        CASE WHEN $35::numeric > 0 THEN
         (SELECT coalesce(sum(spend.cost_usd), 0) FROM usage_logs spend
          WHERE spend.created_at >= (date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') AND spend.job_id IN (
              SELECT id FROM jobs WHERE user_id = $2::varchar AND status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested')
@@ -1962,12 +2013,12 @@ WITH new AS (
            WHERE user_id = $2::varchar AND day = (now() AT TIME ZONE 'UTC')::date)
         ELSE 0 END AS spent
 ), key_held AS (
-    SELECT $36::bytea IS NULL OR EXISTS (
+    SELECT $37::bytea IS NULL OR EXISTS (
         SELECT 1 FROM user_data_keys k
-        WHERE k.user_id = $2::varchar AND k.wrapped = $36::bytea
+        WHERE k.user_id = $2::varchar AND k.wrapped = $37::bytea
     ) AS current
 ), keyed AS (
-    SELECT new.id, new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key, new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version, new.output_schema_version, new.definition_version, new.prompt_key, new.prompt_version, new.model_tier, new.credential_mode, new.credential_id, new.concurrency_limit, new.next_run_at, new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for,
+    SELECT new.id, new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key, new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version, new.output_schema_version, new.definition_version, new.prompt_key, new.prompt_version, new.model_tier, new.credential_mode, new.credential_id, new.concurrency_limit, new.next_run_at, new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for, new.deadline_at,
            replace(new.fairness_key, '{user}', new.user_id) AS fairness_key, replace(new.concurrency_key, '{user}', new.user_id) AS concurrency_key
     FROM new
 ), inserted AS (
@@ -1977,14 +2028,15 @@ WITH new AS (
                            prompt_version, model_tier, credential_mode, credential_id,
                            fairness_key, concurrency_key, concurrency_limit, next_run_at,
                            target_type, target_id, created_by, schedule_id, scheduled_for,
-                           status, queued_at, sched_key, trigger_type)
+                           deadline_at, status, queued_at, sched_key, trigger_type)
     SELECT new.id, new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key,
            new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version,
            new.output_schema_version, new.definition_version, new.prompt_key,
            new.prompt_version, new.model_tier, new.credential_mode, new.credential_id,
            new.fairness_key, new.concurrency_key, new.concurrency_limit, new.next_run_at,
            new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for,
-           CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
+           new.deadline_at, CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END,
+           now(),
            greatest(
         extract(epoch FROM coalesce(new.next_run_at, now()))::float8
             - new.priority * coalesce(nullif(current_setting('jobs.priority_step_s', true), '')::float8, 10.0),
@@ -1994,9 +2046,9 @@ WITH new AS (
            AND (w.next_run_at IS NULL OR w.next_run_at <= now())) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05)),
            CASE WHEN new.schedule_id IS NULL THEN 'api' ELSE 'schedule' END
     FROM keyed new, usage, key_held
-    WHERE ($32::int = 0 OR usage.active + 1 <= $32::int)
-      AND ($33::int = 0 OR usage.today + 1 <= $33::int)
-      AND ($34::numeric = 0 OR usage.spent < $34::numeric) AND key_held.current
+    WHERE ($33::int = 0 OR usage.active + 1 <= $33::int)
+      AND ($34::int = 0 OR usage.today + 1 <= $34::int)
+      AND ($35::numeric = 0 OR usage.spent < $35::numeric) AND key_held.current
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
     RETURNING 
@@ -2009,7 +2061,8 @@ WITH new AS (
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id,
+    j.deadline_at
 
 ), snapshot AS (
     INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
@@ -2026,19 +2079,19 @@ WITH new AS (
     SELECT 'job.dispatch', 'job', src.id::text, 'job.dispatch:' || src.id || ':create',
            'jobs.dispatch.' || src.queue,
            jsonb_strip_nulls(jsonb_build_object('job_id', src.id::text, 'attempt', 1,
-                                                'trace', $31::jsonb)),
+                                                'trace', $32::jsonb)),
            coalesce(src.next_run_at, now()),
-           CASE WHEN ($35::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN 'processing' ELSE 'pending' END,
-           CASE WHEN ($35::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN $35::text END,
-           CASE WHEN ($35::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN now() END,
-           CASE WHEN ($35::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN 1 ELSE 0 END
+           CASE WHEN ($36::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN 'processing' ELSE 'pending' END,
+           CASE WHEN ($36::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN $36::text END,
+           CASE WHEN ($36::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN now() END,
+           CASE WHEN ($36::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN 1 ELSE 0 END
     FROM inserted src
     RETURNING id, subject, dedupe_key, payload, attempt_count, status
 
 ), counted AS (
     INSERT INTO job_quota_usage AS q (user_id, day, created)
     SELECT user_id, (now() AT TIME ZONE 'UTC')::date, count(*) FROM inserted
-    WHERE $33::int > 0
+    WHERE $34::int > 0
     GROUP BY user_id
     ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + excluded.created
 )
@@ -2048,16 +2101,16 @@ FROM usage CROSS JOIN key_held LEFT JOIN inserted ON true;
 
 -- units.CREATE_JOB_LOCKED
 WITH new AS (
-    SELECT $1::uuid AS id, $2::varchar AS user_id, $3::varchar AS job_type, $4::varchar AS queue, $5::smallint AS priority, $6::varchar AS idempotency_key, $7::varchar AS request_hash, $8::int AS max_attempts, $9::int AS timeout_ms, $10::varchar AS input_schema_version, $11::varchar AS output_schema_version, $12::varchar AS definition_version, $13::varchar AS prompt_key, $14::varchar AS prompt_version, $15::varchar AS model_tier, $16::varchar AS credential_mode, $17::uuid AS credential_id, $18::varchar AS fairness_key, $19::varchar AS concurrency_key, $20::int AS concurrency_limit, $21::timestamptz AS next_run_at, $22::varchar AS target_type, $23::varchar AS target_id, $24::varchar AS created_by, $25::uuid AS schedule_id, $26::timestamptz AS scheduled_for, $27::jsonb AS snapshot, $28::varchar AS snapshot_hash, $29::float8 AS snapshot_ttl_s, $30::varchar AS redaction_version, $31::jsonb AS trace
+    SELECT $1::uuid AS id, $2::varchar AS user_id, $3::varchar AS job_type, $4::varchar AS queue, $5::smallint AS priority, $6::varchar AS idempotency_key, $7::varchar AS request_hash, $8::int AS max_attempts, $9::int AS timeout_ms, $10::varchar AS input_schema_version, $11::varchar AS output_schema_version, $12::varchar AS definition_version, $13::varchar AS prompt_key, $14::varchar AS prompt_version, $15::varchar AS model_tier, $16::varchar AS credential_mode, $17::uuid AS credential_id, $18::varchar AS fairness_key, $19::varchar AS concurrency_key, $20::int AS concurrency_limit, $21::timestamptz AS next_run_at, $22::varchar AS target_type, $23::varchar AS target_id, $24::varchar AS created_by, $25::uuid AS schedule_id, $26::timestamptz AS scheduled_for, $27::timestamptz AS deadline_at, $28::jsonb AS snapshot, $29::varchar AS snapshot_hash, $30::float8 AS snapshot_ttl_s, $31::varchar AS redaction_version, $32::jsonb AS trace
 ), usage AS (
     SELECT
         (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE user_id = $2::varchar
-                               AND status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested') LIMIT $32::int) a)
+                               AND status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested') LIMIT $33::int) a)
             AS active,
         coalesce((SELECT created FROM job_quota_usage
-                  WHERE $33::int > 0 AND user_id = $2::varchar
+                  WHERE $34::int > 0 AND user_id = $2::varchar
                     AND day = (now() AT TIME ZONE 'UTC')::date), 0) AS today,
-        CASE WHEN $34::numeric > 0 THEN
+        CASE WHEN $35::numeric > 0 THEN
         (SELECT coalesce(sum(spend.cost_usd), 0) FROM usage_logs spend
          WHERE spend.created_at >= (date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') AND spend.job_id IN (
              SELECT id FROM jobs WHERE user_id = $2::varchar AND status IN ('created', 'queued', 'running', 'retrying', 'cancel_requested')
@@ -2067,12 +2120,12 @@ WITH new AS (
            WHERE user_id = $2::varchar AND day = (now() AT TIME ZONE 'UTC')::date)
         ELSE 0 END AS spent
 ), key_held AS (
-    SELECT $36::bytea IS NULL OR EXISTS (
+    SELECT $37::bytea IS NULL OR EXISTS (
         SELECT 1 FROM user_data_keys k
-        WHERE k.user_id = $2::varchar AND k.wrapped = $36::bytea
+        WHERE k.user_id = $2::varchar AND k.wrapped = $37::bytea
     ) AS current
 ), keyed AS (
-    SELECT new.id, new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key, new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version, new.output_schema_version, new.definition_version, new.prompt_key, new.prompt_version, new.model_tier, new.credential_mode, new.credential_id, new.concurrency_limit, new.next_run_at, new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for,
+    SELECT new.id, new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key, new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version, new.output_schema_version, new.definition_version, new.prompt_key, new.prompt_version, new.model_tier, new.credential_mode, new.credential_id, new.concurrency_limit, new.next_run_at, new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for, new.deadline_at,
            replace(new.fairness_key, '{user}', new.user_id) AS fairness_key, replace(new.concurrency_key, '{user}', new.user_id) AS concurrency_key
     FROM new
 ), inserted AS (
@@ -2082,23 +2135,24 @@ WITH new AS (
                            prompt_version, model_tier, credential_mode, credential_id,
                            fairness_key, concurrency_key, concurrency_limit, next_run_at,
                            target_type, target_id, created_by, schedule_id, scheduled_for,
-                           status, queued_at, sched_key, trigger_type)
+                           deadline_at, status, queued_at, sched_key, trigger_type)
     SELECT new.id, new.user_id, new.job_type, new.queue, new.priority, new.idempotency_key,
            new.request_hash, new.max_attempts, new.timeout_ms, new.input_schema_version,
            new.output_schema_version, new.definition_version, new.prompt_key,
            new.prompt_version, new.model_tier, new.credential_mode, new.credential_id,
            new.fairness_key, new.concurrency_key, new.concurrency_limit, new.next_run_at,
            new.target_type, new.target_id, new.created_by, new.schedule_id, new.scheduled_for,
-           CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END, now(),
+           new.deadline_at, CASE WHEN new.next_run_at IS NULL THEN 'queued' ELSE 'created' END,
+           now(),
            greatest(
         extract(epoch FROM coalesce(new.next_run_at, now()))::float8
             - new.priority * coalesce(nullif(current_setting('jobs.priority_step_s', true), '')::float8, 10.0),
         jobs_line_tail(new.queue, new.fairness_key, new.priority) + coalesce(nullif(current_setting('jobs.fair_quantum_s', true), '')::float8, 0.05)),
            CASE WHEN new.schedule_id IS NULL THEN 'api' ELSE 'schedule' END
     FROM keyed new, usage, key_held
-    WHERE ($32::int = 0 OR usage.active + 1 <= $32::int)
-      AND ($33::int = 0 OR usage.today + 1 <= $33::int)
-      AND ($34::numeric = 0 OR usage.spent < $34::numeric) AND key_held.current
+    WHERE ($33::int = 0 OR usage.active + 1 <= $33::int)
+      AND ($34::int = 0 OR usage.today + 1 <= $34::int)
+      AND ($35::numeric = 0 OR usage.spent < $35::numeric) AND key_held.current
     ON CONFLICT (user_id, job_type, idempotency_key) WHERE idempotency_key IS NOT NULL
         DO NOTHING
     RETURNING 
@@ -2111,7 +2165,8 @@ WITH new AS (
     j.credential_mode, j.credential_id::text AS credential_id, j.definition_version,
     j.concurrency_key, j.target_type, j.target_id, j.output_schema_version,
     j.model_provider, j.model_name, j.created_by,
-    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id
+    j.schedule_id::text AS schedule_id, j.scheduled_for, j.locked_by AS worker_id,
+    j.deadline_at
 
 ), snapshot AS (
     INSERT INTO job_snapshots (job_id, payload, content_hash, schema_version, expires_at,
@@ -2128,19 +2183,19 @@ WITH new AS (
     SELECT 'job.dispatch', 'job', src.id::text, 'job.dispatch:' || src.id || ':create',
            'jobs.dispatch.' || src.queue,
            jsonb_strip_nulls(jsonb_build_object('job_id', src.id::text, 'attempt', 1,
-                                                'trace', $31::jsonb)),
+                                                'trace', $32::jsonb)),
            coalesce(src.next_run_at, now()),
-           CASE WHEN ($35::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN 'processing' ELSE 'pending' END,
-           CASE WHEN ($35::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN $35::text END,
-           CASE WHEN ($35::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN now() END,
-           CASE WHEN ($35::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN 1 ELSE 0 END
+           CASE WHEN ($36::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN 'processing' ELSE 'pending' END,
+           CASE WHEN ($36::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN $36::text END,
+           CASE WHEN ($36::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN now() END,
+           CASE WHEN ($36::text IS NOT NULL AND coalesce(src.next_run_at, now()) <= now()) THEN 1 ELSE 0 END
     FROM inserted src
     RETURNING id, subject, dedupe_key, payload, attempt_count, status
 
 ), counted AS (
     INSERT INTO job_quota_usage AS q (user_id, day, created)
     SELECT user_id, (now() AT TIME ZONE 'UTC')::date, count(*) FROM inserted
-    WHERE $33::int > 0
+    WHERE $34::int > 0
     GROUP BY user_id
     ON CONFLICT (user_id, day) DO UPDATE SET created = q.created + excluded.created
 )

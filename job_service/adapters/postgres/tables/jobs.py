@@ -128,6 +128,9 @@ jobs = Table(
     # (job_dependencies holds the edges)
     Column("dependencies_uncounted", Integer),
     Column("dependency_policy", String(8)),
+    # the job's deadline (migration 0061): unfinished then, it ends DEADLINE_EXCEEDED
+    # (CreateJob's deadline, or its type's deadline_seconds); NULL: none
+    Column("deadline_at", DateTime(timezone=True)),
     CheckConstraint(f"status IN ({_STATUSES})", name="jobs_status_known"),
     CheckConstraint(
         f"credential_mode IN ({_CREDENTIAL_MODES})"
@@ -172,6 +175,12 @@ jobs = Table(
         "jobs_lease_expiry",
         "lock_until",
         postgresql_where=text(f"status IN {statuses_sql(LEASED)}"),
+    ),
+    # the deadline keeper's scan: unfinished jobs with a deadline, soonest first (0061)
+    Index(
+        "jobs_deadline",
+        "deadline_at",
+        postgresql_where=text(f"deadline_at IS NOT NULL AND status IN {statuses_sql(ACTIVE)}"),
     ),
     # the claim: a queue's waiting jobs in line order
     Index("jobs_claim", "queue", "sched_key", postgresql_where=text(_WAITING)),

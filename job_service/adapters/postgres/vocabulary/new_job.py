@@ -47,6 +47,8 @@ NEW_JOB_COLUMNS = {
     # the schedule and slot a schedule's job was created for (ScheduleService)
     "schedule_id": "uuid",
     "scheduled_for": "timestamptz",
+    # CreateJob's deadline, or the type's default from when it is due (issue 45)
+    "deadline_at": "timestamptz",
 }
 # What a new job brings beyond its row: the snapshot.
 SNAPSHOT_FIELDS = {

@@ -30,7 +30,7 @@ from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 from shared.pb.jobs.v1 import job_pb2 as jobs_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19jobs/v1/job_service.proto\x12\x07jobs.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x11jobs/v1/job.proto\"\xbc\x04\n\x10\x43reateJobRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08job_type\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12,\n\x05input\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x01\x12\x1d\n\x0fidempotency_key\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\x12\x1b\n\x08priority\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x36\n\x0f\x63redential_mode\x18\x06 \x01(\x0e\x32\x17.jobs.v1.CredentialModeB\x04\xe2\x41\x01\x01\x12\x1b\n\rcredential_id\x18\x07 \x01(\tB\x04\xe2\x41\x01\x01\x12\x30\n\x06run_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x01\x12.\n\x05\x64\x65lay\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x12\x18\n\ndepends_on\x18\x0c \x03(\tB\x04\xe2\x41\x01\x01\x12:\n\x11\x64\x65pendency_policy\x18\r \x01(\x0e\x32\x19.jobs.v1.DependencyPolicyB\x04\xe2\x41\x01\x01\x12\x19\n\x0btarget_type\x18\x14 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\ttarget_id\x18\x15 \x01(\tB\x04\xe2\x41\x01\x01\x12\x1c\n\x0eprompt_version\x18\x16 \x01(\tB\x04\xe2\x41\x01\x01\x12#\n\x15output_schema_version\x18\x17 \x01(\tB\x04\xe2\x41\x01\x01\x42\x0b\n\t_priority\"K\n\x11\x43reateJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\x12\x15\n\x07\x63reated\x18\x02 \x01(\x08\x42\x04\xe2\x41\x01\x03\"<\n\rGetJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"1\n\x0eGetJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\"?\n\x10\x43\x61ncelJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"4\n\x11\x43\x61ncelJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\"\xa8\x01\n\x0fListJobsRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\tpage_size\x18\x02 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12\x19\n\x0btarget_type\x18\x14 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\ttarget_id\x18\x15 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\tid_suffix\x18\x16 \x01(\tB\x04\xe2\x41\x01\x01\"S\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\x12\x1d\n\x0fnext_page_token\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\"d\n\x0fWatchJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12$\n\x16include_partial_output\x18\n \x01(\x08\x42\x04\xe2\x41\x01\x01\"b\n\x10WatchJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\x12-\n\x07partial\x18\n \x01(\x0b\x32\x16.jobs.v1.PartialOutputB\x04\xe2\x41\x01\x03\"F\n\x11\x43reateJobsRequest\x12\x31\n\x08requests\x18\x01 \x03(\x0b\x32\x19.jobs.v1.CreateJobRequestB\x04\xe2\x41\x01\x02\"n\n\x0f\x43reateJobResult\x12\x32\n\x08response\x18\x01 \x01(\x0b\x32\x1a.jobs.v1.CreateJobResponseB\x04\xe2\x41\x01\x03\x12\'\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.StatusB\x04\xe2\x41\x01\x03\"E\n\x12\x43reateJobsResponse\x12/\n\x07results\x18\x01 \x03(\x0b\x32\x18.jobs.v1.CreateJobResultB\x04\xe2\x41\x01\x03\"\xa3\x01\n\x11SendSignalRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04name\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12.\n\x07payload\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x01\x12\x1d\n\x0fidempotency_key\x18\x05 \x01(\tB\x04\xe2\x41\x01\x01\"Z\n\x12SendSignalResponse\x12-\n\x06signal\x18\x01 \x01(\x0b\x32\x17.jobs.v1.ReceivedSignalB\x04\xe2\x41\x01\x03\x12\x15\n\x07\x63reated\x18\x02 \x01(\x08\x42\x04\xe2\x41\x01\x03\"w\n\rPartialOutput\x12\x12\n\x04text\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x11\n\x03seq\x18\x02 \x01(\x04\x42\x04\xe2\x41\x01\x03\x12\x15\n\x07\x61ttempt\x18\x03 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x12\n\x04\x63\x61ll\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x14\n\x06offset\x18\x05 \x01(\x04\x42\x04\xe2\x41\x01\x03\x32\xe1\x03\n\nJobService\x12\x42\n\tCreateJob\x12\x19.jobs.v1.CreateJobRequest\x1a\x1a.jobs.v1.CreateJobResponse\x12\x39\n\x06GetJob\x12\x16.jobs.v1.GetJobRequest\x1a\x17.jobs.v1.GetJobResponse\x12\x42\n\tCancelJob\x12\x19.jobs.v1.CancelJobRequest\x1a\x1a.jobs.v1.CancelJobResponse\x12?\n\x08ListJobs\x12\x18.jobs.v1.ListJobsRequest\x1a\x19.jobs.v1.ListJobsResponse\x12\x41\n\x08WatchJob\x12\x18.jobs.v1.WatchJobRequest\x1a\x19.jobs.v1.WatchJobResponse0\x01\x12\x45\n\nCreateJobs\x12\x1a.jobs.v1.CreateJobsRequest\x1a\x1b.jobs.v1.CreateJobsResponse\x12\x45\n\nSendSignal\x12\x1a.jobs.v1.SendSignalRequest\x1a\x1b.jobs.v1.SendSignalResponseBv\n\x17\x64\x65v.durablejobs.jobs.v1B\x0fJobServiceProtoP\x01\xa2\x02\x03JXX\xaa\x02\x13\x44urableJobs.Jobs.V1\xca\x02\x13\x44urableJobs\\Jobs\\V1\xea\x02\x15\x44urableJobs::Jobs::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19jobs/v1/job_service.proto\x12\x07jobs.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x11jobs/v1/job.proto\"\xf0\x04\n\x10\x43reateJobRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x16\n\x08job_type\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12,\n\x05input\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x01\x12\x1d\n\x0fidempotency_key\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\x12\x1b\n\x08priority\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x01H\x00\x88\x01\x01\x12\x36\n\x0f\x63redential_mode\x18\x06 \x01(\x0e\x32\x17.jobs.v1.CredentialModeB\x04\xe2\x41\x01\x01\x12\x1b\n\rcredential_id\x18\x07 \x01(\tB\x04\xe2\x41\x01\x01\x12\x30\n\x06run_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x01\x12.\n\x05\x64\x65lay\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationB\x04\xe2\x41\x01\x01\x12\x18\n\ndepends_on\x18\x0c \x03(\tB\x04\xe2\x41\x01\x01\x12:\n\x11\x64\x65pendency_policy\x18\r \x01(\x0e\x32\x19.jobs.v1.DependencyPolicyB\x04\xe2\x41\x01\x01\x12\x32\n\x08\x64\x65\x61\x64line\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x01\x12\x19\n\x0btarget_type\x18\x14 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\ttarget_id\x18\x15 \x01(\tB\x04\xe2\x41\x01\x01\x12\x1c\n\x0eprompt_version\x18\x16 \x01(\tB\x04\xe2\x41\x01\x01\x12#\n\x15output_schema_version\x18\x17 \x01(\tB\x04\xe2\x41\x01\x01\x42\x0b\n\t_priority\"K\n\x11\x43reateJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\x12\x15\n\x07\x63reated\x18\x02 \x01(\x08\x42\x04\xe2\x41\x01\x03\"<\n\rGetJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"1\n\x0eGetJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\"?\n\x10\x43\x61ncelJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"4\n\x11\x43\x61ncelJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\"\xa8\x01\n\x0fListJobsRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x17\n\tpage_size\x18\x02 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x18\n\npage_token\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12\x19\n\x0btarget_type\x18\x14 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\ttarget_id\x18\x15 \x01(\tB\x04\xe2\x41\x01\x01\x12\x17\n\tid_suffix\x18\x16 \x01(\tB\x04\xe2\x41\x01\x01\"S\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\x12\x1d\n\x0fnext_page_token\x18\x02 \x01(\tB\x04\xe2\x41\x01\x03\"d\n\x0fWatchJobRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12$\n\x16include_partial_output\x18\n \x01(\x08\x42\x04\xe2\x41\x01\x01\"b\n\x10WatchJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x0c.jobs.v1.JobB\x04\xe2\x41\x01\x03\x12-\n\x07partial\x18\n \x01(\x0b\x32\x16.jobs.v1.PartialOutputB\x04\xe2\x41\x01\x03\"F\n\x11\x43reateJobsRequest\x12\x31\n\x08requests\x18\x01 \x03(\x0b\x32\x19.jobs.v1.CreateJobRequestB\x04\xe2\x41\x01\x02\"n\n\x0f\x43reateJobResult\x12\x32\n\x08response\x18\x01 \x01(\x0b\x32\x1a.jobs.v1.CreateJobResponseB\x04\xe2\x41\x01\x03\x12\'\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x12.google.rpc.StatusB\x04\xe2\x41\x01\x03\"E\n\x12\x43reateJobsResponse\x12/\n\x07results\x18\x01 \x03(\x0b\x32\x18.jobs.v1.CreateJobResultB\x04\xe2\x41\x01\x03\"\xa3\x01\n\x11SendSignalRequest\x12\x14\n\x06job_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07user_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x12\n\x04name\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12.\n\x07payload\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x01\x12\x1d\n\x0fidempotency_key\x18\x05 \x01(\tB\x04\xe2\x41\x01\x01\"Z\n\x12SendSignalResponse\x12-\n\x06signal\x18\x01 \x01(\x0b\x32\x17.jobs.v1.ReceivedSignalB\x04\xe2\x41\x01\x03\x12\x15\n\x07\x63reated\x18\x02 \x01(\x08\x42\x04\xe2\x41\x01\x03\"w\n\rPartialOutput\x12\x12\n\x04text\x18\x01 \x01(\tB\x04\xe2\x41\x01\x03\x12\x11\n\x03seq\x18\x02 \x01(\x04\x42\x04\xe2\x41\x01\x03\x12\x15\n\x07\x61ttempt\x18\x03 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x12\n\x04\x63\x61ll\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x03\x12\x14\n\x06offset\x18\x05 \x01(\x04\x42\x04\xe2\x41\x01\x03\x32\xe1\x03\n\nJobService\x12\x42\n\tCreateJob\x12\x19.jobs.v1.CreateJobRequest\x1a\x1a.jobs.v1.CreateJobResponse\x12\x39\n\x06GetJob\x12\x16.jobs.v1.GetJobRequest\x1a\x17.jobs.v1.GetJobResponse\x12\x42\n\tCancelJob\x12\x19.jobs.v1.CancelJobRequest\x1a\x1a.jobs.v1.CancelJobResponse\x12?\n\x08ListJobs\x12\x18.jobs.v1.ListJobsRequest\x1a\x19.jobs.v1.ListJobsResponse\x12\x41\n\x08WatchJob\x12\x18.jobs.v1.WatchJobRequest\x1a\x19.jobs.v1.WatchJobResponse0\x01\x12\x45\n\nCreateJobs\x12\x1a.jobs.v1.CreateJobsRequest\x1a\x1b.jobs.v1.CreateJobsResponse\x12\x45\n\nSendSignal\x12\x1a.jobs.v1.SendSignalRequest\x1a\x1b.jobs.v1.SendSignalResponseBv\n\x17\x64\x65v.durablejobs.jobs.v1B\x0fJobServiceProtoP\x01\xa2\x02\x03JXX\xaa\x02\x13\x44urableJobs.Jobs.V1\xca\x02\x13\x44urableJobs\\Jobs\\V1\xea\x02\x15\x44urableJobs::Jobs::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -60,6 +60,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREATEJOBREQUEST'].fields_by_name['depends_on']._serialized_options = b'\342A\001\001'
   _globals['_CREATEJOBREQUEST'].fields_by_name['dependency_policy']._loaded_options = None
   _globals['_CREATEJOBREQUEST'].fields_by_name['dependency_policy']._serialized_options = b'\342A\001\001'
+  _globals['_CREATEJOBREQUEST'].fields_by_name['deadline']._loaded_options = None
+  _globals['_CREATEJOBREQUEST'].fields_by_name['deadline']._serialized_options = b'\342A\001\001'
   _globals['_CREATEJOBREQUEST'].fields_by_name['target_type']._loaded_options = None
   _globals['_CREATEJOBREQUEST'].fields_by_name['target_type']._serialized_options = b'\342A\001\001'
   _globals['_CREATEJOBREQUEST'].fields_by_name['target_id']._loaded_options = None
@@ -143,37 +145,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PARTIALOUTPUT'].fields_by_name['offset']._loaded_options = None
   _globals['_PARTIALOUTPUT'].fields_by_name['offset']._serialized_options = b'\342A\001\003'
   _globals['_CREATEJOBREQUEST']._serialized_start=211
-  _globals['_CREATEJOBREQUEST']._serialized_end=783
-  _globals['_CREATEJOBRESPONSE']._serialized_start=785
-  _globals['_CREATEJOBRESPONSE']._serialized_end=860
-  _globals['_GETJOBREQUEST']._serialized_start=862
-  _globals['_GETJOBREQUEST']._serialized_end=922
-  _globals['_GETJOBRESPONSE']._serialized_start=924
-  _globals['_GETJOBRESPONSE']._serialized_end=973
-  _globals['_CANCELJOBREQUEST']._serialized_start=975
-  _globals['_CANCELJOBREQUEST']._serialized_end=1038
-  _globals['_CANCELJOBRESPONSE']._serialized_start=1040
-  _globals['_CANCELJOBRESPONSE']._serialized_end=1092
-  _globals['_LISTJOBSREQUEST']._serialized_start=1095
-  _globals['_LISTJOBSREQUEST']._serialized_end=1263
-  _globals['_LISTJOBSRESPONSE']._serialized_start=1265
-  _globals['_LISTJOBSRESPONSE']._serialized_end=1348
-  _globals['_WATCHJOBREQUEST']._serialized_start=1350
-  _globals['_WATCHJOBREQUEST']._serialized_end=1450
-  _globals['_WATCHJOBRESPONSE']._serialized_start=1452
-  _globals['_WATCHJOBRESPONSE']._serialized_end=1550
-  _globals['_CREATEJOBSREQUEST']._serialized_start=1552
-  _globals['_CREATEJOBSREQUEST']._serialized_end=1622
-  _globals['_CREATEJOBRESULT']._serialized_start=1624
-  _globals['_CREATEJOBRESULT']._serialized_end=1734
-  _globals['_CREATEJOBSRESPONSE']._serialized_start=1736
-  _globals['_CREATEJOBSRESPONSE']._serialized_end=1805
-  _globals['_SENDSIGNALREQUEST']._serialized_start=1808
-  _globals['_SENDSIGNALREQUEST']._serialized_end=1971
-  _globals['_SENDSIGNALRESPONSE']._serialized_start=1973
-  _globals['_SENDSIGNALRESPONSE']._serialized_end=2063
-  _globals['_PARTIALOUTPUT']._serialized_start=2065
-  _globals['_PARTIALOUTPUT']._serialized_end=2184
-  _globals['_JOBSERVICE']._serialized_start=2187
-  _globals['_JOBSERVICE']._serialized_end=2668
+  _globals['_CREATEJOBREQUEST']._serialized_end=835
+  _globals['_CREATEJOBRESPONSE']._serialized_start=837
+  _globals['_CREATEJOBRESPONSE']._serialized_end=912
+  _globals['_GETJOBREQUEST']._serialized_start=914
+  _globals['_GETJOBREQUEST']._serialized_end=974
+  _globals['_GETJOBRESPONSE']._serialized_start=976
+  _globals['_GETJOBRESPONSE']._serialized_end=1025
+  _globals['_CANCELJOBREQUEST']._serialized_start=1027
+  _globals['_CANCELJOBREQUEST']._serialized_end=1090
+  _globals['_CANCELJOBRESPONSE']._serialized_start=1092
+  _globals['_CANCELJOBRESPONSE']._serialized_end=1144
+  _globals['_LISTJOBSREQUEST']._serialized_start=1147
+  _globals['_LISTJOBSREQUEST']._serialized_end=1315
+  _globals['_LISTJOBSRESPONSE']._serialized_start=1317
+  _globals['_LISTJOBSRESPONSE']._serialized_end=1400
+  _globals['_WATCHJOBREQUEST']._serialized_start=1402
+  _globals['_WATCHJOBREQUEST']._serialized_end=1502
+  _globals['_WATCHJOBRESPONSE']._serialized_start=1504
+  _globals['_WATCHJOBRESPONSE']._serialized_end=1602
+  _globals['_CREATEJOBSREQUEST']._serialized_start=1604
+  _globals['_CREATEJOBSREQUEST']._serialized_end=1674
+  _globals['_CREATEJOBRESULT']._serialized_start=1676
+  _globals['_CREATEJOBRESULT']._serialized_end=1786
+  _globals['_CREATEJOBSRESPONSE']._serialized_start=1788
+  _globals['_CREATEJOBSRESPONSE']._serialized_end=1857
+  _globals['_SENDSIGNALREQUEST']._serialized_start=1860
+  _globals['_SENDSIGNALREQUEST']._serialized_end=2023
+  _globals['_SENDSIGNALRESPONSE']._serialized_start=2025
+  _globals['_SENDSIGNALRESPONSE']._serialized_end=2115
+  _globals['_PARTIALOUTPUT']._serialized_start=2117
+  _globals['_PARTIALOUTPUT']._serialized_end=2236
+  _globals['_JOBSERVICE']._serialized_start=2239
+  _globals['_JOBSERVICE']._serialized_end=2720
 # @@protoc_insertion_point(module_scope)

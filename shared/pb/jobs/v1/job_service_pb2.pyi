@@ -15,7 +15,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateJobRequest(_message.Message):
-    __slots__ = ("user_id", "job_type", "input", "idempotency_key", "priority", "credential_mode", "credential_id", "run_at", "delay", "depends_on", "dependency_policy", "target_type", "target_id", "prompt_version", "output_schema_version")
+    __slots__ = ("user_id", "job_type", "input", "idempotency_key", "priority", "credential_mode", "credential_id", "run_at", "delay", "depends_on", "dependency_policy", "deadline", "target_type", "target_id", "prompt_version", "output_schema_version")
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,7 @@ class CreateJobRequest(_message.Message):
     DELAY_FIELD_NUMBER: _ClassVar[int]
     DEPENDS_ON_FIELD_NUMBER: _ClassVar[int]
     DEPENDENCY_POLICY_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
     TARGET_TYPE_FIELD_NUMBER: _ClassVar[int]
     TARGET_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -42,11 +43,12 @@ class CreateJobRequest(_message.Message):
     delay: _duration_pb2.Duration
     depends_on: _containers.RepeatedScalarFieldContainer[str]
     dependency_policy: _job_pb2.DependencyPolicy
+    deadline: _timestamp_pb2.Timestamp
     target_type: str
     target_id: str
     prompt_version: str
     output_schema_version: str
-    def __init__(self, user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[_Union[_job_pb2.CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., depends_on: _Optional[_Iterable[str]] = ..., dependency_policy: _Optional[_Union[_job_pb2.DependencyPolicy, str]] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., prompt_version: _Optional[str] = ..., output_schema_version: _Optional[str] = ...) -> None: ...
+    def __init__(self, user_id: _Optional[str] = ..., job_type: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., credential_mode: _Optional[_Union[_job_pb2.CredentialMode, str]] = ..., credential_id: _Optional[str] = ..., run_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., depends_on: _Optional[_Iterable[str]] = ..., dependency_policy: _Optional[_Union[_job_pb2.DependencyPolicy, str]] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., target_type: _Optional[str] = ..., target_id: _Optional[str] = ..., prompt_version: _Optional[str] = ..., output_schema_version: _Optional[str] = ...) -> None: ...
 
 class CreateJobResponse(_message.Message):
     __slots__ = ("job", "created")
