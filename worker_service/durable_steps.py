@@ -31,6 +31,7 @@ from typing import Any
 
 from shared.durable_steps import MAX_ERROR_MESSAGE_CHARS, STEP_NAME, StepResult
 from shared.errors import ErrorClass, ErrorCode, ExecutionError, LeaseLost, classify
+from worker_service import fault_hooks
 from worker_service.domain.errors import is_transient, means_lease_lost
 from worker_service.domain.model import LockedJob
 from worker_service.ports import ExecutorApi
@@ -101,6 +102,7 @@ class DurableSteps:
             raise
         finally:
             self.key = None
+        fault_hooks.effect_made()  # the chaos harness's crash between effect and record
         try:
             text = json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:

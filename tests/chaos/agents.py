@@ -19,7 +19,10 @@ The check, after the run, against what users and that system see:
   twice in 359 agents), which only the key can deduplicate; those are counted.
 - **an effect recorded without its call** (lost).
 - **a sleeper that went on early**: its code went on past the sleep before the time it
-  recorded.
+  recorded; **asleep twice**: a job suspended for its sleep more than once (it ran before
+  its time and slept again); **late beyond its bound**: it went on later after its wake
+  time than the slowest pick-up of an ordinary job of its queue in the run (a waking job
+  waits its turn like any other) plus a lost dispatch's and a dead worker's recovery.
 - **a lost approval**: a succeeded agent whose wait returned no signal although the signal
   was acknowledged (its wait lasts far longer than the run: only a lost wake ends it).
 """
@@ -43,6 +46,7 @@ from shared.pb.jobs.v1 import job_service_pb2_grpc
 from shared.pbconv import struct_from_dict
 from shared.rpc_errors import error_from_rpc
 from tests.support.agent_jobtypes import APPROVAL
+from tests.support.agent_jobtypes import DEFINITION as AGENT
 
 if TYPE_CHECKING:
     from tests.chaos.checker import Report
@@ -59,9 +63,23 @@ FINAL_REASONS = {"JOB_FINISHED", "JOB_NOT_FOUND"}
 # the ordinals of the effects in the agent's code (reserve, plan, sleep, signal_wait,
 # signal, charge)
 EFFECTS = {0: "reserve", 5: "charge"}
+AGENT_QUEUE = str(AGENT.queue)
 
 OUTPUTS = """
 SELECT id::text AS id, status, validated_output FROM jobs WHERE id = ANY($1::uuid[])
+"""
+SLEEPS = """
+SELECT job_id::text AS job_id, count(*) AS n FROM job_events
+WHERE job_id = ANY($1::uuid[]) AND reason = 'SUSPENDED_SLEEP' GROUP BY job_id
+"""
+# the slowest pick-up of a job of the agents' queue created to run at once (its first
+# running event after its creation), other than an agent
+SLOWEST_PICKUP = """
+SELECT coalesce(max(extract(epoch FROM e.first - j.created_at)), 0) FROM jobs j
+JOIN LATERAL (SELECT min(created_at) AS first FROM job_events
+              WHERE job_id = j.id AND to_status = 'running') e ON true
+WHERE j.queue = $1 AND j.job_type <> 'agent' AND e.first IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM job_events c WHERE c.job_id = j.id AND c.to_status = 'created')
 """
 RECORDS = """
 SELECT job_id::text AS job_id, ordinal, attempt, extract(epoch FROM created_at) AS recorded_at
@@ -120,8 +138,13 @@ def read_calls(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 async def check(
-    pool: asyncpg.Pool, submissions: list[Submission], report: Report, log_dir: Path
+    pool: asyncpg.Pool,
+    submissions: list[Submission],
+    report: Report,
+    log_dir: Path,
+    recovery_s: float,
 ) -> None:
+    """``recovery_s``: how long a lost dispatch and a dead worker may hold a job up."""
     agents = {s.job_id: s for s in submissions if s.kind.job_type == "agent" and s.job_id}
     if not agents:
         return
@@ -131,6 +154,14 @@ async def check(
         for r in await pool.fetch(RECORDS, list(agents), list(EFFECTS))
     }
     succeeded = repeated = stale = 0
+    for row in await pool.fetch(SLEEPS, list(agents)):
+        if row["n"] > 1:
+            report.violations.append(
+                f"{agents[row['job_id']].key} (agent) job {row['job_id']}: suspended for its"
+                f" sleep {row['n']} times (ran before its wake time)"
+            )
+    late_bound = float(await pool.fetchval(SLOWEST_PICKUP, AGENT_QUEUE)) + recovery_s
+    lateness: list[float] = []
     for row in await pool.fetch(OUTPUTS, list(agents)):
         job_id, sub = row["id"], agents[row["id"]]
         what = f"{sub.key} (agent) job {job_id}"
@@ -160,6 +191,11 @@ async def check(
             report.violations.append(
                 f"{what}: went on {output['until'] - output['woke']:.3f}s before its wake time"
             )
+        lateness.append(output["woke"] - output["until"])
+        if lateness[-1] > late_bound:
+            report.violations.append(
+                f"{what}: went on {lateness[-1]:.3f}s after its wake time (bound {late_bound:.1f}s)"
+            )
         if APPROVAL in sub.signals and output["approval"] is None:
             report.lost.append(f"{what}: {APPROVAL} acknowledged, the wait returned none")
     report.notes.append(
@@ -167,4 +203,13 @@ async def check(
         f"{succeeded} succeeded; {sum(map(len, calls.values()))} effects made, {repeated} "
         "made again under the same key (a worker died between an effect and its record), "
         f"{stale} of them by a stale attempt after the record (a worker paused past its lease)"
+        f"; sleepers late by {_spread(lateness)} (bound {late_bound:.1f}s)"
     )
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "- (none woke)"
+    ordered = sorted(values)
+    p50, p99 = ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, len(ordered) * 99 // 100)]
+    return f"p50 {p50:.3f}s p99 {p99:.3f}s max {ordered[-1]:.3f}s"

@@ -401,9 +401,11 @@ async def check(
     report: Report,
     rate_limits: Mapping[str, RateLimit] | None = None,
     registry: Registry | None = None,
+    recovery_s: float = 0.0,
 ) -> Report:
     """``rate_limits``: the tiers' limits the stack ran with (JOBS_RATE_LIMITS);
-    ``registry``: its job types (the redaction rule reads their output_redaction)."""
+    ``registry``: its job types (the redaction rule reads their output_redaction);
+    ``recovery_s``: how long a lost dispatch and a dead worker may hold a job up."""
     every = await pool.fetch(JOBS, list(TERMINAL))
     report.attempts_started = sum(r["attempts_started"] for r in every)
     by_key = {(r["user_id"], r["key"]): r for r in every if r["key"] is not None}
@@ -432,7 +434,7 @@ async def check(
         report.child_retries_refused.update(sub.child_retries_refused)
     report.retried_children = await pool.fetchval(RETRIED_CHILDREN)
     await signals.check(pool, submissions, report)
-    await agents.check(pool, submissions, report, log_dir)
+    await agents.check(pool, submissions, report, log_dir, recovery_s)
     await joins.check(pool, submissions, report)
     keyed_events = await pool.fetch(KEYED_EVENTS)
     report.keys, breaches = key_breaches(keyed_events)

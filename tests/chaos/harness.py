@@ -21,6 +21,7 @@ import asyncpg
 from job_service.domain.rate_limits import parse_rate_limits
 from shared.registry import MODULES_ENV, default_registry
 from tests.chaos import joins
+from tests.chaos.agent_faults import AGENT_FAULTS
 from tests.chaos.checker import RECOVERED_AT, TERMINAL, Report, check
 from tests.chaos.cluster import Cluster
 from tests.chaos.cluster_faults import CLUSTER_FAULTS
@@ -92,6 +93,7 @@ async def run(
                 report,
                 limits,
                 registry,
+                cluster.settings.redispatch_bound_s() + cluster.settings.worker_recovery_bound_s(),
             )
             fired, breaches = await scheduled.breaches(await cluster.db())
             report.violations += breaches
@@ -140,6 +142,7 @@ async def _inject(
                     **STEP_FAULTS,
                     **REPLICA_FAULTS,
                     **GRANT_FAULTS,
+                    **AGENT_FAULTS,
                 }
                 record = await faults[kind](ctx)
             except Exception as exc:  # a fault the stack made impossible is a finding too

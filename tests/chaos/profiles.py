@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 
 from job_service.fault_hooks import ARMED_BY_SIGNAL, KILL_BEFORE_PUSH
+from tests.chaos.agent_faults import AGENT_FAULT_KINDS
 from tests.chaos.faults import FAULT_KINDS
 from tests.chaos.grant_faults import GRANT_FAULT_KINDS
 from tests.chaos.replica_faults import REPLICA_FAULT_KINDS
@@ -56,6 +57,7 @@ ALL_FAULT_KINDS = tuple(
         + STEP_FAULT_KINDS
         + REPLICA_FAULT_KINDS
         + GRANT_FAULT_KINDS
+        + AGENT_FAULT_KINDS
     )
 )
 
@@ -225,7 +227,8 @@ PROFILES = {
         + SESSION_FAULT_KINDS
         + STEP_FAULT_KINDS
         + REPLICA_FAULT_KINDS
-        + GRANT_FAULT_KINDS,
+        + GRANT_FAULT_KINDS
+        + AGENT_FAULT_KINDS,
         duration_s=0.0,
         settle_s=2.0,
         quiesce_timeout_s=60.0,

@@ -2,7 +2,10 @@
 ``interop/typescript/src/worker`` runs ``text_stats``, a job type whose code exists only in
 TypeScript, against ``make run``'s stack (``python -m devstack``, a private data directory,
 free ports). The job service knows the type by the spec the worker declares
-(ExecutorService.DeclareJobType) and nothing else.
+(ExecutorService.DeclareJobType) and nothing else. ``signoff`` (issue 45) runs the
+TypeScript worker's durable steps, sleep and signal wait: its effects (lines in a ledger
+file, each its step key) are made once per key across a SIGKILL, and a job asleep or
+waiting holds no slot of its one-slot queue.
 
 Jobs are created with the Python client (``durable_jobs_client``); the workers are real
 ``node`` processes, killed, cancelled and stopped as an operator would. Run with ``make
@@ -19,7 +22,9 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,7 @@ from durable_jobs_client.statuses import status_name
 from durable_jobs_client.values import to_python
 
 from shared.output_hash import output_hash
+from shared.pb.jobs.v1 import job_pb2
 from tests.interop.test_typescript_client import build_client
 from tests.support.devstack_harness import Devstack, private_devstack
 from tests.support.wait import eventually
@@ -52,6 +58,10 @@ STATS = {
         {"word": "dog", "count": 1},
     ],
 }
+
+# signoff's signal, and the signature a test sends with it
+COUNTERSIGN = "countersign"
+SIGNATURE = {"by": "ada", "seal": 7}
 
 pytestmark = [
     pytest.mark.skipif(
@@ -174,6 +184,12 @@ async def workers(stack: Devstack, nats_url: str) -> AsyncIterator[Workers]:
 @pytest.fixture
 async def jobs(stack: Devstack, nats_url: str) -> AsyncIterator[AsyncJobsClient]:
     async with AsyncJobsClient(stack.target, user_id=USER, token=stack.token("client")) as client:
+        yield client
+
+
+@pytest.fixture
+async def admin(stack: Devstack, nats_url: str) -> AsyncIterator[AsyncJobsClient]:
+    async with AsyncJobsClient(stack.target, token=stack.token("admin")) as client:
         yield client
 
 
@@ -309,6 +325,115 @@ async def test_sigterm_hands_the_running_job_back_and_says_goodbye(
     # handed back, not failed: it ran again to success on the worker that stayed
     assert status_name(job.status) == "succeeded", job
     assert staying.said("result submitted", job_id=job_id, status="JOB_STATUS_SUCCEEDED")
+
+
+async def held(admin: AsyncJobsClient, job_id: str, reason: str) -> bool:
+    """Whether the job waits for ``reason`` (JobHold.Reason without its prefix): a job
+    asleep or waiting for a signal is RETRYING, with no lease."""
+    seen = await admin.admin.get_job(job_id)
+    return job_pb2.JobHold.Reason.Name(seen.hold.reason) == f"REASON_{reason}"
+
+
+def effects(ledger: Path) -> Counter[str]:
+    """The step keys the ledger received, each with how many times."""
+    return Counter(ledger.read_text().split())
+
+
+def logged_at(line: dict[str, Any]) -> float:
+    return datetime.fromisoformat(line["time"]).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("crash_at", "requests"),
+    [
+        ("after_effect", 2),  # made, not recorded: attempt 2 makes it again, under the same key
+        ("after_record", 1),  # recorded: attempt 2 returns the record and makes nothing
+    ],
+)
+async def test_a_signoff_killed_after_its_effect_sleeps_waits_and_makes_each_effect_once_per_key(
+    workers: Workers,
+    jobs: AsyncJobsClient,
+    admin: AsyncJobsClient,
+    tmp_path: Path,
+    crash_at: str,
+    requests: int,
+) -> None:
+    ledger = tmp_path / "ledger"
+    ledger.touch()
+    first = await workers.start(f"ts-s1-{crash_at}", JOBS_SIGNOFF_LEDGER=str(ledger))
+    second = await workers.start(f"ts-s2-{crash_at}", JOBS_SIGNOFF_LEDGER=str(ledger))
+    created = await jobs.create(
+        "signoff", {"document": "lease", "pause_ms": 2000, "crash_at": crash_at}
+    )
+    job_id = created.job.id
+
+    killed = await started_on(job_id, first, second, attempt=1)
+    # the job's code SIGKILLed its own worker, right after its first effect
+    assert await asyncio.to_thread(killed.process.wait, 30) == -signal.SIGKILL
+    survivor = second if killed is first else first
+    await eventually(
+        lambda: held(admin, job_id, "WAITING_FOR_SIGNAL"),
+        timeout=60,
+        interval=0.1,
+        message="the job did not come to wait for its signature",
+    )
+    await jobs.signal(job_id, COUNTERSIGN, SIGNATURE)
+    job = await jobs.wait(job_id, timeout=30)
+
+    assert status_name(job.status) == "succeeded", job
+    request_key, file_key = f"{job_id}/0/request", f"{job_id}/4/file"
+    assert to_python(job.output) == {
+        "receipts": [f"request:{request_key}", f"file:{file_key}"],
+        "signature": SIGNATURE,
+        "timed_out": False,
+    }
+    # one key per effect, the same on both attempts: a system deduplicating by key
+    # applied each once
+    assert effects(ledger) == {request_key: requests, file_key: 1}
+    # the crash spent an attempt; the sleep and the wait did not
+    assert job.attempt_count == 2
+    ended = survivor.said("failure submitted", job_id=job_id)
+    assert [line["error_code"] for line in ended] == ["SUSPENDED_SLEEP", "SUSPENDED_SIGNAL"]
+    assert survivor.said("result submitted", job_id=job_id, status="JOB_STATUS_SUCCEEDED")
+    # it slept its 2 s between two runs of the attempt, not in one
+    starts = survivor.said("attempt started", job_id=job_id, attempt=2)
+    assert len(starts) == 3, starts
+    asleep = logged_at(starts[1]) - logged_at(ended[0])
+    assert 1.5 <= asleep < 10, asleep
+
+
+async def test_jobs_asleep_or_waiting_hold_no_slot_of_the_one_slot_queue(
+    workers: Workers, jobs: AsyncJobsClient, admin: AsyncJobsClient, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    ledger.touch()
+    worker = await workers.start("ts-t", JOBS_SIGNOFF_LEDGER=str(ledger))
+    assert worker.said("worker running")[0]["queues"]["ai-interactive"] == 1
+
+    waiting = (await jobs.create("signoff", {"document": "a"})).job.id
+    await eventually(lambda: held(admin, waiting, "WAITING_FOR_SIGNAL"), timeout=30, interval=0.1)
+    sleeping = (await jobs.create("signoff", {"document": "b", "pause_ms": 3000})).job.id
+    await eventually(lambda: held(admin, sleeping, "SLEEPING"), timeout=30, interval=0.1)
+    # a third runs to its end while the first waits and the second sleeps or waits: its
+    # signature does not come, and its wait times out
+    timing_out = await jobs.create("signoff", {"document": "c", "timeout_ms": 1500})
+    timed_out = await jobs.wait(timing_out.job.id, timeout=30)
+    assert status_name(timed_out.status) == "succeeded", timed_out
+    assert to_python(timed_out.output)["signature"] is None
+    assert to_python(timed_out.output)["timed_out"] is True
+
+    await eventually(lambda: held(admin, sleeping, "WAITING_FOR_SIGNAL"), timeout=30, interval=0.1)
+    for job_id in (waiting, sleeping):
+        await jobs.signal(job_id, COUNTERSIGN, {**SIGNATURE, "for": job_id})
+    for job_id in (waiting, sleeping):
+        job = await jobs.wait(job_id, timeout=30)
+        assert status_name(job.status) == "succeeded", job
+        assert to_python(job.output)["signature"] == {**SIGNATURE, "for": job_id}
+        assert job.attempt_count == 1
+    ids = (waiting, sleeping, timing_out.job.id)
+    assert effects(ledger) == {
+        f"{i}/{n}/{step}": 1 for i in ids for n, step in ((0, "request"), (4, "file"))
+    }
 
 
 @pytest.mark.usefixtures("built")

@@ -3,7 +3,7 @@
  * service stores and checks jobs against: it runs no job type code) and the code that runs
  * one attempt on this worker.
  */
-import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
+import type { JsonObject, JsonValue, MessageInitShape } from "@bufbuild/protobuf";
 
 import type { JobTypeSpecSchema } from "../gen/jobs/v1/job_type_pb.js";
 import { canonicalJson } from "../output_hash.js";
@@ -26,7 +26,35 @@ export interface JobContext {
   /** Resolves when a provider call for `modelTier` may be made now (the fleet-wide rate
    * limit, ExecutorService.AcquireCallPermit): call it right before each provider call. */
   acquireCallPermit(modelTier: string): Promise<void>;
+  /** Runs `fn` as the job's next durable step, once per job (`durable_steps.ts`): its
+   * JSON result is recorded before this resolves, and every later attempt gets the
+   * recorded result back without calling `fn` (a `JobError` it threw is recorded and
+   * thrown again; any other error is not recorded: the next attempt calls `fn` again).
+   * Steps are numbered in the order the code asks for them: asking for another step at a
+   * position than was recorded there fails the job `NONDETERMINISTIC`. Resolves to the
+   * result as recorded (through JSON: a function returning nothing gives `null`). */
+  step<T extends JsonValue | void>(name: string, fn: () => T | Promise<T>): Promise<Recorded<T>>;
+  /** The idempotency key of the step whose function runs now, `<job id>/<ordinal>/<name>`:
+   * the same on every attempt; pass it to the system the effect is made in. Throws
+   * outside a step. */
+  readonly stepKey: string;
+  /** A durable sleep (`waits.ts`): the attempt ends without a failure (its slot and lease
+   * freed: `SUSPENDED_SLEEP`) and the job runs again from the top `ms` after the first
+   * run's call, its recorded steps returned as recorded. A sleep is a step (`sleep`): keep
+   * the order of steps and sleeps the same on every run. */
+  sleep(ms: number): Promise<void>;
+  /** `sleep` until `when` (a Date, or milliseconds since the epoch). */
+  sleepUntil(when: Date | number): Promise<void>;
+  /** A durable wait for the next signal named `name` (JobService.SendSignal; each once, in
+   * send order): its payload, or null once `timeoutMs` from the first run's call have
+   * passed without one. A signal already there resolves at once; otherwise the attempt
+   * ends as `sleep`'s does (`SUSPENDED_SIGNAL`) and the signal, or the timeout, wakes the
+   * job. Two steps (`signal_wait`, `signal`). */
+  waitForSignal(name: string, timeoutMs: number): Promise<JsonObject | null>;
 }
+
+/** What `step` resolves to: the function's result as JSON holds it (nothing is `null`). */
+export type Recorded<T> = T extends void ? null : T;
 
 export interface JobType {
   readonly spec: JobTypeSpecInit;

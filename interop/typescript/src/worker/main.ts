@@ -12,7 +12,7 @@
  *
  * Environment (the Python worker's names): JOBS_JOB_SERVICE_TARGET, JOBS_NATS_URL,
  * JOBS_WORKER_ID, JOBS_AUTH_TOKEN or JOBS_AUTH_TOKEN_FILE, JOBS_WORKER_SHUTDOWN_GRACE_S,
- * JOBS_WORKER_FETCH_TIMEOUT_S.
+ * JOBS_WORKER_FETCH_TIMEOUT_S; and the example `signoff`'s JOBS_SIGNOFF_LEDGER.
  */
 import { CallPermits } from "./call_permits.js";
 import { declareJobTypes } from "./declare.js";
@@ -24,10 +24,11 @@ import { Pipeline } from "./pipeline.js";
 import { executorClient, pause } from "./rpc.js";
 import { WorkerSession } from "./session.js";
 import { ConfigError, settingsFrom } from "./settings.js";
+import { signoff } from "./signoff.js";
 import { textStats } from "./text_stats.js";
 
 /** The job types this worker runs. */
-const JOB_TYPES: readonly JobType[] = [textStats];
+const JOB_TYPES: readonly JobType[] = [textStats, signoff];
 // The job service and NATS must be reachable within this at start-up.
 const STARTUP_TIMEOUT_MS = 30_000;
 

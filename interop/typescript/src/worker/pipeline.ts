@@ -1,8 +1,9 @@
 /**
  * One attempt of a locked job, end to end (worker_service/pipeline.py): run its job type's
  * code under the spec's timeout and a heartbeat, then report the outcome — SubmitResult
- * with the output and its RFC 8785 hash, or SubmitFailure with an error code. Running
- * attempts are addressable by job id, so a cancel message or a shutdown stops them.
+ * with the output and its RFC 8785 hash, or SubmitFailure with an error code (a durable
+ * sleep or signal wait with its SUSPENDED_* code, wake time and the newest signal seen).
+ * Running attempts are addressable by job id, so a cancel message or a shutdown stops them.
  */
 import { Code } from "@connectrpc/connect";
 
@@ -67,7 +68,10 @@ export class Pipeline {
       const finished = new AbortController();
       const beating = heartbeat(this.executor, attempt, finished.signal);
       try {
-        outcome = await attempt.execute(type, { acquireCallPermit: (tier) => this.permits.acquire(attempt, tier) });
+        outcome = await attempt.execute(type, {
+          acquireCallPermit: (tier) => this.permits.acquire(attempt, tier),
+          executor: this.executor,
+        });
       } finally {
         finished.abort();
         this.running.delete(job.jobId);
@@ -130,11 +134,20 @@ export class Pipeline {
     try {
       const answer = await this.retrying(attempt, (timeoutMs) =>
         this.executor.submitFailure(
-          { jobId: attempt.jobId, leaseToken: attempt.leaseToken, errorCode: failure.code, errorMessage: failure.message },
+          {
+            jobId: attempt.jobId,
+            leaseToken: attempt.leaseToken,
+            errorCode: failure.code,
+            errorMessage: failure.message,
+            // whole milliseconds, as the Python worker rounds them
+            retryAfterMs: BigInt(Math.round(failure.retryAfterMs ?? 0)),
+            signalsSeen: BigInt(failure.signalsSeen ?? 0),
+          },
           { timeoutMs },
         ),
       );
-      log.info("failure submitted", { ...fields, error_code: failure.code, status: statusName(answer.status) });
+      const suspended = failure.retryAfterMs === undefined ? {} : { retry_after_ms: Math.round(failure.retryAfterMs) };
+      log.info("failure submitted", { ...fields, error_code: failure.code, status: statusName(answer.status), ...suspended });
     } catch (caught) {
       refused("SubmitFailure", caught, fields);
     }

@@ -6,8 +6,14 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { JsMsg } from "nats";
 
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
-import type { MessageInitShape } from "@bufbuild/protobuf";
-import { type LockedJob, LockedJobSchema } from "../../gen/jobs/v1/executor_service_pb.js";
+import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
+import {
+  type LockedJob,
+  LockedJobSchema,
+  type StepResult,
+  StepResultSchema,
+} from "../../gen/jobs/v1/executor_service_pb.js";
+import type { JobContext } from "../job_type.js";
 import type { Executor } from "../rpc.js";
 
 export type Call = { rpc: string; request: Record<string, unknown>; options: { timeoutMs?: number } };
@@ -77,5 +83,63 @@ export async function eventually(condition: () => boolean, timeoutMs = 2_000): P
   while (!condition()) {
     if (Date.now() > deadline) throw new Error("condition not met in time");
     await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** A job context for calling a type's `run` directly: no durable steps or waits. */
+export function plainContext(signal: AbortSignal = new AbortController().signal): JobContext {
+  const none = (): never => {
+    throw new Error("no durable steps in this test");
+  };
+  return {
+    jobId: "j",
+    attempt: 1,
+    signal,
+    progress() {},
+    async acquireCallPermit() {},
+    step: none,
+    get stepKey(): string {
+      return none();
+    },
+    sleep: none,
+    sleepUntil: none,
+    waitForSignal: none,
+  };
+}
+
+/** The job service's side of durable steps and waits, for attempts of one job run one after
+ * another: the outcomes recorded (the first at an ordinal stays, as RecordStepResult keeps
+ * it), handed to the next attempt with its lease, and the signals sent to the job. */
+export class FakeJobRecords {
+  readonly steps: StepResult[] = [];
+  readonly signals: { seq: bigint; name: string; payload: JsonObject }[] = [];
+
+  /** A step as a worker (of either language) recorded it. */
+  recorded(ordinal: number, name: string, resultJson: string, attempt = 1): void {
+    this.steps.push(create(StepResultSchema, { ordinal, name, outcome: { outcome: { case: "resultJson", value: resultJson } }, attempt }));
+  }
+
+  send(name: string, payload: JsonObject = {}): void {
+    this.signals.push({ seq: BigInt(this.signals.length + 1), name, payload });
+  }
+
+  /** The next attempt's lease: the job with the outcomes recorded so far. */
+  lease(input: Record<string, unknown>, attempt = 1): LockedJob {
+    return lockedJob(input, { jobType: "signoff", attempt, stepResults: [...this.steps] });
+  }
+
+  handlers(attempt = 1): Record<string, (request: any) => unknown> {
+    return {
+      recordStepResult: (request: { ordinal: number; name: string; outcome: StepResult["outcome"] }) => {
+        const stored = this.steps.find((step) => step.ordinal === request.ordinal);
+        if (stored !== undefined) return { recorded: false, stored };
+        this.steps.push(create(StepResultSchema, { ordinal: request.ordinal, name: request.name, outcome: request.outcome, attempt }));
+        return { recorded: true };
+      },
+      fetchSignals: (request: { afterSeq: bigint }) => ({
+        signals: this.signals.filter((signal) => signal.seq > request.afterSeq),
+        more: false,
+      }),
+    };
   }
 }

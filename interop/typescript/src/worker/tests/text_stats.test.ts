@@ -3,6 +3,7 @@ import { test } from "node:test";
 
 import { JSON_SCHEMA_DIALECT } from "../job_type.js";
 import { statsOf, textStats } from "../text_stats.js";
+import { plainContext } from "./fakes.js";
 
 test("counts words, characters, sentences and the most frequent words", () => {
   const stats = statsOf("The cat sat. The cat ran! Did the dog? Naïve café's 😀", 2);
@@ -41,7 +42,7 @@ test("the spec's schemas are draft 2020-12 JSON texts with sorted keys", () => {
 });
 
 test("break_output_schema answers words as a string, which the output schema refuses", async () => {
-  const context = { jobId: "j", attempt: 1, signal: new AbortController().signal, progress() {}, async acquireCallPermit() {} };
+  const context = plainContext();
   const good = await textStats.run({ text: "one two" }, context);
   const broken = await textStats.run({ text: "one two", break_output_schema: true }, context);
   assert.equal(good.words, 2);
@@ -50,7 +51,7 @@ test("break_output_schema answers words as a string, which the output schema ref
 
 test("sleep_ms stops early when the attempt is aborted", async () => {
   const stop = new AbortController();
-  const context = { jobId: "j", attempt: 1, signal: stop.signal, progress() {}, async acquireCallPermit() {} };
+  const context = plainContext(stop.signal);
   const started = Date.now();
   const running = textStats.run({ text: "x", sleep_ms: 10_000 }, context);
   setTimeout(() => stop.abort(new Error("cancelled")), 30);
