@@ -107,6 +107,8 @@ class ShownLists:
     input_bytes: int = 64 * 1024
     # the oldest retries made from the job
     retries: int = 100
+    # the first durable steps, in order
+    steps: int = 200
 
 
 SHOWN = ShownLists()
@@ -118,6 +120,17 @@ MAX_ARTIFACTS_PER_JOB = SHOWN.artifacts
 MAX_ARTIFACT_BYTES_PER_JOB = 512 * 1024
 # An artifact's type: a short name (its id is at most checks.MAX_ID_CHARS).
 MAX_ARTIFACT_TYPE_CHARS = 64
+
+
+@dataclass(frozen=True)
+class DurableStep:
+    """A durable step of a job as its owner sees it: no value."""
+
+    ordinal: int
+    name: str
+    attempt: int
+    recorded_at: datetime
+    error_code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -251,6 +264,9 @@ class Job:
     error_attempt: int = 0
     # when it ends DEADLINE_EXCEEDED if unfinished; None: never
     deadline_at: datetime | None = None
+    # its durable steps as recorded (GetJob: the first ``SHOWN.steps``), and how many
+    steps: list[DurableStep] = field(default_factory=list)
+    steps_total: int = 0
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """One job as ``jobctl get`` shows it: who and what it is, how long it waited and ran and
-on which worker, its input and output, its retries, its links, and its timeline with each
-attempt's run time."""
+on which worker, its input and output, its retries, its links, its durable steps, and its
+timeline with each attempt's run time."""
 
 from __future__ import annotations
 
@@ -90,10 +90,21 @@ def job_detail(job: job_pb2.Job, now: datetime | None = None) -> str:
         earlier = left_out(len(job.signals), job.signals_total)
         shown = ", ".join(f"#{s.seq} {s.name}" for s in job.signals)
         fields.append(("signals", (f"({earlier} earlier) " if earlier else "") + shown))
+    if job.steps:
+        later = left_out(len(job.steps), job.steps_total)
+        shown = ", ".join(step_label(step) for step in job.steps)
+        fields.append(("steps", shown + (f" ({later} more)" if later else "")))
     lines = block(fields)
     lines.extend(artifact_lines(job.artifacts))
     lines.extend(timeline(job, now))
     return "\n".join(lines)
+
+
+def step_label(step: job_pb2.DurableStep) -> str:
+    """A recorded durable step: its position, name, the attempt that recorded it and, when
+    it recorded a job error, the error's code."""
+    failed = f" {step.error_code}" if step.error_code else ""
+    return f"#{step.ordinal} {step.name} (attempt {step.attempt}{failed})"
 
 
 def times(job: job_pb2.Job, now: datetime) -> list[tuple[str, str]]:
@@ -116,6 +127,8 @@ def times(job: job_pb2.Job, now: datetime) -> list[tuple[str, str]]:
     if job.HasField("next_run_at") and not ended:
         label = "next retry" if job.status == job_pb2.JOB_STATUS_RETRYING else "next run"
         fields.append((label, relative(job.next_run_at, now)))
+    if job.HasField("deadline"):
+        fields.append(("deadline", when(job.deadline) if ended else relative(job.deadline, now)))
     return fields
 
 

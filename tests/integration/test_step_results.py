@@ -92,6 +92,17 @@ async def test_an_outcome_is_sealed_kept_first_and_handed_to_the_next_attempt(
     assert results[1].outcome.error.message == MARKER
     assert (results[0].name, results[0].attempt) == ("charge", 1)
 
+    # the owner sees what the job did — each step's place, name, attempt and a job error's
+    # code — and no value
+    shown = await client.get(job.id)
+    assert shown.steps_total == 2
+    assert [(st.ordinal, st.name, st.attempt, st.error_code) for st in shown.steps] == [
+        (0, "charge", 1, ""),
+        (1, "notify", 1, "JOB_REJECTED"),
+    ]
+    assert all(st.HasField("recorded_at") for st in shown.steps)
+    assert MARKER not in str(shown)
+
 
 async def test_a_stale_or_unknown_lease_records_nothing(
     client: Client, db: asyncpg.Connection

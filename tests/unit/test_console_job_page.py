@@ -418,3 +418,40 @@ async def test_the_live_stream_sends_the_timeline_and_error_as_the_job_moves(
     assert "worker-b" in part(html, "timeline")
     assert 'id="job-attempts">2 of 3' in html
     assert body.rstrip().endswith("event: done\ndata:")
+
+
+async def test_the_durable_steps_and_the_deadline_are_shown_without_values(
+    admin: httpx.AsyncClient, fake: FakeJobService
+) -> None:
+    job_id = v7_id()
+    fake.jobs[job_id] = job(
+        job_id,
+        status=RETRYING,
+        deadline=at(3600),
+        steps=[
+            job_pb2.DurableStep(ordinal=0, name="reserve", attempt=1, recorded_at=at(2)),
+            job_pb2.DurableStep(
+                ordinal=1, name="charge", attempt=2, recorded_at=at(9), error_code="JOB_DECLINED"
+            ),
+        ],
+        steps_total=3,
+    )
+
+    page = (await admin.get(f"/jobs/{job_id}")).text
+
+    assert text(part(page, "step-0")) == f"0 reserve 1 {when_ms(at(2))}"
+    assert text(part(page, "step-1")) == f"1 charge 2 {when_ms(at(9))} JOB_DECLINED"
+    assert "1 later steps not shown" in part(page, "steps-more")
+    assert text(part(page, "deadline")) == text(when(at(3600)))
+
+
+async def test_a_job_without_steps_says_none_were_recorded(
+    admin: httpx.AsyncClient, fake: FakeJobService
+) -> None:
+    job_id = v7_id()
+    fake.jobs[job_id] = job(job_id, status=QUEUED)
+
+    page = (await admin.get(f"/jobs/{job_id}")).text
+
+    assert text(part(page, "no-steps")) == "None recorded."
+    assert 'id="deadline"' not in page

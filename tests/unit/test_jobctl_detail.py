@@ -209,3 +209,26 @@ def test_schedule_times_say_their_zone_and_template_numbers_are_whole() -> None:
 
     assert "  2030-01-31T10:00:00Z (2030-01-31 11:00 Europe/Berlin)" in lines
     assert any(line.split() == ["input", '{"sleep_ms":', "5}"] for line in lines)
+
+
+def test_durable_steps_and_the_deadline_are_shown() -> None:
+    job = S.Job(
+        id=jid("1"),
+        status=S.JOB_STATUS_RETRYING,
+        deadline=at(90),
+        steps=[
+            S.DurableStep(ordinal=0, name="reserve", attempt=1, recorded_at=at(-5)),
+            S.DurableStep(
+                ordinal=1, name="charge", attempt=2, recorded_at=at(-1), error_code="JOB_DECLINED"
+            ),
+        ],
+        steps_total=3,
+    )
+
+    shown = fields(job)
+
+    assert shown["steps"] == ("#0 reserve (attempt 1), #1 charge (attempt 2 JOB_DECLINED) (1 more)")
+    assert shown["deadline"] == "2030-01-31T09:01:30Z (in 1m30s)"
+    # once finished, the deadline reads as a time
+    job.status = S.JOB_STATUS_FAILED
+    assert fields(job)["deadline"] == "2030-01-31T09:01:30Z"

@@ -173,6 +173,17 @@ def job_to_pb(job: Job, *, internal: bool = False) -> job_pb2.Job:
         retried_as_job_ids=job.retried_as_job_ids,
         error_attempt=job.error_attempt,
         deadline=timestamp(job.deadline_at),
+        steps=[
+            job_pb2.DurableStep(
+                ordinal=step.ordinal,
+                name=step.name,
+                attempt=step.attempt,
+                recorded_at=timestamp(step.recorded_at),
+                error_code=step.error_code or "",
+            )
+            for step in job.steps
+        ],
+        steps_total=job.steps_total,
     )
     if job.dependency_policy:
         policy = DependencyPolicy(job.dependency_policy)

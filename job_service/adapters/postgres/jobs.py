@@ -14,6 +14,7 @@ from job_service.adapters.postgres.rows import (
     event_from_json,
     job_from_row,
     signal_from_json,
+    step_from_json,
 )
 from job_service.adapters.postgres.units import cancel_descendants_of
 from job_service.adapters.postgres.vocabulary.statuses import (
@@ -67,6 +68,13 @@ SELECT {JOB_COLUMNS},
      FROM (SELECT seq, name, sent_at FROM job_signals WHERE job_id = j.id
            ORDER BY seq DESC LIMIT $6) s) AS signals,
     j.signal_seq AS signals_total,
+    (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'ordinal', r.ordinal, 'name', r.name, 'attempt', r.attempt,
+                'recorded_at', r.created_at, 'error_code', r.error_code) ORDER BY r.ordinal),
+             '[]')
+     FROM (SELECT ordinal, name, attempt, created_at, error_code FROM job_step_results
+           WHERE job_id = j.id ORDER BY ordinal LIMIT $10) r) AS steps,
+    (SELECT count(*) FROM job_step_results r WHERE r.job_id = j.id)::int AS steps_total,
     ARRAY(SELECT d.depends_on_id::text FROM job_dependencies d WHERE d.job_id = j.id
           ORDER BY d.depends_on_id LIMIT {SHOWN_EDGES}) AS depends_on,
     (SELECT count(*) FROM job_dependencies d WHERE d.job_id = j.id)::int AS dependencies_total,
@@ -154,6 +162,7 @@ class JobRepository:
             SHOWN.artifact_bytes,
             SHOWN.input_bytes,
             SHOWN.retries,
+            SHOWN.steps,
         )
         if row is None:
             return None
@@ -169,6 +178,8 @@ class JobRepository:
             total_cost_usd=row["total_cost_usd"],
             usage_unknown_attempts=row["usage_unknown_attempts"],
             signals=[signal_from_json(s) for s in row["signals"]],
+            steps=[step_from_json(s) for s in row["steps"]],
+            steps_total=row["steps_total"],
             artifacts_total=row["artifacts_total"],
             events_total=row["events_total"],
             child_jobs_total=row["child_jobs_total"],

@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 
-from job_service.domain.jobs import Artifact, Job, JobEvent
+from job_service.domain.jobs import Artifact, DurableStep, Job, JobEvent
 from job_service.domain.lifecycle import JobStatus, statuses_sql
 from job_service.domain.signals import ReceivedSignal
 from shared.credentials import CredentialMode
@@ -105,6 +105,17 @@ def event_from_json(raw: dict[str, Any]) -> JobEvent:
         reason=raw["reason"],
         at=datetime.fromisoformat(raw["at"]),
         worker_id=raw.get("worker"),
+    )
+
+
+def step_from_json(raw: dict[str, Any]) -> DurableStep:
+    """A durable step as GET_JOB aggregates it into jsonb."""
+    return DurableStep(
+        raw["ordinal"],
+        raw["name"],
+        raw["attempt"],
+        datetime.fromisoformat(raw["recorded_at"]),
+        raw["error_code"],
     )
 
 

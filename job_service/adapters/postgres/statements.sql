@@ -876,6 +876,13 @@ SELECT
      FROM (SELECT seq, name, sent_at FROM job_signals WHERE job_id = j.id
            ORDER BY seq DESC LIMIT $6) s) AS signals,
     j.signal_seq AS signals_total,
+    (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'ordinal', r.ordinal, 'name', r.name, 'attempt', r.attempt,
+                'recorded_at', r.created_at, 'error_code', r.error_code) ORDER BY r.ordinal),
+             '[]')
+     FROM (SELECT ordinal, name, attempt, created_at, error_code FROM job_step_results
+           WHERE job_id = j.id ORDER BY ordinal LIMIT $10) r) AS steps,
+    (SELECT count(*) FROM job_step_results r WHERE r.job_id = j.id)::int AS steps_total,
     ARRAY(SELECT d.depends_on_id::text FROM job_dependencies d WHERE d.job_id = j.id
           ORDER BY d.depends_on_id LIMIT 1000) AS depends_on,
     (SELECT count(*) FROM job_dependencies d WHERE d.job_id = j.id)::int AS dependencies_total,
