@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
 import time
 from collections.abc import Awaitable, Callable
 
 from tests.chaos.faults import FaultContext, FaultRecord, _busiest_worker, _leased_by
-from tests.chaos.step_faults import _jobs_of
-from tests.support.processes import WorkerProcess
+from tests.chaos.step_faults import jobs_of, self_killing_worker
 
 # How long the worker gets to take an agent and make its first effect.
 EFFECT_WAIT_S = 30.0
@@ -36,24 +34,7 @@ async def kill_after_effect(ctx: FaultContext) -> FaultRecord:
     """A worker that SIGKILLs itself right after its first durable step's effect, before
     the record; the agent it held must run again and make the effect under the same key."""
     c = ctx.cluster
-    worker_id = ctx.key("wk")
-    process = WorkerProcess(
-        c.log_dir,
-        worker_id,
-        c.nats.url,
-        c.worker_target,
-        **{
-            **c.worker_env(),
-            "JOBS_CHAOS_KILL_AFTER_EFFECT": "1",
-            "JOBS_WORKER_SLOTS": "ai-interactive=1,ai-background=1",
-        },
-    )
-    try:
-        code = await process.wait(EFFECT_WAIT_S)
-    except subprocess.TimeoutExpired:
-        code = None
-    finally:
-        process.close()
+    worker_id, code = await self_killing_worker(ctx, "JOBS_CHAOS_KILL_AFTER_EFFECT", EFFECT_WAIT_S)
     record = FaultRecord("kill_after_effect", worker_id, await c.db_now())
     record.bound_s = c.settings.worker_recovery_bound_s()
     if code is None:
@@ -61,7 +42,7 @@ async def kill_after_effect(ctx: FaultContext) -> FaultRecord:
     elif code != -9:
         record.violations.append(f"exited {code}, not by its SIGKILL")
     else:
-        record.affected = await _jobs_of(await c.db(), worker_id)
+        record.affected = await jobs_of(await c.db(), worker_id)
         record.notes.append(
             f"killed between an effect and its record, holding {len(record.affected)} jobs"
         )

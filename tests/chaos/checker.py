@@ -377,13 +377,15 @@ class Report:
                 took = f"{r.seconds:6.1f}" if r.seconds is not None else "     -"
                 bound = f"≤ {r.bound_s:.1f}" if r.bound_s is not None else ""
                 lines.append(f"  {r.kind:<26} {r.target:<8} {took} {bound:<8} {r.what}")
+        # what failed last, right above the result: CI shows a run's tail (a failed run's
+        # violations once scrolled away above 30 notes, and could not be told)
         for title, items in (
+            ("notes", self.notes),
+            ("unexpected outcomes (allowed, for information)", self.unexpected),
             ("LOST", self.lost),
             ("DUPLICATED", self.duplicated),
             ("STUCK", self.stuck),
             ("VIOLATIONS", self.violations),
-            ("unexpected outcomes (allowed, for information)", self.unexpected),
-            ("notes", self.notes),
         ):
             if items:
                 lines += ["", f"{title}:"] + [f"  {item}" for item in items[:30]]

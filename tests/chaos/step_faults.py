@@ -40,24 +40,7 @@ async def kill_after_call(ctx: FaultContext) -> FaultRecord:
     """A worker that SIGKILLs itself right after its first recorded provider call; the job
     it held must run again (and reuse the call)."""
     c = ctx.cluster
-    worker_id = ctx.key("wk")  # a w*.log: the checker reads its fake provider lines
-    process = WorkerProcess(
-        c.log_dir,
-        worker_id,
-        c.nats.url,
-        c.worker_target,
-        **{
-            **c.worker_env(),
-            "JOBS_CHAOS_KILL_AFTER_STEP": "1",
-            "JOBS_WORKER_SLOTS": "ai-interactive=1,ai-background=1",
-        },
-    )
-    try:
-        code = await process.wait(KILL_WAIT_S)
-    except subprocess.TimeoutExpired:
-        code = None
-    finally:
-        process.close()
+    worker_id, code = await self_killing_worker(ctx, "JOBS_CHAOS_KILL_AFTER_STEP", KILL_WAIT_S)
     record = FaultRecord("kill_after_call", worker_id, await c.db_now())
     record.bound_s = c.settings.ai_recovery_bound_s()  # it holds an AI job
     if code is None:
@@ -65,14 +48,38 @@ async def kill_after_call(ctx: FaultContext) -> FaultRecord:
     elif code != -9:
         record.violations.append(f"exited {code}, not by its SIGKILL")
     else:
-        record.affected = await _jobs_of(await c.db(), worker_id)
+        record.affected = await jobs_of(await c.db(), worker_id)
         record.notes.append(
             f"killed right after a recorded provider call, holding {len(record.affected)} jobs"
         )
     return record
 
 
-async def _jobs_of(pool: asyncpg.Pool, worker_id: str) -> list[str]:
+async def self_killing_worker(
+    ctx: FaultContext, hook: str, wait_s: float
+) -> tuple[str, int | None]:
+    """Starts a worker with one slot per queue and the fault hook ``hook`` (a
+    worker_service/fault_hooks.py variable) set to 1, and waits up to ``wait_s`` for it to
+    kill itself: its id, and its exit code (None: alive then, and stopped)."""
+    c = ctx.cluster
+    worker_id = ctx.key("wk")  # a w*.log: the checker reads its fake provider lines
+    process = WorkerProcess(
+        c.log_dir,
+        worker_id,
+        c.nats.url,
+        c.worker_target,
+        **{**c.worker_env(), hook: "1", "JOBS_WORKER_SLOTS": "ai-interactive=1,ai-background=1"},
+    )
+    try:
+        code = await process.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        process.close()
+    return worker_id, code
+
+
+async def jobs_of(pool: asyncpg.Pool, worker_id: str) -> list[str]:
     """The jobs a killed worker held, once the job service ended its leases."""
     deadline = time.monotonic() + LEASE_END_WAIT_S
     while time.monotonic() < deadline:
