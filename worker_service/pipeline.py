@@ -328,11 +328,18 @@ class Pipeline:
         )
 
     async def _retrying(self, deadline: float, call: Callable[[float], Awaitable[T]]) -> T:
+        """``call`` (given its timeout) until it answers, retrying transient failures until
+        ``deadline``. A try gets half the time left: a replica that hangs (frozen, cut off)
+        costs one try, and the next — which the channel sends to another replica — still
+        fits in the lease (chaos, seed 9989: a job's four attempts each spent their whole
+        lease on one SubmitResults to a frozen replica, and the job failed LEASE_EXPIRED)."""
         backoff = SUBMIT_BACKOFF_START_S
         while True:
             remaining = deadline - self._clock()
             try:
-                return await call(min(SUBMIT_CALL_TIMEOUT_S, max(remaining, MIN_CALL_TIMEOUT_S)))
+                return await call(
+                    min(SUBMIT_CALL_TIMEOUT_S, max(remaining / 2, MIN_CALL_TIMEOUT_S))
+                )
             except Exception as exc:
                 if not is_transient(exc) or self._clock() + backoff >= deadline:
                     raise

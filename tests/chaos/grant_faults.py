@@ -94,7 +94,7 @@ async def worker_kill_pushed(ctx: FaultContext) -> FaultRecord:
 async def service_kill_pushing(ctx: FaultContext) -> FaultRecord:
     """A replica that kills itself between a pushed grant's commit and its sending."""
     c = ctx.cluster
-    replica = await _replica_with_most_sessions(ctx)
+    replica = await replica_with_most_sessions(ctx)
     assert replica.process is not None
     replica.process.signal(signal.SIGUSR1)
     killed_at: float | None = None
@@ -139,7 +139,7 @@ async def service_kill_pushing(ctx: FaultContext) -> FaultRecord:
     return record
 
 
-async def _replica_with_most_sessions(ctx: FaultContext) -> Replica:
+async def replica_with_most_sessions(ctx: FaultContext) -> Replica:
     """The replica most workers hold their sessions with: the one that pushes grants."""
     pool = await ctx.cluster.db()
     rows = await pool.fetch(

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import asyncpg
 
 from tests.chaos.faults import FaultContext, FaultRecord, _probe
+from tests.chaos.grant_faults import replica_with_most_sessions
 
 if TYPE_CHECKING:
     from tests.chaos.cluster import Replica
@@ -166,8 +167,11 @@ async def _hold(
 
 
 async def replica_freeze(ctx: FaultContext) -> FaultRecord:
-    """SIGSTOP a replica inside a transaction for HOLD_S, then SIGCONT."""
-    replica = ctx.rng.choice(ctx.cluster.replicas)
+    """SIGSTOP a replica inside a transaction for HOLD_S, then SIGCONT: the one most
+    workers hold their sessions with, whose write transactions are many (one without
+    sessions is rarely inside one: CI once missed it 300 times) and whose freeze its
+    workers feel."""
+    replica = await replica_with_most_sessions(ctx)
     process = replica.process
     assert process is not None
     return await _hold(

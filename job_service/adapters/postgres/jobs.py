@@ -17,6 +17,7 @@ from job_service.adapters.postgres.rows import (
     step_from_json,
 )
 from job_service.adapters.postgres.units import cancel_descendants_of
+from job_service.adapters.postgres.vocabulary.job_lists import durable_steps
 from job_service.adapters.postgres.vocabulary.statuses import (
     cancelled_events,
     sql_status,
@@ -68,13 +69,7 @@ SELECT {JOB_COLUMNS},
      FROM (SELECT seq, name, sent_at FROM job_signals WHERE job_id = j.id
            ORDER BY seq DESC LIMIT $6) s) AS signals,
     j.signal_seq AS signals_total,
-    (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                'ordinal', r.ordinal, 'name', r.name, 'attempt', r.attempt,
-                'recorded_at', r.created_at, 'error_code', r.error_code) ORDER BY r.ordinal),
-             '[]')
-     FROM (SELECT ordinal, name, attempt, created_at, error_code FROM job_step_results
-           WHERE job_id = j.id ORDER BY ordinal LIMIT $10) r) AS steps,
-    (SELECT count(*) FROM job_step_results r WHERE r.job_id = j.id)::int AS steps_total,
+    {durable_steps("j.id", "$10")},
     ARRAY(SELECT d.depends_on_id::text FROM job_dependencies d WHERE d.job_id = j.id
           ORDER BY d.depends_on_id LIMIT {SHOWN_EDGES}) AS depends_on,
     (SELECT count(*) FROM job_dependencies d WHERE d.job_id = j.id)::int AS dependencies_total,

@@ -363,3 +363,26 @@ async def test_a_refused_result_is_reported_as_a_failure(
     [failure] = executor.failures
     assert failure["error_code"] == ErrorCode.INTERNAL_ERROR
     assert failure["error_message"].startswith("the job service refused the result")
+
+
+async def test_a_submit_hanging_on_one_replica_leaves_time_for_a_try_on_another(
+    executor: FakeExecutor, results: ResultBatcher
+) -> None:
+    """A frozen replica answers no call: the try sent to it costs its whole timeout. The
+    next try (the channel's next replica) must still fit in the lease."""
+    now = [0.0]
+    pipeline = Pipeline(
+        executor, results, {"probe": probe_definition(ProbeLog())}.__getitem__, clock=lambda: now[0]
+    )
+    timeouts: list[float] = []
+
+    async def call(timeout_s: float) -> str:
+        timeouts.append(timeout_s)
+        if len(timeouts) == 1:  # the frozen replica: no answer within the timeout
+            now[0] += timeout_s
+            raise ExecutorUnreachable("DEADLINE_EXCEEDED")
+        return "SUCCEEDED"
+
+    assert await pipeline._retrying(4.0, call) == "SUCCEEDED"
+    assert timeouts[0] <= 2.0, "the first try took the whole lease"
+    assert len(timeouts) == 2
