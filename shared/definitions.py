@@ -94,9 +94,9 @@ class JobDefinition:
     # deleted this long after it finished; None: the deployment's JOBS_JOB_RETENTION_S.
     # 0 keeps them forever.
     retention_s: float | None = None
-    # A job not finished this long after it became due ends FAILED with DEADLINE_EXCEEDED,
-    # whatever its retries, sleeps and waits (CreateJob's deadline overrides it); None:
-    # no deadline. At most 366 days.
+    # A job not finished this long after its creation (or its run_at) ends FAILED with
+    # DEADLINE_EXCEEDED, whatever its retries, sleeps and waits (CreateJob's deadline
+    # overrides it); None: no deadline. At most 366 days.
     deadline_s: float | None = None
     # What a job is about when CreateJob names no target: (target_type, "input.<field>"),
     # e.g. ("knowledge_item", "input.knowledge_item_id") (seed 003 targetType, targetId).
