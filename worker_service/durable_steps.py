@@ -102,7 +102,7 @@ class DurableSteps:
             raise
         finally:
             self.key = None
-        fault_hooks.effect_made()  # the chaos harness's crash between effect and record
+        fault_hooks.effect_made(name)  # the chaos harness's crash between effect and record
         try:
             text = json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:

@@ -5,8 +5,8 @@
                                  after which the worker SIGKILLs itself: a crash right
                                  after a paid provider call returned, the failure
                                  checkpoints exist for
-    JOBS_CHAOS_KILL_AFTER_EFFECT the share (0..1) of durable steps (ctx.step) whose
-                                 function returned after which the worker SIGKILLs itself,
+    JOBS_CHAOS_KILL_AFTER_EFFECT the names (comma-separated) of the durable steps
+                                 (ctx.step) after whose function the worker SIGKILLs itself,
                                  before the step is recorded: the crash between a side
                                  effect and its record that ctx.step_key exists for
     JOBS_CHAOS_SEED              seeds the draw, so a run repeats
@@ -30,25 +30,31 @@ EFFECT_KILL_LOG = "fault: SIGKILL after a side effect, before its record"
 
 
 @cache
-def _kill_draw(variable: str) -> tuple[float, random.Random]:
-    share = float(os.environ.get(variable) or 0)
-    seed = os.environ.get("JOBS_CHAOS_SEED", "0") + str(os.getpid()) + variable
+def _kill_draw() -> tuple[float, random.Random]:
+    share = float(os.environ.get(KILL_AFTER_STEP) or 0)
+    seed = os.environ.get("JOBS_CHAOS_SEED", "0") + str(os.getpid())
     return share, random.Random(seed)
-
-
-def _maybe_kill(variable: str, message: str) -> None:
-    share, draw = _kill_draw(variable)
-    if share > 0 and draw.random() < share:
-        log.warning(message)
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def step_recorded() -> None:
     """Called once a step's response is recorded: the chaos fault may kill the process."""
-    _maybe_kill(KILL_AFTER_STEP, KILL_LOG)
+    share, draw = _kill_draw()
+    if share > 0 and draw.random() < share:
+        _kill(KILL_LOG)
 
 
-def effect_made() -> None:
-    """Called once a durable step's function returned, before its record: the chaos fault
-    may kill the process."""
-    _maybe_kill(KILL_AFTER_EFFECT, EFFECT_KILL_LOG)
+def effect_made(step: str) -> None:
+    """Called once the function of the durable step ``step`` returned, before its record:
+    the chaos fault kills the process after the steps it names."""
+    if step in _effect_steps():
+        _kill(EFFECT_KILL_LOG)
+
+
+@cache
+def _effect_steps() -> frozenset[str]:
+    return frozenset(filter(None, os.environ.get(KILL_AFTER_EFFECT, "").split(",")))
+
+
+def _kill(message: str) -> None:
+    log.warning(message)
+    os.kill(os.getpid(), signal.SIGKILL)

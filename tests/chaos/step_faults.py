@@ -56,11 +56,11 @@ async def kill_after_call(ctx: FaultContext) -> FaultRecord:
 
 
 async def self_killing_worker(
-    ctx: FaultContext, hook: str, wait_s: float
+    ctx: FaultContext, hook: str, wait_s: float, armed: str = "1"
 ) -> tuple[str, int | None]:
     """Starts a worker with one slot per queue and the fault hook ``hook`` (a
-    worker_service/fault_hooks.py variable) set to 1, and waits up to ``wait_s`` for it to
-    kill itself: its id, and its exit code (None: alive then, and stopped)."""
+    worker_service/fault_hooks.py variable) set to ``armed``, and waits up to ``wait_s`` for
+    it to kill itself: its id, and its exit code (None: alive then, and stopped)."""
     c = ctx.cluster
     worker_id = ctx.key("wk")  # a w*.log: the checker reads its fake provider lines
     process = WorkerProcess(
@@ -68,7 +68,7 @@ async def self_killing_worker(
         worker_id,
         c.nats.url,
         c.worker_target,
-        **{**c.worker_env(), hook: "1", "JOBS_WORKER_SLOTS": "ai-interactive=1,ai-background=1"},
+        **{**c.worker_env(), hook: armed, "JOBS_WORKER_SLOTS": "ai-interactive=1,ai-background=1"},
     )
     try:
         code = await process.wait(wait_s)
