@@ -137,7 +137,10 @@ def _handler(service: MessageService) -> type[BaseHTTPRequestHandler]:
             self._answer(HTTPStatus.OK, service.send(key, message))
 
         def _message(self) -> dict[str, str] | None:
-            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                return None
             if not 0 < length <= MAX_BODY_BYTES:
                 return None
             try:
